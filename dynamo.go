@@ -2,8 +2,16 @@ package shardlease
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
 // DynamoDBAPI is the part of the DynamoDB client the store calls.
@@ -18,3 +26,577 @@ type DynamoDBAPI interface {
 }
 
 var _ DynamoDBAPI = (*dynamodb.Client)(nil)
+
+// Attribute names of a lease row.
+const (
+	attrKey         = "lease_key"
+	attrOwner       = "lease_owner"
+	attrCounter     = "lease_counter"
+	attrCheckpoint  = "checkpoint"
+	attrSubSequence = "checkpoint_sub"
+	attrParents     = "parent_shards"
+	attrExpiry      = "lease_expiry"
+	attrHandoff     = "handoff_to"
+)
+
+// DynamoStore is a LeaseStore over a DynamoDB table whose only key is the
+// string partition key lease_key. Every mutation is one conditional write:
+// acquire on "free, or counter as observed"; renew, checkpoint and release on
+// "owner and counter are the caller's". Reads are consistent.
+//
+// One table may serve every stream of a service: rows are keyed
+// "stream:shard".
+type DynamoStore struct {
+	client DynamoDBAPI
+	table  string
+	cfg    storeConfig
+}
+
+var _ LeaseStore = (*DynamoStore)(nil)
+
+// StoreOption configures a DynamoStore.
+type StoreOption func(*storeConfig)
+
+type storeConfig struct {
+	legacyStream string
+}
+
+// NewDynamoStore returns a store over table, which must exist (see
+// CreateTable). It makes no call; CheckTable verifies the table.
+func NewDynamoStore(client DynamoDBAPI, table string, opts ...StoreOption) (*DynamoStore, error) {
+	if client == nil {
+		return nil, fmt.Errorf("%w: DynamoDB client is nil; pass dynamodb.NewFromConfig(cfg)", ErrInvalidConfig)
+	}
+	if err := ValidateTableName(table); err != nil {
+		return nil, err
+	}
+	s := &DynamoStore{client: client, table: table}
+	for _, o := range opts {
+		o(&s.cfg)
+	}
+	if s.cfg.legacyStream != "" {
+		if err := ValidateStreamName(s.cfg.legacyStream); err != nil {
+			return nil, fmt.Errorf("shardlease: WithLegacyStream: %w", err)
+		}
+	}
+	return s, nil
+}
+
+// Table returns the name of the lease table.
+func (s *DynamoStore) Table() string { return s.table }
+
+// ValidateTableName checks a DynamoDB table name: 3 to 255 characters of
+// a-z, A-Z, 0-9, '_', '.' and '-'.
+func ValidateTableName(name string) error {
+	if len(name) < 3 && name != "" {
+		return fmt.Errorf("%w: table name %q is shorter than 3 characters; use 3 to 255 characters of a-z, A-Z, 0-9, '_', '.' and '-'", ErrInvalidName, name)
+	}
+	return validateName("table name", name, 255)
+}
+
+// TableError names the lease table a table-level problem was found in.
+type TableError struct {
+	Table string
+	Err   error
+}
+
+func (e *TableError) Error() string { return fmt.Sprintf("table %s: %v", e.Table, e.Err) }
+
+// Unwrap returns the wrapped error.
+func (e *TableError) Unwrap() error { return e.Err }
+
+func tableNotFound(table string, cause error) error {
+	return &TableError{Table: table, Err: fmt.Errorf("%w: create it with shardlease.CreateTable(ctx, client, %q) or `shardlease create-table -table %s`, or point the store at the right table and region: %w", ErrTableNotFound, table, table, cause)}
+}
+
+// CheckTable verifies that the lease table exists and has the key schema
+// the store needs. The consumer calls it once before it starts.
+func (s *DynamoStore) CheckTable(ctx context.Context) error {
+	out, err := s.client.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(s.table)})
+	if err != nil {
+		if isNotFound(err) {
+			return tableNotFound(s.table, err)
+		}
+		return &TableError{Table: s.table, Err: fmt.Errorf("describe: %w", err)}
+	}
+	return checkSchema(s.table, out.Table)
+}
+
+func checkSchema(table string, d *types.TableDescription) error {
+	if d == nil {
+		return &TableError{Table: table, Err: errors.New("describe returned no table description")}
+	}
+	ok := len(d.KeySchema) == 1 && aws.ToString(d.KeySchema[0].AttributeName) == attrKey && d.KeySchema[0].KeyType == types.KeyTypeHash
+	if ok {
+		ok = false
+		for _, a := range d.AttributeDefinitions {
+			if aws.ToString(a.AttributeName) == attrKey && a.AttributeType == types.ScalarAttributeTypeS {
+				ok = true
+			}
+		}
+	}
+	if ok {
+		return nil
+	}
+	var have []string
+	for _, k := range d.KeySchema {
+		typ := "?"
+		for _, a := range d.AttributeDefinitions {
+			if aws.ToString(a.AttributeName) == aws.ToString(k.AttributeName) {
+				typ = string(a.AttributeType)
+			}
+		}
+		have = append(have, fmt.Sprintf("%s %s (%s)", k.KeyType, aws.ToString(k.AttributeName), typ))
+	}
+	return &TableError{Table: table, Err: fmt.Errorf("%w: it has key %s, but a lease table needs exactly one key, the string partition key %q; create a new table with shardlease.CreateTable or use another table name",
+		ErrBadTableSchema, strings.Join(have, ", "), attrKey)}
+}
+
+// CreateTable creates a lease table named name with on-demand billing and
+// waits until it is active. It succeeds without change when the table exists
+// already with the right key schema, and fails with ErrBadTableSchema when it
+// exists with another.
+func CreateTable(ctx context.Context, client DynamoDBAPI, name string) error {
+	if client == nil {
+		return fmt.Errorf("%w: DynamoDB client is nil", ErrInvalidConfig)
+	}
+	if err := ValidateTableName(name); err != nil {
+		return err
+	}
+	_, err := client.CreateTable(ctx, &dynamodb.CreateTableInput{
+		TableName:            aws.String(name),
+		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String(attrKey), AttributeType: types.ScalarAttributeTypeS}},
+		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String(attrKey), KeyType: types.KeyTypeHash}},
+		BillingMode:          types.BillingModePayPerRequest,
+	})
+	var inUse *types.ResourceInUseException
+	if err != nil && !errors.As(err, &inUse) {
+		return &TableError{Table: name, Err: fmt.Errorf("create: %w", err)}
+	}
+	delay := 50 * time.Millisecond
+	for {
+		out, err := client.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(name)})
+		if err != nil && !isNotFound(err) {
+			return &TableError{Table: name, Err: fmt.Errorf("describe: %w", err)}
+		}
+		if err == nil {
+			if err := checkSchema(name, out.Table); err != nil {
+				return err
+			}
+			if out.Table.TableStatus == types.TableStatusActive {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return &TableError{Table: name, Err: fmt.Errorf("waiting for the table to become active: %w", ctx.Err())}
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, 2*time.Second)
+	}
+}
+
+func isNotFound(err error) bool {
+	var nf *types.ResourceNotFoundException
+	return errors.As(err, &nf)
+}
+
+func condFailed(err error) (*types.ConditionalCheckFailedException, bool) {
+	var cf *types.ConditionalCheckFailedException
+	ok := errors.As(err, &cf)
+	return cf, ok
+}
+
+func (s *DynamoStore) fail(op string, key LeaseKey, err error) error {
+	if isNotFound(err) {
+		err = tableNotFound(s.table, err)
+	}
+	return &LeaseError{Op: op, Table: s.table, Key: key, Err: err}
+}
+
+func keyAttr(key LeaseKey) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{attrKey: &types.AttributeValueMemberS{Value: key.String()}}
+}
+
+func num(n int64) types.AttributeValue {
+	return &types.AttributeValueMemberN{Value: strconv.FormatInt(n, 10)}
+}
+
+func str(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
+
+// Create implements LeaseStore.
+func (s *DynamoStore) Create(ctx context.Context, key LeaseKey, parents []string) (bool, error) {
+	if err := key.Validate(); err != nil {
+		return false, s.fail("create", key, err)
+	}
+	item := keyAttr(key)
+	item[attrCounter] = num(0)
+	if len(parents) > 0 {
+		item[attrParents] = &types.AttributeValueMemberSS{Value: slices.Clone(parents)}
+	}
+	_, err := s.client.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName:           aws.String(s.table),
+		Item:                item,
+		ConditionExpression: aws.String("attribute_not_exists(lease_key)"),
+	})
+	if err != nil {
+		if _, ok := condFailed(err); ok {
+			return false, nil
+		}
+		return false, s.fail("create", key, err)
+	}
+	return true, nil
+}
+
+// Get implements LeaseStore.
+func (s *DynamoStore) Get(ctx context.Context, key LeaseKey) (Lease, error) {
+	row, ok, err := s.get(ctx, key)
+	if err != nil {
+		return Lease{}, s.fail("get", key, err)
+	}
+	if !ok {
+		return Lease{}, s.fail("get", key, ErrLeaseNotFound)
+	}
+	return row, nil
+}
+
+// get reads a row consistently; ok is false when it does not exist.
+func (s *DynamoStore) get(ctx context.Context, key LeaseKey) (Lease, bool, error) {
+	out, err := s.client.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName:      aws.String(s.table),
+		Key:            keyAttr(key),
+		ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return Lease{}, false, err
+	}
+	if len(out.Item) == 0 {
+		return Lease{}, false, nil
+	}
+	row, err := decodeLease(out.Item)
+	if err != nil {
+		return Lease{}, false, err
+	}
+	return row, true, nil
+}
+
+// List implements LeaseStore.
+func (s *DynamoStore) List(ctx context.Context, stream string) ([]Lease, error) {
+	if err := ValidateStreamName(stream); err != nil {
+		return nil, err
+	}
+	var out []Lease
+	var start map[string]types.AttributeValue
+	for {
+		page, err := s.client.Scan(ctx, &dynamodb.ScanInput{
+			TableName:                 aws.String(s.table),
+			ConsistentRead:            aws.Bool(true),
+			FilterExpression:          aws.String("begins_with(lease_key, :prefix)"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{":prefix": str(stream + ":")},
+			ExclusiveStartKey:         start,
+		})
+		if err != nil {
+			if isNotFound(err) {
+				err = tableNotFound(s.table, err)
+			}
+			return nil, fmt.Errorf("shardlease: list stream %s in table %s: %w", stream, s.table, err)
+		}
+		for _, item := range page.Items {
+			row, err := decodeLease(item)
+			if err != nil {
+				return nil, &TableError{Table: s.table, Err: err}
+			}
+			if row.Key.Stream == stream {
+				out = append(out, row)
+			}
+		}
+		if len(page.LastEvaluatedKey) == 0 {
+			break
+		}
+		start = page.LastEvaluatedKey
+	}
+	slices.SortFunc(out, func(a, b Lease) int { return strings.Compare(a.Key.Shard, b.Key.Shard) })
+	return out, nil
+}
+
+// update runs one conditional UpdateItem returning the new row. On a failed
+// condition it returns the row as it is now (ok=false, exists reports whether
+// the row is there), read from the failure itself when the service returns
+// it, else by one consistent read.
+func (s *DynamoStore) update(ctx context.Context, key LeaseKey, in *dynamodb.UpdateItemInput) (row Lease, ok, exists bool, err error) {
+	in.TableName = aws.String(s.table)
+	in.Key = keyAttr(key)
+	in.ReturnValues = types.ReturnValueAllNew
+	in.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
+	out, err := s.client.UpdateItem(ctx, in)
+	if err == nil {
+		row, err := decodeLease(out.Attributes)
+		return row, err == nil, true, err
+	}
+	cf, failed := condFailed(err)
+	if !failed {
+		return Lease{}, false, false, err
+	}
+	if len(cf.Item) > 0 {
+		row, err := decodeLease(cf.Item)
+		return row, false, err == nil, err
+	}
+	row, exists, err = s.get(ctx, key)
+	return row, false, exists, err
+}
+
+// Acquire implements LeaseStore.
+func (s *DynamoStore) Acquire(ctx context.Context, key LeaseKey, owner string, observed int64) (Lease, error) {
+	if owner == "" {
+		return Lease{}, s.fail("acquire", key, fmt.Errorf("%w: owner id is empty", ErrInvalidConfig))
+	}
+	row, ok, exists, err := s.update(ctx, key, &dynamodb.UpdateItemInput{
+		ConditionExpression: aws.String("attribute_exists(lease_key) AND (attribute_not_exists(lease_owner) OR lease_counter = :observed)"),
+		UpdateExpression:    aws.String("SET lease_owner = :owner, lease_counter = lease_counter + :one REMOVE handoff_to, lease_expiry"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":owner": str(owner), ":observed": num(observed), ":one": num(1),
+		},
+	})
+	switch {
+	case err != nil:
+		return Lease{}, s.fail("acquire", key, err)
+	case ok:
+		return row, nil
+	case !exists:
+		return Lease{}, s.fail("acquire", key, ErrLeaseNotFound)
+	case row.Owner == owner && row.Counter == observed+1:
+		// Our own write, whose reply was lost and whose retry failed.
+		return row, nil
+	}
+	return Lease{}, s.fail("acquire", key, fmt.Errorf("%w: held by %q at counter %d, observed %d", ErrLeaseHeld, row.Owner, row.Counter, observed))
+}
+
+// write runs a holder's write (renew, checkpoint, release) under the
+// condition that owner and counter are held's. mine reports whether a row
+// seen after a failed condition is the result of this very write, whose
+// reply was lost and whose retry then failed.
+func (s *DynamoStore) write(ctx context.Context, op string, held Lease, in *dynamodb.UpdateItemInput, mine func(Lease) bool) (Lease, error) {
+	if held.Owner == "" {
+		return Lease{}, s.fail(op, held.Key, fmt.Errorf("%w: the handle has no owner; pass a lease returned by Acquire", ErrLeaseLost))
+	}
+	in.ConditionExpression = aws.String("lease_owner = :me AND lease_counter = :mine")
+	if in.ExpressionAttributeValues == nil {
+		in.ExpressionAttributeValues = map[string]types.AttributeValue{}
+	}
+	in.ExpressionAttributeValues[":me"] = str(held.Owner)
+	in.ExpressionAttributeValues[":mine"] = num(held.Counter)
+	in.ExpressionAttributeValues[":one"] = num(1)
+	row, ok, exists, err := s.update(ctx, held.Key, in)
+	switch {
+	case err != nil:
+		return Lease{}, s.fail(op, held.Key, err)
+	case ok:
+		return row, nil
+	case !exists:
+		return Lease{}, s.fail(op, held.Key, fmt.Errorf("%w: %w", ErrLeaseLost, ErrLeaseNotFound))
+	case row.Counter == held.Counter+1 && mine(row):
+		return row, nil
+	}
+	return row, s.fail(op, held.Key, fmt.Errorf("%w: row has owner %q counter %d, handle has owner %q counter %d", ErrLeaseLost, row.Owner, row.Counter, held.Owner, held.Counter))
+}
+
+func expiryAttr(t time.Time) types.AttributeValue { return num(t.UnixMilli()) }
+
+// Renew implements LeaseStore.
+func (s *DynamoStore) Renew(ctx context.Context, held Lease, expiry time.Time) (Lease, error) {
+	return s.write(ctx, "renew", held, &dynamodb.UpdateItemInput{
+		UpdateExpression:          aws.String("SET lease_counter = lease_counter + :one, lease_expiry = :expiry"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":expiry": expiryAttr(expiry)},
+	}, func(row Lease) bool { return row.Owner == held.Owner && row.Expiry.UnixMilli() == expiry.UnixMilli() })
+}
+
+// Checkpoint implements LeaseStore.
+func (s *DynamoStore) Checkpoint(ctx context.Context, held Lease, checkpoint string, subSequence int64, expiry time.Time) (Lease, error) {
+	if err := validCheckpoint(checkpoint, subSequence); err != nil {
+		return Lease{}, s.fail("checkpoint", held.Key, err)
+	}
+	in := &dynamodb.UpdateItemInput{
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":expiry": expiryAttr(expiry), ":cp": str(checkpoint),
+		},
+	}
+	if subSequence >= 0 {
+		in.UpdateExpression = aws.String("SET lease_counter = lease_counter + :one, lease_expiry = :expiry, checkpoint = :cp, checkpoint_sub = :sub")
+		in.ExpressionAttributeValues[":sub"] = num(subSequence)
+	} else {
+		in.UpdateExpression = aws.String("SET lease_counter = lease_counter + :one, lease_expiry = :expiry, checkpoint = :cp REMOVE checkpoint_sub")
+	}
+	return s.write(ctx, "checkpoint", held, in, func(row Lease) bool {
+		return row.Owner == held.Owner && row.Checkpoint == checkpoint && row.SubSequence == subSequence && row.Expiry.UnixMilli() == expiry.UnixMilli()
+	})
+}
+
+// Release implements LeaseStore.
+func (s *DynamoStore) Release(ctx context.Context, held Lease) (Lease, error) {
+	in := &dynamodb.UpdateItemInput{}
+	if held.HandoffTo != "" {
+		in.UpdateExpression = aws.String("SET lease_owner = :taker, lease_counter = lease_counter + :one REMOVE handoff_to, lease_expiry")
+		in.ExpressionAttributeValues = map[string]types.AttributeValue{":taker": str(held.HandoffTo)}
+	} else {
+		in.UpdateExpression = aws.String("SET lease_counter = lease_counter + :one REMOVE lease_owner, handoff_to, lease_expiry")
+	}
+	row, err := s.write(ctx, "release", held, in, func(row Lease) bool { return row.Owner == held.HandoffTo })
+	if err != nil && errors.Is(err, ErrLeaseLost) && row.Key == held.Key && row.Owner == "" {
+		return row, nil // free already: releasing twice is harmless
+	}
+	if err != nil {
+		return Lease{}, err
+	}
+	return row, nil
+}
+
+// RequestHandoff implements LeaseStore.
+func (s *DynamoStore) RequestHandoff(ctx context.Context, current Lease, taker string) (Lease, error) {
+	if taker == "" || current.Owner == "" {
+		return Lease{}, s.fail("request handoff", current.Key, fmt.Errorf("%w: taker %q and current owner %q must both be set", ErrInvalidConfig, taker, current.Owner))
+	}
+	row, ok, exists, err := s.update(ctx, current.Key, &dynamodb.UpdateItemInput{
+		ConditionExpression:       aws.String("lease_owner = :holder AND attribute_not_exists(handoff_to)"),
+		UpdateExpression:          aws.String("SET handoff_to = :taker"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":holder": str(current.Owner), ":taker": str(taker)},
+	})
+	switch {
+	case err != nil:
+		return Lease{}, s.fail("request handoff", current.Key, err)
+	case ok:
+		return row, nil
+	case !exists:
+		return Lease{}, s.fail("request handoff", current.Key, ErrLeaseNotFound)
+	case row.Owner == current.Owner && row.HandoffTo == taker:
+		return row, nil // our own request, whose reply was lost
+	}
+	return Lease{}, s.fail("request handoff", current.Key, fmt.Errorf("%w: row has owner %q, handoff to %q; expected owner %q and no handoff", ErrLeaseHeld, row.Owner, row.HandoffTo, current.Owner))
+}
+
+// decodeLease turns a row into a Lease. A row whose attributes have the
+// wrong types or values is an error matching ErrCorruptLease that names the
+// row and the attribute.
+func decodeLease(item map[string]types.AttributeValue) (Lease, error) {
+	keyAV, ok := item[attrKey].(*types.AttributeValueMemberS)
+	if !ok {
+		return Lease{}, fmt.Errorf("%w: a row has no string %s attribute (found %s); delete the row or fix it by hand", ErrCorruptLease, attrKey, avType(item[attrKey]))
+	}
+	key, err := ParseLeaseKey(keyAV.Value)
+	if err != nil {
+		return Lease{}, fmt.Errorf("%w: row %q: %w; delete the row or fix its %s", ErrCorruptLease, keyAV.Value, err, attrKey)
+	}
+	corrupt := func(attr, want string, detail error) error {
+		extra := ""
+		if detail != nil {
+			extra = " (" + detail.Error() + ")"
+		}
+		return fmt.Errorf("%w: row %q: attribute %s is %s, want %s%s; fix the attribute by hand or delete the row (its checkpoint is lost with it)",
+			ErrCorruptLease, key, attr, avType(item[attr]), want, extra)
+	}
+	l := Lease{Key: key, SubSequence: -1}
+	if av, present := item[attrOwner]; present {
+		v, ok := av.(*types.AttributeValueMemberS)
+		if !ok {
+			return Lease{}, corrupt(attrOwner, "a string", nil)
+		}
+		l.Owner = v.Value
+	}
+	numAttr := func(attr string) (int64, bool, error) {
+		av, present := item[attr]
+		if !present {
+			return 0, false, nil
+		}
+		v, ok := av.(*types.AttributeValueMemberN)
+		if !ok {
+			return 0, true, corrupt(attr, "a number", nil)
+		}
+		n, err := strconv.ParseInt(v.Value, 10, 64)
+		if err != nil {
+			return 0, true, corrupt(attr, "a whole number", err)
+		}
+		return n, true, nil
+	}
+	counter, present, err := numAttr(attrCounter)
+	if err != nil {
+		return Lease{}, err
+	}
+	if !present {
+		return Lease{}, corrupt(attrCounter, "a number", nil)
+	}
+	if counter < 0 {
+		return Lease{}, corrupt(attrCounter, "a non-negative number", nil)
+	}
+	l.Counter = counter
+	if av, present := item[attrCheckpoint]; present {
+		v, ok := av.(*types.AttributeValueMemberS)
+		if !ok {
+			return Lease{}, corrupt(attrCheckpoint, "a string", nil)
+		}
+		if err := validCheckpoint(v.Value, -1); err != nil {
+			return Lease{}, corrupt(attrCheckpoint, "a sequence number or "+ShardEnd, nil)
+		}
+		l.Checkpoint = v.Value
+	}
+	if sub, present, err := numAttr(attrSubSequence); err != nil {
+		return Lease{}, err
+	} else if present {
+		if sub < 0 {
+			return Lease{}, corrupt(attrSubSequence, "a non-negative number", nil)
+		}
+		l.SubSequence = sub
+	}
+	if av, present := item[attrParents]; present {
+		v, ok := av.(*types.AttributeValueMemberSS)
+		if !ok {
+			return Lease{}, corrupt(attrParents, "a string set", nil)
+		}
+		for _, p := range v.Value {
+			if err := ValidateShardID(p); err != nil {
+				return Lease{}, corrupt(attrParents, "a set of shard ids", err)
+			}
+		}
+		l.Parents = slices.Clone(v.Value)
+		slices.Sort(l.Parents)
+	}
+	if ms, present, err := numAttr(attrExpiry); err != nil {
+		return Lease{}, err
+	} else if present {
+		l.Expiry = time.UnixMilli(ms)
+	}
+	if av, present := item[attrHandoff]; present {
+		v, ok := av.(*types.AttributeValueMemberS)
+		if !ok {
+			return Lease{}, corrupt(attrHandoff, "a string", nil)
+		}
+		l.HandoffTo = v.Value
+	}
+	return l, nil
+}
+
+func avType(av types.AttributeValue) string {
+	switch av.(type) {
+	case nil:
+		return "missing"
+	case *types.AttributeValueMemberS:
+		return "a string"
+	case *types.AttributeValueMemberN:
+		return "a number"
+	case *types.AttributeValueMemberB:
+		return "binary"
+	case *types.AttributeValueMemberBOOL:
+		return "a boolean"
+	case *types.AttributeValueMemberNULL:
+		return "null"
+	case *types.AttributeValueMemberSS:
+		return "a string set"
+	case *types.AttributeValueMemberNS:
+		return "a number set"
+	case *types.AttributeValueMemberBS:
+		return "a binary set"
+	case *types.AttributeValueMemberL:
+		return "a list"
+	case *types.AttributeValueMemberM:
+		return "a map"
+	}
+	return fmt.Sprintf("%T", av)
+}

@@ -153,11 +153,14 @@ type LeaseStore interface {
 	// ErrLeaseLost.
 	Release(ctx context.Context, held Lease) (Lease, error)
 
-	// RequestHandoff asks the live holder of key to hand it to taker. It
-	// succeeds only while the row's owner and counter equal current's and no
-	// other handoff is pending, and fails with ErrLeaseHeld otherwise. It does
-	// not bump the counter: the holder keeps renewing, sees HandoffTo in the
-	// lease a renewal returns, finishes its batch and releases.
+	// RequestHandoff asks the live holder of current.Key to hand it to taker.
+	// It succeeds only while the row's owner is still current.Owner and no
+	// other handoff is pending, and fails with ErrLeaseHeld otherwise (or
+	// ErrLeaseNotFound). It is the one write that does not bump the counter:
+	// the holder keeps renewing, sees HandoffTo in the lease its next renewal
+	// returns, finishes its batch, checkpoints and releases, which makes the
+	// taker the owner. A taker whose request goes unanswered for a whole lease
+	// duration acquires the lease the ordinary way.
 	RequestHandoff(ctx context.Context, current Lease, taker string) (Lease, error)
 }
 

@@ -1,0 +1,253 @@
+package shardlease
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// MemoryStore is a LeaseStore kept in process memory. It keeps the same
+// contract as DynamoStore and serves tests, single-process services and the
+// quickstart. The zero value is not usable; call NewMemoryStore.
+type MemoryStore struct {
+	mu   sync.Mutex
+	rows map[LeaseKey]Lease
+	// hook, when set, sees every successful write (for tests that audit who
+	// wrote what).
+	hook func(op string, before, after Lease)
+}
+
+var _ LeaseStore = (*MemoryStore)(nil)
+
+// NewMemoryStore returns an empty store.
+func NewMemoryStore() *MemoryStore {
+	return &MemoryStore{rows: make(map[LeaseKey]Lease)}
+}
+
+// OnWrite registers fn to be called, under the store's lock, after every
+// successful write with the row before and after it. It lets tests audit
+// that only a lease's holder ever writes to it. fn must not call the store.
+func (m *MemoryStore) OnWrite(fn func(op string, before, after Lease)) {
+	m.mu.Lock()
+	m.hook = fn
+	m.mu.Unlock()
+}
+
+func (m *MemoryStore) wrote(op string, before, after Lease) {
+	m.rows[after.Key] = after
+	if m.hook != nil {
+		m.hook(op, cloneLease(before), cloneLease(after))
+	}
+}
+
+func cloneLease(l Lease) Lease {
+	l.Parents = slices.Clone(l.Parents)
+	return l
+}
+
+func memErr(op string, key LeaseKey, err error) error {
+	return &LeaseError{Op: op, Key: key, Err: err}
+}
+
+// Create implements LeaseStore.
+func (m *MemoryStore) Create(ctx context.Context, key LeaseKey, parents []string) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return false, memErr("create", key, err)
+	}
+	if err := key.Validate(); err != nil {
+		return false, memErr("create", key, err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.rows[key]; ok {
+		return false, nil
+	}
+	row := Lease{Key: key, SubSequence: -1, Parents: slices.Clone(parents)}
+	if len(row.Parents) == 0 {
+		row.Parents = nil
+	}
+	slices.Sort(row.Parents)
+	m.wrote("create", Lease{Key: key}, row)
+	return true, nil
+}
+
+// Get implements LeaseStore.
+func (m *MemoryStore) Get(ctx context.Context, key LeaseKey) (Lease, error) {
+	if err := ctx.Err(); err != nil {
+		return Lease{}, memErr("get", key, err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	row, ok := m.rows[key]
+	if !ok {
+		return Lease{}, memErr("get", key, ErrLeaseNotFound)
+	}
+	return cloneLease(row), nil
+}
+
+// List implements LeaseStore.
+func (m *MemoryStore) List(ctx context.Context, stream string) ([]Lease, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("shardlease: list stream %s: %w", stream, err)
+	}
+	if err := ValidateStreamName(stream); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []Lease
+	for k, row := range m.rows {
+		if k.Stream == stream {
+			out = append(out, cloneLease(row))
+		}
+	}
+	slices.SortFunc(out, func(a, b Lease) int { return strings.Compare(a.Key.Shard, b.Key.Shard) })
+	return out, nil
+}
+
+// Acquire implements LeaseStore.
+func (m *MemoryStore) Acquire(ctx context.Context, key LeaseKey, owner string, observed int64) (Lease, error) {
+	if err := ctx.Err(); err != nil {
+		return Lease{}, memErr("acquire", key, err)
+	}
+	if owner == "" {
+		return Lease{}, memErr("acquire", key, fmt.Errorf("%w: owner id is empty", ErrInvalidConfig))
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	row, ok := m.rows[key]
+	if !ok {
+		return Lease{}, memErr("acquire", key, ErrLeaseNotFound)
+	}
+	if row.Owner != "" && row.Counter != observed {
+		return Lease{}, memErr("acquire", key, fmt.Errorf("%w: held by %q at counter %d, observed %d", ErrLeaseHeld, row.Owner, row.Counter, observed))
+	}
+	before := row
+	row.Owner = owner
+	row.Counter++
+	row.HandoffTo = ""
+	row.Expiry = time.Time{}
+	m.wrote("acquire", before, row)
+	return cloneLease(row), nil
+}
+
+// holds checks the renew/checkpoint/release condition under the lock.
+func (m *MemoryStore) holds(op string, held Lease) (Lease, error) {
+	row, ok := m.rows[held.Key]
+	if !ok {
+		return Lease{}, memErr(op, held.Key, fmt.Errorf("%w: %w", ErrLeaseLost, ErrLeaseNotFound))
+	}
+	if row.Owner != held.Owner || row.Counter != held.Counter || held.Owner == "" {
+		return row, memErr(op, held.Key, fmt.Errorf("%w: row has owner %q counter %d, handle has owner %q counter %d", ErrLeaseLost, row.Owner, row.Counter, held.Owner, held.Counter))
+	}
+	return row, nil
+}
+
+// Renew implements LeaseStore.
+func (m *MemoryStore) Renew(ctx context.Context, held Lease, expiry time.Time) (Lease, error) {
+	if err := ctx.Err(); err != nil {
+		return Lease{}, memErr("renew", held.Key, err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	row, err := m.holds("renew", held)
+	if err != nil {
+		return Lease{}, err
+	}
+	before := row
+	row.Counter++
+	row.Expiry = expiry
+	m.wrote("renew", before, row)
+	return cloneLease(row), nil
+}
+
+// Checkpoint implements LeaseStore.
+func (m *MemoryStore) Checkpoint(ctx context.Context, held Lease, checkpoint string, subSequence int64, expiry time.Time) (Lease, error) {
+	if err := ctx.Err(); err != nil {
+		return Lease{}, memErr("checkpoint", held.Key, err)
+	}
+	if err := validCheckpoint(checkpoint, subSequence); err != nil {
+		return Lease{}, memErr("checkpoint", held.Key, err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	row, err := m.holds("checkpoint", held)
+	if err != nil {
+		return Lease{}, err
+	}
+	before := row
+	row.Counter++
+	row.Checkpoint = checkpoint
+	row.SubSequence = subSequence
+	row.Expiry = expiry
+	m.wrote("checkpoint", before, row)
+	return cloneLease(row), nil
+}
+
+// Release implements LeaseStore.
+func (m *MemoryStore) Release(ctx context.Context, held Lease) (Lease, error) {
+	if err := ctx.Err(); err != nil {
+		return Lease{}, memErr("release", held.Key, err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	row, err := m.holds("release", held)
+	if err != nil {
+		if row.Key == held.Key && row.Owner == "" {
+			return cloneLease(row), nil // free already: releasing twice is harmless
+		}
+		return Lease{}, err
+	}
+	before := row
+	row.Counter++
+	row.Owner = held.HandoffTo
+	row.HandoffTo = ""
+	row.Expiry = time.Time{}
+	m.wrote("release", before, row)
+	return cloneLease(row), nil
+}
+
+// RequestHandoff implements LeaseStore.
+func (m *MemoryStore) RequestHandoff(ctx context.Context, current Lease, taker string) (Lease, error) {
+	if err := ctx.Err(); err != nil {
+		return Lease{}, memErr("request handoff", current.Key, err)
+	}
+	if taker == "" {
+		return Lease{}, memErr("request handoff", current.Key, fmt.Errorf("%w: taker owner id is empty", ErrInvalidConfig))
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	row, ok := m.rows[current.Key]
+	if !ok {
+		return Lease{}, memErr("request handoff", current.Key, ErrLeaseNotFound)
+	}
+	if row.Owner == "" || row.Owner != current.Owner || row.HandoffTo != "" {
+		return Lease{}, memErr("request handoff", current.Key, fmt.Errorf("%w: row has owner %q, handoff to %q; expected owner %q and no handoff", ErrLeaseHeld, row.Owner, row.HandoffTo, current.Owner))
+	}
+	before := row
+	row.HandoffTo = taker
+	m.wrote("request handoff", before, row)
+	return cloneLease(row), nil
+}
+
+// validCheckpoint checks a checkpoint value before it is written.
+func validCheckpoint(checkpoint string, subSequence int64) error {
+	if checkpoint == "" {
+		return fmt.Errorf("%w: checkpoint is empty; pass a record's sequence number or ShardEnd", ErrInvalidConfig)
+	}
+	if subSequence < -1 {
+		return fmt.Errorf("%w: sub-sequence %d is negative; pass -1 for a whole record", ErrInvalidConfig, subSequence)
+	}
+	if checkpoint == ShardEnd {
+		return nil
+	}
+	for i := 0; i < len(checkpoint); i++ {
+		if checkpoint[i] < '0' || checkpoint[i] > '9' {
+			return fmt.Errorf("%w: checkpoint %q is not a sequence number (decimal digits) or %s", ErrInvalidConfig, checkpoint, ShardEnd)
+		}
+	}
+	return nil
+}
