@@ -161,11 +161,13 @@ func (f *Fake) SplitShard(ctx context.Context, params *kinesis.SplitShardInput, 
 	if key.Cmp(parent.start) <= 0 || key.Cmp(parent.end) > 0 {
 		return nil, invalidArgument("NewStartingHashKey %s must be greater than the starting hash key %s and at most the ending hash key %s of shard %s.", key, parent.start, parent.end, parent.id)
 	}
+	// The parent closes first, so its ending sequence number sorts before
+	// every sequence number of its children.
 	now := time.Now()
-	lowEnd := new(big.Int).Sub(key, big.NewInt(1))
-	low := st.addShard(new(big.Int).Set(parent.start), lowEnd, parent.id, "", now)
+	st.close(parent, now)
+	low := st.addShard(new(big.Int).Set(parent.start), new(big.Int).Sub(key, big.NewInt(1)), parent.id, "", now)
 	high := st.addShard(new(big.Int).Set(key), new(big.Int).Set(parent.end), parent.id, "", now)
-	st.close(parent, now, low.id, high.id)
+	parent.children = []string{low.id, high.id}
 	return &kinesis.SplitShardOutput{}, nil
 }
 
@@ -214,9 +216,11 @@ func (f *Fake) MergeShards(ctx context.Context, params *kinesis.MergeShardsInput
 		return nil, invalidArgument("Shards %s and %s in stream %s under account %s are not an adjacent pair of shards eligible for merging", a.id, b.id, name, Account)
 	}
 	now := time.Now()
+	st.close(a, now)
+	st.close(b, now)
 	child := st.addShard(new(big.Int).Set(lo.start), new(big.Int).Set(hi.end), a.id, b.id, now)
-	st.close(a, now, child.id)
-	st.close(b, now, child.id)
+	a.children = []string{child.id}
+	b.children = []string{child.id}
 	return &kinesis.MergeShardsOutput{}, nil
 }
 

@@ -93,10 +93,10 @@ func (st *stream) addShard(start, end *big.Int, parent, adjacent string, now tim
 	return s
 }
 
-func (st *stream) close(s *shard, now time.Time, children ...string) {
+// close closes s; the caller then records its children.
+func (st *stream) close(s *shard, now time.Time) {
 	s.endSeq = st.nextSeq(s.num)
 	s.closedAt = now
-	s.children = children
 }
 
 func (st *stream) shard(id string) *shard {
