@@ -1,0 +1,195 @@
+// Package kinesisfake is an in-process Kinesis data stream for fast,
+// deterministic tests of code written against the Kinesis client.
+//
+// A [Fake] implements the Kinesis calls a consumer and its tests make, with
+// the SDK's exact signatures, input and output types and typed exceptions, so
+// errors.As behaves as it does with *kinesis.Client. It starts no goroutine,
+// never blocks, and reads time only through time.Now, so inside a
+// testing/synctest bubble the bubble's fake clock drives iterator expiry,
+// arrival timestamps and the read rate limit.
+//
+// # Behaviour a consumer can rely on
+//
+//   - Sequence numbers are 56-digit decimal strings that increase with every
+//     record put to a stream (across all its shards), so they compare the same
+//     as big integers and as strings. A sequence number also names the shard it
+//     came from: handing it to GetShardIterator for another shard is an
+//     InvalidArgumentException, as with the real service.
+//   - GetRecords on an open shard always returns a NextShardIterator, also when
+//     it returns no records. On a closed shard, the call that reaches the end
+//     returns the last records (possibly none) together with ChildShards and a
+//     nil NextShardIterator.
+//   - GetRecords is limited to 5 calls per shard in any one-second window
+//     (ProvisionedThroughputExceededException); a refused call does not count
+//     towards the window. [WithReadLimit] changes or disables the limit.
+//   - Shard iterators expire 5 minutes after they were issued
+//     (ExpiredIteratorException); ListShards tokens after 300 seconds
+//     (ExpiredNextTokenException).
+//   - Streams are ACTIVE as soon as CreateStream returns, and resharding takes
+//     effect at once. Records are kept for the stream's life (no retention).
+package kinesisfake
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+)
+
+// Operation names passed to a [FaultFunc] and accepted by [Fake.Calls]. They
+// are the SDK method names.
+const (
+	OpCreateStream     = "CreateStream"
+	OpDeleteStream     = "DeleteStream"
+	OpPutRecord        = "PutRecord"
+	OpPutRecords       = "PutRecords"
+	OpListShards       = "ListShards"
+	OpGetShardIterator = "GetShardIterator"
+	OpGetRecords       = "GetRecords"
+	OpSplitShard       = "SplitShard"
+	OpMergeShards      = "MergeShards"
+)
+
+const (
+	// Account is the account id the fake puts in stream ARNs and messages.
+	Account = "000000000000"
+	// Region is the region the fake puts in stream ARNs.
+	Region = "us-east-1"
+
+	// IteratorTTL is how long a shard iterator stays valid after it is issued.
+	IteratorTTL = 5 * time.Minute
+	// NextTokenTTL is how long a ListShards NextToken stays valid.
+	NextTokenTTL = 300 * time.Second
+	// DefaultReadLimit is the number of GetRecords calls allowed per shard in
+	// any one-second window, as with the real service.
+	DefaultReadLimit = 5
+	// MaxGetRecordsLimit is the default and largest GetRecords Limit.
+	MaxGetRecordsLimit = 10000
+	// MaxListShardsResults is the default and largest ListShards MaxResults.
+	MaxListShardsResults = 1000
+	// MaxPutRecordsEntries is the most records one PutRecords call may carry.
+	MaxPutRecordsEntries = 500
+	// MaxRecordSize is the largest record payload (data plus partition key).
+	MaxRecordSize = 1 << 20
+)
+
+// FaultFunc is consulted before each call, after the call is counted. If it
+// returns an error, the call fails with exactly that error and changes
+// nothing. op is one of the Op constants; shardID is the shard the call names
+// (GetShardIterator, GetRecords, SplitShard's ShardToSplit, MergeShards'
+// ShardToMerge) and "" for calls on a whole stream (CreateStream,
+// DeleteStream, ListShards, PutRecord, PutRecords). It is called without the
+// fake's lock held, so it may call the fake itself.
+type FaultFunc func(op, shardID string) error
+
+// Option configures a [Fake].
+type Option func(*Fake)
+
+// WithReadLimit sets how many GetRecords calls one shard accepts in any
+// one-second window before it answers ProvisionedThroughputExceededException.
+// The default is [DefaultReadLimit]; n <= 0 turns the limit off.
+func WithReadLimit(n int) Option {
+	return func(f *Fake) { f.readLimit = n }
+}
+
+// WithFaults installs a fault hook from the start; see [Fake.SetFaults].
+func WithFaults(fn FaultFunc) Option {
+	return func(f *Fake) { f.faults = fn }
+}
+
+var fakeIDs atomic.Uint64
+
+// Fake is an in-process Kinesis service holding any number of streams. The
+// zero value is not usable; call [New]. A Fake is safe for concurrent use.
+type Fake struct {
+	id        uint64 // tells this fake's iterators and tokens from another's
+	readLimit int
+
+	mu          sync.Mutex
+	faults      FaultFunc
+	calls       map[string]int
+	streams     map[string]*stream
+	incarnation uint64 // distinguishes a re-created stream from the deleted one
+}
+
+// New returns an empty Fake: no streams, the read limit on, no faults.
+func New(opts ...Option) *Fake {
+	f := &Fake{
+		id:        fakeIDs.Add(1),
+		readLimit: DefaultReadLimit,
+		calls:     make(map[string]int),
+		streams:   make(map[string]*stream),
+	}
+	for _, o := range opts {
+		o(f)
+	}
+	return f
+}
+
+// SetFaults replaces the fault hook; nil removes it.
+func (f *Fake) SetFaults(fn FaultFunc) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.faults = fn
+}
+
+// Calls returns how many times op (an Op constant) has been called, failed
+// calls included.
+func (f *Fake) Calls(op string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.calls[op]
+}
+
+// CallCounts returns a copy of the per-operation call counters.
+func (f *Fake) CallCounts() map[string]int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	m := make(map[string]int, len(f.calls))
+	for k, v := range f.calls {
+		m[k] = v
+	}
+	return m
+}
+
+// ResetCalls sets every call counter back to zero.
+func (f *Fake) ResetCalls() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	clear(f.calls)
+}
+
+// begin counts a call, honours a cancelled context and consults the fault
+// hook. It must be called without f.mu held.
+func (f *Fake) begin(ctx context.Context, op, shardID string) error {
+	f.mu.Lock()
+	f.calls[op]++
+	hook := f.faults
+	f.mu.Unlock()
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("operation error Kinesis: %s: %w", op, err)
+	}
+	if hook != nil {
+		if err := hook(op, shardID); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func invalidArgument(format string, args ...any) error {
+	return &types.InvalidArgumentException{Message: ptr(fmt.Sprintf(format, args...))}
+}
+
+func streamNotFound(name string) error {
+	return &types.ResourceNotFoundException{Message: ptr(fmt.Sprintf("Stream %s under account %s not found.", name, Account))}
+}
+
+func shardNotFound(stream, shard string) error {
+	return &types.ResourceNotFoundException{Message: ptr(fmt.Sprintf("Shard %s in stream %s under account %s does not exist", shard, stream, Account))}
+}
+
+func ptr[T any](v T) *T { return &v }
