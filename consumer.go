@@ -2,8 +2,20 @@ package shardlease
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"log/slog"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/shardlease/shardlease/internal/backoff"
 )
 
 // KinesisAPI is the part of the Kinesis client the consumer calls.
@@ -15,3 +27,550 @@ type KinesisAPI interface {
 }
 
 var _ KinesisAPI = (*kinesis.Client)(nil)
+
+// Handler processes one batch of records of one shard. Returning nil marks
+// the batch processed (unless WithManualCheckpoints is set); returning an
+// error retries the same batch after a backoff, and progress is never
+// checkpointed past it. A panic is recovered, logged with its stack and
+// treated as an error.
+//
+// ctx is cancelled when the lease is lost: stop work then, since another
+// worker will process the shard. Handlers of different shards run
+// concurrently; batches of one shard are handed over one at a time, in order.
+type Handler func(ctx context.Context, batch *Batch) error
+
+// TableChecker is implemented by stores that can verify their backing table
+// before the consumer starts (DynamoStore does).
+type TableChecker interface {
+	CheckTable(ctx context.Context) error
+}
+
+// Consumer reads a Kinesis stream's shards, sharing them with every other
+// Consumer of the same stream and lease store. Create one with NewConsumer
+// and call Run.
+type Consumer struct {
+	kin     KinesisAPI
+	store   LeaseStore
+	stream  string
+	handler Handler
+	cfg     config
+	log     *slog.Logger
+
+	mu   sync.Mutex
+	held map[string]*leaseRunner // by shard id; owned by Run's coordinator
+}
+
+// NewConsumer returns a consumer of stream. It starts nothing: call Run.
+func NewConsumer(client KinesisAPI, store LeaseStore, stream string, handler Handler, opts ...Option) (*Consumer, error) {
+	if err := ValidateStreamName(stream); err != nil {
+		return nil, fmt.Errorf("shardlease: NewConsumer: %w", err)
+	}
+	switch {
+	case client == nil:
+		return nil, fmt.Errorf("%w: stream %s: the Kinesis client is nil; pass kinesis.NewFromConfig(cfg)", ErrInvalidConfig, stream)
+	case store == nil:
+		return nil, fmt.Errorf("%w: stream %s: the lease store is nil; pass shardlease.NewDynamoStore(...) or shardlease.NewMemoryStore()", ErrInvalidConfig, stream)
+	case handler == nil:
+		return nil, fmt.Errorf("%w: stream %s: the handler is nil; pass a func(ctx, *shardlease.Batch) error", ErrInvalidConfig, stream)
+	}
+	cfg, err := buildConfig(stream, opts)
+	if err != nil {
+		return nil, err
+	}
+	return &Consumer{
+		kin: client, store: store, stream: stream, handler: handler, cfg: cfg,
+		log:  cfg.logger.With("stream", stream, "owner", cfg.ownerID),
+		held: make(map[string]*leaseRunner),
+	}, nil
+}
+
+// OwnerID returns the owner id this consumer writes into its leases.
+func (c *Consumer) OwnerID() string { return c.cfg.ownerID }
+
+// Stream returns the name of the stream.
+func (c *Consumer) Stream() string { return c.stream }
+
+// Held returns the shard ids whose leases this consumer holds now, sorted.
+func (c *Consumer) Held() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]string, 0, len(c.held))
+	for id := range c.held {
+		out = append(out, id)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// StreamNotFoundError reports that the stream does not exist.
+type StreamNotFoundError struct {
+	Stream string
+	Err    error
+}
+
+func (e *StreamNotFoundError) Error() string {
+	return fmt.Sprintf("shardlease: stream %s not found: create it, or check the stream name, the region and the account the client uses: %v", e.Stream, e.Err)
+}
+
+// Unwrap returns the SDK's error.
+func (e *StreamNotFoundError) Unwrap() error { return e.Err }
+
+// observation is what the take loop last saw of a lease, with when its
+// counter last moved on this machine's monotonic clock.
+type observation struct {
+	counter int64
+	owner   string
+	changed time.Time
+}
+
+// Run consumes the stream until ctx is cancelled, then shuts down
+// gracefully and returns nil: readers finish the batch in hand, final
+// checkpoints are written and every lease is released so other workers take
+// them at once. It returns early with an error when the stream or the lease
+// table is missing or misconfigured. Run returns only after every goroutine
+// it started has exited. A Consumer runs once.
+func (c *Consumer) Run(ctx context.Context) error {
+	if tc, ok := c.store.(TableChecker); ok {
+		if err := tc.CheckTable(ctx); err != nil {
+			return fmt.Errorf("shardlease: stream %s: %w", c.stream, err)
+		}
+	}
+	co := &coordinator{
+		c:       c,
+		obs:     make(map[string]observation),
+		exited:  make(chan *leaseRunner),
+		wake:    make(chan struct{}, 1),
+		resync:  make(chan struct{}, 1),
+		pending: make(map[string]time.Time),
+		rng:     rand.New(rand.NewPCG(ownerSeed(c.cfg.ownerID), 1)),
+	}
+	if err := co.syncShards(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	err := co.loop(ctx)
+	co.shutdown()
+	return err
+}
+
+func ownerSeed(owner string) uint64 {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(owner))
+	return h.Sum64()
+}
+
+// coordinator is Run's own state: one goroutine lists and takes leases and
+// starts and stops the lease runners.
+type coordinator struct {
+	c      *Consumer
+	obs    map[string]observation
+	exited chan *leaseRunner
+	wake   chan struct{} // run a take round now
+	resync chan struct{} // list shards now
+	wg     sync.WaitGroup
+	// pending handoff requests this worker made, by shard id, with when.
+	pending map[string]time.Time
+	rng     *rand.Rand
+	rounds  int
+}
+
+func (co *coordinator) loop(ctx context.Context) error {
+	c := co.c
+	take := time.NewTicker(c.cfg.takeInterval)
+	defer take.Stop()
+	sync := time.NewTicker(c.cfg.shardSync)
+	defer sync.Stop()
+	co.takeRound(ctx)
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case r := <-co.exited:
+			co.forget(r)
+		case <-take.C:
+			if err := co.takeRound(ctx); err != nil {
+				return err
+			}
+		case <-co.wake:
+			if err := co.takeRound(ctx); err != nil {
+				return err
+			}
+		case <-sync.C:
+			if err := co.syncShards(ctx); err != nil && ctx.Err() == nil {
+				if isFatal(err) {
+					return err
+				}
+				c.log.Warn("shard sync failed; retrying at the next interval", "err", err)
+			}
+		case <-co.resync:
+			if err := co.syncShards(ctx); err != nil && ctx.Err() == nil && isFatal(err) {
+				return err
+			}
+			co.poke(co.wake)
+		}
+	}
+}
+
+func (co *coordinator) poke(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+func isFatal(err error) bool {
+	var snf *StreamNotFoundError
+	return errors.As(err, &snf) || errors.Is(err, ErrTableNotFound) || errors.Is(err, ErrBadTableSchema)
+}
+
+func (co *coordinator) forget(r *leaseRunner) {
+	c := co.c
+	c.mu.Lock()
+	if c.held[r.shard] == r {
+		delete(c.held, r.shard)
+	}
+	c.mu.Unlock()
+	if r.endedShard.Load() {
+		co.poke(co.resync)
+	} else if r.handedOff.Load() || r.lost.Load() {
+		co.poke(co.wake)
+	}
+}
+
+// shutdown stops every runner and waits for all of them.
+func (co *coordinator) shutdown() {
+	c := co.c
+	c.mu.Lock()
+	runners := make([]*leaseRunner, 0, len(c.held))
+	for _, r := range c.held {
+		runners = append(runners, r)
+	}
+	c.mu.Unlock()
+	for _, r := range runners {
+		r.stop()
+	}
+	done := make(chan struct{})
+	go func() { co.wg.Wait(); close(done) }()
+	timer := time.NewTimer(c.cfg.shutdownTimeout)
+	defer timer.Stop()
+	for {
+		select {
+		case r := <-co.exited:
+			co.forget(r)
+		case <-timer.C:
+			c.log.Warn("shutdown timeout: cancelling the handlers still running", "timeout", c.cfg.shutdownTimeout)
+			for _, r := range runners {
+				r.abort()
+			}
+		case <-done:
+			c.log.Info("stopped")
+			return
+		}
+	}
+}
+
+// syncShards lists the stream's shards and creates a row for each one that
+// has none.
+func (co *coordinator) syncShards(ctx context.Context) error {
+	c := co.c
+	shards, err := listShards(ctx, c.kin, c.stream, c.cfg)
+	if err != nil {
+		return err
+	}
+	existing, err := c.store.List(ctx, c.stream)
+	if err != nil {
+		return err
+	}
+	have := make(map[string]bool, len(existing))
+	for _, l := range existing {
+		have[l.Key.Shard] = true
+	}
+	for _, s := range shards {
+		id := aws.ToString(s.ShardId)
+		if have[id] {
+			continue
+		}
+		var parents []string
+		for _, p := range []*string{s.ParentShardId, s.AdjacentParentShardId} {
+			if p != nil && *p != "" {
+				parents = append(parents, *p)
+			}
+		}
+		created, err := c.store.Create(ctx, LeaseKey{Stream: c.stream, Shard: id}, parents)
+		if err != nil {
+			return fmt.Errorf("shardlease: stream %s: create lease for shard %s: %w", c.stream, id, err)
+		}
+		if created {
+			c.log.Info("lease created", "shard", id, "parents", parents)
+		}
+	}
+	return nil
+}
+
+// listShards pages through ListShards, backing off on throttling.
+func listShards(ctx context.Context, kin KinesisAPI, stream string, cfg config) ([]types.Shard, error) {
+	var out []types.Shard
+	in := &kinesis.ListShardsInput{StreamName: aws.String(stream)}
+	bo := backoff.Backoff{Min: cfg.retryMin, Max: cfg.retryMax}
+	for {
+		page, err := kin.ListShards(ctx, in)
+		if err != nil {
+			var rnf *types.ResourceNotFoundException
+			var lim *types.LimitExceededException
+			var expired *types.ExpiredNextTokenException
+			switch {
+			case errors.As(err, &rnf):
+				return nil, &StreamNotFoundError{Stream: stream, Err: err}
+			case errors.As(err, &expired):
+				out, in = nil, &kinesis.ListShardsInput{StreamName: aws.String(stream)}
+				continue
+			case errors.As(err, &lim) || retryable(err):
+				if bo.Attempts() < 20 && bo.Sleep(ctx) {
+					continue
+				}
+			}
+			return nil, fmt.Errorf("shardlease: stream %s: list shards: %w", stream, err)
+		}
+		bo.Reset()
+		out = append(out, page.Shards...)
+		if page.NextToken == nil || *page.NextToken == "" {
+			return out, nil
+		}
+		in = &kinesis.ListShardsInput{NextToken: page.NextToken}
+	}
+}
+
+// retryable reports whether a Kinesis error is worth retrying after a
+// backoff: throttling, server errors and network errors. Errors that name a
+// missing stream or a bad argument are not.
+func retryable(err error) bool {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	var rnf *types.ResourceNotFoundException
+	var inv *types.InvalidArgumentException
+	var ad *types.AccessDeniedException
+	return !errors.As(err, &rnf) && !errors.As(err, &inv) && !errors.As(err, &ad)
+}
+
+// takeRound lists the stream's leases and takes what this worker's fair
+// share calls for: adopted handoffs first, then free leases, then expired
+// ones, then (by handoff) leases of the most loaded live owner.
+func (co *coordinator) takeRound(ctx context.Context) error {
+	c := co.c
+	co.rounds++
+	leases, err := c.store.List(ctx, c.stream)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		if isFatal(err) {
+			return err
+		}
+		c.log.Warn("listing leases failed; retrying at the next take round", "err", err)
+		return nil
+	}
+	now := time.Now()
+	me := c.cfg.ownerID
+	byShard := make(map[string]Lease, len(leases))
+	seen := make(map[string]bool, len(leases))
+	for _, l := range leases {
+		byShard[l.Key.Shard] = l
+		seen[l.Key.Shard] = true
+		o, ok := co.obs[l.Key.Shard]
+		if !ok || o.counter != l.Counter || o.owner != l.Owner {
+			co.obs[l.Key.Shard] = observation{counter: l.Counter, owner: l.Owner, changed: now}
+		}
+	}
+	for id := range co.obs {
+		if !seen[id] {
+			delete(co.obs, id)
+		}
+	}
+	held := c.heldSet()
+	expired := func(l Lease) bool {
+		return l.Owner != "" && l.Owner != me && now.Sub(co.obs[l.Key.Shard].changed) >= c.cfg.leaseDuration
+	}
+
+	// Work that can be read now: not finished, and every parent finished.
+	var active []Lease
+	for _, l := range leases {
+		if l.Checkpoint == ShardEnd {
+			continue
+		}
+		if !parentsDone(l, byShard) {
+			continue
+		}
+		active = append(active, l)
+	}
+
+	// Count owners and their loads; a lease being handed over counts for the
+	// taker, a lease whose owner stopped renewing counts for nobody.
+	load := map[string]int{me: 0}
+	for _, l := range active {
+		switch {
+		case held[l.Key.Shard]:
+			load[me]++
+		case l.Owner == "" || expired(l):
+		case l.HandoffTo != "":
+			load[l.HandoffTo]++
+		default:
+			load[l.Owner]++
+		}
+	}
+	target := (len(active) + len(load) - 1) / len(load)
+	if c.cfg.maxLeases > 0 {
+		target = min(target, c.cfg.maxLeases)
+	}
+	mine := load[me]
+
+	// Adopt leases handed over to this worker.
+	for _, l := range active {
+		if l.Owner == me && !held[l.Key.Shard] {
+			delete(co.pending, l.Key.Shard)
+			co.start(ctx, l, "handed over", hasTrackedParent(l, byShard))
+			held[l.Key.Shard] = true
+			mine++
+		}
+	}
+	// Forget requests that were answered or withdrawn.
+	for id := range co.pending {
+		if l, ok := byShard[id]; !ok || held[id] || l.HandoffTo != me {
+			delete(co.pending, id)
+		}
+	}
+
+	// Free and expired leases, in a worker-specific order so that workers
+	// starting together spread over the shards.
+	var free, stale []Lease
+	for _, l := range active {
+		if held[l.Key.Shard] {
+			continue
+		}
+		since, asked := co.pending[l.Key.Shard]
+		switch {
+		case l.Owner == "":
+			free = append(free, l)
+		case expired(l):
+			stale = append(stale, l)
+		case asked && now.Sub(since) >= c.cfg.leaseDuration:
+			// The holder did not answer the handoff request in time.
+			stale = append(stale, l)
+		}
+	}
+	co.rng.Shuffle(len(free), func(i, j int) { free[i], free[j] = free[j], free[i] })
+	co.rng.Shuffle(len(stale), func(i, j int) { stale[i], stale[j] = stale[j], stale[i] })
+	for _, l := range append(free, stale...) {
+		if mine >= target {
+			break
+		}
+		got, err := c.store.Acquire(ctx, l.Key, me, l.Counter)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			if isFatal(err) {
+				return err
+			}
+			if !errors.Is(err, ErrLeaseHeld) && !errors.Is(err, ErrLeaseNotFound) {
+				c.log.Warn("acquire failed", "shard", l.Key.Shard, "err", err)
+			}
+			continue
+		}
+		how := "taken"
+		if l.Owner != "" {
+			how = "taken over from " + l.Owner
+		}
+		delete(co.pending, l.Key.Shard)
+		co.start(ctx, got, how, hasTrackedParent(l, byShard))
+		held[l.Key.Shard] = true
+		mine++
+	}
+
+	// Steal by handoff from the most loaded live owner while this worker is
+	// below its share and that owner has at least two more than this one.
+	asked := len(co.pending)
+	steals := 0
+	for mine+asked < target && steals < c.cfg.maxStealsPerTake {
+		victim, most := "", 0
+		for o, n := range load {
+			if o != me && (n > most || n == most && o < victim) {
+				victim, most = o, n
+			}
+		}
+		if victim == "" || most < mine+asked+2 {
+			break
+		}
+		var cands []Lease
+		for _, l := range active {
+			if l.Owner == victim && l.HandoffTo == "" && !expired(l) {
+				cands = append(cands, l)
+			}
+		}
+		if len(cands) == 0 {
+			break
+		}
+		l := cands[co.rng.IntN(len(cands))]
+		if _, err := c.store.RequestHandoff(ctx, l, me); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			c.log.Debug("handoff request refused", "shard", l.Key.Shard, "holder", victim, "err", err)
+			load[victim]-- // do not pick the same owner forever this round
+			continue
+		}
+		c.log.Info("handoff requested", "shard", l.Key.Shard, "holder", victim, "counter", l.Counter)
+		co.pending[l.Key.Shard] = now
+		load[victim]--
+		load[me]++
+		asked++
+		steals++
+	}
+	return nil
+}
+
+// hasTrackedParent reports whether any parent of l has a row: the parent was
+// read by this application, so l must be read from its start.
+func hasTrackedParent(l Lease, byShard map[string]Lease) bool {
+	for _, p := range l.Parents {
+		if _, ok := byShard[p]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+func parentsDone(l Lease, byShard map[string]Lease) bool {
+	for _, p := range l.Parents {
+		if pl, ok := byShard[p]; ok && pl.Checkpoint != ShardEnd {
+			return false
+		}
+	}
+	return true
+}
+
+func (c *Consumer) heldSet() map[string]bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make(map[string]bool, len(c.held))
+	for id := range c.held {
+		out[id] = true
+	}
+	return out
+}
+
+// start launches a runner for a lease this worker now holds.
+func (co *coordinator) start(ctx context.Context, l Lease, how string, fromStart bool) {
+	c := co.c
+	r := newLeaseRunner(c, l, fromStart)
+	c.mu.Lock()
+	c.held[l.Key.Shard] = r
+	c.mu.Unlock()
+	c.log.Info("lease "+how, "shard", l.Key.Shard, "counter", l.Counter, "checkpoint", l.Checkpoint)
+	co.wg.Go(func() {
+		r.run(ctx)
+		co.exited <- r
+	})
+}

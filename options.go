@@ -1,0 +1,238 @@
+package shardlease
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+)
+
+// InitialPosition is where a consumer starts reading a shard that has no
+// checkpoint and no tracked parent. Children of a split or merge whose
+// parents were read always start at TrimHorizon, so nothing written after
+// the reshard is skipped.
+type InitialPosition string
+
+// Initial positions.
+const (
+	// TrimHorizon starts at the oldest record still in the shard.
+	TrimHorizon InitialPosition = "TRIM_HORIZON"
+	// Latest starts after the newest record: only records written after the
+	// consumer first reads the shard are handled.
+	Latest InitialPosition = "LATEST"
+	// AtTimestamp starts at the first record written at or after the
+	// timestamp given with WithStartTimestamp.
+	AtTimestamp InitialPosition = "AT_TIMESTAMP"
+)
+
+// Option configures a Consumer. A bad value makes NewConsumer fail.
+type Option func(*config)
+
+type config struct {
+	ownerID          string
+	leaseDuration    time.Duration
+	renewInterval    time.Duration
+	takeInterval     time.Duration
+	shardSync        time.Duration
+	maxLeases        int
+	maxStealsPerTake int
+	position         InitialPosition
+	startTimestamp   time.Time
+	batchSize        int32
+	idlePoll         time.Duration
+	checkpointFlush  time.Duration
+	shutdownTimeout  time.Duration
+	manualCheckpoint bool
+	rawAggregates    bool
+	logger           *slog.Logger
+	wallClock        func() time.Time
+	retryMin         time.Duration
+	retryMax         time.Duration
+
+	// set explicitly, to tell defaults from choices
+	renewSet, takeSet, flushSet bool
+}
+
+// WithOwnerID sets the owner id written into the leases this consumer holds.
+// It must be unique per running process. Default: the host name plus a random
+// suffix.
+func WithOwnerID(id string) Option { return func(c *config) { c.ownerID = id } }
+
+// WithLeaseDuration sets how long a lease whose counter has not moved stays
+// with its holder before another worker may take it, as measured on the
+// taker's own monotonic clock. Default 10s.
+func WithLeaseDuration(d time.Duration) Option { return func(c *config) { c.leaseDuration = d } }
+
+// WithRenewInterval sets how often each held lease is renewed (and its
+// pending checkpoint written). It must be shorter than the lease duration.
+// Default: a third of the lease duration.
+func WithRenewInterval(d time.Duration) Option {
+	return func(c *config) { c.renewInterval, c.renewSet = d, true }
+}
+
+// WithTakeInterval sets how often the consumer lists the stream's leases to
+// take free, expired and surplus ones. Default: a fifth of the lease
+// duration.
+func WithTakeInterval(d time.Duration) Option {
+	return func(c *config) { c.takeInterval, c.takeSet = d, true }
+}
+
+// WithShardSyncInterval sets how often the consumer lists the stream's
+// shards to create rows for new ones. A shard reaching its end triggers a
+// sync too. Default 1 minute.
+func WithShardSyncInterval(d time.Duration) Option { return func(c *config) { c.shardSync = d } }
+
+// WithMaxLeases caps how many leases this consumer holds. Default: no cap.
+func WithMaxLeases(n int) Option { return func(c *config) { c.maxLeases = n } }
+
+// WithMaxStealsPerTake caps how many leases one take round may ask other
+// live workers to hand over. Default 8.
+func WithMaxStealsPerTake(n int) Option { return func(c *config) { c.maxStealsPerTake = n } }
+
+// WithInitialPosition sets where shards without a checkpoint are first read.
+// Default TrimHorizon. AtTimestamp needs WithStartTimestamp.
+func WithInitialPosition(p InitialPosition) Option { return func(c *config) { c.position = p } }
+
+// WithStartTimestamp sets the timestamp for AtTimestamp; it also selects
+// AtTimestamp.
+func WithStartTimestamp(t time.Time) Option {
+	return func(c *config) { c.startTimestamp, c.position = t, AtTimestamp }
+}
+
+// WithBatchSize sets the records asked for per GetRecords call, 1 to 10,000.
+// Default 10,000.
+func WithBatchSize(n int) Option { return func(c *config) { c.batchSize = int32(min(max(n, -1), 1<<30)) } }
+
+// WithIdlePollInterval sets how long a reader waits before polling a shard
+// again after an empty GetRecords. Default 1s. Reads never exceed 5 calls per
+// second per shard whatever this is.
+func WithIdlePollInterval(d time.Duration) Option { return func(c *config) { c.idlePoll = d } }
+
+// WithCheckpointInterval sets how soon a new checkpoint is written. By
+// default it equals the renew interval, so checkpoints ride on renewals and a
+// lease costs one write per renew interval. A shorter interval writes
+// progress sooner at the price of more writes.
+func WithCheckpointInterval(d time.Duration) Option {
+	return func(c *config) { c.checkpointFlush, c.flushSet = d, true }
+}
+
+// WithShutdownTimeout bounds graceful shutdown: finishing the batches in
+// hand, writing final checkpoints and releasing leases. Default 10s.
+func WithShutdownTimeout(d time.Duration) Option { return func(c *config) { c.shutdownTimeout = d } }
+
+// WithManualCheckpoints stops the consumer from checkpointing when a handler
+// returns nil; the handler checkpoints with Batch.Checkpoint when its work is
+// really done (for handlers that finish asynchronously).
+func WithManualCheckpoints() Option { return func(c *config) { c.manualCheckpoint = true } }
+
+// WithRawAggregates hands KPL aggregated records to the handler as they are
+// instead of de-aggregating them.
+func WithRawAggregates() Option { return func(c *config) { c.rawAggregates = true } }
+
+// WithLogger sets the logger. Default: silent.
+func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
+
+// WithWallClock sets the wall clock used for the lease_expiry attribute that
+// operators read. It is never used for a decision. Default time.Now.
+func WithWallClock(now func() time.Time) Option { return func(c *config) { c.wallClock = now } }
+
+// WithRetryBackoff sets the shortest and longest delay between retries of a
+// failed handler call or a throttled read. Default 100ms to 10s.
+func WithRetryBackoff(minDelay, maxDelay time.Duration) Option {
+	return func(c *config) { c.retryMin, c.retryMax = minDelay, maxDelay }
+}
+
+func defaultOwnerID() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "worker"
+	}
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return host + "-" + hex.EncodeToString(b[:])
+}
+
+func buildConfig(stream string, opts []Option) (config, error) {
+	c := config{
+		leaseDuration:    10 * time.Second,
+		shardSync:        time.Minute,
+		maxStealsPerTake: 8,
+		position:         TrimHorizon,
+		batchSize:        10000,
+		idlePoll:         time.Second,
+		shutdownTimeout:  10 * time.Second,
+		retryMin:         100 * time.Millisecond,
+		retryMax:         10 * time.Second,
+		wallClock:        time.Now,
+	}
+	for _, o := range opts {
+		if o != nil {
+			o(&c)
+		}
+	}
+	if !c.renewSet {
+		c.renewInterval = c.leaseDuration / 3
+	}
+	if !c.takeSet {
+		c.takeInterval = c.leaseDuration / 5
+	}
+	if !c.flushSet {
+		c.checkpointFlush = c.renewInterval
+	}
+	if c.ownerID == "" {
+		c.ownerID = defaultOwnerID()
+	}
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: stream %s: %s", ErrInvalidConfig, stream, fmt.Sprintf(format, args...))
+	}
+	positive := []struct {
+		name string
+		d    time.Duration
+	}{
+		{"WithLeaseDuration", c.leaseDuration},
+		{"WithRenewInterval", c.renewInterval},
+		{"WithTakeInterval", c.takeInterval},
+		{"WithShardSyncInterval", c.shardSync},
+		{"WithIdlePollInterval", c.idlePoll},
+		{"WithCheckpointInterval", c.checkpointFlush},
+		{"WithShutdownTimeout", c.shutdownTimeout},
+	}
+	for _, p := range positive {
+		if p.d <= 0 {
+			return c, bad("%s(%v): the duration must be positive", p.name, p.d)
+		}
+	}
+	switch {
+	case c.renewInterval >= c.leaseDuration:
+		return c, bad("WithRenewInterval(%v) must be shorter than the lease duration %v (a third of it is usual), or the lease runs out between renewals", c.renewInterval, c.leaseDuration)
+	case c.checkpointFlush > c.renewInterval:
+		return c, bad("WithCheckpointInterval(%v) must not exceed the renew interval %v: checkpoints ride on renewals at the latest", c.checkpointFlush, c.renewInterval)
+	case c.maxLeases < 0:
+		return c, bad("WithMaxLeases(%d): use a positive cap, or 0 for none", c.maxLeases)
+	case c.maxStealsPerTake < 0:
+		return c, bad("WithMaxStealsPerTake(%d): use 0 (never steal) or more", c.maxStealsPerTake)
+	case c.batchSize < 1 || c.batchSize > 10000:
+		return c, bad("WithBatchSize(%d): Kinesis returns 1 to 10000 records per GetRecords call", c.batchSize)
+	case c.retryMin <= 0 || c.retryMax < c.retryMin:
+		return c, bad("WithRetryBackoff(%v, %v): both must be positive and the first not above the second", c.retryMin, c.retryMax)
+	case c.wallClock == nil:
+		return c, bad("WithWallClock(nil): pass a clock such as time.Now")
+	case len(c.ownerID) > 256:
+		return c, bad("WithOwnerID: the owner id is %d bytes long; use at most 256", len(c.ownerID))
+	}
+	switch c.position {
+	case TrimHorizon, Latest:
+	case AtTimestamp:
+		if c.startTimestamp.IsZero() {
+			return c, bad("the initial position AT_TIMESTAMP needs a timestamp: use WithStartTimestamp(t)")
+		}
+	default:
+		return c, bad("initial position %q is not one of TRIM_HORIZON, LATEST, AT_TIMESTAMP", c.position)
+	}
+	if c.logger == nil {
+		c.logger = slog.New(slog.DiscardHandler)
+	}
+	return c, nil
+}

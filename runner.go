@@ -1,0 +1,690 @@
+package shardlease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/shardlease/shardlease/internal/backoff"
+)
+
+// Record is one user record handed to a Handler.
+type Record struct {
+	// SequenceNumber is the Kinesis sequence number of the record.
+	SequenceNumber string
+	// SubSequenceNumber is the index of a user record inside a KPL aggregated
+	// record, or -1 for a plain record.
+	SubSequenceNumber int64
+	// PartitionKey is the record's partition key.
+	PartitionKey string
+	// ExplicitHashKey is the explicit hash key of a de-aggregated user record
+	// that had one; empty otherwise.
+	ExplicitHashKey string
+	// Data is the record's payload.
+	Data []byte
+	// ApproximateArrivalTimestamp is when Kinesis accepted the record.
+	ApproximateArrivalTimestamp time.Time
+}
+
+// Batch is the records of one GetRecords call on one shard, in order.
+type Batch struct {
+	// Stream and ShardID name where the records come from.
+	Stream  string
+	ShardID string
+	// Records is never empty.
+	Records []Record
+	// MillisBehindLatest is how far the batch is behind the tip of the
+	// stream, as Kinesis reported it.
+	MillisBehindLatest int64
+
+	r   *leaseRunner
+	end bool // the last batch of a closed shard
+}
+
+// Checkpoint marks every record of the shard up to and including rec as
+// processed. The checkpoint is written with the lease's next renewal (see
+// WithCheckpointInterval); call Flush to write it at once. A checkpoint never
+// moves backwards: an older rec than the latest is ignored. Handlers that
+// finish work asynchronously call it once the work is done, from any
+// goroutine; it keeps working after the handler returns, for as long as the
+// lease is held. It fails with ErrLeaseLost once the lease is gone.
+func (b *Batch) Checkpoint(rec Record) error {
+	if rec.SequenceNumber == "" {
+		return fmt.Errorf("%w: stream %s shard %s: the record has no sequence number", ErrInvalidConfig, b.Stream, b.ShardID)
+	}
+	return b.r.mark(rec.SequenceNumber, rec.SubSequenceNumber)
+}
+
+// Flush writes the pending checkpoint now (and renews the lease), waiting
+// for the write. It fails with ErrLeaseLost once the lease is gone.
+func (b *Batch) Flush(ctx context.Context) error { return b.r.flush(ctx) }
+
+// leaseRunner holds one lease: a keeper goroutine does every write to the
+// row, a fetcher reads the shard one batch ahead, and a processor hands
+// batches to the handler.
+type leaseRunner struct {
+	c         *Consumer
+	shard     string
+	key       LeaseKey
+	fromStart bool
+	log       *slog.Logger
+
+	leaseCtx    context.Context // cancelled when the lease is lost or aborted
+	leaseCancel context.CancelFunc
+	quit        chan struct{} // closed to stop after the batch in hand
+	quitOnce    sync.Once
+	procDone    chan struct{}
+	keeperDone  chan struct{}
+	flushReq    chan chan error
+	cpMoved     chan struct{} // poked when the pending checkpoint moves
+
+	mu         sync.Mutex
+	lease      Lease     // the handle, kept by the keeper
+	validUntil time.Time // monotonic: the lease is ours until then
+	pendSeq    string    // pending checkpoint; written when it differs
+	pendSub    int64
+	wroteSeq   string
+	wroteSub   int64
+
+	lost       atomic.Bool
+	handedOff  atomic.Bool
+	endedShard atomic.Bool
+}
+
+func newLeaseRunner(c *Consumer, l Lease, fromStart bool) *leaseRunner {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &leaseRunner{
+		c: c, shard: l.Key.Shard, key: l.Key, fromStart: fromStart,
+		log:      c.log.With("shard", l.Key.Shard),
+		leaseCtx: ctx, leaseCancel: cancel,
+		quit:       make(chan struct{}),
+		procDone:   make(chan struct{}),
+		keeperDone: make(chan struct{}),
+		flushReq:   make(chan chan error),
+		cpMoved:    make(chan struct{}, 1),
+		lease:      l,
+		validUntil: time.Now().Add(c.cfg.leaseDuration),
+		pendSeq:    l.Checkpoint, pendSub: l.SubSequence,
+		wroteSeq: l.Checkpoint, wroteSub: l.SubSequence,
+	}
+}
+
+// stop asks the runner to finish the batch in hand, write its checkpoint
+// and release the lease.
+func (r *leaseRunner) stop() { r.quitOnce.Do(func() { close(r.quit) }) }
+
+// abort cancels the handler's context (shutdown ran out of time).
+func (r *leaseRunner) abort() { r.stop(); r.leaseCancel() }
+
+func (r *leaseRunner) markLost(reason string, err error) {
+	if r.lost.CompareAndSwap(false, true) {
+		r.mu.Lock()
+		counter := r.lease.Counter
+		r.mu.Unlock()
+		r.log.Warn("lease lost: "+reason, "counter", counter, "err", err)
+	}
+	r.stop()
+	r.leaseCancel()
+}
+
+// valid reports whether the lease is still surely ours: not lost, and the
+// last successful write was sent less than a lease duration ago.
+func (r *leaseRunner) valid() bool {
+	if r.lost.Load() {
+		return false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return time.Now().Before(r.validUntil)
+}
+
+func (r *leaseRunner) mark(seq string, sub int64) error {
+	if r.lost.Load() {
+		return &LeaseError{Op: "checkpoint", Key: r.key, Err: ErrLeaseLost}
+	}
+	r.mu.Lock()
+	if comparePosition(seq, sub, r.pendSeq, r.pendSub) > 0 {
+		r.pendSeq, r.pendSub = seq, sub
+	}
+	r.mu.Unlock()
+	select {
+	case r.cpMoved <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+func (r *leaseRunner) flush(ctx context.Context) error {
+	reply := make(chan error, 1)
+	select {
+	case r.flushReq <- reply:
+	case <-r.keeperDone:
+		return &LeaseError{Op: "flush", Key: r.key, Err: ErrLeaseLost}
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case err := <-reply:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// comparePosition orders (sequence number, sub-sequence) pairs. Sequence
+// numbers are decimal strings of up to 128 bits; ShardEnd is after all; an
+// empty one before all. A whole record (sub -1) is after all its
+// sub-records.
+func comparePosition(seqA string, subA int64, seqB string, subB int64) int {
+	if c := compareSeq(seqA, seqB); c != 0 {
+		return c
+	}
+	wa, wb := subA < 0, subB < 0
+	switch {
+	case wa && wb:
+		return 0
+	case wa:
+		return 1
+	case wb:
+		return -1
+	case subA < subB:
+		return -1
+	case subA > subB:
+		return 1
+	}
+	return 0
+}
+
+func compareSeq(a, b string) int {
+	switch {
+	case a == b:
+		return 0
+	case a == ShardEnd || b == "":
+		return 1
+	case b == ShardEnd || a == "":
+		return -1
+	}
+	a, b = strings.TrimLeft(a, "0"), strings.TrimLeft(b, "0")
+	if len(a) != len(b) {
+		if len(a) < len(b) {
+			return -1
+		}
+		return 1
+	}
+	return strings.Compare(a, b)
+}
+
+func (r *leaseRunner) run(parent context.Context) {
+	batches := make(chan *Batch)
+	fetchCtx, fetchCancel := context.WithCancel(r.leaseCtx)
+	var wg sync.WaitGroup
+	wg.Go(func() { r.fetch(fetchCtx, batches) })
+	wg.Go(func() {
+		defer close(r.procDone)
+		defer fetchCancel()
+		r.process(batches)
+	})
+	r.keep(parent)
+	close(r.keeperDone)
+	fetchCancel()
+	wg.Wait()
+	r.leaseCancel()
+}
+
+// keep does every write to the lease row: renewals, checkpoints riding on
+// them, flushes, and the final checkpoint and release.
+func (r *leaseRunner) keep(parent context.Context) {
+	cfg := r.c.cfg
+	bg := context.WithoutCancel(parent)
+	tick := time.NewTicker(cfg.checkpointFlush)
+	defer tick.Stop()
+	retry := time.NewTimer(0)
+	if !retry.Stop() {
+		<-retry.C
+	}
+	defer retry.Stop()
+	bo := backoff.Backoff{Min: min(cfg.retryMin, cfg.renewInterval/4), Max: cfg.renewInterval / 3}
+	lastWrite := time.Now()
+	if r.lease.Expiry.IsZero() && r.lease.Counter > 0 && r.lease.HandoffTo == "" {
+		// Handed over: nobody has renewed it on our behalf yet.
+		lastWrite = time.Time{}
+	}
+
+	write := func(force bool) error {
+		r.mu.Lock()
+		held := r.lease
+		seq, sub := r.pendSeq, r.pendSub
+		dirty := seq != r.wroteSeq || sub != r.wroteSub
+		r.mu.Unlock()
+		if !dirty && !force && time.Since(lastWrite)+cfg.checkpointFlush/2 < cfg.renewInterval {
+			return nil
+		}
+		ctx, cancel := context.WithTimeout(bg, cfg.renewInterval)
+		defer cancel()
+		sent := time.Now()
+		expiry := cfg.wallClock().Add(cfg.leaseDuration)
+		var next Lease
+		var err error
+		if dirty {
+			next, err = r.c.store.Checkpoint(ctx, held, seq, sub, expiry)
+		} else {
+			next, err = r.c.store.Renew(ctx, held, expiry)
+		}
+		if err != nil {
+			return err
+		}
+		r.mu.Lock()
+		r.lease = next
+		r.validUntil = sent.Add(cfg.leaseDuration)
+		if dirty {
+			r.wroteSeq, r.wroteSub = seq, sub
+		}
+		r.mu.Unlock()
+		lastWrite = sent
+		if dirty {
+			r.log.Debug("checkpoint written", "checkpoint", seq, "sub", sub, "counter", next.Counter)
+		}
+		if next.HandoffTo != "" && r.handedOff.CompareAndSwap(false, true) {
+			r.log.Info("handoff requested by "+next.HandoffTo+"; finishing the batch in hand", "counter", next.Counter)
+			r.stop()
+		}
+		return nil
+	}
+	// failed handles a failed write and reports whether the keeper must stop.
+	failed := func(err error) bool {
+		if errors.Is(err, ErrLeaseLost) {
+			r.markLost("a write was refused", err)
+			return true
+		}
+		if isFatal(err) {
+			r.log.Error("lease table unusable", "err", err)
+			r.markLost("the lease table is unusable", err)
+			return true
+		}
+		if !r.valid() {
+			r.markLost("no write succeeded for a whole lease duration", err)
+			return true
+		}
+		r.log.Warn("lease write failed; retrying", "err", err)
+		retry.Reset(bo.Next())
+		return false
+	}
+
+	if lastWrite.IsZero() {
+		if err := write(true); err != nil && failed(err) {
+			return
+		}
+	}
+	for {
+		select {
+		case <-tick.C:
+			if err := write(false); err != nil {
+				if failed(err) {
+					return
+				}
+				continue
+			}
+			bo.Reset()
+		case <-retry.C:
+			if err := write(true); err != nil {
+				if failed(err) {
+					return
+				}
+				continue
+			}
+			bo.Reset()
+		case reply := <-r.flushReq:
+			err := write(true)
+			if err != nil && failed(err) {
+				reply <- err
+				return
+			}
+			reply <- err
+		case <-r.procDone:
+			r.finish(bg)
+			return
+		}
+	}
+}
+
+// finish writes the final checkpoint and releases the lease (to the
+// requested taker during a handoff).
+func (r *leaseRunner) finish(bg context.Context) {
+	if r.lost.Load() {
+		return
+	}
+	cfg := r.c.cfg
+	ctx, cancel := context.WithTimeout(bg, cfg.shutdownTimeout)
+	defer cancel()
+	bo := backoff.Backoff{Min: cfg.retryMin, Max: cfg.retryMax}
+	for {
+		r.mu.Lock()
+		held := r.lease
+		seq, sub := r.pendSeq, r.pendSub
+		dirty := seq != r.wroteSeq || sub != r.wroteSub
+		r.mu.Unlock()
+		var err error
+		if dirty {
+			var next Lease
+			next, err = r.c.store.Checkpoint(ctx, held, seq, sub, cfg.wallClock().Add(cfg.leaseDuration))
+			if err == nil {
+				r.mu.Lock()
+				r.lease, r.wroteSeq, r.wroteSub = next, seq, sub
+				r.mu.Unlock()
+				continue
+			}
+		} else {
+			var released Lease
+			released, err = r.c.store.Release(ctx, held)
+			if err == nil {
+				r.log.Info("lease released", "checkpoint", seq, "to", released.Owner, "counter", released.Counter)
+				return
+			}
+		}
+		if errors.Is(err, ErrLeaseLost) || isFatal(err) || !r.valid() {
+			r.markLost("the final write was refused", err)
+			return
+		}
+		r.log.Warn("final lease write failed; retrying", "err", err)
+		if !bo.Sleep(ctx) {
+			r.log.Error("giving up on the final checkpoint and release; the lease expires after a lease duration", "err", err)
+			return
+		}
+	}
+}
+
+// process hands batches to the handler, one at a time, while the lease is
+// held and no stop was asked for.
+func (r *leaseRunner) process(batches <-chan *Batch) {
+	for {
+		var b *Batch
+		select {
+		case <-r.quit:
+			return
+		case <-r.leaseCtx.Done():
+			return
+		case got, ok := <-batches:
+			if !ok {
+				return
+			}
+			b = got
+		}
+		if len(b.Records) > 0 {
+			if !r.handle(b) {
+				return
+			}
+			if !r.c.cfg.manualCheckpoint {
+				last := b.Records[len(b.Records)-1]
+				_ = r.mark(last.SequenceNumber, last.SubSequenceNumber)
+			}
+		}
+		if b.end {
+			r.endShard(b)
+			return
+		}
+	}
+}
+
+// handle runs the handler until it succeeds, retrying with backoff. It
+// reports false when the runner must stop first.
+func (r *leaseRunner) handle(b *Batch) bool {
+	cfg := r.c.cfg
+	bo := backoff.Backoff{Min: cfg.retryMin, Max: cfg.retryMax}
+	for {
+		if !r.mayHand() {
+			return false
+		}
+		err := r.call(b)
+		if err == nil {
+			return true
+		}
+		r.log.Warn("handler failed; retrying the batch", "records", len(b.Records), "first", b.Records[0].SequenceNumber, "attempt", bo.Attempts()+1, "err", err)
+		t := time.NewTimer(bo.Next())
+		select {
+		case <-r.quit:
+			t.Stop()
+			return false
+		case <-r.leaseCtx.Done():
+			t.Stop()
+			return false
+		case <-t.C:
+		}
+	}
+}
+
+// mayHand reports whether a batch may be handed to the handler now.
+func (r *leaseRunner) mayHand() bool {
+	select {
+	case <-r.quit:
+		return false
+	case <-r.leaseCtx.Done():
+		return false
+	default:
+	}
+	return r.valid()
+}
+
+// PanicError is the error a handler panic is turned into.
+type PanicError struct {
+	Stream, ShardID string
+	Value           any
+	Stack           []byte
+}
+
+func (e *PanicError) Error() string {
+	return fmt.Sprintf("shardlease: handler panicked on stream %s shard %s: %v", e.Stream, e.ShardID, e.Value)
+}
+
+func (r *leaseRunner) call(b *Batch) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			pe := &PanicError{Stream: b.Stream, ShardID: b.ShardID, Value: v, Stack: debug.Stack()}
+			r.log.Error("handler panicked", "panic", fmt.Sprint(v), "stack", string(pe.Stack))
+			err = pe
+		}
+	}()
+	return r.c.handler(r.leaseCtx, b)
+}
+
+// endShard records SHARD_END once the last batch is processed (in manual
+// mode: once the handler checkpointed its last record).
+func (r *leaseRunner) endShard(b *Batch) {
+	if r.c.cfg.manualCheckpoint && len(b.Records) > 0 {
+		last := b.Records[len(b.Records)-1]
+		for {
+			r.mu.Lock()
+			done := comparePosition(r.pendSeq, r.pendSub, last.SequenceNumber, last.SubSequenceNumber) >= 0
+			r.mu.Unlock()
+			if done {
+				break
+			}
+			select {
+			case <-r.cpMoved:
+			case <-r.quit:
+				return
+			case <-r.leaseCtx.Done():
+				return
+			}
+		}
+	}
+	r.mu.Lock()
+	r.pendSeq, r.pendSub = ShardEnd, -1
+	r.mu.Unlock()
+	r.endedShard.Store(true)
+	r.log.Info("shard read to its end")
+}
+
+// fetch reads the shard one batch ahead of the handler.
+func (r *leaseRunner) fetch(ctx context.Context, out chan<- *Batch) {
+	defer close(out)
+	cfg := r.c.cfg
+	bo := backoff.Backoff{Min: cfg.retryMin, Max: cfg.retryMax}
+	r.mu.Lock()
+	lastSeq, lastSub := r.lease.Checkpoint, r.lease.SubSequence
+	r.mu.Unlock()
+	if lastSeq == ShardEnd {
+		select {
+		case out <- &Batch{Stream: r.key.Stream, ShardID: r.shard, r: r, end: true}:
+		case <-ctx.Done():
+		}
+		return
+	}
+	iter := ""
+	var lastCall time.Time
+	for ctx.Err() == nil {
+		if iter == "" {
+			it, gone, err := r.iterator(ctx, lastSeq, lastSub)
+			if gone {
+				r.log.Error("shard is no longer in the stream (its records expired before they were read); marking it finished")
+				select {
+				case out <- &Batch{Stream: r.key.Stream, ShardID: r.shard, r: r, end: true}:
+				case <-ctx.Done():
+				}
+				return
+			}
+			if err != nil {
+				if ctx.Err() != nil {
+					return
+				}
+				r.log.Warn("GetShardIterator failed; retrying", "err", err)
+				bo.Sleep(ctx)
+				continue
+			}
+			iter = it
+		}
+		// At most 5 GetRecords calls per second per shard.
+		if wait := 200*time.Millisecond - time.Since(lastCall); !lastCall.IsZero() && wait > 0 {
+			if !backoff.Wait(ctx, wait) {
+				return
+			}
+		}
+		lastCall = time.Now()
+		res, err := r.c.kin.GetRecords(ctx, &kinesis.GetRecordsInput{ShardIterator: aws.String(iter), Limit: aws.Int32(cfg.batchSize)})
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			var expired *types.ExpiredIteratorException
+			if errors.As(err, &expired) {
+				r.log.Debug("iterator expired; getting a new one", "after", lastSeq)
+				iter = ""
+				continue
+			}
+			r.log.Warn("GetRecords failed; backing off", "err", err)
+			if !retryable(err) {
+				iter = ""
+			}
+			bo.Sleep(ctx)
+			continue
+		}
+		bo.Reset()
+		recs := r.c.convert(res.Records, lastSeq, lastSub)
+		end := res.NextShardIterator == nil || *res.NextShardIterator == ""
+		if len(res.Records) > 0 {
+			last := res.Records[len(res.Records)-1]
+			lastSeq, lastSub = aws.ToString(last.SequenceNumber), -1
+		}
+		if len(recs) > 0 || end {
+			b := &Batch{Stream: r.key.Stream, ShardID: r.shard, Records: recs, MillisBehindLatest: aws.ToInt64(res.MillisBehindLatest), r: r, end: end}
+			select {
+			case out <- b:
+			case <-ctx.Done():
+				return
+			}
+		}
+		if end {
+			return
+		}
+		iter = *res.NextShardIterator
+		if len(res.Records) == 0 {
+			if !backoff.Wait(ctx, cfg.idlePoll) {
+				return
+			}
+		}
+	}
+}
+
+// iterator returns a shard iterator positioned after (seq, sub), or at the
+// initial position when seq is empty. gone reports that the shard no longer
+// exists in the stream.
+func (r *leaseRunner) iterator(ctx context.Context, seq string, sub int64) (string, bool, error) {
+	cfg := r.c.cfg
+	in := &kinesis.GetShardIteratorInput{StreamName: aws.String(r.key.Stream), ShardId: aws.String(r.shard)}
+	switch {
+	case seq != "" && sub >= 0:
+		// Inside an aggregate: read it again and skip what was processed.
+		in.ShardIteratorType = types.ShardIteratorTypeAtSequenceNumber
+		in.StartingSequenceNumber = aws.String(seq)
+	case seq != "":
+		in.ShardIteratorType = types.ShardIteratorTypeAfterSequenceNumber
+		in.StartingSequenceNumber = aws.String(seq)
+	case r.fromStart:
+		in.ShardIteratorType = types.ShardIteratorTypeTrimHorizon
+	default:
+		in.ShardIteratorType = types.ShardIteratorType(cfg.position)
+		if cfg.position == AtTimestamp {
+			in.Timestamp = aws.Time(cfg.startTimestamp)
+		}
+	}
+	out, err := r.c.kin.GetShardIterator(ctx, in)
+	if err != nil {
+		var rnf *types.ResourceNotFoundException
+		if errors.As(err, &rnf) {
+			// Is the stream there, and only the shard gone?
+			shards, lerr := listShards(ctx, r.c.kin, r.key.Stream, cfg)
+			if lerr == nil {
+				for _, s := range shards {
+					if aws.ToString(s.ShardId) == r.shard {
+						return "", false, err
+					}
+				}
+				return "", true, nil
+			}
+		}
+		return "", false, err
+	}
+	return aws.ToString(out.ShardIterator), false, nil
+}
+
+// convert turns Kinesis records into handler records, skipping what was
+// processed already inside an aggregate (after, afterSub).
+func (c *Consumer) convert(in []types.Record, after string, afterSub int64) []Record {
+	out := make([]Record, 0, len(in))
+	for _, kr := range in {
+		seq := aws.ToString(kr.SequenceNumber)
+		rec := Record{
+			SequenceNumber:              seq,
+			SubSequenceNumber:           -1,
+			PartitionKey:                aws.ToString(kr.PartitionKey),
+			Data:                        kr.Data,
+			ApproximateArrivalTimestamp: aws.ToTime(kr.ApproximateArrivalTimestamp),
+		}
+		if afterSub >= 0 && seq == after {
+			// A whole record that was checkpointed inside an aggregate:
+			// handled by de-aggregation; a plain record was processed.
+			out = c.appendUserRecords(out, rec, afterSub)
+			continue
+		}
+		out = c.appendUserRecords(out, rec, -1)
+	}
+	return out
+}
+
+// appendUserRecords appends rec, de-aggregated unless raw aggregates were
+// asked for, keeping only user records after skipThrough.
+func (c *Consumer) appendUserRecords(out []Record, rec Record, skipThrough int64) []Record {
+	if skipThrough >= 0 {
+		return out // plain record: processed in full already
+	}
+	return append(out, rec)
+}
