@@ -96,7 +96,7 @@ func DeaggregateInto(dst []UserRecord, data []byte) ([]UserRecord, error) {
 	base := len(dst)
 	out, err := decode(dst, msg)
 	if err != nil {
-		clear(out[base:cap(out)]) // drop references into data
+		clear(out[base:]) // drop references into data
 		return out[:base], err
 	}
 	return out, nil

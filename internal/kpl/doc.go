@@ -51,7 +51,9 @@
 // The Data of each decoded [UserRecord] aliases the input slice: it is
 // valid as long as the input is, and changes to one show in the other.
 // All partition and explicit hash keys of one aggregate share a single
-// string allocation, so decoding costs about one allocation per aggregate
-// rather than one per user record ([DeaggregateInto] with a reused
-// destination slice needs only that one).
+// string allocation, so decoding costs a fixed number of allocations per
+// aggregate rather than one per user record: [Deaggregate] makes two (the
+// result and the keys), [DeaggregateInto] with a reused destination slice
+// one. An aggregate whose key tables hold more than 256 entries in all
+// costs one more, for scratch space.
 package kpl
