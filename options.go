@@ -103,7 +103,9 @@ func WithStartTimestamp(t time.Time) Option {
 
 // WithBatchSize sets the records asked for per GetRecords call, 1 to 10,000.
 // Default 10,000.
-func WithBatchSize(n int) Option { return func(c *config) { c.batchSize = int32(min(max(n, -1), 1<<30)) } }
+func WithBatchSize(n int) Option {
+	return func(c *config) { c.batchSize = int32(min(max(n, -1), 1<<30)) }
+}
 
 // WithIdlePollInterval sets how long a reader waits before polling a shard
 // again after an empty GetRecords. Default 1s. Reads never exceed 5 calls per

@@ -1,0 +1,446 @@
+package shardlease_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/stretchr/testify/require"
+
+	"github.com/shardlease/shardlease"
+	"github.com/shardlease/shardlease/internal/emulator"
+	"github.com/shardlease/shardlease/internal/kinesisfake"
+)
+
+// kinesisAdmin is what the tests call on a stream besides the consumer's
+// own calls: the in-process fake and *kinesis.Client both have it.
+type kinesisAdmin interface {
+	shardlease.KinesisAPI
+	PutRecord(ctx context.Context, params *kinesis.PutRecordInput, optFns ...func(*kinesis.Options)) (*kinesis.PutRecordOutput, error)
+	SplitShard(ctx context.Context, params *kinesis.SplitShardInput, optFns ...func(*kinesis.Options)) (*kinesis.SplitShardOutput, error)
+	MergeShards(ctx context.Context, params *kinesis.MergeShardsInput, optFns ...func(*kinesis.Options)) (*kinesis.MergeShardsOutput, error)
+}
+
+// world is one place a behaviour is proven: the in-process fake and
+// MemoryStore under synctest, or kinesalite and DynamoStore on dynalite.
+type world struct {
+	name   string
+	kin    kinesisAdmin
+	store  shardlease.LeaseStore
+	dynamo *countingDynamo // nil in the fake world
+	stream string
+	// timings for the consumers
+	lease, renew, take, idle time.Duration
+}
+
+// worlds runs fn in each world: "fake" (fake time, deterministic) and
+// "emulator" (real servers, real time).
+func worlds(t *testing.T, shards int32, fn func(t *testing.T, w *world)) {
+	t.Run("fake", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			fake := kinesisfake.New()
+			w := &world{name: "fake", kin: fake, store: shardlease.NewMemoryStore(), stream: "orders",
+				lease: 10 * time.Second, renew: 10 * time.Second / 3, take: 2 * time.Second, idle: time.Second}
+			_, err := fake.CreateStream(t.Context(), &kinesis.CreateStreamInput{StreamName: aws.String(w.stream), ShardCount: aws.Int32(shards)})
+			require.NoError(t, err)
+			fn(t, w)
+		})
+	})
+	t.Run("emulator", func(t *testing.T) {
+		if testing.Short() {
+			t.Skip("emulator tests need Node.js; -short runs the in-process world only")
+		}
+		client, table := dynamoTable(t)
+		counting := &countingDynamo{DynamoDBAPI: client}
+		store, err := shardlease.NewDynamoStore(counting, table)
+		require.NoError(t, err)
+		kc := emulator.Kinesis(t)
+		w := &world{name: "emulator", kin: kc, store: store, dynamo: counting, stream: emulator.UniqueName("orders"),
+			lease: 2 * time.Second, renew: 2 * time.Second / 3, take: 300 * time.Millisecond, idle: 50 * time.Millisecond}
+		require.NoError(t, emulator.CreateStream(t.Context(), kc, w.stream, shards))
+		fn(t, w)
+	})
+}
+
+// opts returns the world's timings plus extra options.
+func (w *world) opts(owner string, extra ...shardlease.Option) []shardlease.Option {
+	return append([]shardlease.Option{
+		shardlease.WithOwnerID(owner),
+		shardlease.WithLeaseDuration(w.lease),
+		shardlease.WithRenewInterval(w.renew),
+		shardlease.WithTakeInterval(w.take),
+		shardlease.WithIdlePollInterval(w.idle),
+		shardlease.WithShardSyncInterval(5 * w.take),
+		shardlease.WithRetryBackoff(w.take/10, w.take),
+		shardlease.WithShutdownTimeout(w.lease),
+	}, extra...)
+}
+
+// produced is what the producer wrote, in order.
+type produced struct {
+	mu      sync.Mutex
+	ids     []string
+	byShard map[string][]string // shard → ids in sequence order
+	byKey   map[string][]string // partition key → ids in write order
+	seq     map[string]string   // id → sequence number
+	n       int
+}
+
+// put writes n records with unique ids, spread over keys partition keys.
+func (w *world) put(t *testing.T, p *produced, n, keys int) {
+	t.Helper()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.byShard == nil {
+		p.byShard, p.byKey, p.seq = map[string][]string{}, map[string][]string{}, map[string]string{}
+	}
+	for range n {
+		id := fmt.Sprintf("rec-%06d", p.n)
+		key := fmt.Sprintf("key-%03d", p.n%keys)
+		p.n++
+		out, err := w.kin.PutRecord(context.Background(), &kinesis.PutRecordInput{
+			StreamName: aws.String(w.stream), PartitionKey: aws.String(key), Data: []byte(id),
+		})
+		require.NoError(t, err)
+		p.ids = append(p.ids, id)
+		p.byShard[aws.ToString(out.ShardId)] = append(p.byShard[aws.ToString(out.ShardId)], id)
+		p.byKey[key] = append(p.byKey[key], id)
+		p.seq[id] = aws.ToString(out.SequenceNumber)
+	}
+}
+
+func (p *produced) count() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.ids)
+}
+
+// handled records what handlers saw.
+type handled struct {
+	mu      sync.Mutex
+	times   map[string]int      // id → times handled
+	byKey   map[string][]string // partition key → ids in handling order
+	byShard map[string][]string // shard → ids in handling order
+	worker  map[string][]string // id → workers that handled it
+	batches atomic.Int64
+}
+
+func newHandled() *handled {
+	return &handled{times: map[string]int{}, byKey: map[string][]string{}, byShard: map[string][]string{}, worker: map[string][]string{}}
+}
+
+// handler returns a handler that records every record for worker.
+func (h *handled) handler(worker string) shardlease.Handler {
+	return func(ctx context.Context, b *shardlease.Batch) error {
+		h.add(worker, b)
+		return nil
+	}
+}
+
+func (h *handled) add(worker string, b *shardlease.Batch) {
+	h.batches.Add(1)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, r := range b.Records {
+		id := string(r.Data)
+		h.times[id]++
+		h.byKey[r.PartitionKey] = append(h.byKey[r.PartitionKey], id)
+		h.byShard[b.ShardID] = append(h.byShard[b.ShardID], id)
+		h.worker[id] = append(h.worker[id], worker)
+	}
+}
+
+func (h *handled) distinct() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.times)
+}
+
+func (h *handled) duplicates() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	d := 0
+	for _, n := range h.times {
+		d += n - 1
+	}
+	return d
+}
+
+// lost returns the produced ids never handled.
+func (h *handled) lost(p *produced) []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []string
+	for _, id := range p.ids {
+		if h.times[id] == 0 {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// requireKeyOrder checks that, per partition key, the first handling of each
+// record follows write order.
+func requireKeyOrder(t *testing.T, p *produced, h *handled) {
+	t.Helper()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for key, want := range p.byKey {
+		seen := map[string]bool{}
+		var first []string
+		for _, id := range h.byKey[key] {
+			if !seen[id] {
+				seen[id] = true
+				first = append(first, id)
+			}
+		}
+		require.Equal(t, want, first, "partition key %s handled out of order", key)
+	}
+}
+
+// waitFor polls cond until it holds or within passes. Under synctest the
+// polling advances fake time.
+func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", within, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// worker is a running consumer.
+type worker struct {
+	c      *shardlease.Consumer
+	cancel context.CancelFunc
+	done   chan error
+}
+
+func startWorker(t *testing.T, w *world, kin shardlease.KinesisAPI, store shardlease.LeaseStore, h shardlease.Handler, opts ...shardlease.Option) *worker {
+	t.Helper()
+	c, err := shardlease.NewConsumer(kin, store, w.stream, h, opts...)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	wk := &worker{c: c, cancel: cancel, done: make(chan error, 1)}
+	go func() { wk.done <- c.Run(ctx) }()
+	t.Cleanup(func() { wk.stop(t) })
+	return wk
+}
+
+// stop cancels the worker and waits for Run to return; it returns Run's
+// error. Stopping twice is harmless.
+func (wk *worker) stop(t *testing.T) error {
+	t.Helper()
+	wk.cancel()
+	select {
+	case err, ok := <-wk.done:
+		if ok {
+			close(wk.done)
+			return err
+		}
+		return nil
+	case <-time.After(time.Minute):
+		t.Fatalf("worker %s did not stop within a minute", wk.c.OwnerID())
+		return nil
+	}
+}
+
+// leases returns the stream's rows.
+func (w *world) leases(t *testing.T) []shardlease.Lease {
+	t.Helper()
+	ls, err := w.store.List(context.Background(), w.stream)
+	require.NoError(t, err)
+	return ls
+}
+
+// crashSwitch makes the wrapped clients fail every call once flipped, like
+// a process that died: nothing it would write afterwards reaches a server.
+type crashSwitch struct{ down atomic.Bool }
+
+var errCrashed = errors.New("test: worker crashed")
+
+type crashStore struct {
+	shardlease.LeaseStore
+	sw *crashSwitch
+}
+
+func (s crashStore) err() error {
+	if s.sw.down.Load() {
+		return errCrashed
+	}
+	return nil
+}
+
+func (s crashStore) Create(ctx context.Context, k shardlease.LeaseKey, p []string) (bool, error) {
+	if err := s.err(); err != nil {
+		return false, err
+	}
+	return s.LeaseStore.Create(ctx, k, p)
+}
+
+func (s crashStore) Get(ctx context.Context, k shardlease.LeaseKey) (shardlease.Lease, error) {
+	if err := s.err(); err != nil {
+		return shardlease.Lease{}, err
+	}
+	return s.LeaseStore.Get(ctx, k)
+}
+
+func (s crashStore) List(ctx context.Context, stream string) ([]shardlease.Lease, error) {
+	if err := s.err(); err != nil {
+		return nil, err
+	}
+	return s.LeaseStore.List(ctx, stream)
+}
+
+func (s crashStore) Acquire(ctx context.Context, k shardlease.LeaseKey, owner string, observed int64) (shardlease.Lease, error) {
+	if err := s.err(); err != nil {
+		return shardlease.Lease{}, err
+	}
+	return s.LeaseStore.Acquire(ctx, k, owner, observed)
+}
+
+func (s crashStore) Renew(ctx context.Context, l shardlease.Lease, e time.Time) (shardlease.Lease, error) {
+	if err := s.err(); err != nil {
+		return shardlease.Lease{}, err
+	}
+	return s.LeaseStore.Renew(ctx, l, e)
+}
+
+func (s crashStore) Checkpoint(ctx context.Context, l shardlease.Lease, cp string, sub int64, e time.Time) (shardlease.Lease, error) {
+	if err := s.err(); err != nil {
+		return shardlease.Lease{}, err
+	}
+	return s.LeaseStore.Checkpoint(ctx, l, cp, sub, e)
+}
+
+func (s crashStore) Release(ctx context.Context, l shardlease.Lease) (shardlease.Lease, error) {
+	if err := s.err(); err != nil {
+		return shardlease.Lease{}, err
+	}
+	return s.LeaseStore.Release(ctx, l)
+}
+
+func (s crashStore) RequestHandoff(ctx context.Context, l shardlease.Lease, taker string) (shardlease.Lease, error) {
+	if err := s.err(); err != nil {
+		return shardlease.Lease{}, err
+	}
+	return s.LeaseStore.RequestHandoff(ctx, l, taker)
+}
+
+type crashKinesis struct {
+	shardlease.KinesisAPI
+	sw *crashSwitch
+}
+
+func (k crashKinesis) ListShards(ctx context.Context, in *kinesis.ListShardsInput, o ...func(*kinesis.Options)) (*kinesis.ListShardsOutput, error) {
+	if k.sw.down.Load() {
+		return nil, errCrashed
+	}
+	return k.KinesisAPI.ListShards(ctx, in, o...)
+}
+
+func (k crashKinesis) GetShardIterator(ctx context.Context, in *kinesis.GetShardIteratorInput, o ...func(*kinesis.Options)) (*kinesis.GetShardIteratorOutput, error) {
+	if k.sw.down.Load() {
+		return nil, errCrashed
+	}
+	return k.KinesisAPI.GetShardIterator(ctx, in, o...)
+}
+
+func (k crashKinesis) GetRecords(ctx context.Context, in *kinesis.GetRecordsInput, o ...func(*kinesis.Options)) (*kinesis.GetRecordsOutput, error) {
+	if k.sw.down.Load() {
+		return nil, errCrashed
+	}
+	return k.KinesisAPI.GetRecords(ctx, in, o...)
+}
+
+// countingStore counts successful writes by kind.
+type countingStore struct {
+	shardlease.LeaseStore
+	mu     sync.Mutex
+	writes map[string]int
+}
+
+func newCountingStore(s shardlease.LeaseStore) *countingStore {
+	return &countingStore{LeaseStore: s, writes: map[string]int{}}
+}
+
+func (s *countingStore) count(op string) {
+	s.mu.Lock()
+	s.writes[op]++
+	s.mu.Unlock()
+}
+
+func (s *countingStore) total() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, v := range s.writes {
+		n += v
+	}
+	return n
+}
+
+func (s *countingStore) snapshot() map[string]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string]int, len(s.writes))
+	for k, v := range s.writes {
+		out[k] = v
+	}
+	return out
+}
+
+func (s *countingStore) Create(ctx context.Context, k shardlease.LeaseKey, p []string) (bool, error) {
+	s.count("create")
+	return s.LeaseStore.Create(ctx, k, p)
+}
+
+func (s *countingStore) Acquire(ctx context.Context, k shardlease.LeaseKey, owner string, observed int64) (shardlease.Lease, error) {
+	s.count("acquire")
+	return s.LeaseStore.Acquire(ctx, k, owner, observed)
+}
+
+func (s *countingStore) Renew(ctx context.Context, l shardlease.Lease, e time.Time) (shardlease.Lease, error) {
+	s.count("renew")
+	return s.LeaseStore.Renew(ctx, l, e)
+}
+
+func (s *countingStore) Checkpoint(ctx context.Context, l shardlease.Lease, cp string, sub int64, e time.Time) (shardlease.Lease, error) {
+	s.count("checkpoint")
+	return s.LeaseStore.Checkpoint(ctx, l, cp, sub, e)
+}
+
+func (s *countingStore) Release(ctx context.Context, l shardlease.Lease) (shardlease.Lease, error) {
+	s.count("release")
+	return s.LeaseStore.Release(ctx, l)
+}
+
+func (s *countingStore) RequestHandoff(ctx context.Context, l shardlease.Lease, taker string) (shardlease.Lease, error) {
+	s.count("handoff")
+	return s.LeaseStore.RequestHandoff(ctx, l, taker)
+}
+
+func heldBy(ls []shardlease.Lease) map[string][]string {
+	out := map[string][]string{}
+	for _, l := range ls {
+		out[l.Owner] = append(out[l.Owner], l.Key.Shard)
+	}
+	for _, v := range out {
+		slices.Sort(v)
+	}
+	return out
+}
