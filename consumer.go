@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -56,8 +57,50 @@ type Consumer struct {
 	cfg     config
 	log     *slog.Logger
 
-	mu   sync.Mutex
-	held map[string]*leaseRunner // by shard id; owned by Run's coordinator
+	mu      sync.Mutex
+	held    map[string]*leaseRunner // by shard id; owned by Run's coordinator
+	running atomic.Bool
+	stats   counters
+}
+
+type counters struct {
+	records, batches, handlerErrors, panics, corruptAggregates atomic.Int64
+	taken, handedIn, lost, released, writeFailures             atomic.Int64
+}
+
+// Stats is a snapshot of a consumer's counters since it was created.
+type Stats struct {
+	// RecordsHandled and BatchesHandled count what handlers returned nil for.
+	RecordsHandled, BatchesHandled int64
+	// HandlerErrors counts failed handler calls, panics included.
+	HandlerErrors int64
+	// HandlerPanics counts recovered handler panics.
+	HandlerPanics int64
+	// CorruptAggregates counts records with the KPL magic prefix that did not
+	// decode and were handed over as they are.
+	CorruptAggregates int64
+	// LeasesTaken counts leases acquired (free, expired or unanswered
+	// handoffs); LeasesHandedIn counts leases received by handoff.
+	LeasesTaken, LeasesHandedIn int64
+	// LeasesLost counts leases lost to another worker or to failed renewals.
+	LeasesLost int64
+	// LeasesReleased counts leases released at shutdown, handoff or shard end.
+	LeasesReleased int64
+	// WriteFailures counts lease writes that failed and were retried.
+	WriteFailures int64
+}
+
+// Stats returns the consumer's counters.
+func (c *Consumer) Stats() Stats {
+	s := &c.stats
+	return Stats{
+		RecordsHandled: s.records.Load(), BatchesHandled: s.batches.Load(),
+		HandlerErrors: s.handlerErrors.Load(), HandlerPanics: s.panics.Load(),
+		CorruptAggregates: s.corruptAggregates.Load(),
+		LeasesTaken:       s.taken.Load(), LeasesHandedIn: s.handedIn.Load(),
+		LeasesLost: s.lost.Load(), LeasesReleased: s.released.Load(),
+		WriteFailures: s.writeFailures.Load(),
+	}
 }
 
 // NewConsumer returns a consumer of stream. It starts nothing: call Run.
@@ -130,6 +173,9 @@ type observation struct {
 // table is missing or misconfigured. Run returns only after every goroutine
 // it started has exited. A Consumer runs once.
 func (c *Consumer) Run(ctx context.Context) error {
+	if !c.running.CompareAndSwap(false, true) {
+		return fmt.Errorf("%w: stream %s: Run was called twice on one Consumer; create a Consumer per run", ErrInvalidConfig, c.stream)
+	}
 	if tc, ok := c.store.(TableChecker); ok {
 		if err := tc.CheckTable(ctx); err != nil {
 			return fmt.Errorf("shardlease: stream %s: %w", c.stream, err)
@@ -430,6 +476,7 @@ func (co *coordinator) takeRound(ctx context.Context) error {
 	for _, l := range active {
 		if l.Owner == me && !held[l.Key.Shard] {
 			delete(co.pending, l.Key.Shard)
+			c.stats.handedIn.Add(1)
 			co.start(ctx, l, "handed over", hasTrackedParent(l, byShard))
 			held[l.Key.Shard] = true
 			mine++
@@ -484,6 +531,7 @@ func (co *coordinator) takeRound(ctx context.Context) error {
 			how = "taken over from " + l.Owner
 		}
 		delete(co.pending, l.Key.Shard)
+		c.stats.taken.Add(1)
 		co.start(ctx, got, how, hasTrackedParent(l, byShard))
 		held[l.Key.Shard] = true
 		mine++

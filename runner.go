@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/shardlease/shardlease/internal/backoff"
+	"github.com/shardlease/shardlease/internal/kpl"
 )
 
 // Record is one user record handed to a Handler.
@@ -128,6 +129,7 @@ func (r *leaseRunner) abort() { r.stop(); r.leaseCancel() }
 
 func (r *leaseRunner) markLost(reason string, err error) {
 	if r.lost.CompareAndSwap(false, true) {
+		r.c.stats.lost.Add(1)
 		r.mu.Lock()
 		counter := r.lease.Counter
 		r.mu.Unlock()
@@ -315,6 +317,7 @@ func (r *leaseRunner) keep(parent context.Context) {
 			r.markLost("no write succeeded for a whole lease duration", err)
 			return true
 		}
+		r.c.stats.writeFailures.Add(1)
 		r.log.Warn("lease write failed; retrying", "err", err)
 		retry.Reset(bo.Next())
 		return false
@@ -387,6 +390,7 @@ func (r *leaseRunner) finish(bg context.Context) {
 			var released Lease
 			released, err = r.c.store.Release(ctx, held)
 			if err == nil {
+				r.c.stats.released.Add(1)
 				r.log.Info("lease released", "checkpoint", seq, "to", released.Owner, "counter", released.Counter)
 				return
 			}
@@ -424,8 +428,8 @@ func (r *leaseRunner) process(batches <-chan *Batch) {
 				return
 			}
 			if !r.c.cfg.manualCheckpoint {
-				last := b.Records[len(b.Records)-1]
-				_ = r.mark(last.SequenceNumber, last.SubSequenceNumber)
+				// A batch holds whole Kinesis records, aggregates included.
+				_ = r.mark(b.Records[len(b.Records)-1].SequenceNumber, -1)
 			}
 		}
 		if b.end {
@@ -446,8 +450,11 @@ func (r *leaseRunner) handle(b *Batch) bool {
 		}
 		err := r.call(b)
 		if err == nil {
+			r.c.stats.batches.Add(1)
+			r.c.stats.records.Add(int64(len(b.Records)))
 			return true
 		}
+		r.c.stats.handlerErrors.Add(1)
 		r.log.Warn("handler failed; retrying the batch", "records", len(b.Records), "first", b.Records[0].SequenceNumber, "attempt", bo.Attempts()+1, "err", err)
 		t := time.NewTimer(bo.Next())
 		select {
@@ -488,6 +495,7 @@ func (e *PanicError) Error() string {
 func (r *leaseRunner) call(b *Batch) (err error) {
 	defer func() {
 		if v := recover(); v != nil {
+			r.c.stats.panics.Add(1)
 			pe := &PanicError{Stream: b.Stream, ShardID: b.ShardID, Value: v, Stack: debug.Stack()}
 			r.log.Error("handler panicked", "panic", fmt.Sprint(v), "stack", string(pe.Stack))
 			err = pe
@@ -588,7 +596,7 @@ func (r *leaseRunner) fetch(ctx context.Context, out chan<- *Batch) {
 			continue
 		}
 		bo.Reset()
-		recs := r.c.convert(res.Records, lastSeq, lastSub)
+		recs := r.c.convert(res.Records, lastSeq, lastSub, r.log)
 		end := res.NextShardIterator == nil || *res.NextShardIterator == ""
 		if len(res.Records) > 0 {
 			last := res.Records[len(res.Records)-1]
@@ -656,12 +664,18 @@ func (r *leaseRunner) iterator(ctx context.Context, seq string, sub int64) (stri
 	return aws.ToString(out.ShardIterator), false, nil
 }
 
-// convert turns Kinesis records into handler records, skipping what was
-// processed already inside an aggregate (after, afterSub).
-func (c *Consumer) convert(in []types.Record, after string, afterSub int64) []Record {
+// convert turns Kinesis records into handler records: KPL aggregates are
+// de-aggregated (unless raw aggregates were asked for), and user records up
+// to a checkpoint inside an aggregate (after, afterSub) are skipped.
+func (c *Consumer) convert(in []types.Record, after string, afterSub int64, log *slog.Logger) []Record {
 	out := make([]Record, 0, len(in))
+	var scratch []kpl.UserRecord
 	for _, kr := range in {
 		seq := aws.ToString(kr.SequenceNumber)
+		skip := int64(-1)
+		if afterSub >= 0 && seq == after {
+			skip = afterSub
+		}
 		rec := Record{
 			SequenceNumber:              seq,
 			SubSequenceNumber:           -1,
@@ -669,22 +683,36 @@ func (c *Consumer) convert(in []types.Record, after string, afterSub int64) []Re
 			Data:                        kr.Data,
 			ApproximateArrivalTimestamp: aws.ToTime(kr.ApproximateArrivalTimestamp),
 		}
-		if afterSub >= 0 && seq == after {
-			// A whole record that was checkpointed inside an aggregate:
-			// handled by de-aggregation; a plain record was processed.
-			out = c.appendUserRecords(out, rec, afterSub)
+		if c.cfg.rawAggregates || !kpl.IsAggregated(kr.Data) {
+			if skip < 0 {
+				out = append(out, rec)
+			}
 			continue
 		}
-		out = c.appendUserRecords(out, rec, -1)
+		var err error
+		scratch, err = kpl.DeaggregateInto(scratch[:0], kr.Data)
+		if err != nil {
+			// Handed over as it is, the way the KPL's own consumers do.
+			c.stats.corruptAggregates.Add(1)
+			log.Warn("aggregated record does not decode; handing it over as it is", "sequence", seq, "err", err)
+			if skip < 0 {
+				out = append(out, rec)
+			}
+			continue
+		}
+		for _, u := range scratch {
+			if int64(u.SubSequence) <= skip {
+				continue
+			}
+			out = append(out, Record{
+				SequenceNumber:              seq,
+				SubSequenceNumber:           int64(u.SubSequence),
+				PartitionKey:                u.PartitionKey,
+				ExplicitHashKey:             u.ExplicitHashKey,
+				Data:                        u.Data,
+				ApproximateArrivalTimestamp: rec.ApproximateArrivalTimestamp,
+			})
+		}
 	}
 	return out
-}
-
-// appendUserRecords appends rec, de-aggregated unless raw aggregates were
-// asked for, keeping only user records after skipThrough.
-func (c *Consumer) appendUserRecords(out []Record, rec Record, skipThrough int64) []Record {
-	if skipThrough >= 0 {
-		return out // plain record: processed in full already
-	}
-	return append(out, rec)
 }
