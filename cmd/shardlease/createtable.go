@@ -28,7 +28,7 @@ Example:
 		table := fs.String("table", "", "name of the lease `table` to create (required)")
 		asJSON := fs.Bool("json", false, `print the result as JSON: {"table": ..., "action": "created" or "exists"}`)
 		return func(ctx context.Context) error {
-			if err := require("table", *table); err != nil {
+			if err := requireFlags("table", *table); err != nil {
 				return err
 			}
 			if err := shardlease.ValidateTableName(*table); err != nil {

@@ -46,7 +46,7 @@ Example:
 		stream := fs.String("stream", "", "Kinesis `stream` name whose leases to list (required)")
 		asJSON := fs.Bool("json", false, "print a JSON array instead of a table")
 		return func(ctx context.Context) error {
-			if err := require("table", *table, "stream", *stream); err != nil {
+			if err := requireFlags("table", *table, "stream", *stream); err != nil {
 				return err
 			}
 			if err := shardlease.ValidateStreamName(*stream); err != nil {

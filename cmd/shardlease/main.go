@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
@@ -118,7 +119,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, e env) in
 	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "-help" || args[0] == "--help" {
 		if len(args) > 1 && args[0] == "help" {
 			if c := findCommand(args[1]); c != nil {
-				printUsage(stdout, c, newFlagSet(c, &cli{}))
+				st := &cli{}
+				fs := newFlagSet(c, st)
+				c.flags(fs, st)
+				printUsage(stdout, c, fs)
 				return exitOK
 			}
 			fmt.Fprintf(stderr, "shardlease: unknown command %q\n\n", args[1])
@@ -194,8 +198,8 @@ func printUsage(w io.Writer, c *command, fs *flag.FlagSet) {
 	fs.SetOutput(io.Discard)
 }
 
-// require returns a usage error naming the first flag whose value is empty.
-func require(flags ...string) error {
+// requireFlags returns a usage error naming the first flag whose value is empty.
+func requireFlags(flags ...string) error {
 	for i := 0; i+1 < len(flags); i += 2 {
 		if flags[i+1] == "" {
 			return usagef("missing -%s", flags[i])
@@ -207,14 +211,19 @@ func require(flags ...string) error {
 // dynamo returns a DynamoDB client built from the SDK's default
 // configuration, with -region and -endpoint applied.
 func (st *cli) dynamo(ctx context.Context) (*dynamodb.Client, error) {
-	st.http = http.DefaultTransport.(*http.Transport).Clone()
-	opts := []func(*config.LoadOptions) error{config.WithHTTPClient(&http.Client{Transport: st.http})}
+	var opts []func(*config.LoadOptions) error
 	if st.region != "" {
 		opts = append(opts, config.WithRegion(st.region))
 	}
 	cfg, err := config.LoadDefaultConfig(ctx, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("load AWS configuration: %w", err)
+	}
+	// Use the transport the SDK configured (AWS_CA_BUNDLE and all), but
+	// keep hold of it so its connections are closed when the command ends.
+	if bc, ok := cfg.HTTPClient.(*awshttp.BuildableClient); ok {
+		st.http = bc.GetTransport()
+		cfg.HTTPClient = &http.Client{Transport: st.http}
 	}
 	if cfg.Region == "" {
 		if st.endpoint == "" {
@@ -261,7 +270,7 @@ func (st *cli) printJSON(v any) error {
 
 // leaseKey validates -stream and -shard.
 func leaseKey(stream, shard string) (shardlease.LeaseKey, error) {
-	if err := require("stream", stream, "shard", shard); err != nil {
+	if err := requireFlags("stream", stream, "shard", shard); err != nil {
 		return shardlease.LeaseKey{}, err
 	}
 	key := shardlease.LeaseKey{Stream: stream, Shard: shard}

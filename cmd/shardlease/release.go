@@ -52,7 +52,7 @@ Example:
 		force := fs.Bool("force", false, "release at once, even from a live holder")
 		asJSON := fs.Bool("json", false, "print the result as a JSON object")
 		return func(ctx context.Context) error {
-			if err := require("table", *table, "stream", *stream, "shard", *shard); err != nil {
+			if err := requireFlags("table", *table, "stream", *stream, "shard", *shard); err != nil {
 				return err
 			}
 			key, err := leaseKey(*stream, *shard)

@@ -53,7 +53,7 @@ Example:
 		force := fs.Bool("force", false, "take the lease from its holder if it is held")
 		asJSON := fs.Bool("json", false, "print the result as a JSON object")
 		return func(ctx context.Context) error {
-			if err := require("table", *table, "stream", *stream, "shard", *shard, "to", *to); err != nil {
+			if err := requireFlags("table", *table, "stream", *stream, "shard", *shard, "to", *to); err != nil {
 				return err
 			}
 			key, err := leaseKey(*stream, *shard)
