@@ -1,0 +1,47 @@
+// Command shardlease inspects and repairs the lease table that shardlease
+// consumers share in DynamoDB.
+//
+// Usage:
+//
+//	shardlease <command> [flags]
+//
+// The commands are:
+//
+//	create-table  create the lease table (does nothing if it exists)
+//	list          show every lease of a stream: owner, counter, checkpoint, ...
+//	reset         move a shard's checkpoint (the lease must be free, or -force)
+//	release       free a lease whose holder is dead
+//
+// Run "shardlease <command> -h" for a command's flags and an example.
+//
+// # AWS configuration
+//
+// The AWS SDK's default configuration is used: credentials and region come
+// from the usual environment variables (AWS_REGION, AWS_PROFILE,
+// AWS_ACCESS_KEY_ID, ...), the shared config files and the instance's role.
+// AWS_ENDPOINT_URL and AWS_ENDPOINT_URL_DYNAMODB point the command at
+// another endpoint, such as a local emulator. Every command also takes
+//
+//	-region REGION      overrides the configured region
+//	-endpoint URL       overrides the DynamoDB endpoint (and the environment's)
+//
+// # Writes are fenced
+//
+// reset and release change a lease row only through the lease store's
+// conditional writes, as a consumer would: they acquire the lease with the
+// counter they just read (under the owner id "shardlease-cli@HOSTNAME"),
+// write, and release it. If a consumer writes to the row in between, the
+// acquire fails and nothing is changed. A holder that was fenced out with
+// -force finds its next renewal or checkpoint refused (lease lost) and stops
+// reading the shard.
+//
+// Clocks are not trusted: the expiry list prints is the holder's own
+// estimate, shown for information only. release proves that a holder is dead
+// by watching the lease's counter stay still for -wait.
+//
+// # Exit status
+//
+// 0 on success, 1 when the command failed or refused, 2 for a usage error.
+// With -json, results are printed to standard output as JSON; errors always
+// go to standard error.
+package main

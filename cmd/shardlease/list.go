@@ -1,0 +1,150 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/shardlease/shardlease"
+)
+
+var listCommand = &command{
+	name:    "list",
+	summary: "show every lease of a stream: owner, counter, checkpoint, ...",
+	usage: `
+Usage: shardlease list -table TABLE -stream STREAM [-json] [-region REGION] [-endpoint URL]
+
+Lists every lease of STREAM in the lease table, ordered by shard id:
+
+	SHARD       the shard id
+	OWNER       the holder's owner id, or "free"
+	COUNTER     the fencing counter; every write bumps it, so a counter that
+	            keeps moving means a live holder
+	CHECKPOINT  the last processed sequence number ("/N" adds the sub-sequence
+	            number inside an aggregated record), SHARD_END once the shard
+	            was read to its end, or "-" when nothing was processed yet
+	PARENTS     the shards this one was split or merged from
+	HANDOFF     the owner the holder was asked to hand the lease to, or "-"
+	EXPIRY      when the holder thinks its lease runs out, by the holder's own
+	            clock: for information only, never trusted (clocks skew)
+
+With -json it prints an array of objects with the fields stream, shard,
+lease_key, owner ("" when free), held, counter, checkpoint ("" when none),
+sub_sequence (null unless inside an aggregated record), parents,
+handoff_to ("" when none) and holder_expiry (RFC 3339, null when not set).
+
+Example:
+
+	shardlease list -table orders-leases -stream orders
+`,
+	flags: func(fs *flag.FlagSet, st *cli) func(context.Context) error {
+		table := fs.String("table", "", "name of the lease `table` (required)")
+		stream := fs.String("stream", "", "Kinesis `stream` name whose leases to list (required)")
+		asJSON := fs.Bool("json", false, "print a JSON array instead of a table")
+		return func(ctx context.Context) error {
+			if err := requireFlags("table", *table, "stream", *stream); err != nil {
+				return err
+			}
+			if err := shardlease.ValidateStreamName(*stream); err != nil {
+				return usagef("-stream: %v", err)
+			}
+			store, err := st.store(ctx, *table)
+			if err != nil {
+				return err
+			}
+			leases, err := store.List(ctx, *stream)
+			if err != nil {
+				return err
+			}
+			if *asJSON {
+				rows := make([]leaseJSON, 0, len(leases))
+				for _, l := range leases {
+					rows = append(rows, toLeaseJSON(l))
+				}
+				return st.printJSON(rows)
+			}
+			if len(leases) == 0 {
+				fmt.Fprintf(st.stdout, "no leases of stream %s in table %s (check -stream; a consumer creates them when it first syncs the stream's shards)\n", *stream, *table)
+				return nil
+			}
+			tw := tabwriter.NewWriter(st.stdout, 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, "SHARD\tOWNER\tCOUNTER\tCHECKPOINT\tPARENTS\tHANDOFF\tEXPIRY (HOLDER'S CLOCK)")
+			for _, l := range leases {
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n",
+					l.Key.Shard, ownerOrFree(l.Owner), l.Counter, checkpointText(l),
+					dash(strings.Join(l.Parents, ",")), dash(l.HandoffTo), expiryText(l.Expiry))
+			}
+			return tw.Flush()
+		}
+	},
+}
+
+// leaseJSON is a lease as list -json prints it. The field names are part of
+// the command's interface: keep them.
+type leaseJSON struct {
+	Stream       string   `json:"stream"`
+	Shard        string   `json:"shard"`
+	LeaseKey     string   `json:"lease_key"`
+	Owner        string   `json:"owner"`
+	Held         bool     `json:"held"`
+	Counter      int64    `json:"counter"`
+	Checkpoint   string   `json:"checkpoint"`
+	SubSequence  *int64   `json:"sub_sequence"`
+	Parents      []string `json:"parents"`
+	HandoffTo    string   `json:"handoff_to"`
+	HolderExpiry *string  `json:"holder_expiry"`
+}
+
+func toLeaseJSON(l shardlease.Lease) leaseJSON {
+	j := leaseJSON{
+		Stream:     l.Key.Stream,
+		Shard:      l.Key.Shard,
+		LeaseKey:   l.Key.String(),
+		Owner:      l.Owner,
+		Held:       l.Held(),
+		Counter:    l.Counter,
+		Checkpoint: l.Checkpoint,
+		Parents:    l.Parents,
+		HandoffTo:  l.HandoffTo,
+	}
+	if j.Parents == nil {
+		j.Parents = []string{}
+	}
+	if l.SubSequence >= 0 {
+		sub := l.SubSequence
+		j.SubSequence = &sub
+	}
+	if !l.Expiry.IsZero() {
+		s := l.Expiry.UTC().Format(time.RFC3339Nano)
+		j.HolderExpiry = &s
+	}
+	return j
+}
+
+func checkpointText(l shardlease.Lease) string {
+	switch {
+	case l.Checkpoint == "":
+		return "-"
+	case l.SubSequence >= 0:
+		return l.Checkpoint + "/" + strconv.FormatInt(l.SubSequence, 10)
+	}
+	return l.Checkpoint
+}
+
+func expiryText(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format("2006-01-02T15:04:05.000Z07:00")
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

@@ -1,0 +1,302 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/shardlease/shardlease"
+)
+
+// Exit codes.
+const (
+	exitOK    = 0
+	exitError = 1
+	exitUsage = 2
+)
+
+// finalWriteTimeout bounds the writes that undo or finish a change once the
+// command holds a lease (checkpoint, release): they run even after the
+// command was interrupted, so that the lease is not left held by the command.
+const finalWriteTimeout = 30 * time.Second
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr, env{})
+	stop()
+	os.Exit(code)
+}
+
+// env holds what the commands take from their surroundings. The zero value
+// is the real thing; tests replace parts.
+type env struct {
+	// hostname names this machine in the command's owner id. Default
+	// os.Hostname.
+	hostname func() (string, error)
+	// poll is how often release re-reads a lease while it waits. Default:
+	// a tenth of the wait, between 50ms and 1s.
+	poll time.Duration
+	// watching, when set, is called by release with the lease it has read
+	// and is about to watch.
+	watching func(shardlease.Lease)
+}
+
+// ownerID returns the owner id the command's writes carry.
+func (e env) ownerID() string {
+	hostname := os.Hostname
+	if e.hostname != nil {
+		hostname = e.hostname
+	}
+	host, err := hostname()
+	if err != nil || host == "" {
+		host = "unknown-host"
+	}
+	return "shardlease-cli@" + host
+}
+
+// command is one subcommand.
+type command struct {
+	name    string
+	summary string
+	// usage is printed by -h above the flags: a synopsis line, what the
+	// command does, and an example.
+	usage string
+	// flags defines the command's flags on fs and returns the function that
+	// runs it once they are parsed.
+	flags func(fs *flag.FlagSet, c *cli) func(ctx context.Context) error
+}
+
+// commands lists the subcommands in the order help shows them.
+var commands = []*command{createTableCommand, listCommand, resetCommand, releaseCommand}
+
+func findCommand(name string) *command {
+	for _, c := range commands {
+		if c.name == name {
+			return c
+		}
+	}
+	return nil
+}
+
+// cli is what a running command works with.
+type cli struct {
+	stdout, stderr io.Writer
+	env            env
+
+	// Flags every command has.
+	region, endpoint string
+	// http is the transport of the DynamoDB client, closed when the command
+	// ends.
+	http *http.Transport
+}
+
+// usageError is a mistake in the command line: exit status 2.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error {
+	return &usageError{msg: fmt.Sprintf(format, args...)}
+}
+
+// run runs the command line args (without the program name) and returns the
+// exit status.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer, e env) int {
+	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "-help" || args[0] == "--help" {
+		if len(args) > 1 && args[0] == "help" {
+			if c := findCommand(args[1]); c != nil {
+				st := &cli{}
+				fs := newFlagSet(c, st)
+				c.flags(fs, st)
+				printUsage(stdout, c, fs)
+				return exitOK
+			}
+			fmt.Fprintf(stderr, "shardlease: unknown command %q\n\n", args[1])
+			printCommands(stderr)
+			return exitUsage
+		}
+		out, code := stdout, exitOK
+		if len(args) == 0 {
+			out, code = stderr, exitUsage
+		}
+		printCommands(out)
+		return code
+	}
+	c := findCommand(args[0])
+	if c == nil {
+		fmt.Fprintf(stderr, "shardlease: unknown command %q\n\n", args[0])
+		printCommands(stderr)
+		return exitUsage
+	}
+	st := &cli{stdout: stdout, stderr: stderr, env: e}
+	fs := newFlagSet(c, st)
+	exec := c.flags(fs, st)
+	if err := fs.Parse(args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			printUsage(stdout, c, fs)
+			return exitOK
+		}
+		fmt.Fprintf(stderr, "shardlease %s: %v\nRun 'shardlease %s -h' for usage.\n", c.name, err, c.name)
+		return exitUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "shardlease %s: unexpected argument %q; every value is given with a flag\nRun 'shardlease %s -h' for usage.\n", c.name, fs.Arg(0), c.name)
+		return exitUsage
+	}
+	defer st.closeClient()
+	if err := exec(ctx); err != nil {
+		var ue *usageError
+		if errors.As(err, &ue) {
+			fmt.Fprintf(stderr, "shardlease %s: %v\nRun 'shardlease %s -h' for usage.\n", c.name, err, c.name)
+			return exitUsage
+		}
+		fmt.Fprintf(stderr, "shardlease %s: %v\n", c.name, err)
+		return exitError
+	}
+	return exitOK
+}
+
+// newFlagSet returns c's flag set with the flags every command has. It
+// prints nothing itself: run reports parse errors and -h.
+func newFlagSet(c *command, st *cli) *flag.FlagSet {
+	fs := flag.NewFlagSet("shardlease "+c.name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	fs.StringVar(&st.region, "region", "", "AWS `region` (default: from AWS_REGION or the shared config)")
+	fs.StringVar(&st.endpoint, "endpoint", "", "DynamoDB endpoint `URL`, e.g. http://localhost:8000 for a local emulator (default: from AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL, or the region's)")
+	return fs
+}
+
+func printCommands(w io.Writer) {
+	fmt.Fprint(w, "shardlease inspects and repairs the lease table of shardlease consumers.\n\nUsage:\n\n\tshardlease <command> [flags]\n\nCommands:\n\n")
+	for _, c := range commands {
+		fmt.Fprintf(w, "\t%-13s %s\n", c.name, c.summary)
+	}
+	fmt.Fprint(w, "\nRun 'shardlease <command> -h' for a command's flags and an example.\n"+
+		"AWS credentials, region and endpoint come from the SDK's usual environment\n"+
+		"variables and config files; -region and -endpoint override them.\n")
+}
+
+func printUsage(w io.Writer, c *command, fs *flag.FlagSet) {
+	fmt.Fprintf(w, "%s\n\nFlags:\n", strings.TrimSpace(c.usage))
+	fs.SetOutput(w)
+	fs.PrintDefaults()
+	fs.SetOutput(io.Discard)
+}
+
+// requireFlags returns a usage error naming the first flag whose value is empty.
+func requireFlags(flags ...string) error {
+	for i := 0; i+1 < len(flags); i += 2 {
+		if flags[i+1] == "" {
+			return usagef("missing -%s", flags[i])
+		}
+	}
+	return nil
+}
+
+// dynamo returns a DynamoDB client built from the SDK's default
+// configuration, with -region and -endpoint applied.
+func (st *cli) dynamo(ctx context.Context) (*dynamodb.Client, error) {
+	var opts []func(*config.LoadOptions) error
+	if st.region != "" {
+		opts = append(opts, config.WithRegion(st.region))
+	}
+	cfg, err := config.LoadDefaultConfig(ctx, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("load AWS configuration: %w", err)
+	}
+	// Use the transport the SDK configured (AWS_CA_BUNDLE and all), but
+	// keep hold of it so its connections are closed when the command ends.
+	if bc, ok := cfg.HTTPClient.(*awshttp.BuildableClient); ok {
+		st.http = bc.GetTransport()
+		cfg.HTTPClient = &http.Client{Transport: st.http}
+	}
+	if cfg.Region == "" {
+		if st.endpoint == "" {
+			return nil, errors.New("no AWS region configured: pass -region or set AWS_REGION")
+		}
+		cfg.Region = "us-east-1" // an emulator ignores it, but requests are signed with one
+	}
+	return dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) {
+		if st.endpoint != "" {
+			o.BaseEndpoint = aws.String(st.endpoint)
+		}
+	}), nil
+}
+
+// store returns a store over table after checking that the table exists
+// with the right key schema.
+func (st *cli) store(ctx context.Context, table string) (*shardlease.DynamoStore, error) {
+	client, err := st.dynamo(ctx)
+	if err != nil {
+		return nil, err
+	}
+	store, err := shardlease.NewDynamoStore(client, table)
+	if err != nil {
+		return nil, err
+	}
+	if err := store.CheckTable(ctx); err != nil {
+		return nil, err
+	}
+	return store, nil
+}
+
+func (st *cli) closeClient() {
+	if st.http != nil {
+		st.http.CloseIdleConnections()
+	}
+}
+
+// printJSON writes v as indented JSON.
+func (st *cli) printJSON(v any) error {
+	enc := json.NewEncoder(st.stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// leaseKey validates -stream and -shard.
+func leaseKey(stream, shard string) (shardlease.LeaseKey, error) {
+	if err := requireFlags("stream", stream, "shard", shard); err != nil {
+		return shardlease.LeaseKey{}, err
+	}
+	key := shardlease.LeaseKey{Stream: stream, Shard: shard}
+	if err := shardlease.ValidateStreamName(stream); err != nil {
+		return key, usagef("-stream: %v", err)
+	}
+	if err := shardlease.ValidateShardID(shard); err != nil {
+		return key, usagef("-shard: %v", err)
+	}
+	return key, nil
+}
+
+// getLease reads key, adding to a not-found error how to find the right
+// names.
+func getLease(ctx context.Context, store *shardlease.DynamoStore, key shardlease.LeaseKey) (shardlease.Lease, error) {
+	l, err := store.Get(ctx, key)
+	if errors.Is(err, shardlease.ErrLeaseNotFound) {
+		return l, fmt.Errorf("%w; check -stream and -shard ('shardlease list -table %s -stream %s' shows the stream's shards)", err, store.Table(), key.Stream)
+	}
+	return l, err
+}
+
+// ownerOrFree returns owner, or "free" when it is empty.
+func ownerOrFree(owner string) string {
+	if owner == "" {
+		return "free"
+	}
+	return owner
+}

@@ -1,0 +1,211 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"time"
+
+	"github.com/shardlease/shardlease"
+)
+
+// defaultReleaseWait is release's default -wait: longer than a consumer's
+// default lease duration (10s), so a live holder renews at least twice in it.
+const defaultReleaseWait = 15 * time.Second
+
+var releaseCommand = &command{
+	name:    "release",
+	summary: "free a lease whose holder is dead",
+	usage: `
+Usage: shardlease release -table TABLE -stream STREAM -shard SHARD [-wait DURATION | -force] [-json] [-region REGION] [-endpoint URL]
+
+Frees the lease of one shard so that any consumer may take it at once,
+keeping its checkpoint. Consumers take a dead worker's leases by themselves
+after their lease duration; release is for when nobody is left to take them,
+or to move them sooner.
+
+Clocks are not trusted, so the holder's expiry is not consulted. Instead
+release watches the lease's counter for -wait: a live holder renews its
+lease several times per lease duration, and every renewal moves the
+counter. If the counter stays still, the holder is dead and the lease is
+released; if it moves, the command refuses and changes nothing. Make -wait
+longer than the consumers' lease duration (default 10s).
+
+With -force the lease is released at once, without watching. A live holder
+then finds its next renewal or checkpoint refused ("lease lost") and stops
+reading the shard.
+
+The release is two fenced writes: acquire with the counter watched (under
+the owner id shardlease-cli@HOSTNAME), then release. If the holder writes in
+between, nothing is changed.
+
+Example:
+
+	shardlease release -table orders-leases -stream orders -shard shardId-000000000003 -wait 30s
+`,
+	flags: func(fs *flag.FlagSet, st *cli) func(context.Context) error {
+		table := fs.String("table", "", "name of the lease `table` (required)")
+		stream := fs.String("stream", "", "Kinesis `stream` name (required)")
+		shard := fs.String("shard", "", "`shard` id, e.g. shardId-000000000003 (required)")
+		wait := fs.Duration("wait", defaultReleaseWait, "how long the lease's counter must stay still to prove the holder dead")
+		force := fs.Bool("force", false, "release at once, even from a live holder")
+		asJSON := fs.Bool("json", false, "print the result as a JSON object")
+		return func(ctx context.Context) error {
+			if err := requireFlags("table", *table, "stream", *stream, "shard", *shard); err != nil {
+				return err
+			}
+			key, err := leaseKey(*stream, *shard)
+			if err != nil {
+				return err
+			}
+			if *wait <= 0 && !*force {
+				return usagef("-wait %v: must be positive (longer than the consumers' lease duration), or pass -force", *wait)
+			}
+			store, err := st.store(ctx, *table)
+			if err != nil {
+				return err
+			}
+			r := releaser{store: store, owner: st.env.ownerID(), wait: *wait, poll: st.env.poll, watching: st.env.watching}
+			if *force {
+				r.wait = 0
+			}
+			if !*asJSON && !*force {
+				fmt.Fprintf(st.stderr, "watching %s for %v ...\n", key, r.wait)
+			}
+			res, err := r.release(ctx, key)
+			if err != nil {
+				return err
+			}
+			if *asJSON {
+				return st.printJSON(res)
+			}
+			switch res.Action {
+			case "already_free":
+				fmt.Fprintf(st.stdout, "%s is free already (counter %d); nothing changed\n", key, res.Counter)
+			case "released_by_holder":
+				fmt.Fprintf(st.stdout, "%s was released by its holder %s during the wait (counter %d); nothing changed\n", key, res.PreviousOwner, res.Counter)
+			default:
+				how := fmt.Sprintf("its counter stayed at %d for %v", res.ObservedCounter, r.wait)
+				if *force {
+					how = "forced"
+				}
+				fmt.Fprintf(st.stdout, "%s released from %s (%s); the lease is free (counter %d)\n", key, res.PreviousOwner, how, res.Counter)
+			}
+			return nil
+		}
+	},
+}
+
+// releaseResult is what release -json prints.
+type releaseResult struct {
+	Table  string `json:"table"`
+	Stream string `json:"stream"`
+	Shard  string `json:"shard"`
+	// Action is "released", "already_free" (nothing to do) or
+	// "released_by_holder" (the holder released it during the wait).
+	Action          string `json:"action"`
+	PreviousOwner   string `json:"previous_owner"`
+	ObservedCounter int64  `json:"observed_counter"`
+	Counter         int64  `json:"counter"`
+	Checkpoint      string `json:"checkpoint"`
+	Forced          bool   `json:"forced"`
+	WaitedMillis    int64  `json:"waited_ms"`
+}
+
+// releaser frees a lease whose counter stays still for wait (0: at once).
+type releaser struct {
+	store    *shardlease.DynamoStore
+	owner    string
+	wait     time.Duration
+	poll     time.Duration
+	watching func(shardlease.Lease)
+}
+
+func (r releaser) release(ctx context.Context, key shardlease.LeaseKey) (releaseResult, error) {
+	force := r.wait == 0
+	l, err := getLease(ctx, r.store, key)
+	if err != nil {
+		return releaseResult{}, err
+	}
+	res := releaseResult{
+		Table: r.store.Table(), Stream: key.Stream, Shard: key.Shard, Forced: force,
+		PreviousOwner: l.Owner, ObservedCounter: l.Counter, Counter: l.Counter, Checkpoint: l.Checkpoint,
+	}
+	if !l.Held() {
+		res.Action = "already_free"
+		return res, nil
+	}
+	if !force {
+		start := time.Now()
+		now, err := r.watch(ctx, l)
+		res.WaitedMillis = time.Since(start).Milliseconds()
+		if err != nil {
+			return res, err
+		}
+		if !now.Held() {
+			res.Action, res.Counter, res.Checkpoint = "released_by_holder", now.Counter, now.Checkpoint
+			return res, nil
+		}
+	}
+	var held shardlease.Lease
+	if force {
+		l, held, err = take(ctx, r.store, key, r.owner, true)
+		res.PreviousOwner, res.ObservedCounter = l.Owner, l.Counter
+	} else {
+		held, err = r.store.Acquire(ctx, key, r.owner, l.Counter)
+		if errors.Is(err, shardlease.ErrLeaseHeld) {
+			err = fmt.Errorf("%s: its holder %s wrote to it at the end of the wait, so it is alive; nothing was changed: stop that worker, or pass -force: %w", key, l.Owner, err)
+		}
+	}
+	if err != nil {
+		return res, err
+	}
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalWriteTimeout)
+	defer cancel()
+	rel, err := r.store.Release(fctx, held)
+	if err != nil {
+		return res, fmt.Errorf("release: %w (the lease stays with %s at counter %d until a consumer takes it after its lease duration)", err, r.owner, held.Counter)
+	}
+	res.Action, res.Counter, res.Checkpoint = "released", rel.Counter, rel.Checkpoint
+	return res, nil
+}
+
+// watch re-reads l until r.wait has passed, and fails as soon as its counter
+// moves while it is held. It returns the lease as last read; a free lease
+// ends the watch early.
+func (r releaser) watch(ctx context.Context, l shardlease.Lease) (shardlease.Lease, error) {
+	poll := r.poll
+	if poll <= 0 {
+		poll = min(max(r.wait/10, 50*time.Millisecond), time.Second)
+	}
+	timer := time.NewTimer(r.wait)
+	defer timer.Stop()
+	ticker := time.NewTicker(poll)
+	defer ticker.Stop()
+	if r.watching != nil {
+		r.watching(l)
+	}
+	last := l
+	for {
+		select {
+		case <-ctx.Done():
+			return last, fmt.Errorf("%s: interrupted while watching; nothing was changed: %w", l.Key, ctx.Err())
+		case <-timer.C:
+			return last, nil
+		case <-ticker.C:
+		}
+		now, err := getLease(ctx, r.store, l.Key)
+		if err != nil {
+			return last, err
+		}
+		last = now
+		switch {
+		case !now.Held():
+			return now, nil
+		case now.Counter != l.Counter || now.Owner != l.Owner:
+			return now, fmt.Errorf("%s: its counter moved from %d to %d during the wait (owner %s), so its holder is alive; nothing was changed: stop that worker, or pass -force",
+				l.Key, l.Counter, now.Counter, now.Owner)
+		}
+	}
+}
