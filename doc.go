@@ -1,0 +1,69 @@
+// Package shardlease lets several instances of one Go service share the
+// shards of a Kinesis stream. Each shard is read by one instance at a time,
+// progress is checkpointed in a DynamoDB table, and when an instance dies or
+// is deployed away its shards move to the others without losing a record.
+//
+// A service wires a Kinesis client, a LeaseStore, a stream name and a
+// Handler, and calls Run:
+//
+//	store, err := shardlease.NewDynamoStore(dynamodb.NewFromConfig(cfg), "orders-leases")
+//	consumer, err := shardlease.NewConsumer(kinesis.NewFromConfig(cfg), store, "orders", handle)
+//	err = consumer.Run(ctx) // until ctx is cancelled; then checkpoints, releases, returns nil
+//
+// # Lease semantics
+//
+// Every shard of a stream has one lease row keyed "stream:shard". A row
+// carries its holder (owner id), a fencing counter, the checkpoint and the
+// shard's parents. Every write is conditional and bumps the counter:
+//
+//   - acquire succeeds when the row is free, or when its counter still equals
+//     the counter the taker observed;
+//   - renew, checkpoint and release succeed only while owner and counter are
+//     the caller's.
+//
+// So a holder that was paused past its lease and lost it cannot write a stale
+// checkpoint, even if it later holds the lease again: its old handle carries
+// an old counter. A refused write is ErrLeaseLost; the shard's reader stops
+// before it hands the handler another record and the handler's context is
+// cancelled.
+//
+// Expiry never compares clocks of different machines. A lease is expired for
+// a taker when its counter has not moved for a whole lease duration as
+// measured by the taker's own monotonic clock. A released lease is taken at
+// once. The lease_expiry attribute is written for operators only.
+//
+// One goroutine per held lease does every write to its row. A checkpoint
+// rides on the next renewal, so a lease costs one write per renew interval
+// however often the handler checkpoints (Batch.Flush writes at once).
+//
+// Delivery is at least once: after a crash, records after the last written
+// checkpoint are handed over again. Workers balance leases to a fair share
+// each; a lease taken from a live worker is handed over gracefully (the
+// holder finishes its batch, checkpoints and releases to the taker), so no
+// record is handed to two workers. A shard born of a split or merge is not
+// read until its parents are read to their end, which keeps the order of
+// records of one partition key.
+//
+// # Table schema
+//
+// One table can serve every stream of a service. Its only key is the string
+// partition key lease_key; CreateTable creates it with on-demand billing.
+//
+//	lease_key       S   "stream:shard", e.g. "orders:shardId-000000000003"
+//	lease_owner     S   the holder's owner id; absent when free
+//	lease_counter   N   fencing counter, bumped by every write
+//	checkpoint      S   last processed sequence number, or SHARD_END
+//	checkpoint_sub  N   sub-sequence inside a KPL aggregate; absent for whole records
+//	parent_shards   SS  parents of a shard born of a split or merge
+//	lease_expiry    N   unix ms, the holder's estimate; never used for a decision
+//	handoff_to      S   owner id a live holder was asked to hand the lease to
+//
+// # Upgrading from older rows
+//
+// Earlier releases kept rows keyed by a bare shard id. Name the stream those
+// rows belong to with WithLegacyStream while upgrading, and a shard whose own
+// row has no checkpoint resumes from the bare row's. Stop every old instance
+// before starting new ones: the two versions lease different rows. The
+// README's upgrade guide goes step by step, including importing progress
+// from other libraries' tables.
+package shardlease
