@@ -65,7 +65,7 @@ type UnattributedLegacyRowError struct {
 
 func (e *UnattributedLegacyRowError) Error() string {
 	return fmt.Sprintf("shardlease: table %s: shard %s of stream %s is not read: the table holds a checkpoint row keyed by the bare shard id %q, "+
-		"written by an earlier release, and no stream was named for such rows; if the checkpoint is stream %s's, create the store with shardlease.WithLegacyStream(%q), "+
+		"written by an earlier release, and no stream was named for such rows; if the checkpoint belongs to stream %s, create the store with shardlease.WithLegacyStream(%q), "+
 		"otherwise delete the row with lease_key %q from table %s",
 		e.Table, e.Shard, e.Stream, e.Shard, e.Stream, e.Stream, e.Shard, e.Table)
 }

@@ -345,7 +345,7 @@ func TestLegacyUnattributedRow(t *testing.T) {
 	require.Equal(t, shardlease.UnattributedLegacyRowError{Table: table, Shard: "shardId-000000000000", Stream: "orders"}, *lerr)
 	require.Equal(t, "shardlease: table "+table+": shard shardId-000000000000 of stream orders is not read: "+
 		`the table holds a checkpoint row keyed by the bare shard id "shardId-000000000000", written by an earlier release, `+
-		`and no stream was named for such rows; if the checkpoint is stream orders's, create the store with shardlease.WithLegacyStream("orders"), `+
+		`and no stream was named for such rows; if the checkpoint belongs to stream orders, create the store with shardlease.WithLegacyStream("orders"), `+
 		`otherwise delete the row with lease_key "shardId-000000000000" from table `+table, err.Error())
 
 	// The lease was released again, the own row was not given a checkpoint
