@@ -1,6 +1,7 @@
 package shardlease
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -517,7 +518,7 @@ func scanForeign(ctx context.Context, client DynamoDBAPI, format ImportFormat, t
 		if c := strings.Compare(a.shard, b.shard); c != 0 {
 			return c
 		}
-		return int(b.epoch - a.epoch)
+		return cmp.Compare(b.epoch, a.epoch)
 	})
 	return rows, nil
 }
@@ -543,10 +544,9 @@ func kinsumerRow(item map[string]types.AttributeValue) foreignRow {
 	}
 	seq, present, ok := stringAttr(item, "SequenceNumber")
 	r.checkpoint = seq
-	switch fin := item["Finished"].(type) {
+	switch item["Finished"].(type) {
 	case nil, *types.AttributeValueMemberNULL:
-	default:
-		_ = fin
+	default: // kinsumer writes the time the shard was consumed to its end
 		r.checkpoint = ShardEnd
 		return r
 	}
