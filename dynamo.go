@@ -248,7 +248,9 @@ func (s *DynamoStore) Create(ctx context.Context, key LeaseKey, parents []string
 	return true, nil
 }
 
-// Get implements LeaseStore.
+// Get implements LeaseStore. A row without a checkpoint falls back to the
+// shard's bare row of an earlier release as Acquire does (see
+// WithLegacyStream), except that the copy does not bump the counter.
 func (s *DynamoStore) Get(ctx context.Context, key LeaseKey) (Lease, error) {
 	row, ok, err := s.get(ctx, key)
 	if err != nil {
@@ -257,7 +259,7 @@ func (s *DynamoStore) Get(ctx context.Context, key LeaseKey) (Lease, error) {
 	if !ok {
 		return Lease{}, s.fail("get", key, ErrLeaseNotFound)
 	}
-	return row, nil
+	return s.adoptOnGet(ctx, row)
 }
 
 // get reads a row consistently; ok is false when it does not exist.
@@ -280,7 +282,8 @@ func (s *DynamoStore) get(ctx context.Context, key LeaseKey) (Lease, bool, error
 	return row, true, nil
 }
 
-// List implements LeaseStore.
+// List implements LeaseStore. It lists "stream:shard" rows only: bare rows
+// of an earlier release are neither listed nor consulted.
 func (s *DynamoStore) List(ctx context.Context, stream string) ([]Lease, error) {
 	if err := ValidateStreamName(stream); err != nil {
 		return nil, err
@@ -345,7 +348,10 @@ func (s *DynamoStore) update(ctx context.Context, key LeaseKey, in *dynamodb.Upd
 	return row, false, exists, err
 }
 
-// Acquire implements LeaseStore.
+// Acquire implements LeaseStore. When the acquired row has no checkpoint,
+// the shard's bare row of an earlier release is consulted (see
+// WithLegacyStream): its checkpoint is adopted into the returned lease, or
+// the lease is released again and an UnattributedLegacyRowError returned.
 func (s *DynamoStore) Acquire(ctx context.Context, key LeaseKey, owner string, observed int64) (Lease, error) {
 	if owner == "" {
 		return Lease{}, s.fail("acquire", key, fmt.Errorf("%w: owner id is empty", ErrInvalidConfig))
@@ -361,12 +367,12 @@ func (s *DynamoStore) Acquire(ctx context.Context, key LeaseKey, owner string, o
 	case err != nil:
 		return Lease{}, s.fail("acquire", key, err)
 	case ok:
-		return row, nil
+		return s.adoptAfterAcquire(ctx, row)
 	case !exists:
 		return Lease{}, s.fail("acquire", key, ErrLeaseNotFound)
 	case row.Owner == owner && row.Counter == observed+1:
 		// Our own write, whose reply was lost and whose retry failed.
-		return row, nil
+		return s.adoptAfterAcquire(ctx, row)
 	}
 	return Lease{}, s.fail("acquire", key, fmt.Errorf("%w: held by %q at counter %d, observed %d", ErrLeaseHeld, row.Owner, row.Counter, observed))
 }

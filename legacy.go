@@ -1,0 +1,622 @@
+package shardlease
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// This file reads progress written under older row layouts:
+//
+//   - bare rows: an earlier release of shardlease kept one row per shard,
+//     keyed by the bare shard id ("shardId-000000000000") under the same
+//     lease_key attribute, with a checkpoint. DynamoStore adopts them for the
+//     stream named with WithLegacyStream and refuses them otherwise.
+//   - other libraries' tables: Import copies the checkpoints of a
+//     twitchscience/kinsumer checkpoint table or a Java KCL lease table.
+//
+// Copying a checkpoint never overwrites progress: every copy is conditional
+// on the destination row having no checkpoint yet.
+
+// WithLegacyStream names the stream that the table's bare rows belong to.
+// Bare rows are the layout an earlier release wrote before rows were kept per
+// stream and shard: keyed by the bare shard id ("shardId-000000000000") with
+// a checkpoint.
+//
+// When Acquire or Get finds that a shard of this stream has no checkpoint in
+// its own "stream:shard" row, it reads the shard's bare row and copies its
+// checkpoint into the own row, on condition that the own row still has no
+// checkpoint; if somebody saved progress first, that newer progress stands.
+// The bare row is never modified. Rows of other streams ignore bare rows.
+// List is a plain listing of "stream:shard" rows and shows a bare row's
+// checkpoint only once Acquire or Get adopted it.
+//
+// Without this option, a shard whose bare row holds a checkpoint is refused
+// with an UnattributedLegacyRowError until the stream is named here or the
+// bare row is deleted. A table whose bare rows served more than one stream
+// cannot be resumed safely: delete those rows and start each stream at a
+// chosen position. An empty name leaves the option off.
+func WithLegacyStream(stream string) StoreOption {
+	return func(c *storeConfig) { c.legacyStream = stream }
+}
+
+// ErrLegacyRow means a shard's own row has no checkpoint while the table
+// holds a bare row for the shard (written by an earlier release) with one,
+// and the store was not told which stream that row belongs to. The shard is
+// not read until the stream is named with WithLegacyStream or the bare row
+// is deleted. The typed error is UnattributedLegacyRowError.
+var ErrLegacyRow = errors.New("shardlease: unattributed legacy checkpoint row")
+
+// UnattributedLegacyRowError is the error of Acquire and Get for a shard
+// whose bare row (keyed by the shard id alone, written by an earlier release)
+// holds a checkpoint that no stream was named for. It matches ErrLegacyRow.
+type UnattributedLegacyRowError struct {
+	Table  string // the lease table
+	Shard  string // the shard id, which is also the bare row's lease_key
+	Stream string // the stream that asked for the shard
+}
+
+func (e *UnattributedLegacyRowError) Error() string {
+	return fmt.Sprintf("shardlease: table %s: shard %s of stream %s is not read: the table holds a checkpoint row keyed by the bare shard id %q, "+
+		"written by an earlier release, and no stream was named for such rows; if the checkpoint belongs to stream %s, create the store with shardlease.WithLegacyStream(%q), "+
+		"otherwise delete the row with lease_key %q from table %s",
+		e.Table, e.Shard, e.Stream, e.Shard, e.Stream, e.Stream, e.Shard, e.Table)
+}
+
+// Is reports whether target is ErrLegacyRow.
+func (e *UnattributedLegacyRowError) Is(target error) bool { return target == ErrLegacyRow }
+
+// legacyApplies reports whether a row of stream with no checkpoint must look
+// at the shard's bare row: always when no legacy stream is named (to refuse
+// an unattributed one), else only for the named stream.
+func (s *DynamoStore) legacyApplies(stream string) bool {
+	return s.cfg.legacyStream == "" || s.cfg.legacyStream == stream
+}
+
+// bareCheckpoint reads the bare row of shard consistently. found is false
+// when there is no such row or it holds no checkpoint.
+func (s *DynamoStore) bareCheckpoint(ctx context.Context, shard string) (checkpoint string, sub int64, found bool, err error) {
+	out, err := s.client.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName:      aws.String(s.table),
+		Key:            map[string]types.AttributeValue{attrKey: str(shard)},
+		ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return "", -1, false, fmt.Errorf("read the legacy row %q: %w", shard, err)
+	}
+	av, present := out.Item[attrCheckpoint]
+	if !present {
+		return "", -1, false, nil
+	}
+	corrupt := func(attr, want string) error {
+		return fmt.Errorf("%w: legacy row %q (keyed by the bare shard id): attribute %s is %s, want %s; fix the attribute by hand or delete the row and start the shard at a chosen position",
+			ErrCorruptLease, shard, attr, avType(out.Item[attr]), want)
+	}
+	v, ok := av.(*types.AttributeValueMemberS)
+	if !ok || validCheckpoint(v.Value, -1) != nil {
+		return "", -1, false, corrupt(attrCheckpoint, "a sequence number or "+ShardEnd)
+	}
+	sub = -1
+	if av, present := out.Item[attrSubSequence]; present && v.Value != ShardEnd {
+		n, ok := av.(*types.AttributeValueMemberN)
+		if !ok {
+			return "", -1, false, corrupt(attrSubSequence, "a number")
+		}
+		sub, err = strconv.ParseInt(n.Value, 10, 64)
+		if err != nil || sub < 0 {
+			return "", -1, false, corrupt(attrSubSequence, "a non-negative whole number")
+		}
+	}
+	return v.Value, sub, true, nil
+}
+
+// checkpointSet returns the SET/REMOVE clauses that write checkpoint and
+// sub-sequence, filling :cp and :sub in vals.
+func checkpointSet(vals map[string]types.AttributeValue, checkpoint string, sub int64) (set, remove string) {
+	vals[":cp"] = str(checkpoint)
+	if sub >= 0 {
+		vals[":sub"] = num(sub)
+		return "checkpoint = :cp, checkpoint_sub = :sub", ""
+	}
+	return "checkpoint = :cp", " REMOVE checkpoint_sub"
+}
+
+// adoptAfterAcquire runs after a successful acquire write: when the row has
+// no checkpoint it falls back to the shard's bare row. It costs one GetItem,
+// and only for rows without a checkpoint of a stream legacyApplies to. The
+// copy is the holder's write: conditional on owner and counter (fencing) and
+// on the row having no checkpoint, and it bumps the counter. When the store
+// refuses the shard, or cannot tell where to start it, it releases the lease
+// before returning the error, so the shard is simply not read.
+func (s *DynamoStore) adoptAfterAcquire(ctx context.Context, held Lease) (Lease, error) {
+	if held.Checkpoint != "" || !s.legacyApplies(held.Key.Stream) {
+		return held, nil
+	}
+	cp, sub, found, err := s.bareCheckpoint(ctx, held.Key.Shard)
+	switch {
+	case err != nil:
+		return Lease{}, s.releaseRefused(ctx, held, s.fail("acquire", held.Key, err))
+	case !found:
+		return held, nil
+	case s.cfg.legacyStream == "":
+		return Lease{}, s.releaseRefused(ctx, held, &UnattributedLegacyRowError{Table: s.table, Shard: held.Key.Shard, Stream: held.Key.Stream})
+	}
+	vals := map[string]types.AttributeValue{":me": str(held.Owner), ":mine": num(held.Counter), ":one": num(1)}
+	set, remove := checkpointSet(vals, cp, sub)
+	row, ok, exists, err := s.update(ctx, held.Key, &dynamodb.UpdateItemInput{
+		ConditionExpression:       aws.String("lease_owner = :me AND lease_counter = :mine AND attribute_not_exists(checkpoint)"),
+		UpdateExpression:          aws.String("SET lease_counter = lease_counter + :one, " + set + remove),
+		ExpressionAttributeValues: vals,
+	})
+	switch {
+	case err != nil:
+		return Lease{}, s.releaseRefused(ctx, held, s.fail("acquire", held.Key, fmt.Errorf("copy the checkpoint of legacy row %q: %w", held.Key.Shard, err)))
+	case ok:
+		return row, nil
+	case !exists:
+		return Lease{}, s.fail("acquire", held.Key, ErrLeaseNotFound)
+	case row.Owner == held.Owner && row.Counter == held.Counter+1 && row.Checkpoint == cp && row.SubSequence == sub:
+		return row, nil // our own copy, whose reply was lost and whose retry failed
+	case row.Owner == held.Owner && row.Counter == held.Counter && row.Checkpoint != "":
+		// Progress filled in meanwhile by Get or Import, which do not bump
+		// the counter: still ours, and the row's checkpoint stands.
+		return row, nil
+	}
+	return Lease{}, s.fail("acquire", held.Key, fmt.Errorf("%w: taken by %q at counter %d while the checkpoint of legacy row %q was being copied; the row's checkpoint %q stands",
+		ErrLeaseHeld, row.Owner, row.Counter, held.Key.Shard, row.Checkpoint))
+}
+
+// releaseRefused frees a lease that Acquire took but will not hand out, and
+// returns cause (with the release's own failure, if any).
+func (s *DynamoStore) releaseRefused(ctx context.Context, held Lease, cause error) error {
+	if _, err := s.Release(ctx, held); err != nil {
+		return fmt.Errorf("%w (releasing the lease again failed too, so others take it only once it expires: %w)", cause, err)
+	}
+	return cause
+}
+
+// adoptOnGet is Get's fallback for a row without a checkpoint. The copy is
+// conditional on the row existing without a checkpoint, and does not bump
+// the counter: Get is not the holder, and a bump would make a live holder's
+// next write fail. If the condition fails, the row is read again and its
+// (newer) checkpoint wins.
+func (s *DynamoStore) adoptOnGet(ctx context.Context, row Lease) (Lease, error) {
+	if row.Checkpoint != "" || !s.legacyApplies(row.Key.Stream) {
+		return row, nil
+	}
+	cp, sub, found, err := s.bareCheckpoint(ctx, row.Key.Shard)
+	switch {
+	case err != nil:
+		return Lease{}, s.fail("get", row.Key, err)
+	case !found:
+		return row, nil
+	case s.cfg.legacyStream == "":
+		return Lease{}, &UnattributedLegacyRowError{Table: s.table, Shard: row.Key.Shard, Stream: row.Key.Stream}
+	}
+	got, _, exists, err := s.fillCheckpoint(ctx, row.Key, cp, sub, nil)
+	switch {
+	case err != nil:
+		return Lease{}, s.fail("get", row.Key, fmt.Errorf("copy the checkpoint of legacy row %q: %w", row.Key.Shard, err))
+	case !exists:
+		return Lease{}, s.fail("get", row.Key, ErrLeaseNotFound)
+	}
+	return got, nil
+}
+
+// fillCheckpoint writes checkpoint into key's row on condition that the row
+// has none; it does not bump the counter. With parents != nil a missing row
+// is created (free, counter 0, with those parents); otherwise the row must
+// exist. ok reports whether the write happened; if not, row is the row as
+// it is now (exists=false when it is missing).
+func (s *DynamoStore) fillCheckpoint(ctx context.Context, key LeaseKey, checkpoint string, sub int64, parents []string) (row Lease, ok, exists bool, err error) {
+	vals := map[string]types.AttributeValue{}
+	set, remove := checkpointSet(vals, checkpoint, sub)
+	cond := "attribute_exists(lease_key) AND attribute_not_exists(checkpoint)"
+	if parents != nil {
+		cond = "attribute_not_exists(checkpoint)"
+		vals[":zero"] = num(0)
+		set += ", lease_counter = if_not_exists(lease_counter, :zero)"
+		if len(parents) > 0 {
+			vals[":parents"] = &types.AttributeValueMemberSS{Value: slices.Clone(parents)}
+			set += ", parent_shards = if_not_exists(parent_shards, :parents)"
+		}
+	}
+	return s.update(ctx, key, &dynamodb.UpdateItemInput{
+		ConditionExpression:       aws.String(cond),
+		UpdateExpression:          aws.String("SET " + set + remove),
+		ExpressionAttributeValues: vals,
+	})
+}
+
+// ImportFormat names the layout of another library's checkpoint table.
+type ImportFormat string
+
+// The formats Import reads.
+const (
+	// ImportKinsumer is a twitchscience/kinsumer checkpoint table: string
+	// partition key Shard, attribute SequenceNumber (the last processed
+	// record), and Finished, set once the shard was consumed to its end.
+	ImportKinsumer ImportFormat = "kinsumer"
+	// ImportKCL is a Java KCL lease table: string partition key leaseKey
+	// holding the shard id (or, in multi-stream mode,
+	// "account:stream:epoch:shard"), attribute checkpoint holding a sequence
+	// number or one of the sentinels TRIM_HORIZON, LATEST, AT_TIMESTAMP and
+	// SHARD_END, and optionally checkpointSubSequenceNumber and
+	// parentShardId.
+	ImportKCL ImportFormat = "kcl"
+)
+
+// Import actions reported in ImportResult.Action.
+const (
+	ImportCopied  = "copied"
+	ImportSkipped = "skipped"
+)
+
+// ImportResult is what Import did with one shard.
+type ImportResult struct {
+	// Shard is the shard id.
+	Shard string
+	// Checkpoint is the progress read from the foreign table as shardlease
+	// writes it (a sequence number or ShardEnd), or the foreign value as is
+	// when it means no progress (e.g. "TRIM_HORIZON") or cannot be read.
+	Checkpoint string
+	// Action is ImportCopied or ImportSkipped.
+	Action string
+	// Reason says why a shard was skipped, or what was written.
+	Reason string
+}
+
+// ImportReport is the outcome of one Import, one result per foreign row,
+// ordered by shard id.
+type ImportReport struct {
+	Stream    string
+	FromTable string
+	ToTable   string
+	Format    ImportFormat
+	Results   []ImportResult
+	Copied    int
+	Skipped   int
+}
+
+// foreignRow is one row of a foreign table as Import reads it.
+type foreignRow struct {
+	shard      string
+	checkpoint string // as shardlease writes it, or the raw value when skip is set
+	sub        int64
+	parents    []string
+	skip       string // why the row is not copied; empty to copy it
+	epoch      int64  // KCL multi-stream: the stream's creation epoch
+}
+
+// Import copies each shard's progress from fromTable, a table of another
+// library in the given format, into the lease table of to for stream, so
+// that a service moving to shardlease resumes where it stopped. client reads
+// fromTable; the writes go through to's own client.
+//
+// A shard is copied only where its own "stream:shard" row has no checkpoint
+// (the row is created, free, if missing): progress already in the lease
+// table is never overwritten, even when the foreign one is further along.
+// Running Import twice therefore changes nothing: the second run skips every
+// shard with the reason that it already has progress, and writes nothing.
+// The copy is conditional, so a checkpoint saved while Import runs wins; but
+// stop the other library's instances first, or their later progress is not
+// copied.
+//
+// Kinsumer: a row whose Finished attribute is set (to anything but NULL) is
+// copied as ShardEnd; a row without a SequenceNumber is skipped. KCL:
+// TRIM_HORIZON, LATEST and AT_TIMESTAMP mean no record was processed and are
+// skipped; SHARD_END is copied as ShardEnd; checkpointSubSequenceNumber is
+// carried into the sub-sequence; parentShardId is carried into the parents of
+// rows Import creates. In multi-stream KCL tables only rows of stream are
+// read, and of the stream's newest incarnation (creation epoch).
+//
+// The report lists every foreign row with what was done and why. An error
+// (missing table, wrong key schema, a failed call) stops the import; the
+// shards before it were written and a new run resumes the rest.
+func Import(ctx context.Context, client DynamoDBAPI, format ImportFormat, fromTable string, to *DynamoStore, stream string) (*ImportReport, error) {
+	switch {
+	case client == nil:
+		return nil, fmt.Errorf("%w: import: DynamoDB client is nil; pass dynamodb.NewFromConfig(cfg)", ErrInvalidConfig)
+	case to == nil:
+		return nil, fmt.Errorf("%w: import: destination store is nil; pass a store from shardlease.NewDynamoStore", ErrInvalidConfig)
+	case format != ImportKinsumer && format != ImportKCL:
+		return nil, fmt.Errorf("%w: import: format %q is not one of %q and %q", ErrInvalidConfig, format, ImportKinsumer, ImportKCL)
+	}
+	if err := ValidateStreamName(stream); err != nil {
+		return nil, fmt.Errorf("shardlease: import: %w", err)
+	}
+	if err := ValidateTableName(fromTable); err != nil {
+		return nil, fmt.Errorf("shardlease: import: %w", err)
+	}
+	if fromTable == to.table {
+		return nil, fmt.Errorf("%w: import: the %s table and the lease table are both %s; pass the other library's table", ErrInvalidConfig, format, fromTable)
+	}
+	if err := to.CheckTable(ctx); err != nil {
+		return nil, fmt.Errorf("shardlease: import into the lease table: %w", err)
+	}
+	if err := checkForeignSchema(ctx, client, format, fromTable); err != nil {
+		return nil, err
+	}
+	rows, err := scanForeign(ctx, client, format, fromTable, stream)
+	if err != nil {
+		return nil, err
+	}
+	rep := &ImportReport{Stream: stream, FromTable: fromTable, ToTable: to.table, Format: format}
+	for _, r := range rows {
+		res := ImportResult{Shard: r.shard, Checkpoint: r.checkpoint, Action: ImportSkipped, Reason: r.skip}
+		if r.skip == "" {
+			res.Action, res.Reason, err = to.importRow(ctx, LeaseKey{Stream: stream, Shard: r.shard}, r, fromTable)
+			if err != nil {
+				return rep, fmt.Errorf("shardlease: import %s table %s into table %s, stream %s, shard %s: %w", format, fromTable, to.table, stream, r.shard, err)
+			}
+		}
+		rep.Results = append(rep.Results, res)
+		if res.Action == ImportCopied {
+			rep.Copied++
+		} else {
+			rep.Skipped++
+		}
+	}
+	return rep, nil
+}
+
+// importRow writes one foreign row's progress unless the own row has some.
+// It reads first, so that a shard with progress costs no write.
+func (s *DynamoStore) importRow(ctx context.Context, key LeaseKey, r foreignRow, from string) (action, reason string, err error) {
+	own, exists, err := s.get(ctx, key)
+	if err != nil {
+		return "", "", err
+	}
+	if exists && own.Checkpoint != "" {
+		return ImportSkipped, alreadyHas(own, r.checkpoint, ""), nil
+	}
+	parents := r.parents
+	if parents == nil {
+		parents = []string{}
+	}
+	row, ok, _, err := s.fillCheckpoint(ctx, key, r.checkpoint, r.sub, parents)
+	if err != nil {
+		return "", "", err
+	}
+	if !ok {
+		return ImportSkipped, alreadyHas(row, r.checkpoint, ", saved while the import ran"), nil
+	}
+	what := "checkpoint " + r.checkpoint
+	if r.sub >= 0 {
+		what += fmt.Sprintf(" sub-sequence %d", r.sub)
+	}
+	if !exists {
+		return ImportCopied, fmt.Sprintf("created row %s with %s from table %s", key, what, from), nil
+	}
+	return ImportCopied, fmt.Sprintf("wrote %s from table %s into row %s, which had no checkpoint", what, from, key), nil
+}
+
+func alreadyHas(own Lease, foreign, when string) string {
+	cmp := ""
+	switch c := compareCheckpoints(own.Checkpoint, foreign); {
+	case c == 0:
+		cmp = "the same as the imported one"
+	case c > 0:
+		cmp = "newer than the imported " + foreign
+	default:
+		cmp = "older than the imported " + foreign + "; it is kept: to import, delete the row's checkpoint first"
+	}
+	return fmt.Sprintf("already has progress: row %s has checkpoint %s%s, %s", own.Key, own.Checkpoint, when, cmp)
+}
+
+// compareCheckpoints orders two checkpoints: sequence numbers as decimal
+// integers of any length, ShardEnd after every sequence number.
+func compareCheckpoints(a, b string) int {
+	switch {
+	case a == b:
+		return 0
+	case a == ShardEnd:
+		return 1
+	case b == ShardEnd:
+		return -1
+	}
+	a, b = strings.TrimLeft(a, "0"), strings.TrimLeft(b, "0")
+	if len(a) != len(b) {
+		if len(a) < len(b) {
+			return -1
+		}
+		return 1
+	}
+	return strings.Compare(a, b)
+}
+
+// foreignKey is the partition key each format's table must have.
+func foreignKey(format ImportFormat) string {
+	if format == ImportKinsumer {
+		return "Shard"
+	}
+	return "leaseKey"
+}
+
+func checkForeignSchema(ctx context.Context, client DynamoDBAPI, format ImportFormat, table string) error {
+	want := foreignKey(format)
+	out, err := client.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)})
+	if err != nil {
+		if isNotFound(err) {
+			return &TableError{Table: table, Err: fmt.Errorf("%w: import expected a %s table with the string partition key %q here; check the table name and region: %w", ErrTableNotFound, format, want, err)}
+		}
+		return &TableError{Table: table, Err: fmt.Errorf("describe: %w", err)}
+	}
+	d := out.Table
+	if d == nil {
+		return &TableError{Table: table, Err: errors.New("describe returned no table description")}
+	}
+	var have []string
+	ok := false
+	for _, k := range d.KeySchema {
+		typ := "?"
+		for _, a := range d.AttributeDefinitions {
+			if aws.ToString(a.AttributeName) == aws.ToString(k.AttributeName) {
+				typ = string(a.AttributeType)
+			}
+		}
+		have = append(have, fmt.Sprintf("%s %s (%s)", k.KeyType, aws.ToString(k.AttributeName), typ))
+		ok = len(d.KeySchema) == 1 && aws.ToString(k.AttributeName) == want && k.KeyType == types.KeyTypeHash && typ == string(types.ScalarAttributeTypeS)
+	}
+	if ok {
+		return nil
+	}
+	return &TableError{Table: table, Err: fmt.Errorf("%w: it has key %s, but a %s table has exactly one key, the string partition key %q; check the table name and the format",
+		ErrBadTableSchema, strings.Join(have, ", "), format, want)}
+}
+
+// scanForeign reads every row of table and returns the rows to report,
+// ordered by shard id.
+func scanForeign(ctx context.Context, client DynamoDBAPI, format ImportFormat, table, stream string) ([]foreignRow, error) {
+	var rows []foreignRow
+	newest := map[string]int64{} // KCL multi-stream: newest epoch per shard of stream
+	var start map[string]types.AttributeValue
+	for {
+		page, err := client.Scan(ctx, &dynamodb.ScanInput{
+			TableName:         aws.String(table),
+			ConsistentRead:    aws.Bool(true),
+			ExclusiveStartKey: start,
+		})
+		if err != nil {
+			return nil, &TableError{Table: table, Err: fmt.Errorf("scan the %s table: %w", format, err)}
+		}
+		for _, item := range page.Items {
+			var r foreignRow
+			var mine bool
+			if format == ImportKinsumer {
+				r, mine = kinsumerRow(item), true
+			} else {
+				r, mine = kclRow(item, stream)
+			}
+			if !mine {
+				continue
+			}
+			if r.epoch > newest[r.shard] {
+				newest[r.shard] = r.epoch
+			}
+			rows = append(rows, r)
+		}
+		if len(page.LastEvaluatedKey) == 0 {
+			break
+		}
+		start = page.LastEvaluatedKey
+	}
+	for i, r := range rows {
+		if r.skip == "" && r.epoch < newest[r.shard] {
+			rows[i].skip = fmt.Sprintf("lease of an older incarnation of stream %s (creation epoch %d; the newest is %d)", stream, r.epoch, newest[r.shard])
+		}
+	}
+	slices.SortStableFunc(rows, func(a, b foreignRow) int {
+		if c := strings.Compare(a.shard, b.shard); c != 0 {
+			return c
+		}
+		return cmp.Compare(b.epoch, a.epoch)
+	})
+	return rows, nil
+}
+
+// stringAttr returns item[name] as a string; present is false when it is
+// missing or NULL, ok is false when it has another type.
+func stringAttr(item map[string]types.AttributeValue, name string) (v string, present, ok bool) {
+	switch av := item[name].(type) {
+	case nil, *types.AttributeValueMemberNULL:
+		return "", false, true
+	case *types.AttributeValueMemberS:
+		return av.Value, true, true
+	}
+	return "", true, false
+}
+
+func kinsumerRow(item map[string]types.AttributeValue) foreignRow {
+	shard, _, _ := stringAttr(item, "Shard")
+	r := foreignRow{shard: shard, sub: -1}
+	if err := ValidateShardID(shard); err != nil {
+		r.skip = fmt.Sprintf("Shard is not a shard id: %v", err)
+		return r
+	}
+	seq, present, ok := stringAttr(item, "SequenceNumber")
+	r.checkpoint = seq
+	switch item["Finished"].(type) {
+	case nil, *types.AttributeValueMemberNULL:
+	default: // kinsumer writes the time the shard was consumed to its end
+		r.checkpoint = ShardEnd
+		return r
+	}
+	switch {
+	case !ok:
+		r.skip = fmt.Sprintf("SequenceNumber is %s, want a string", avType(item["SequenceNumber"]))
+	case !present || seq == "":
+		r.skip = "no SequenceNumber: the shard was never consumed; it starts at the consumer's configured start position"
+	case validCheckpoint(seq, -1) != nil:
+		r.skip = fmt.Sprintf("SequenceNumber %q is not a sequence number", seq)
+	}
+	return r
+}
+
+// kclRow reads one KCL lease; mine is false for a lease of another stream in
+// a multi-stream table.
+func kclRow(item map[string]types.AttributeValue, stream string) (r foreignRow, mine bool) {
+	key, _, _ := stringAttr(item, "leaseKey")
+	r = foreignRow{shard: key, sub: -1}
+	if i := strings.LastIndexByte(key, ':'); i >= 0 {
+		// Multi-stream mode: "account:stream:epoch:shard".
+		r.shard = key[i+1:]
+		parts := strings.Split(key[:i], ":")
+		if len(parts) != 3 {
+			r.skip = fmt.Sprintf("leaseKey %q is neither a shard id nor account:stream:epoch:shard", key)
+			return r, true
+		}
+		if parts[1] != stream {
+			return r, false
+		}
+		epoch, err := strconv.ParseInt(parts[2], 10, 64)
+		if err != nil {
+			r.skip = fmt.Sprintf("leaseKey %q has creation epoch %q, not a number", key, parts[2])
+			return r, true
+		}
+		r.epoch = epoch
+	}
+	if err := ValidateShardID(r.shard); err != nil {
+		r.skip = fmt.Sprintf("leaseKey %q does not end in a shard id: %v", key, err)
+		return r, true
+	}
+	if v, ok := item["parentShardId"].(*types.AttributeValueMemberSS); ok {
+		for _, p := range v.Value {
+			if ValidateShardID(p) == nil {
+				r.parents = append(r.parents, p)
+			}
+		}
+	}
+	cp, present, ok := stringAttr(item, "checkpoint")
+	r.checkpoint = cp
+	switch {
+	case !ok:
+		r.skip = fmt.Sprintf("checkpoint is %s, want a string", avType(item["checkpoint"]))
+		return r, true
+	case !present || cp == "":
+		r.skip = "no checkpoint: no record was processed; the shard starts at the consumer's configured start position"
+		return r, true
+	case cp == "TRIM_HORIZON" || cp == "LATEST" || cp == "AT_TIMESTAMP":
+		r.skip = cp + " means no record was processed yet; the shard starts at the consumer's configured start position"
+		return r, true
+	case cp == ShardEnd:
+		return r, true
+	case validCheckpoint(cp, -1) != nil:
+		r.skip = fmt.Sprintf("checkpoint %q is neither a sequence number nor a KCL sentinel", cp)
+		return r, true
+	}
+	if v, ok := item["checkpointSubSequenceNumber"].(*types.AttributeValueMemberN); ok {
+		if n, err := strconv.ParseInt(v.Value, 10, 64); err == nil && n >= 0 {
+			r.sub = n
+		}
+	}
+	return r, true
+}
