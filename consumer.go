@@ -188,6 +188,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 		wake:    make(chan struct{}, 1),
 		resync:  make(chan struct{}, 1),
 		pending: make(map[string]time.Time),
+		refused: make(map[string]time.Time),
 		rng:     rand.New(rand.NewPCG(ownerSeed(c.cfg.ownerID), 1)),
 	}
 	if err := co.syncShards(ctx); err != nil {
@@ -220,6 +221,10 @@ type coordinator struct {
 	pending map[string]time.Time
 	rng     *rand.Rand
 	rounds  int
+	// refused holds shards the store refused to hand out until an operator
+	// acts (an unattributed legacy row), with when; retried after a shard
+	// sync interval.
+	refused map[string]time.Time
 }
 
 func (co *coordinator) loop(ctx context.Context) error {
@@ -513,6 +518,9 @@ func (co *coordinator) takeRound(ctx context.Context) error {
 		if mine >= target {
 			break
 		}
+		if at, ok := co.refused[l.Key.Shard]; ok && now.Sub(at) < c.cfg.shardSync {
+			continue
+		}
 		got, err := c.store.Acquire(ctx, l.Key, me, l.Counter)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -520,6 +528,11 @@ func (co *coordinator) takeRound(ctx context.Context) error {
 			}
 			if isFatal(err) {
 				return err
+			}
+			if errors.Is(err, ErrLegacyRow) || errors.Is(err, ErrCorruptLease) {
+				co.refused[l.Key.Shard] = now
+				c.log.Error("shard not read until an operator acts", "shard", l.Key.Shard, "err", err)
+				continue
 			}
 			if !errors.Is(err, ErrLeaseHeld) && !errors.Is(err, ErrLeaseNotFound) {
 				c.log.Warn("acquire failed", "shard", l.Key.Shard, "err", err)

@@ -1,5 +1,3 @@
-//go:build shardlease_import
-
 package main
 
 import (
