@@ -200,8 +200,10 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 
 	fmt.Fprintf(out, "%d workers share stream %q of %d shards; %d records/s are produced for %v.\n",
 		s.workers, streamName, s.shards, s.rate, produceUntil)
-	fmt.Fprintf(out, "lease %v, renew every %v, take interval %v, checkpoint interval %v, idle poll %v\n\n",
+	fmt.Fprintf(out, "lease %v, renew every %v, take interval %v, checkpoint interval %v, idle poll %v\n",
 		leaseDuration, renewInterval, takeInterval, checkpointInterval, idlePoll)
+	fmt.Fprintf(out, "Every %v: each shard's holder; records produced into it and handled from it; and the\n"+
+		"checkpoint in the lease store, as a record number: a new holder resumes after that record.\n", tableEvery)
 
 	workers := make([]*worker, s.workers)
 	for i := range workers {
@@ -269,13 +271,26 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		producing = true
 	)
 	defer tick.Stop()
-	elapsed := func() string { return fmt.Sprintf("t=%.1fs", time.Since(start).Seconds()) }
+	// event prints one line about what just happened, stamped with the time
+	// since the start; table prints the table of shards.
+	afterTable := false
+	event := func(format string, args ...any) {
+		if afterTable {
+			fmt.Fprintln(out)
+			afterTable = false
+		}
+		fmt.Fprintf(out, "t=%.1fs  "+format+"\n", append([]any{time.Since(start).Seconds()}, args...)...)
+	}
+	table := func() {
+		printTable(out, fmt.Sprintf("t=%.1fs", time.Since(start).Seconds()), workers, store, tally)
+		afterTable = true
+	}
 	for {
 		select {
 		case <-ctx.Done():
-			fmt.Fprintf(out, "\n%s  interrupted: stopping every worker\n", elapsed())
+			event("interrupted: stopping every worker")
 			err := halt()
-			printTable(out, elapsed(), workers, store, tally)
+			table()
 			tally.summary(out, workers, time.Since(start), false)
 			return errors.Join(errors.New("interrupted"), err)
 		case err := <-producer:
@@ -300,15 +315,14 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 			if w := busiest(workers); w != nil {
 				held := w.consumer.Held()
 				released := w.consumer.Stats().LeasesReleased
-				fmt.Fprintf(out, "%s  stopping %s (cancelling its Run context); it holds %s\n", elapsed(), w.name, strings.Join(held, " "))
+				event("stopping %s (cancelling its Run context); it holds %s", w.name, strings.Join(held, " "))
 				if err := w.stop(); err != nil {
 					_ = halt()
 					return fmt.Errorf("%s: %w", w.name, err)
 				}
 				// Run has returned: the worker wrote its last checkpoints and
 				// released its leases, so the others may take them at once.
-				fmt.Fprintf(out, "%s  %s stopped: Run returned after releasing %d leases\n",
-					elapsed(), w.name, w.consumer.Stats().LeasesReleased-released)
+				event("%s stopped: Run returned after releasing %d leases", w.name, w.consumer.Stats().LeasesReleased-released)
 				stopped, moving = w, make(map[string]bool)
 				for _, shard := range held {
 					moving[shard] = true
@@ -327,8 +341,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 					}
 					if to := holders(workers, l.Key.Shard); len(to) > 0 {
 						delete(moving, l.Key.Shard)
-						fmt.Fprintf(out, "%s  %s moved %s -> %s, resuming after record %s\n",
-							elapsed(), l.Key.Shard, stopped.name, strings.Join(to, "+"), tally.position(l))
+						event("%s moved %s -> %s, resuming after record %s", l.Key.Shard, stopped.name, strings.Join(to, "+"), tally.position(l))
 					}
 				}
 			}
@@ -337,25 +350,25 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		if producing && now >= produceUntil {
 			stopProducing()
 			producing = false
-			fmt.Fprintf(out, "%s  producing stopped after %d records; waiting for the rest to be handled\n", elapsed(), tally.producedCount())
+			event("producing stopped after %d records; waiting for the rest to be handled", tally.producedCount())
 		}
 		if !producing && producer == nil && tally.allHandled() {
-			fmt.Fprintf(out, "%s  every record produced was handled; stopping the other workers\n", elapsed())
+			event("every record produced was handled; stopping the other workers")
 			break
 		}
 		if !producing && now >= produceUntil+drainTimeout {
-			fmt.Fprintf(out, "%s  gave up waiting after %v; stopping the other workers\n", elapsed(), drainTimeout)
+			event("gave up waiting after %v; stopping the other workers", drainTimeout)
 			break
 		}
 		if now >= nextTable {
-			printTable(out, elapsed(), workers, store, tally)
+			table()
 			nextTable += tableEvery
 		}
 	}
 	err = halt()
 	// The final table: every lease is released (no holder), and every
 	// checkpoint is at the last record of its shard.
-	printTable(out, elapsed(), workers, store, tally)
+	table()
 	lost := tally.summary(out, workers, time.Since(start), true)
 	if err != nil {
 		return err
@@ -553,7 +566,6 @@ func printTable(out io.Writer, now string, workers []*worker, store *shardlease.
 		line := fmt.Sprintf("  %-20s  %-9s  %8d  %8d  %10s  %s", l.Key.Shard, holder, produced, handled, t.position(l), note)
 		fmt.Fprintln(out, strings.TrimRight(line, " "))
 	}
-	fmt.Fprintln(out)
 }
 
 // summary prints the final counts and returns how many records were lost.
@@ -573,7 +585,7 @@ func (t *tally) summary(out io.Writer, workers []*worker, took time.Duration, co
 		distinct++
 		duplicates += n - 1
 	}
-	fmt.Fprintf(out, "summary after %.1fs\n", took.Seconds())
+	fmt.Fprintf(out, "\nsummary after %.1fs\n", took.Seconds())
 	fmt.Fprintf(out, "  produced    %6d records, each with a unique id\n", len(t.putIDs))
 	fmt.Fprintf(out, "  handled     %6d distinct records\n", distinct)
 	fmt.Fprintf(out, "  duplicates  %6d (handled more than once)\n", duplicates)
