@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/shardlease/shardlease/internal/backoff"
 )
@@ -61,6 +62,7 @@ type Consumer struct {
 	held    map[string]*leaseRunner // by shard id; owned by Run's coordinator
 	running atomic.Bool
 	stats   counters
+	ins     *instruments
 }
 
 type counters struct {
@@ -120,8 +122,12 @@ func NewConsumer(client KinesisAPI, store LeaseStore, stream string, handler Han
 	if err != nil {
 		return nil, err
 	}
+	ins, err := newInstruments(cfg.meterProvider, stream, cfg.ownerID)
+	if err != nil {
+		return nil, fmt.Errorf("%w: stream %s: creating metric instruments: %w", ErrInvalidConfig, stream, err)
+	}
 	return &Consumer{
-		kin: client, store: store, stream: stream, handler: handler, cfg: cfg,
+		kin: client, store: store, stream: stream, handler: handler, cfg: cfg, ins: ins,
 		log:  cfg.logger.With("stream", stream, "owner", cfg.ownerID),
 		held: make(map[string]*leaseRunner),
 	}, nil
@@ -282,7 +288,9 @@ func (co *coordinator) forget(r *leaseRunner) {
 	if c.held[r.shard] == r {
 		delete(c.held, r.shard)
 	}
+	n := len(c.held)
 	c.mu.Unlock()
+	c.ins.held.Record(bg, int64(n), c.ins.attrs())
 	if r.endedShard.Load() {
 		co.poke(co.resync)
 	} else if r.handedOff.Load() || r.lost.Load() {
@@ -482,6 +490,7 @@ func (co *coordinator) takeRound(ctx context.Context) error {
 		if l.Owner == me && !held[l.Key.Shard] {
 			delete(co.pending, l.Key.Shard)
 			c.stats.handedIn.Add(1)
+			c.ins.taken.Add(bg, 1, c.ins.attrs(attribute.String("how", "handoff")))
 			co.start(ctx, l, "handed over", hasTrackedParent(l, byShard))
 			held[l.Key.Shard] = true
 			mine++
@@ -545,6 +554,11 @@ func (co *coordinator) takeRound(ctx context.Context) error {
 		}
 		delete(co.pending, l.Key.Shard)
 		c.stats.taken.Add(1)
+		if l.Owner == "" {
+			c.ins.taken.Add(bg, 1, c.ins.attrs(attribute.String("how", "free")))
+		} else {
+			c.ins.taken.Add(bg, 1, c.ins.attrs(attribute.String("how", "expired")))
+		}
 		co.start(ctx, got, how, hasTrackedParent(l, byShard))
 		held[l.Key.Shard] = true
 		mine++
@@ -583,6 +597,7 @@ func (co *coordinator) takeRound(ctx context.Context) error {
 			continue
 		}
 		c.log.Info("handoff requested", "shard", l.Key.Shard, "holder", victim, "counter", l.Counter)
+		c.ins.stolen.Add(bg, 1, c.ins.attrs())
 		co.pending[l.Key.Shard] = now
 		load[victim]--
 		load[me]++
@@ -628,7 +643,9 @@ func (co *coordinator) start(ctx context.Context, l Lease, how string, fromStart
 	r := newLeaseRunner(c, l, fromStart)
 	c.mu.Lock()
 	c.held[l.Key.Shard] = r
+	n := len(c.held)
 	c.mu.Unlock()
+	c.ins.held.Record(bg, int64(n), c.ins.attrs())
 	c.log.Info("lease "+how, "shard", l.Key.Shard, "counter", l.Counter, "checkpoint", l.Checkpoint)
 	co.wg.Go(func() {
 		r.run(ctx)

@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"os"
 	"time"
+
+	"go.opentelemetry.io/otel/metric"
 )
 
 // InitialPosition is where a consumer starts reading a shard that has no
@@ -50,6 +52,7 @@ type config struct {
 	wallClock        func() time.Time
 	retryMin         time.Duration
 	retryMax         time.Duration
+	meterProvider    metric.MeterProvider
 
 	// set explicitly, to tell defaults from choices
 	renewSet, takeSet, flushSet bool

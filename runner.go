@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/shardlease/shardlease/internal/backoff"
 	"github.com/shardlease/shardlease/internal/kpl"
@@ -130,6 +131,7 @@ func (r *leaseRunner) abort() { r.stop(); r.leaseCancel() }
 func (r *leaseRunner) markLost(reason string, err error) {
 	if r.lost.CompareAndSwap(false, true) {
 		r.c.stats.lost.Add(1)
+		r.c.ins.lost.Add(bg, 1, r.c.ins.attrs())
 		r.mu.Lock()
 		counter := r.lease.Counter
 		r.mu.Unlock()
@@ -293,6 +295,7 @@ func (r *leaseRunner) keep(parent context.Context) {
 		}
 		r.mu.Unlock()
 		lastWrite = sent
+		r.c.ins.renewDuration.Record(bg, seconds(time.Since(sent)), r.c.ins.attrs(attribute.Bool("checkpoint", dirty)))
 		if dirty {
 			r.log.Debug("checkpoint written", "checkpoint", seq, "sub", sub, "counter", next.Counter)
 		}
@@ -318,6 +321,7 @@ func (r *leaseRunner) keep(parent context.Context) {
 			return true
 		}
 		r.c.stats.writeFailures.Add(1)
+		r.c.ins.writeFailures.Add(bg, 1, r.c.ins.attrs())
 		r.log.Warn("lease write failed; retrying", "err", err)
 		retry.Reset(bo.Next())
 		return false
@@ -448,13 +452,18 @@ func (r *leaseRunner) handle(b *Batch) bool {
 		if !r.mayHand() {
 			return false
 		}
+		start := time.Now()
 		err := r.call(b)
+		r.c.ins.handlerTime.Record(bg, seconds(time.Since(start)), r.c.ins.attrs())
 		if err == nil {
 			r.c.stats.batches.Add(1)
 			r.c.stats.records.Add(int64(len(b.Records)))
+			r.c.ins.batches.Add(bg, 1, r.c.ins.attrs())
+			r.c.ins.records.Add(bg, int64(len(b.Records)), r.c.ins.attrs())
 			return true
 		}
 		r.c.stats.handlerErrors.Add(1)
+		r.c.ins.handlerErrors.Add(bg, 1, r.c.ins.attrs())
 		r.log.Warn("handler failed; retrying the batch", "records", len(b.Records), "first", b.Records[0].SequenceNumber, "attempt", bo.Attempts()+1, "err", err)
 		t := time.NewTimer(bo.Next())
 		select {
@@ -596,6 +605,9 @@ func (r *leaseRunner) fetch(ctx context.Context, out chan<- *Batch) {
 			continue
 		}
 		bo.Reset()
+		if res.MillisBehindLatest != nil {
+			r.c.ins.behind.Record(bg, *res.MillisBehindLatest, r.c.ins.attrs(shardAttr(r.shard)))
+		}
 		recs := r.c.convert(res.Records, lastSeq, lastSub, r.log)
 		end := res.NextShardIterator == nil || *res.NextShardIterator == ""
 		if len(res.Records) > 0 {
@@ -694,6 +706,7 @@ func (c *Consumer) convert(in []types.Record, after string, afterSub int64, log 
 		if err != nil {
 			// Handed over as it is, the way the KPL's own consumers do.
 			c.stats.corruptAggregates.Add(1)
+			c.ins.corrupt.Add(bg, 1, c.ins.attrs())
 			log.Warn("aggregated record does not decode; handing it over as it is", "sequence", seq, "err", err)
 			if skip < 0 {
 				out = append(out, rec)

@@ -1,0 +1,92 @@
+package shardlease
+
+import (
+	"context"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/metric/noop"
+)
+
+// meterName is the instrumentation scope of the library's metrics.
+const meterName = "github.com/shardlease/shardlease"
+
+// WithMeterProvider sets the OpenTelemetry meter provider the consumer
+// records its metrics with. Default: a no-op provider, so nothing is
+// recorded and no exporter is pulled in. The instruments are:
+//
+//	shardlease.leases.held                gauge      leases this worker holds
+//	shardlease.leases.taken               counter    leases acquired; attribute how=free|expired|handoff
+//	shardlease.leases.stolen              counter    handoffs this worker asked live holders for
+//	shardlease.leases.lost                counter    leases lost to another worker or to failed renewals
+//	shardlease.lease.renew.duration       histogram  seconds per renewal write (checkpoint=true when one rode on it)
+//	shardlease.lease.write.failures       counter    lease writes that failed and were retried
+//	shardlease.records.handled            counter    records the handler returned nil for
+//	shardlease.batches.handled            counter    batches the handler returned nil for
+//	shardlease.handler.errors             counter    failed handler calls, panics included
+//	shardlease.handler.duration           histogram  seconds per handler call
+//	shardlease.millis_behind_latest       gauge      per shard, as Kinesis reported it
+//	shardlease.aggregates.corrupt         counter    KPL aggregates handed over undecoded
+//
+// Every instrument carries the stream and owner attributes; per-shard ones
+// carry the shard too.
+func WithMeterProvider(mp metric.MeterProvider) Option {
+	return func(c *config) { c.meterProvider = mp }
+}
+
+type instruments struct {
+	base          attribute.Set
+	held          metric.Int64Gauge
+	taken         metric.Int64Counter
+	stolen        metric.Int64Counter
+	lost          metric.Int64Counter
+	renewDuration metric.Float64Histogram
+	writeFailures metric.Int64Counter
+	records       metric.Int64Counter
+	batches       metric.Int64Counter
+	handlerErrors metric.Int64Counter
+	handlerTime   metric.Float64Histogram
+	behind        metric.Int64Gauge
+	corrupt       metric.Int64Counter
+}
+
+func newInstruments(mp metric.MeterProvider, stream, owner string) (*instruments, error) {
+	if mp == nil {
+		mp = noop.NewMeterProvider()
+	}
+	m := mp.Meter(meterName)
+	in := &instruments{base: attribute.NewSet(attribute.String("stream", stream), attribute.String("owner", owner))}
+	var errs [12]error
+	in.held, errs[0] = m.Int64Gauge("shardlease.leases.held", metric.WithDescription("Leases this worker holds."))
+	in.taken, errs[1] = m.Int64Counter("shardlease.leases.taken", metric.WithDescription("Leases acquired."))
+	in.stolen, errs[2] = m.Int64Counter("shardlease.leases.stolen", metric.WithDescription("Handoffs asked of live holders."))
+	in.lost, errs[3] = m.Int64Counter("shardlease.leases.lost", metric.WithDescription("Leases lost."))
+	in.renewDuration, errs[4] = m.Float64Histogram("shardlease.lease.renew.duration", metric.WithUnit("s"), metric.WithDescription("Lease renewal writes."))
+	in.writeFailures, errs[5] = m.Int64Counter("shardlease.lease.write.failures", metric.WithDescription("Failed lease writes."))
+	in.records, errs[6] = m.Int64Counter("shardlease.records.handled", metric.WithDescription("Records handled."))
+	in.batches, errs[7] = m.Int64Counter("shardlease.batches.handled", metric.WithDescription("Batches handled."))
+	in.handlerErrors, errs[8] = m.Int64Counter("shardlease.handler.errors", metric.WithDescription("Failed handler calls."))
+	in.handlerTime, errs[9] = m.Float64Histogram("shardlease.handler.duration", metric.WithUnit("s"), metric.WithDescription("Handler calls."))
+	in.behind, errs[10] = m.Int64Gauge("shardlease.millis_behind_latest", metric.WithUnit("ms"), metric.WithDescription("How far each shard's reader is behind the tip."))
+	in.corrupt, errs[11] = m.Int64Counter("shardlease.aggregates.corrupt", metric.WithDescription("KPL aggregates handed over undecoded."))
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	return in, nil
+}
+
+func (in *instruments) attrs(kv ...attribute.KeyValue) metric.MeasurementOption {
+	if len(kv) == 0 {
+		return metric.WithAttributeSet(in.base)
+	}
+	return metric.WithAttributes(append(in.base.ToSlice(), kv...)...)
+}
+
+func shardAttr(shard string) attribute.KeyValue { return attribute.String("shard", shard) }
+
+func seconds(d time.Duration) float64 { return d.Seconds() }
+
+var bg = context.Background()
