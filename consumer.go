@@ -491,7 +491,7 @@ func (co *coordinator) takeRound(ctx context.Context) error {
 			delete(co.pending, l.Key.Shard)
 			c.stats.handedIn.Add(1)
 			c.ins.taken.Add(bg, 1, c.ins.attrs(attribute.String("how", "handoff")))
-			co.start(ctx, l, "handed over", hasTrackedParent(l, byShard))
+			co.start(ctx, l, "handed over", hasTrackedParent(l, byShard), time.Time{})
 			held[l.Key.Shard] = true
 			mine++
 		}
@@ -530,6 +530,7 @@ func (co *coordinator) takeRound(ctx context.Context) error {
 		if at, ok := co.refused[l.Key.Shard]; ok && now.Sub(at) < c.cfg.shardSync {
 			continue
 		}
+		sent := time.Now()
 		got, err := c.store.Acquire(ctx, l.Key, me, l.Counter)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -559,7 +560,7 @@ func (co *coordinator) takeRound(ctx context.Context) error {
 		} else {
 			c.ins.taken.Add(bg, 1, c.ins.attrs(attribute.String("how", "expired")))
 		}
-		co.start(ctx, got, how, hasTrackedParent(l, byShard))
+		co.start(ctx, got, how, hasTrackedParent(l, byShard), sent)
 		held[l.Key.Shard] = true
 		mine++
 	}
@@ -638,9 +639,13 @@ func (c *Consumer) heldSet() map[string]bool {
 }
 
 // start launches a runner for a lease this worker now holds.
-func (co *coordinator) start(ctx context.Context, l Lease, how string, fromStart bool) {
+//
+// written is when the write that made this worker the holder was sent, or
+// zero when another worker wrote it (a handoff): the runner then renews
+// before it reads, since it cannot know how old that write is.
+func (co *coordinator) start(ctx context.Context, l Lease, how string, fromStart bool, written time.Time) {
 	c := co.c
-	r := newLeaseRunner(c, l, fromStart)
+	r := newLeaseRunner(c, l, fromStart, written)
 	c.mu.Lock()
 	c.held[l.Key.Shard] = r
 	n := len(c.held)

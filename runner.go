@@ -97,13 +97,18 @@ type leaseRunner struct {
 	pendSub    int64
 	wroteSeq   string
 	wroteSub   int64
+	lastWrite  time.Time // when the last successful write was sent (keeper only)
 
 	lost       atomic.Bool
 	handedOff  atomic.Bool
 	endedShard atomic.Bool
 }
 
-func newLeaseRunner(c *Consumer, l Lease, fromStart bool) *leaseRunner {
+func newLeaseRunner(c *Consumer, l Lease, fromStart bool, written time.Time) *leaseRunner {
+	validUntil := time.Time{} // not ours to read until a write of ours succeeds
+	if !written.IsZero() {
+		validUntil = written.Add(c.cfg.leaseDuration)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &leaseRunner{
 		c: c, shard: l.Key.Shard, key: l.Key, fromStart: fromStart,
@@ -115,7 +120,8 @@ func newLeaseRunner(c *Consumer, l Lease, fromStart bool) *leaseRunner {
 		flushReq:   make(chan chan error),
 		cpMoved:    make(chan struct{}, 1),
 		lease:      l,
-		validUntil: time.Now().Add(c.cfg.leaseDuration),
+		validUntil: validUntil,
+		lastWrite:  written,
 		pendSeq:    l.Checkpoint, pendSub: l.SubSequence,
 		wroteSeq: l.Checkpoint, wroteSub: l.SubSequence,
 	}
@@ -229,6 +235,12 @@ func compareSeq(a, b string) int {
 }
 
 func (r *leaseRunner) run(parent context.Context) {
+	if r.lastWrite.IsZero() && !r.firstWrite(parent) {
+		close(r.procDone)
+		close(r.keeperDone)
+		r.leaseCancel()
+		return
+	}
 	batches := make(chan *Batch)
 	fetchCtx, fetchCancel := context.WithCancel(r.leaseCtx)
 	var wg sync.WaitGroup
@@ -245,6 +257,38 @@ func (r *leaseRunner) run(parent context.Context) {
 	r.leaseCancel()
 }
 
+// firstWrite renews a lease that was handed over, before anything is read,
+// retrying within a lease duration. It reports whether the lease is ours.
+func (r *leaseRunner) firstWrite(parent context.Context) bool {
+	cfg := r.c.cfg
+	deadline := time.Now().Add(cfg.leaseDuration)
+	bo := backoff.Backoff{Min: min(cfg.retryMin, cfg.renewInterval/4), Max: cfg.renewInterval / 3}
+	for {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(parent), cfg.renewInterval)
+		sent := time.Now()
+		next, err := r.c.store.Renew(ctx, r.lease, cfg.wallClock().Add(cfg.leaseDuration))
+		cancel()
+		if err == nil {
+			r.mu.Lock()
+			r.lease, r.validUntil, r.lastWrite = next, sent.Add(cfg.leaseDuration), sent
+			r.mu.Unlock()
+			return true
+		}
+		if errors.Is(err, ErrLeaseLost) || isFatal(err) || time.Now().After(deadline) {
+			r.markLost("the lease handed over could not be renewed", err)
+			return false
+		}
+		if !bo.Sleep(parent) {
+			// Shutting down before reading: give the lease back at once.
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(parent), cfg.shutdownTimeout)
+			_, rerr := r.c.store.Release(ctx, r.lease)
+			cancel()
+			r.log.Info("shutting down: released the lease handed over before reading it", "err", rerr)
+			return false
+		}
+	}
+}
+
 // keep does every write to the lease row: renewals, checkpoints riding on
 // them, flushes, and the final checkpoint and release.
 func (r *leaseRunner) keep(parent context.Context) {
@@ -258,11 +302,7 @@ func (r *leaseRunner) keep(parent context.Context) {
 	}
 	defer retry.Stop()
 	bo := backoff.Backoff{Min: min(cfg.retryMin, cfg.renewInterval/4), Max: cfg.renewInterval / 3}
-	lastWrite := time.Now()
-	if r.lease.Expiry.IsZero() && r.lease.Counter > 0 && r.lease.HandoffTo == "" {
-		// Handed over: nobody has renewed it on our behalf yet.
-		lastWrite = time.Time{}
-	}
+	lastWrite := r.lastWrite
 
 	write := func(force bool) error {
 		r.mu.Lock()
@@ -327,11 +367,6 @@ func (r *leaseRunner) keep(parent context.Context) {
 		return false
 	}
 
-	if lastWrite.IsZero() {
-		if err := write(true); err != nil && failed(err) {
-			return
-		}
-	}
 	for {
 		select {
 		case <-tick.C:
