@@ -126,19 +126,18 @@ func checkSchema(table string, d *types.TableDescription) error {
 	if d == nil {
 		return &TableError{Table: table, Err: errors.New("describe returned no table description")}
 	}
-	ok := len(d.KeySchema) == 1 && aws.ToString(d.KeySchema[0].AttributeName) == attrKey && d.KeySchema[0].KeyType == types.KeyTypeHash
-	if ok {
-		ok = false
-		for _, a := range d.AttributeDefinitions {
-			if aws.ToString(a.AttributeName) == attrKey && a.AttributeType == types.ScalarAttributeTypeS {
-				ok = true
-			}
-		}
-	}
+	have, ok := hasStringHashKey(d, attrKey)
 	if ok {
 		return nil
 	}
-	var have []string
+	return &TableError{Table: table, Err: fmt.Errorf("%w: it has key %s, but a lease table needs exactly one key, the string partition key %q; create a new table with shardlease.CreateTable or use another table name",
+		ErrBadTableSchema, have, attrKey)}
+}
+
+// hasStringHashKey reports whether d's only key is the string partition key
+// name, and describes the key schema it has, e.g. "HASH id (N)".
+func hasStringHashKey(d *types.TableDescription, name string) (have string, ok bool) {
+	var parts []string
 	for _, k := range d.KeySchema {
 		typ := "?"
 		for _, a := range d.AttributeDefinitions {
@@ -146,10 +145,10 @@ func checkSchema(table string, d *types.TableDescription) error {
 				typ = string(a.AttributeType)
 			}
 		}
-		have = append(have, fmt.Sprintf("%s %s (%s)", k.KeyType, aws.ToString(k.AttributeName), typ))
+		parts = append(parts, fmt.Sprintf("%s %s (%s)", k.KeyType, aws.ToString(k.AttributeName), typ))
+		ok = len(d.KeySchema) == 1 && aws.ToString(k.AttributeName) == name && k.KeyType == types.KeyTypeHash && typ == string(types.ScalarAttributeTypeS)
 	}
-	return &TableError{Table: table, Err: fmt.Errorf("%w: it has key %s, but a lease table needs exactly one key, the string partition key %q; create a new table with shardlease.CreateTable or use another table name",
-		ErrBadTableSchema, strings.Join(have, ", "), attrKey)}
+	return strings.Join(parts, ", "), ok
 }
 
 // CreateTable creates a lease table named name with on-demand billing and

@@ -401,7 +401,7 @@ func (s *DynamoStore) importRow(ctx context.Context, key LeaseKey, r foreignRow,
 
 func alreadyHas(own Lease, foreign, when string) string {
 	cmp := ""
-	switch c := compareCheckpoints(own.Checkpoint, foreign); {
+	switch c := compareSeq(own.Checkpoint, foreign); {
 	case c == 0:
 		cmp = "the same as the imported one"
 	case c > 0:
@@ -410,27 +410,6 @@ func alreadyHas(own Lease, foreign, when string) string {
 		cmp = "older than the imported " + foreign + "; it is kept: to import, delete the row's checkpoint first"
 	}
 	return fmt.Sprintf("already has progress: row %s has checkpoint %s%s, %s", own.Key, own.Checkpoint, when, cmp)
-}
-
-// compareCheckpoints orders two checkpoints: sequence numbers as decimal
-// integers of any length, ShardEnd after every sequence number.
-func compareCheckpoints(a, b string) int {
-	switch {
-	case a == b:
-		return 0
-	case a == ShardEnd:
-		return 1
-	case b == ShardEnd:
-		return -1
-	}
-	a, b = strings.TrimLeft(a, "0"), strings.TrimLeft(b, "0")
-	if len(a) != len(b) {
-		if len(a) < len(b) {
-			return -1
-		}
-		return 1
-	}
-	return strings.Compare(a, b)
 }
 
 // foreignKey is the partition key each format's table must have.
@@ -454,23 +433,12 @@ func checkForeignSchema(ctx context.Context, client DynamoDBAPI, format ImportFo
 	if d == nil {
 		return &TableError{Table: table, Err: errors.New("describe returned no table description")}
 	}
-	var have []string
-	ok := false
-	for _, k := range d.KeySchema {
-		typ := "?"
-		for _, a := range d.AttributeDefinitions {
-			if aws.ToString(a.AttributeName) == aws.ToString(k.AttributeName) {
-				typ = string(a.AttributeType)
-			}
-		}
-		have = append(have, fmt.Sprintf("%s %s (%s)", k.KeyType, aws.ToString(k.AttributeName), typ))
-		ok = len(d.KeySchema) == 1 && aws.ToString(k.AttributeName) == want && k.KeyType == types.KeyTypeHash && typ == string(types.ScalarAttributeTypeS)
-	}
+	have, ok := hasStringHashKey(d, want)
 	if ok {
 		return nil
 	}
 	return &TableError{Table: table, Err: fmt.Errorf("%w: it has key %s, but a %s table has exactly one key, the string partition key %q; check the table name and the format",
-		ErrBadTableSchema, strings.Join(have, ", "), format, want)}
+		ErrBadTableSchema, have, format, want)}
 }
 
 // scanForeign reads every row of table and returns the rows to report,
