@@ -187,6 +187,11 @@ func (c *Consumer) Run(ctx context.Context) error {
 			return fmt.Errorf("shardlease: stream %s: %w", c.stream, err)
 		}
 	}
+	reg, err := c.ins.observe(c)
+	if err != nil {
+		return fmt.Errorf("shardlease: stream %s: registering metric callbacks: %w", c.stream, err)
+	}
+	defer func() { _ = reg.Unregister() }()
 	co := &coordinator{
 		c:       c,
 		obs:     make(map[string]observation),
@@ -203,7 +208,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 		}
 		return err
 	}
-	err := co.loop(ctx)
+	err = co.loop(ctx)
 	co.shutdown()
 	return err
 }
@@ -288,9 +293,7 @@ func (co *coordinator) forget(r *leaseRunner) {
 	if c.held[r.shard] == r {
 		delete(c.held, r.shard)
 	}
-	n := len(c.held)
 	c.mu.Unlock()
-	c.ins.held.Record(bg, int64(n), c.ins.attrs())
 	if r.endedShard.Load() {
 		co.poke(co.resync)
 	} else if r.handedOff.Load() || r.lost.Load() {
@@ -648,9 +651,7 @@ func (co *coordinator) start(ctx context.Context, l Lease, how string, fromStart
 	r := newLeaseRunner(c, l, fromStart, written)
 	c.mu.Lock()
 	c.held[l.Key.Shard] = r
-	n := len(c.held)
 	c.mu.Unlock()
-	c.ins.held.Record(bg, int64(n), c.ins.attrs())
 	c.log.Info("lease "+how, "shard", l.Key.Shard, "counter", l.Counter, "checkpoint", l.Checkpoint)
 	co.wg.Go(func() {
 		r.run(ctx)

@@ -16,7 +16,7 @@ const meterName = "github.com/shardlease/shardlease"
 // records its metrics with. Default: a no-op provider, so nothing is
 // recorded and no exporter is pulled in. The instruments are:
 //
-//	shardlease.leases.held                gauge      leases this worker holds
+//	shardlease.leases.held                gauge      leases this worker holds (observed)
 //	shardlease.leases.taken               counter    leases acquired; attribute how=free|expired|handoff
 //	shardlease.leases.stolen              counter    handoffs this worker asked live holders for
 //	shardlease.leases.lost                counter    leases lost to another worker or to failed renewals
@@ -26,7 +26,7 @@ const meterName = "github.com/shardlease/shardlease"
 //	shardlease.batches.handled            counter    batches the handler returned nil for
 //	shardlease.handler.errors             counter    failed handler calls, panics included
 //	shardlease.handler.duration           histogram  seconds per handler call
-//	shardlease.millis_behind_latest       gauge      per shard, as Kinesis reported it
+//	shardlease.behind_latest              gauge      ms, per held shard, MillisBehindLatest as Kinesis reported it (observed)
 //	shardlease.aggregates.corrupt         counter    KPL aggregates handed over undecoded
 //
 // Every instrument carries the stream and owner attributes; per-shard ones
@@ -37,7 +37,7 @@ func WithMeterProvider(mp metric.MeterProvider) Option {
 
 type instruments struct {
 	base          attribute.Set
-	held          metric.Int64Gauge
+	held          metric.Int64ObservableGauge
 	taken         metric.Int64Counter
 	stolen        metric.Int64Counter
 	lost          metric.Int64Counter
@@ -47,7 +47,8 @@ type instruments struct {
 	batches       metric.Int64Counter
 	handlerErrors metric.Int64Counter
 	handlerTime   metric.Float64Histogram
-	behind        metric.Int64Gauge
+	behind        metric.Int64ObservableGauge
+	meter         metric.Meter
 	corrupt       metric.Int64Counter
 }
 
@@ -58,17 +59,20 @@ func newInstruments(mp metric.MeterProvider, stream, owner string) (*instruments
 	m := mp.Meter(meterName)
 	in := &instruments{base: attribute.NewSet(attribute.String("stream", stream), attribute.String("owner", owner))}
 	var errs [12]error
-	in.held, errs[0] = m.Int64Gauge("shardlease.leases.held", metric.WithDescription("Leases this worker holds."))
+	in.meter = m
+	in.held, errs[0] = m.Int64ObservableGauge("shardlease.leases.held", metric.WithDescription("Leases this worker holds."))
 	in.taken, errs[1] = m.Int64Counter("shardlease.leases.taken", metric.WithDescription("Leases acquired."))
 	in.stolen, errs[2] = m.Int64Counter("shardlease.leases.stolen", metric.WithDescription("Handoffs asked of live holders."))
 	in.lost, errs[3] = m.Int64Counter("shardlease.leases.lost", metric.WithDescription("Leases lost."))
-	in.renewDuration, errs[4] = m.Float64Histogram("shardlease.lease.renew.duration", metric.WithUnit("s"), metric.WithDescription("Lease renewal writes."))
+	in.renewDuration, errs[4] = m.Float64Histogram("shardlease.lease.renew.duration", metric.WithUnit("s"), metric.WithDescription("Lease renewal writes."),
+		metric.WithExplicitBucketBoundaries(secondBuckets...))
 	in.writeFailures, errs[5] = m.Int64Counter("shardlease.lease.write.failures", metric.WithDescription("Failed lease writes."))
 	in.records, errs[6] = m.Int64Counter("shardlease.records.handled", metric.WithDescription("Records handled."))
 	in.batches, errs[7] = m.Int64Counter("shardlease.batches.handled", metric.WithDescription("Batches handled."))
 	in.handlerErrors, errs[8] = m.Int64Counter("shardlease.handler.errors", metric.WithDescription("Failed handler calls."))
-	in.handlerTime, errs[9] = m.Float64Histogram("shardlease.handler.duration", metric.WithUnit("s"), metric.WithDescription("Handler calls."))
-	in.behind, errs[10] = m.Int64Gauge("shardlease.millis_behind_latest", metric.WithUnit("ms"), metric.WithDescription("How far each shard's reader is behind the tip."))
+	in.handlerTime, errs[9] = m.Float64Histogram("shardlease.handler.duration", metric.WithUnit("s"), metric.WithDescription("Handler calls."),
+		metric.WithExplicitBucketBoundaries(secondBuckets...))
+	in.behind, errs[10] = m.Int64ObservableGauge("shardlease.behind_latest", metric.WithUnit("ms"), metric.WithDescription("How far each held shard's reader is behind the tip of the stream."))
 	in.corrupt, errs[11] = m.Int64Counter("shardlease.aggregates.corrupt", metric.WithDescription("KPL aggregates handed over undecoded."))
 	for _, err := range errs {
 		if err != nil {
@@ -76,6 +80,28 @@ func newInstruments(mp metric.MeterProvider, stream, owner string) (*instruments
 		}
 	}
 	return in, nil
+}
+
+// secondBuckets are histogram bounds, in seconds, for DynamoDB writes and
+// handler calls: 0.5 ms to 30 s.
+var secondBuckets = []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}
+
+// observe registers the callback that reports the gauges of c: leases held,
+// and how far behind each held shard is. Only held shards are reported, so
+// a shard that moved away stops being exported here. Unregister when Run
+// ends.
+func (in *instruments) observe(c *Consumer) (metric.Registration, error) {
+	return in.meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		o.ObserveInt64(in.held, int64(len(c.held)), in.attrs())
+		for shard, r := range c.held {
+			if ms := r.behind.Load(); ms >= 0 {
+				o.ObserveInt64(in.behind, ms, in.attrs(shardAttr(shard)))
+			}
+		}
+		return nil
+	}, in.held, in.behind)
 }
 
 func (in *instruments) attrs(kv ...attribute.KeyValue) metric.MeasurementOption {

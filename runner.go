@@ -99,6 +99,7 @@ type leaseRunner struct {
 	wroteSub   int64
 	lastWrite  time.Time // when the last successful write was sent (keeper only)
 
+	behind     atomic.Int64 // MillisBehindLatest of the last read; -1 before the first
 	lost       atomic.Bool
 	handedOff  atomic.Bool
 	endedShard atomic.Bool
@@ -110,7 +111,7 @@ func newLeaseRunner(c *Consumer, l Lease, fromStart bool, written time.Time) *le
 		validUntil = written.Add(c.cfg.leaseDuration)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &leaseRunner{
+	r := &leaseRunner{
 		c: c, shard: l.Key.Shard, key: l.Key, fromStart: fromStart,
 		log:      c.log.With("shard", l.Key.Shard),
 		leaseCtx: ctx, leaseCancel: cancel,
@@ -125,6 +126,8 @@ func newLeaseRunner(c *Consumer, l Lease, fromStart bool, written time.Time) *le
 		pendSeq:    l.Checkpoint, pendSub: l.SubSequence,
 		wroteSeq: l.Checkpoint, wroteSub: l.SubSequence,
 	}
+	r.behind.Store(-1)
+	return r
 }
 
 // stop asks the runner to finish the batch in hand, write its checkpoint
@@ -641,7 +644,7 @@ func (r *leaseRunner) fetch(ctx context.Context, out chan<- *Batch) {
 		}
 		bo.Reset()
 		if res.MillisBehindLatest != nil {
-			r.c.ins.behind.Record(bg, *res.MillisBehindLatest, r.c.ins.attrs(shardAttr(r.shard)))
+			r.behind.Store(*res.MillisBehindLatest)
 		}
 		recs := r.c.convert(res.Records, lastSeq, lastSub, r.log)
 		end := res.NextShardIterator == nil || *res.NextShardIterator == ""

@@ -36,7 +36,7 @@
 // adding unit and _total suffixes: shardlease.records.handled is exported as
 // shardlease_records_handled_total, shardlease.lease.renew.duration as the
 // histogram shardlease_lease_renew_duration_seconds, and
-// shardlease.millis_behind_latest as shardlease_millis_behind_latest_milliseconds.
+// shardlease.behind_latest as shardlease_behind_latest_milliseconds.
 // Every series carries the stream and owner labels, per-shard ones a shard
 // label. It runs until Ctrl-C or SIGTERM.
 package main

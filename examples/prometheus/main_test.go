@@ -24,7 +24,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 const (
 	recordsHandled = "shardlease_records_handled_total"
 	leasesHeld     = "shardlease_leases_held"
-	behindLatest   = "shardlease_millis_behind_latest_milliseconds"
+	behindLatest   = "shardlease_behind_latest_milliseconds"
 	renewDuration  = "shardlease_lease_renew_duration_seconds"
 )
 
