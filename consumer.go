@@ -519,7 +519,7 @@ func (co *coordinator) takeRound(ctx context.Context) error {
 		}
 		var cands []Lease
 		for _, l := range active {
-			if l.Owner == victim && l.HandoffTo == "" && !expired(l) {
+			if _, asked := co.pending[l.Key.Shard]; l.Owner == victim && l.HandoffTo == "" && !asked && !expired(l) {
 				cands = append(cands, l)
 			}
 		}
