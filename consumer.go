@@ -486,7 +486,15 @@ func (co *coordinator) takeRound(ctx context.Context) error {
 	if c.cfg.maxLeases > 0 {
 		target = min(target, c.cfg.maxLeases)
 	}
-	mine := load[me]
+	// mine counts the leases this worker runs; the handoffs it asked for
+	// count separately (waiting), so that one that goes unanswered can be
+	// taken over below instead of filling the share forever.
+	mine := 0
+	for _, l := range active {
+		if held[l.Key.Shard] {
+			mine++
+		}
+	}
 
 	// Adopt leases handed over to this worker.
 	for _, l := range active {
@@ -508,6 +516,12 @@ func (co *coordinator) takeRound(ctx context.Context) error {
 
 	// Free and expired leases, in a worker-specific order so that workers
 	// starting together spread over the shards.
+	waiting := 0
+	for _, since := range co.pending {
+		if now.Sub(since) < c.cfg.leaseDuration {
+			waiting++
+		}
+	}
 	var free, stale []Lease
 	for _, l := range active {
 		if held[l.Key.Shard] {
@@ -527,7 +541,7 @@ func (co *coordinator) takeRound(ctx context.Context) error {
 	co.rng.Shuffle(len(free), func(i, j int) { free[i], free[j] = free[j], free[i] })
 	co.rng.Shuffle(len(stale), func(i, j int) { stale[i], stale[j] = stale[j], stale[i] })
 	for _, l := range append(free, stale...) {
-		if mine >= target {
+		if mine+waiting >= target {
 			break
 		}
 		if at, ok := co.refused[l.Key.Shard]; ok && now.Sub(at) < c.cfg.shardSync {
@@ -584,7 +598,7 @@ func (co *coordinator) takeRound(ctx context.Context) error {
 		}
 		var cands []Lease
 		for _, l := range active {
-			if l.Owner == victim && l.HandoffTo == "" && !expired(l) {
+			if _, asked := co.pending[l.Key.Shard]; l.Owner == victim && l.HandoffTo == "" && !asked && !expired(l) {
 				cands = append(cands, l)
 			}
 		}
