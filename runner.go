@@ -430,6 +430,10 @@ func (r *leaseRunner) finish(bg context.Context) {
 			}
 		} else {
 			var released Lease
+			if r.endedShard.Load() {
+				// A finished shard is nobody's work: free it rather than hand it over.
+				held.HandoffTo = ""
+			}
 			released, err = r.c.store.Release(ctx, held)
 			if err == nil {
 				r.c.stats.released.Add(1)
