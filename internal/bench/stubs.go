@@ -2,7 +2,6 @@ package main
 
 import "context"
 
-func measureCost(ctx context.Context, e *env) error     { return nil }
 func measureFailover(ctx context.Context, e *env) error { return nil }
 func measureBalance(ctx context.Context, e *env) error  { return nil }
 func measureScale(ctx context.Context, e *env) error    { return nil }
