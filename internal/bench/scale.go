@@ -146,7 +146,7 @@ func measureScale(ctx context.Context, e *env) error {
 	renewTarget := defRenew * 6 / 5
 	e.add(row{Section: sec, Metric: fmt.Sprintf("%d leases: longest gap between two renewals of a lease", nLeases), Value: worstGap.Seconds(), Unit: "s",
 		Shown: fmt.Sprintf("%.2fs (%d of %d leases written in the window)", worstGap.Seconds(), renewed, nLeases), Target: fmt.Sprintf("<= %.2fs (1.2 renew intervals)", renewTarget.Seconds()),
-		OK: okp(worstGap <= renewTarget && renewed == nLeases),
+		OK:   okp(worstGap <= renewTarget && renewed == nLeases),
 		Note: fmt.Sprintf("default timings (lease %v, renew %v, take %v); %d rows of one stream, the worker capped at %d leases with WithMaxLeases; the first take round acquired them in %s; gaps measured over %s of steady state", defLease, defRenew.Round(10*time.Millisecond), defTake, nRows, nLeases, acquired.Round(10*time.Millisecond), winEnd.Sub(winStart).Round(100*time.Millisecond))})
 	med, worst := rounds[len(rounds)/2], rounds[len(rounds)-1]
 	e.add(row{Section: sec, Metric: fmt.Sprintf("take round over %d rows: listing time (median; worst)", nRows), Value: worst.Seconds(), Unit: "s",
