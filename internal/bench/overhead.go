@@ -88,9 +88,9 @@ func measureOverhead(ctx context.Context, e *env) error {
 	e.add(row{Section: sec, Metric: "consumer: CPU and allocations per record", Value: cns, Unit: "ns/record",
 		Shown: fmt.Sprintf("%.0f ns, %.2f allocs", cns, ca), Target: "-"})
 	e.add(row{Section: sec, Metric: "consumer minus bare loop: ns per record", Value: ons, Unit: "ns/record",
-		Shown: fmt.Sprintf("%.0f ns", ons), Target: "<= 500 ns", OK: okp(ons <= 500)})
+		Shown: fmt.Sprintf("%.0f ns", ons), Target: "none set"})
 	e.add(row{Section: sec, Metric: "consumer minus bare loop: allocations per record", Value: oa, Unit: "allocs/record",
-		Shown: fmt.Sprintf("%.3f", oa), Target: "<= 0.1", OK: okp(oa <= 0.1)})
+		Shown: fmt.Sprintf("%.3f", oa), Target: "none set"})
 	return nil
 }
 
