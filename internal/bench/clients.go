@@ -1,0 +1,239 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/big"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	dtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	ktypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/shardlease/shardlease"
+)
+
+// countingDynamo counts the calls made through the narrow DynamoDB
+// interface: reads (GetItem, Scan pages) and writes (PutItem, UpdateItem).
+// With track set it also keeps, per lease key, when each UpdateItem
+// returned, and the duration of each Scan page.
+type countingDynamo struct {
+	shardlease.DynamoDBAPI
+	gets, scans, puts, updates atomic.Int64
+
+	track   bool
+	mu      sync.Mutex
+	updated map[string][]time.Time
+	scanLog []scanCall
+}
+
+type scanCall struct {
+	first      bool // the first page of a listing
+	start, end time.Time
+}
+
+func (c *countingDynamo) reads() int64  { return c.gets.Load() + c.scans.Load() }
+func (c *countingDynamo) writes() int64 { return c.puts.Load() + c.updates.Load() }
+
+func (c *countingDynamo) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	c.gets.Add(1)
+	return c.DynamoDBAPI.GetItem(ctx, in, o...)
+}
+
+func (c *countingDynamo) PutItem(ctx context.Context, in *dynamodb.PutItemInput, o ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+	c.puts.Add(1)
+	return c.DynamoDBAPI.PutItem(ctx, in, o...)
+}
+
+func (c *countingDynamo) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	c.updates.Add(1)
+	out, err := c.DynamoDBAPI.UpdateItem(ctx, in, o...)
+	if c.track && err == nil {
+		key := keyOf(in)
+		now := time.Now()
+		c.mu.Lock()
+		c.updated[key] = append(c.updated[key], now)
+		c.mu.Unlock()
+	}
+	return out, err
+}
+
+func (c *countingDynamo) Scan(ctx context.Context, in *dynamodb.ScanInput, o ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error) {
+	c.scans.Add(1)
+	t0 := time.Now()
+	out, err := c.DynamoDBAPI.Scan(ctx, in, o...)
+	if c.track {
+		c.mu.Lock()
+		c.scanLog = append(c.scanLog, scanCall{first: len(in.ExclusiveStartKey) == 0, start: t0, end: time.Now()})
+		c.mu.Unlock()
+	}
+	return out, err
+}
+
+func keyOf(in *dynamodb.UpdateItemInput) string {
+	if v, ok := in.Key["lease_key"].(*dtypes.AttributeValueMemberS); ok {
+		return v.Value
+	}
+	return ""
+}
+
+// crashSwitch makes the wrapped clients of one worker fail every call once
+// flipped, like a process that died.
+type crashSwitch struct{ down atomic.Bool }
+
+var errCrashed = errors.New("bench: worker crashed")
+
+type crashStore struct {
+	shardlease.LeaseStore
+	sw *crashSwitch
+}
+
+func (s crashStore) err() error {
+	if s.sw.down.Load() {
+		return errCrashed
+	}
+	return nil
+}
+
+func (s crashStore) Create(ctx context.Context, k shardlease.LeaseKey, p []string) (bool, error) {
+	if err := s.err(); err != nil {
+		return false, err
+	}
+	return s.LeaseStore.Create(ctx, k, p)
+}
+
+func (s crashStore) Get(ctx context.Context, k shardlease.LeaseKey) (shardlease.Lease, error) {
+	if err := s.err(); err != nil {
+		return shardlease.Lease{}, err
+	}
+	return s.LeaseStore.Get(ctx, k)
+}
+
+func (s crashStore) List(ctx context.Context, stream string) ([]shardlease.Lease, error) {
+	if err := s.err(); err != nil {
+		return nil, err
+	}
+	return s.LeaseStore.List(ctx, stream)
+}
+
+func (s crashStore) Acquire(ctx context.Context, k shardlease.LeaseKey, owner string, observed int64) (shardlease.Lease, error) {
+	if err := s.err(); err != nil {
+		return shardlease.Lease{}, err
+	}
+	return s.LeaseStore.Acquire(ctx, k, owner, observed)
+}
+
+func (s crashStore) Renew(ctx context.Context, l shardlease.Lease, e time.Time) (shardlease.Lease, error) {
+	if err := s.err(); err != nil {
+		return shardlease.Lease{}, err
+	}
+	return s.LeaseStore.Renew(ctx, l, e)
+}
+
+func (s crashStore) Checkpoint(ctx context.Context, l shardlease.Lease, cp string, sub int64, e time.Time) (shardlease.Lease, error) {
+	if err := s.err(); err != nil {
+		return shardlease.Lease{}, err
+	}
+	return s.LeaseStore.Checkpoint(ctx, l, cp, sub, e)
+}
+
+func (s crashStore) Release(ctx context.Context, l shardlease.Lease) (shardlease.Lease, error) {
+	if err := s.err(); err != nil {
+		return shardlease.Lease{}, err
+	}
+	return s.LeaseStore.Release(ctx, l)
+}
+
+func (s crashStore) RequestHandoff(ctx context.Context, l shardlease.Lease, taker string) (shardlease.Lease, error) {
+	if err := s.err(); err != nil {
+		return shardlease.Lease{}, err
+	}
+	return s.LeaseStore.RequestHandoff(ctx, l, taker)
+}
+
+type crashKinesis struct {
+	shardlease.KinesisAPI
+	sw *crashSwitch
+}
+
+func (k crashKinesis) ListShards(ctx context.Context, in *kinesis.ListShardsInput, o ...func(*kinesis.Options)) (*kinesis.ListShardsOutput, error) {
+	if k.sw.down.Load() {
+		return nil, errCrashed
+	}
+	return k.KinesisAPI.ListShards(ctx, in, o...)
+}
+
+func (k crashKinesis) GetShardIterator(ctx context.Context, in *kinesis.GetShardIteratorInput, o ...func(*kinesis.Options)) (*kinesis.GetShardIteratorOutput, error) {
+	if k.sw.down.Load() {
+		return nil, errCrashed
+	}
+	return k.KinesisAPI.GetShardIterator(ctx, in, o...)
+}
+
+func (k crashKinesis) GetRecords(ctx context.Context, in *kinesis.GetRecordsInput, o ...func(*kinesis.Options)) (*kinesis.GetRecordsOutput, error) {
+	if k.sw.down.Load() {
+		return nil, errCrashed
+	}
+	return k.KinesisAPI.GetRecords(ctx, in, o...)
+}
+
+// putter is the write side of a Kinesis client, fake or real.
+type putter interface {
+	PutRecords(ctx context.Context, params *kinesis.PutRecordsInput, optFns ...func(*kinesis.Options)) (*kinesis.PutRecordsOutput, error)
+}
+
+// hashKeys returns an explicit hash key inside each of n evenly split
+// shards (the middle of each range), so records can be put on a chosen
+// shard.
+func hashKeys(n int) []string {
+	space := new(big.Int).Lsh(big.NewInt(1), 128)
+	out := make([]string, n)
+	for i := range n {
+		h := new(big.Int).Mul(space, big.NewInt(int64(2*i+1)))
+		h.Div(h, big.NewInt(int64(2*n)))
+		out[i] = h.String()
+	}
+	return out
+}
+
+// fill puts perShard records of size bytes on each of n shards of stream,
+// 500 to a call, spread round robin.
+func fill(ctx context.Context, kin putter, stream string, shards, perShard, size int) error {
+	keys := hashKeys(shards)
+	data := make([]byte, size)
+	for i := range data {
+		data[i] = byte('a' + i%26)
+	}
+	total := shards * perShard
+	var batch []ktypes.PutRecordsRequestEntry
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		out, err := kin.PutRecords(ctx, &kinesis.PutRecordsInput{StreamName: aws.String(stream), Records: batch})
+		if err != nil {
+			return err
+		}
+		if n := aws.ToInt32(out.FailedRecordCount); n > 0 {
+			return fmt.Errorf("put records: %d of %d failed", n, len(batch))
+		}
+		batch = batch[:0]
+		return nil
+	}
+	for i := range total {
+		batch = append(batch, ktypes.PutRecordsRequestEntry{
+			Data: data, PartitionKey: aws.String(fmt.Sprintf("k%d", i)), ExplicitHashKey: aws.String(keys[i%shards]),
+		})
+		if len(batch) == 500 {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+	}
+	return flush()
+}

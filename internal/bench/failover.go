@@ -1,0 +1,222 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+
+	"github.com/shardlease/shardlease"
+	"github.com/shardlease/shardlease/internal/kinesisfake"
+)
+
+// fakeWorld is a stream on the in-process fake with a MemoryStore, run in
+// real time with short timings.
+type fakeWorld struct {
+	fake   *kinesisfake.Fake
+	store  *shardlease.MemoryStore
+	stream string
+	shards int
+	lease  time.Duration
+}
+
+func newFakeWorld(ctx context.Context, shards int, lease time.Duration) (*fakeWorld, error) {
+	w := &fakeWorld{fake: kinesisfake.New(), store: shardlease.NewMemoryStore(), stream: "bench", shards: shards, lease: lease}
+	_, err := w.fake.CreateStream(ctx, &kinesis.CreateStreamInput{StreamName: aws.String(w.stream), ShardCount: aws.Int32(int32(shards))})
+	return w, err
+}
+
+func (w *fakeWorld) take() time.Duration { return w.lease / 5 }
+
+func (w *fakeWorld) opts(owner string, extra ...shardlease.Option) []shardlease.Option {
+	return append([]shardlease.Option{
+		shardlease.WithOwnerID(owner),
+		shardlease.WithLeaseDuration(w.lease),
+		shardlease.WithIdlePollInterval(20 * time.Millisecond),
+		shardlease.WithShutdownTimeout(w.lease),
+		shardlease.WithRetryBackoff(w.take()/10, w.take()),
+	}, extra...)
+}
+
+// produce puts a record on every shard every 20ms until ctx is done.
+func (w *fakeWorld) produce(ctx context.Context, wg *sync.WaitGroup) {
+	wg.Go(func() {
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+				_ = fill(ctx, w.fake, w.stream, w.shards, 1, 16)
+			}
+		}
+	})
+}
+
+// running is a consumer running in its own goroutine.
+type running struct {
+	c      *shardlease.Consumer
+	cancel context.CancelFunc
+	done   chan error
+}
+
+func startConsumer(kin shardlease.KinesisAPI, store shardlease.LeaseStore, stream string, h shardlease.Handler, opts ...shardlease.Option) (*running, error) {
+	c, err := shardlease.NewConsumer(kin, store, stream, h, opts...)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &running{c: c, cancel: cancel, done: make(chan error, 1)}
+	go func() { r.done <- c.Run(ctx) }()
+	return r, nil
+}
+
+func (r *running) stop() error {
+	r.cancel()
+	return <-r.done
+}
+
+// firstSeen records, per shard, when a handler first saw a record of it
+// after arm was called.
+type firstSeen struct {
+	mu    sync.Mutex
+	armed bool
+	at    map[string]time.Time
+}
+
+func (f *firstSeen) watching(b *shardlease.Batch) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.armed {
+		if _, ok := f.at[b.ShardID]; !ok {
+			f.at[b.ShardID] = time.Now()
+		}
+	}
+}
+
+func (f *firstSeen) arm() {
+	f.mu.Lock()
+	f.armed, f.at = true, map[string]time.Time{}
+	f.mu.Unlock()
+}
+
+func (f *firstSeen) all(shards []string) (time.Time, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var last time.Time
+	for _, s := range shards {
+		t, ok := f.at[s]
+		if !ok {
+			return time.Time{}, false
+		}
+		if t.After(last) {
+			last = t
+		}
+	}
+	return last, true
+}
+
+func waitUntil(within time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	return true
+}
+
+// failoverTrial runs two workers over 8 shards, 4 each, then crashes (or
+// gracefully stops) the first and returns how long until the second has
+// handled a record of every shard the first held.
+func failoverTrial(ctx context.Context, lease time.Duration, crash bool) (time.Duration, error) {
+	w, err := newFakeWorld(ctx, 8, lease)
+	if err != nil {
+		return 0, err
+	}
+	pctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	w.produce(pctx, &wg)
+
+	sw := &crashSwitch{}
+	a, err := startConsumer(crashKinesis{w.fake, sw}, crashStore{w.store, sw}, w.stream,
+		func(context.Context, *shardlease.Batch) error { return nil }, w.opts("a", shardlease.WithMaxLeases(4))...)
+	if err != nil {
+		return 0, err
+	}
+	defer a.stop()
+	if !waitUntil(10*lease, func() bool { return len(a.c.Held()) == 4 }) {
+		return 0, fmt.Errorf("worker a holds %d leases, not 4", len(a.c.Held()))
+	}
+	seen := &firstSeen{}
+	b, err := startConsumer(w.fake, w.store, w.stream, func(_ context.Context, bt *shardlease.Batch) error {
+		seen.watching(bt)
+		return nil
+	}, w.opts("b")...)
+	if err != nil {
+		return 0, err
+	}
+	defer b.stop()
+	if !waitUntil(10*lease, func() bool { return len(b.c.Held()) == 4 }) {
+		return 0, fmt.Errorf("worker b holds %d leases, not 4", len(b.c.Held()))
+	}
+	// Let both settle into steady renewals, then crash or stop at a random
+	// point of the take and renew cycles.
+	time.Sleep(lease + rand.N(lease))
+	victims := a.c.Held()
+	seen.arm()
+	t0 := time.Now()
+	if crash {
+		sw.down.Store(true)
+	} else {
+		a.cancel()
+	}
+	var at time.Time
+	if !waitUntil(10*lease, func() bool {
+		var ok bool
+		at, ok = seen.all(victims)
+		return ok
+	}) {
+		return 0, fmt.Errorf("worker b did not read all of %v within %v", victims, 10*lease)
+	}
+	return at.Sub(t0), nil
+}
+
+func measureFailover(ctx context.Context, e *env) error {
+	lease := e.sz.lease
+	take := lease / 5
+	const sec = "failover (in-process fake + MemoryStore, real time)"
+	for _, crash := range []bool{true, false} {
+		var ds []time.Duration
+		for range e.sz.trials {
+			d, err := failoverTrial(ctx, lease, crash)
+			if err != nil {
+				return err
+			}
+			ds = append(ds, d)
+		}
+		slices.Sort(ds)
+		worst, median := ds[len(ds)-1], ds[len(ds)/2]
+		if crash {
+			v := worst.Seconds() / lease.Seconds()
+			e.add(row{Section: sec, Metric: "after a crash: until every shard is read again, in lease durations (worst; median)", Value: v, Unit: "lease durations",
+				Shown: fmt.Sprintf("%.2f; %.2f", v, median.Seconds()/lease.Seconds()), Target: "<= 1.5", OK: okp(v <= 1.5),
+				Note: fmt.Sprintf("2 workers over 8 shards, 4 each, records on every shard every 20ms; lease %v, renew %v, take %v; %d trials; from the moment every call of one worker fails until the other has handled a record of each of its shards", lease, (lease / 3).Round(time.Millisecond), take, e.sz.trials)})
+		} else {
+			v := worst.Seconds() / take.Seconds()
+			e.add(row{Section: sec, Metric: "after a graceful shutdown: the same, in take intervals (worst; median)", Value: v, Unit: "take intervals",
+				Shown: fmt.Sprintf("%.3f; %.3f", v, median.Seconds()/take.Seconds()), Target: "<= 1", OK: okp(v <= 1),
+				Note: "from the cancel of the worker's context"})
+		}
+	}
+	return nil
+}

@@ -1,0 +1,159 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+
+	"github.com/shardlease/shardlease"
+	"github.com/shardlease/shardlease/internal/emulator"
+	"github.com/shardlease/shardlease/internal/kinesisfake"
+)
+
+func heapAndStacks() uint64 {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapInuse + ms.StackInuse
+}
+
+// measureScale runs one worker with the default timings that holds
+// scaleLeases leases of a stream with scaleRows rows in a table on
+// dynalite (the shards are on the in-process fake, so Kinesis is not what
+// is measured): the time of its take rounds, the longest gap between two
+// renewals of one lease, and the memory per held lease.
+func measureScale(ctx context.Context, e *env) error {
+	nLeases, nRows := e.sz.scaleLeases, e.sz.scaleRows
+	const stream = "scale"
+	fake := kinesisfake.New()
+	if _, err := fake.CreateStream(ctx, &kinesis.CreateStreamInput{StreamName: aws.String(stream), ShardCount: aws.Int32(int32(nRows))}); err != nil {
+		return err
+	}
+	dc := emulator.NewDynamoClient(e.dynamo)
+	table := emulator.UniqueName("leases")
+	if err := shardlease.CreateTable(ctx, dc, table); err != nil {
+		return err
+	}
+	counting := &countingDynamo{DynamoDBAPI: dc, track: true, updated: map[string][]time.Time{}}
+	store, err := shardlease.NewDynamoStore(counting, table)
+	if err != nil {
+		return err
+	}
+	// The rows, as the consumer's shard sync would create them.
+	t0 := time.Now()
+	keys := make(chan int)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var fillErr error
+	for range 16 {
+		wg.Go(func() {
+			for i := range keys {
+				if _, err := store.Create(ctx, shardlease.LeaseKey{Stream: stream, Shard: fmt.Sprintf("shardId-%012d", i)}, nil); err != nil {
+					mu.Lock()
+					fillErr = err
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	for i := range nRows {
+		keys <- i
+	}
+	close(keys)
+	wg.Wait()
+	if fillErr != nil {
+		return fillErr
+	}
+	e.logf("  created %d rows in %s", nRows, time.Since(t0).Round(time.Millisecond))
+
+	mem0 := heapAndStacks()
+	t1 := time.Now()
+	r, err := startConsumer(fake, store, stream, func(context.Context, *shardlease.Batch) error { return nil },
+		shardlease.WithOwnerID("scale"), shardlease.WithMaxLeases(nLeases))
+	if err != nil {
+		return err
+	}
+	if !waitUntil(2*time.Minute, func() bool { return len(r.c.Held()) == nLeases }) {
+		_ = r.stop()
+		return fmt.Errorf("holds %d of %d leases after 2 minutes", len(r.c.Held()), nLeases)
+	}
+	acquired := time.Since(t1)
+	// Steady state: every lease renewed at least twice in the window.
+	time.Sleep(defRenew)
+	winStart := time.Now()
+	time.Sleep(defRenew*5/2 + defRenew/4)
+	winEnd := time.Now()
+	mem1 := heapAndStacks()
+	if err := r.stop(); err != nil {
+		return err
+	}
+
+	counting.mu.Lock()
+	var worstGap time.Duration
+	renewed := 0
+	for _, ts := range counting.updated {
+		var in []time.Time
+		for _, t := range ts {
+			if !t.Before(winStart) && !t.After(winEnd) {
+				in = append(in, t)
+			}
+		}
+		if len(in) > 0 {
+			renewed++
+		}
+		for i := 1; i < len(in); i++ {
+			worstGap = max(worstGap, in[i].Sub(in[i-1]))
+		}
+	}
+	var rounds []time.Duration
+	pages, listings := 0, 0
+	for _, s := range counting.scanLog {
+		if s.start.After(winStart) {
+			pages++
+			if s.first {
+				listings++
+			}
+		}
+	}
+	var cur *scanCall
+	for i := range counting.scanLog {
+		s := counting.scanLog[i]
+		if s.first {
+			if cur != nil && cur.start.After(winStart) {
+				rounds = append(rounds, cur.end.Sub(cur.start))
+			}
+			c := s
+			cur = &c
+		} else if cur != nil {
+			cur.end = s.end
+		}
+	}
+	counting.mu.Unlock()
+	e.logf("  %d listings of %d Scan pages in the window", listings, pages)
+	if len(rounds) == 0 {
+		return fmt.Errorf("no take round in the window")
+	}
+	slices.Sort(rounds)
+	perLease := float64(int64(mem1)-int64(mem0)) / float64(nLeases)
+
+	const sec = "scale (one worker, DynamoStore on dynalite, shards on the in-process fake)"
+	renewTarget := defRenew * 6 / 5
+	e.add(row{Section: sec, Metric: fmt.Sprintf("%d leases: longest gap between two renewals of a lease", nLeases), Value: worstGap.Seconds(), Unit: "s",
+		Shown: fmt.Sprintf("%.2fs (%d of %d leases written in the window)", worstGap.Seconds(), renewed, nLeases), Target: fmt.Sprintf("<= %.2fs (1.2 renew intervals)", renewTarget.Seconds()),
+		OK:   okp(worstGap <= renewTarget && renewed == nLeases),
+		Note: fmt.Sprintf("default timings (lease %v, renew %v, take %v); %d rows of one stream, the worker capped at %d leases with WithMaxLeases; the first take round acquired them in %s; gaps measured over %s of steady state", defLease, defRenew.Round(10*time.Millisecond), defTake, nRows, nLeases, acquired.Round(10*time.Millisecond), winEnd.Sub(winStart).Round(100*time.Millisecond))})
+	med, worst := rounds[len(rounds)/2], rounds[len(rounds)-1]
+	e.add(row{Section: sec, Metric: fmt.Sprintf("take round over %d rows: listing time (median; worst)", nRows), Value: worst.Seconds(), Unit: "s",
+		Shown: fmt.Sprintf("%.2fs; %.2fs", med.Seconds(), worst.Seconds()), Target: fmt.Sprintf("<= %v (the take interval)", defTake), OK: okp(worst <= defTake),
+		Note: "a take round is one paginated consistent Scan of the stream's rows plus in-memory work; timed from the first page's request to the last page's reply"})
+	e.add(row{Section: sec, Metric: "memory per held lease (heap + stacks)", Value: perLease, Unit: "bytes",
+		Shown: fmt.Sprintf("%.1f KiB", perLease/1024), Target: "none set",
+		Note: fmt.Sprintf("HeapInuse+StackInuse after GC, with %d leases held, minus before Run; includes the four goroutines of each held lease (runner, keeper, fetcher, processor), the take round's view of all %d rows and the HTTP connections", nLeases, nRows)})
+	return nil
+}
