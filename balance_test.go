@@ -316,6 +316,14 @@ func (s deafStore) Renew(ctx context.Context, l shardlease.Lease, e time.Time) (
 	return got, err
 }
 
+func (s deafStore) List(ctx context.Context, stream string) ([]shardlease.Lease, error) {
+	ls, err := s.LeaseStore.List(ctx, stream)
+	for i := range ls {
+		ls[i].HandoffTo = ""
+	}
+	return ls, err
+}
+
 func (s deafStore) Checkpoint(ctx context.Context, l shardlease.Lease, cp string, sub int64, e time.Time) (shardlease.Lease, error) {
 	got, err := s.LeaseStore.Checkpoint(ctx, l, cp, sub, e)
 	got.HandoffTo = ""

@@ -452,6 +452,13 @@ func (co *coordinator) takeRound(ctx context.Context) error {
 		}
 	}
 	held := c.heldSet()
+	// A handoff asked of this worker shows in the listing before the next
+	// renewal would return it: answer it now.
+	for _, l := range leases {
+		if l.HandoffTo != "" && l.Owner == me && held[l.Key.Shard] {
+			c.answerHandoff(l.Key.Shard, l.HandoffTo)
+		}
+	}
 	expired := func(l Lease) bool {
 		return l.Owner != "" && l.Owner != me && now.Sub(co.obs[l.Key.Shard].changed) >= c.cfg.leaseDuration
 	}
@@ -643,6 +650,17 @@ func parentsDone(l Lease, byShard map[string]Lease) bool {
 		}
 	}
 	return true
+}
+
+// answerHandoff tells the runner of shard to finish its batch and release
+// the lease to taker.
+func (c *Consumer) answerHandoff(shard, taker string) {
+	c.mu.Lock()
+	r := c.held[shard]
+	c.mu.Unlock()
+	if r != nil {
+		r.handOff(taker)
+	}
 }
 
 func (c *Consumer) heldSet() map[string]bool {

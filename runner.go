@@ -134,6 +134,21 @@ func newLeaseRunner(c *Consumer, l Lease, fromStart bool, written time.Time) *le
 // and release the lease.
 func (r *leaseRunner) stop() { r.quitOnce.Do(func() { close(r.quit) }) }
 
+// handOff stops the runner after the batch in hand and makes its release
+// go to taker. The request stays on the row until the release, so the
+// handle may carry it before a renewal has returned it.
+func (r *leaseRunner) handOff(taker string) {
+	r.mu.Lock()
+	if r.lease.HandoffTo == "" {
+		r.lease.HandoffTo = taker
+	}
+	r.mu.Unlock()
+	if r.handedOff.CompareAndSwap(false, true) {
+		r.log.Info("handoff requested by " + taker + "; finishing the batch in hand")
+		r.stop()
+	}
+}
+
 // abort cancels the handler's context (shutdown ran out of time).
 func (r *leaseRunner) abort() { r.stop(); r.leaseCancel() }
 
@@ -342,9 +357,8 @@ func (r *leaseRunner) keep(parent context.Context) {
 		if dirty {
 			r.log.Debug("checkpoint written", "checkpoint", seq, "sub", sub, "counter", next.Counter)
 		}
-		if next.HandoffTo != "" && r.handedOff.CompareAndSwap(false, true) {
-			r.log.Info("handoff requested by "+next.HandoffTo+"; finishing the batch in hand", "counter", next.Counter)
-			r.stop()
+		if next.HandoffTo != "" {
+			r.handOff(next.HandoffTo)
 		}
 		return nil
 	}
