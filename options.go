@@ -91,7 +91,7 @@ func WithShardSyncInterval(d time.Duration) Option { return func(c *config) { c.
 func WithMaxLeases(n int) Option { return func(c *config) { c.maxLeases = n } }
 
 // WithMaxStealsPerTake caps how many leases one take round may ask other
-// live workers to hand over. Default 8.
+// live workers to hand over. Default 32.
 func WithMaxStealsPerTake(n int) Option { return func(c *config) { c.maxStealsPerTake = n } }
 
 // WithInitialPosition sets where shards without a checkpoint are first read.
@@ -163,7 +163,7 @@ func buildConfig(stream string, opts []Option) (config, error) {
 	c := config{
 		leaseDuration:    10 * time.Second,
 		shardSync:        time.Minute,
-		maxStealsPerTake: 8,
+		maxStealsPerTake: 32,
 		position:         TrimHorizon,
 		batchSize:        10000,
 		idlePoll:         time.Second,
