@@ -97,9 +97,24 @@ type leaseRunner struct {
 	wroteSeq   string
 	wroteSub   int64
 
+	// unsure is the keeper's last write, which failed without a refusal:
+	// it may have landed with only its reply lost. It is sent again as it
+	// was, so that the store can recognise it as this worker's own write.
+	// Only the keeper goroutine uses it.
+	unsure *attempt
+
 	lost       atomic.Bool
 	handedOff  atomic.Bool
 	endedShard atomic.Bool
+}
+
+// attempt is one write of the keeper: a checkpoint when dirty, else a
+// renewal.
+type attempt struct {
+	seq    string
+	sub    int64
+	dirty  bool
+	expiry time.Time
 }
 
 func newLeaseRunner(c *Consumer, l Lease, fromStart bool) *leaseRunner {
@@ -268,13 +283,16 @@ func (r *leaseRunner) keep(parent context.Context) {
 		seq, sub := r.pendSeq, r.pendSub
 		dirty := seq != r.wroteSeq || sub != r.wroteSub
 		r.mu.Unlock()
+		expiry := cfg.wallClock().Add(cfg.leaseDuration)
+		if a := r.unsure; a != nil {
+			seq, sub, dirty, expiry, force = a.seq, a.sub, a.dirty, a.expiry, true
+		}
 		if !dirty && !force && time.Since(lastWrite)+cfg.checkpointFlush/2 < cfg.renewInterval {
 			return nil
 		}
 		ctx, cancel := context.WithTimeout(bg, cfg.renewInterval)
 		defer cancel()
 		sent := time.Now()
-		expiry := cfg.wallClock().Add(cfg.leaseDuration)
 		var next Lease
 		var err error
 		if dirty {
@@ -283,8 +301,10 @@ func (r *leaseRunner) keep(parent context.Context) {
 			next, err = r.c.store.Renew(ctx, held, expiry)
 		}
 		if err != nil {
+			r.unsure = &attempt{seq: seq, sub: sub, dirty: dirty, expiry: expiry}
 			return err
 		}
+		r.unsure = nil
 		r.mu.Lock()
 		r.lease = next
 		r.validUntil = sent.Add(cfg.leaseDuration)
@@ -376,16 +396,30 @@ func (r *leaseRunner) finish(bg context.Context) {
 		seq, sub := r.pendSeq, r.pendSub
 		dirty := seq != r.wroteSeq || sub != r.wroteSub
 		r.mu.Unlock()
+		expiry, renew := cfg.wallClock().Add(cfg.leaseDuration), false
+		if a := r.unsure; a != nil {
+			// Send the write whose outcome is unknown again first.
+			seq, sub, dirty, expiry, renew = a.seq, a.sub, a.dirty, a.expiry, !a.dirty
+		}
 		var err error
-		if dirty {
+		if dirty || renew {
 			var next Lease
-			next, err = r.c.store.Checkpoint(ctx, held, seq, sub, cfg.wallClock().Add(cfg.leaseDuration))
+			if dirty {
+				next, err = r.c.store.Checkpoint(ctx, held, seq, sub, expiry)
+			} else {
+				next, err = r.c.store.Renew(ctx, held, expiry)
+			}
 			if err == nil {
+				r.unsure = nil
 				r.mu.Lock()
-				r.lease, r.wroteSeq, r.wroteSub = next, seq, sub
+				r.lease = next
+				if dirty {
+					r.wroteSeq, r.wroteSub = seq, sub
+				}
 				r.mu.Unlock()
 				continue
 			}
+			r.unsure = &attempt{seq: seq, sub: sub, dirty: dirty, expiry: expiry}
 		} else {
 			var released Lease
 			released, err = r.c.store.Release(ctx, held)
