@@ -191,16 +191,33 @@ func (c *Consumer) Run(ctx context.Context) error {
 		refused: make(map[string]time.Time),
 		rng:     rand.New(rand.NewPCG(ownerSeed(c.cfg.ownerID), 1)),
 	}
-	if err := co.syncShards(ctx); err != nil {
+	// A transient failure (throttling, a 500, a timeout) of the first shard
+	// sync is retried a few times; a missing stream or table, or a failure
+	// that persists, is returned.
+	bo := backoff.Backoff{Min: c.cfg.retryMin, Max: c.cfg.retryMax}
+	for {
+		err := co.syncShards(ctx)
+		if err == nil {
+			break
+		}
 		if ctx.Err() != nil {
 			return nil
 		}
-		return err
+		if isFatal(err) || bo.Attempts() >= startupSyncAttempts {
+			return err
+		}
+		c.log.Warn("shard sync failed at start; retrying", "attempt", bo.Attempts()+1, "err", err)
+		if !bo.Sleep(ctx) {
+			return nil
+		}
 	}
 	err := co.loop(ctx)
 	co.shutdown()
 	return err
 }
+
+// startupSyncAttempts bounds the retries of the first shard sync.
+const startupSyncAttempts = 8
 
 func ownerSeed(owner string) uint64 {
 	h := fnv.New64a()
