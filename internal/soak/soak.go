@@ -410,14 +410,17 @@ func (s *soak) handler(inc *incarnation) shardlease.Handler {
 		if inc.crashed.Load() {
 			return errCrashed
 		}
-		inc.freeze.wait()
 		key := shardlease.LeaseKey{Stream: b.Stream, Shard: b.ShardID}.String()
 		if owner, to := s.audit.holder(key); owner != inc.id && to != inc.id {
 			s.mu.Lock()
 			s.nonHolder = append(s.nonHolder, fmt.Sprintf("%s handed %d records of %s from %s while the row's owner was %q", inc.id, len(b.Records), b.ShardID, b.Records[0].SequenceNumber, owner))
 			s.mu.Unlock()
 		}
-		at, woke := time.Now(), false
+		at := time.Now()
+		// A handler entered while another one froze the process is frozen
+		// mid-batch too, and goes on with its batch when the process wakes.
+		woke := inc.freeze.frozen() != nil
+		inc.freeze.wait()
 		if d := inc.pauseNext.Swap(0); d > 0 {
 			woke = true
 			inc.paused.Store(true)

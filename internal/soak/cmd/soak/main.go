@@ -40,7 +40,7 @@ func run() int {
 		faults   = flag.Float64("fault-rate", 0.03, "probability that a worker's DynamoDB or Kinesis call fails")
 		lease    = flag.Duration("lease", 2*time.Second, "lease duration of the consumers")
 		events   = flag.Bool("events", true, "print each crash, pause and reshard as it happens")
-		verbose  = flag.Bool("v", false, "print the library's logs (warnings and up)")
+		verbose  = flag.Bool("v", false, "print the library's logs (info and up)")
 	)
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
@@ -55,7 +55,7 @@ func run() int {
 		cfg.Events = os.Stdout
 	}
 	if *verbose {
-		cfg.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+		cfg.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	}
 	switch *world {
 	case "fake":
