@@ -115,6 +115,7 @@ type attempt struct {
 	sub    int64
 	dirty  bool
 	expiry time.Time
+	sent   time.Time // when it was first sent: it may have landed then
 }
 
 func newLeaseRunner(c *Consumer, l Lease, fromStart bool) *leaseRunner {
@@ -283,16 +284,17 @@ func (r *leaseRunner) keep(parent context.Context) {
 		seq, sub := r.pendSeq, r.pendSub
 		dirty := seq != r.wroteSeq || sub != r.wroteSub
 		r.mu.Unlock()
-		expiry := cfg.wallClock().Add(cfg.leaseDuration)
+		expiry, sent := cfg.wallClock().Add(cfg.leaseDuration), time.Now()
 		if a := r.unsure; a != nil {
-			seq, sub, dirty, expiry, force = a.seq, a.sub, a.dirty, a.expiry, true
+			// If the first attempt landed, the row's counter moved then, and
+			// the lease is ours for a lease duration from then only.
+			seq, sub, dirty, expiry, sent, force = a.seq, a.sub, a.dirty, a.expiry, a.sent, true
 		}
 		if !dirty && !force && time.Since(lastWrite)+cfg.checkpointFlush/2 < cfg.renewInterval {
 			return nil
 		}
 		ctx, cancel := context.WithTimeout(bg, cfg.renewInterval)
 		defer cancel()
-		sent := time.Now()
 		var next Lease
 		var err error
 		if dirty {
@@ -301,7 +303,7 @@ func (r *leaseRunner) keep(parent context.Context) {
 			next, err = r.c.store.Renew(ctx, held, expiry)
 		}
 		if err != nil {
-			r.unsure = &attempt{seq: seq, sub: sub, dirty: dirty, expiry: expiry}
+			r.unsure = &attempt{seq: seq, sub: sub, dirty: dirty, expiry: expiry, sent: sent}
 			return err
 		}
 		r.unsure = nil
@@ -419,7 +421,9 @@ func (r *leaseRunner) finish(bg context.Context) {
 				r.mu.Unlock()
 				continue
 			}
-			r.unsure = &attempt{seq: seq, sub: sub, dirty: dirty, expiry: expiry}
+			if r.unsure == nil {
+				r.unsure = &attempt{seq: seq, sub: sub, dirty: dirty, expiry: expiry, sent: time.Now()}
+			}
 		} else {
 			var released Lease
 			released, err = r.c.store.Release(ctx, held)
