@@ -494,12 +494,33 @@ func (co *coordinator) takeRound(ctx context.Context) error {
 	}
 	mine := load[me]
 
-	// Adopt leases handed over to this worker.
+	// Take the rows that name this worker but that it does not hold: leases
+	// handed over to it, and leases an earlier runner of it gave up. Each is
+	// taken with a write of its own (an acquire on the counter seen), so the
+	// lease is timed from that write, as other workers time it, and a runner
+	// that gave the lease up cannot write to it again.
 	for _, l := range active {
 		if l.Owner == me && !held[l.Key.Shard] {
 			delete(co.pending, l.Key.Shard)
-			c.stats.handedIn.Add(1)
-			co.start(ctx, l, "handed over", hasTrackedParent(l, byShard))
+			got, err := c.store.Acquire(ctx, l.Key, me, l.Counter)
+			if err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				if isFatal(err) {
+					return err
+				}
+				c.log.Warn("taking a lease that names this worker failed", "shard", l.Key.Shard, "err", err)
+				continue
+			}
+			how := "handed over"
+			if l.HandoffTo == "" && l.Expiry.IsZero() {
+				c.stats.handedIn.Add(1)
+			} else {
+				how = "taken back"
+				c.stats.taken.Add(1)
+			}
+			co.start(ctx, got, how, hasTrackedParent(l, byShard))
 			held[l.Key.Shard] = true
 			mine++
 		}
