@@ -202,16 +202,33 @@ func (c *Consumer) Run(ctx context.Context) error {
 		refused: make(map[string]time.Time),
 		rng:     rand.New(rand.NewPCG(ownerSeed(c.cfg.ownerID), 1)),
 	}
-	if err := co.syncShards(ctx); err != nil {
+	// A transient failure (throttling, a 500, a timeout) of the first shard
+	// sync is retried a few times; a missing stream or table, or a failure
+	// that persists, is returned.
+	bo := backoff.Backoff{Min: c.cfg.retryMin, Max: c.cfg.retryMax}
+	for {
+		err := co.syncShards(ctx)
+		if err == nil {
+			break
+		}
 		if ctx.Err() != nil {
 			return nil
 		}
-		return err
+		if isFatal(err) || bo.Attempts() >= startupSyncAttempts {
+			return err
+		}
+		c.log.Warn("shard sync failed at start; retrying", "attempt", bo.Attempts()+1, "err", err)
+		if !bo.Sleep(ctx) {
+			return nil
+		}
 	}
 	err = co.loop(ctx)
 	co.shutdown()
 	return err
 }
+
+// startupSyncAttempts bounds the retries of the first shard sync.
+const startupSyncAttempts = 8
 
 func ownerSeed(owner string) uint64 {
 	h := fnv.New64a()
@@ -503,13 +520,36 @@ func (co *coordinator) takeRound(ctx context.Context) error {
 		}
 	}
 
-	// Adopt leases handed over to this worker.
+	// Take the rows that name this worker but that it does not hold: leases
+	// handed over to it, and leases an earlier runner of it gave up. Each is
+	// taken with a write of its own (an acquire on the counter seen), so the
+	// lease is timed from that write, as other workers time it, and a runner
+	// that gave the lease up cannot write to it again.
 	for _, l := range active {
 		if l.Owner == me && !held[l.Key.Shard] {
 			delete(co.pending, l.Key.Shard)
-			c.stats.handedIn.Add(1)
-			c.ins.taken.Add(bg, 1, c.ins.attrs(attribute.String("how", "handoff")))
-			co.start(ctx, l, "handed over", hasTrackedParent(l, byShard), time.Time{})
+			sent := time.Now()
+			got, err := c.store.Acquire(ctx, l.Key, me, l.Counter)
+			if err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				if isFatal(err) {
+					return err
+				}
+				c.log.Warn("taking a lease that names this worker failed", "shard", l.Key.Shard, "err", err)
+				continue
+			}
+			how := "handed over"
+			if l.HandoffTo == "" && l.Expiry.IsZero() {
+				c.stats.handedIn.Add(1)
+				c.ins.taken.Add(bg, 1, c.ins.attrs(attribute.String("how", "handoff")))
+			} else {
+				how = "taken back"
+				c.stats.taken.Add(1)
+				c.ins.taken.Add(bg, 1, c.ins.attrs(attribute.String("how", "expired")))
+			}
+			co.start(ctx, got, how, hasTrackedParent(l, byShard), sent)
 			held[l.Key.Shard] = true
 			mine++
 		}
@@ -675,9 +715,7 @@ func (c *Consumer) heldSet() map[string]bool {
 
 // start launches a runner for a lease this worker now holds.
 //
-// written is when the write that made this worker the holder was sent, or
-// zero when another worker wrote it (a handoff): the runner then renews
-// before it reads, since it cannot know how old that write is.
+// written is when the acquire that made this worker the holder was sent.
 func (co *coordinator) start(ctx context.Context, l Lease, how string, fromStart bool, written time.Time) {
 	c := co.c
 	r := newLeaseRunner(c, l, fromStart, written)

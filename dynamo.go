@@ -560,8 +560,10 @@ func decodeLease(item map[string]types.AttributeValue) (Lease, error) {
 				return Lease{}, corrupt(attrParents, "a set of shard ids", err)
 			}
 		}
-		l.Parents = slices.Clone(v.Value)
-		slices.Sort(l.Parents)
+		if len(v.Value) > 0 { // an empty set (which DynamoDB refuses to store) is no parents
+			l.Parents = slices.Clone(v.Value)
+			slices.Sort(l.Parents)
+		}
 	}
 	if ms, present, err := numAttr(attrExpiry); err != nil {
 		return Lease{}, err

@@ -36,7 +36,7 @@ func (k LeaseKey) Validate() error {
 func ParseLeaseKey(s string) (LeaseKey, error) {
 	stream, shard, ok := strings.Cut(s, ":")
 	if !ok {
-		return LeaseKey{}, fmt.Errorf("shardlease: lease key %q has no ':'; a lease key is \"stream:shard\", e.g. \"orders:shardId-000000000000\"", s)
+		return LeaseKey{}, fmt.Errorf("%w: lease key %q has no ':'; a lease key is \"stream:shard\", e.g. \"orders:shardId-000000000000\"", ErrInvalidName, s)
 	}
 	k := LeaseKey{Stream: stream, Shard: shard}
 	if err := k.Validate(); err != nil {

@@ -146,6 +146,13 @@ func (m *MemoryStore) holds(op string, held Lease) (Lease, error) {
 	return row, nil
 }
 
+// own reports whether row may be the result of a write made under held
+// (the next counter), so that a write sent again after its reply was lost
+// is recognised as the holder's own, as DynamoStore does.
+func own(row, held Lease) bool {
+	return held.Owner != "" && row.Key == held.Key && row.Counter == held.Counter+1
+}
+
 // Renew implements LeaseStore.
 func (m *MemoryStore) Renew(ctx context.Context, held Lease, expiry time.Time) (Lease, error) {
 	if err := ctx.Err(); err != nil {
@@ -155,6 +162,9 @@ func (m *MemoryStore) Renew(ctx context.Context, held Lease, expiry time.Time) (
 	defer m.mu.Unlock()
 	row, err := m.holds("renew", held)
 	if err != nil {
+		if own(row, held) && row.Owner == held.Owner && row.Expiry.UnixMilli() == expiry.UnixMilli() {
+			return cloneLease(row), nil // this very renewal, sent again
+		}
 		return Lease{}, err
 	}
 	before := row
@@ -176,6 +186,9 @@ func (m *MemoryStore) Checkpoint(ctx context.Context, held Lease, checkpoint str
 	defer m.mu.Unlock()
 	row, err := m.holds("checkpoint", held)
 	if err != nil {
+		if own(row, held) && row.Owner == held.Owner && row.Checkpoint == checkpoint && row.SubSequence == subSequence && row.Expiry.UnixMilli() == expiry.UnixMilli() {
+			return cloneLease(row), nil // this very checkpoint, sent again
+		}
 		return Lease{}, err
 	}
 	before := row
@@ -196,6 +209,9 @@ func (m *MemoryStore) Release(ctx context.Context, held Lease) (Lease, error) {
 	defer m.mu.Unlock()
 	row, err := m.holds("release", held)
 	if err != nil {
+		if own(row, held) && row.Owner == held.HandoffTo && held.HandoffTo != "" {
+			return cloneLease(row), nil // this very handoff, sent again
+		}
 		if row.Key == held.Key && row.Owner == "" {
 			return cloneLease(row), nil // free already: releasing twice is harmless
 		}

@@ -99,17 +99,32 @@ type leaseRunner struct {
 	wroteSub   int64
 	lastWrite  time.Time // when the last successful write was sent (keeper only)
 
-	behind     atomic.Int64 // MillisBehindLatest of the last read; -1 before the first
+	behind atomic.Int64 // MillisBehindLatest of the last read; -1 before the first
+	// unsure is the keeper's last write, which failed without a refusal:
+	// it may have landed with only its reply lost. It is sent again as it
+	// was, so that the store can recognise it as this worker's own write.
+	// Only the keeper goroutine uses it.
+	unsure *attempt
+
 	lost       atomic.Bool
 	handedOff  atomic.Bool
 	endedShard atomic.Bool
 }
 
+// attempt is one write of the keeper: a checkpoint when dirty, else a
+// renewal.
+type attempt struct {
+	seq    string
+	sub    int64
+	dirty  bool
+	expiry time.Time
+	sent   time.Time // when it was first sent: it may have landed then
+}
+
+// newLeaseRunner returns a runner for l, which this worker's write sent at
+// written made its own: the lease is ours for a lease duration from then.
 func newLeaseRunner(c *Consumer, l Lease, fromStart bool, written time.Time) *leaseRunner {
-	validUntil := time.Time{} // not ours to read until a write of ours succeeds
-	if !written.IsZero() {
-		validUntil = written.Add(c.cfg.leaseDuration)
-	}
+	validUntil := written.Add(c.cfg.leaseDuration)
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &leaseRunner{
 		c: c, shard: l.Key.Shard, key: l.Key, fromStart: fromStart,
@@ -253,12 +268,6 @@ func compareSeq(a, b string) int {
 }
 
 func (r *leaseRunner) run(parent context.Context) {
-	if r.lastWrite.IsZero() && !r.firstWrite(parent) {
-		close(r.procDone)
-		close(r.keeperDone)
-		r.leaseCancel()
-		return
-	}
 	batches := make(chan *Batch)
 	fetchCtx, fetchCancel := context.WithCancel(r.leaseCtx)
 	var wg sync.WaitGroup
@@ -273,38 +282,6 @@ func (r *leaseRunner) run(parent context.Context) {
 	fetchCancel()
 	wg.Wait()
 	r.leaseCancel()
-}
-
-// firstWrite renews a lease that was handed over, before anything is read,
-// retrying within a lease duration. It reports whether the lease is ours.
-func (r *leaseRunner) firstWrite(parent context.Context) bool {
-	cfg := r.c.cfg
-	deadline := time.Now().Add(cfg.leaseDuration)
-	bo := backoff.Backoff{Min: min(cfg.retryMin, cfg.renewInterval/4), Max: cfg.renewInterval / 3}
-	for {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(parent), cfg.renewInterval)
-		sent := time.Now()
-		next, err := r.c.store.Renew(ctx, r.lease, cfg.wallClock().Add(cfg.leaseDuration))
-		cancel()
-		if err == nil {
-			r.mu.Lock()
-			r.lease, r.validUntil, r.lastWrite = next, sent.Add(cfg.leaseDuration), sent
-			r.mu.Unlock()
-			return true
-		}
-		if errors.Is(err, ErrLeaseLost) || isFatal(err) || time.Now().After(deadline) {
-			r.markLost("the lease handed over could not be renewed", err)
-			return false
-		}
-		if !bo.Sleep(parent) {
-			// Shutting down before reading: give the lease back at once.
-			ctx, cancel := context.WithTimeout(context.WithoutCancel(parent), cfg.shutdownTimeout)
-			_, rerr := r.c.store.Release(ctx, r.lease)
-			cancel()
-			r.log.Info("shutting down: released the lease handed over before reading it", "err", rerr)
-			return false
-		}
-	}
 }
 
 // keep does every write to the lease row: renewals, checkpoints riding on
@@ -328,13 +305,17 @@ func (r *leaseRunner) keep(parent context.Context) {
 		seq, sub := r.pendSeq, r.pendSub
 		dirty := seq != r.wroteSeq || sub != r.wroteSub
 		r.mu.Unlock()
+		expiry, sent := cfg.wallClock().Add(cfg.leaseDuration), time.Now()
+		if a := r.unsure; a != nil {
+			// If the first attempt landed, the row's counter moved then, and
+			// the lease is ours for a lease duration from then only.
+			seq, sub, dirty, expiry, sent, force = a.seq, a.sub, a.dirty, a.expiry, a.sent, true
+		}
 		if !dirty && !force && time.Since(lastWrite)+cfg.checkpointFlush/2 < cfg.renewInterval {
 			return nil
 		}
 		ctx, cancel := context.WithTimeout(bg, cfg.renewInterval)
 		defer cancel()
-		sent := time.Now()
-		expiry := cfg.wallClock().Add(cfg.leaseDuration)
 		var next Lease
 		var err error
 		if dirty {
@@ -343,8 +324,10 @@ func (r *leaseRunner) keep(parent context.Context) {
 			next, err = r.c.store.Renew(ctx, held, expiry)
 		}
 		if err != nil {
+			r.unsure = &attempt{seq: seq, sub: sub, dirty: dirty, expiry: expiry, sent: sent}
 			return err
 		}
+		r.unsure = nil
 		r.mu.Lock()
 		r.lease = next
 		r.validUntil = sent.Add(cfg.leaseDuration)
@@ -432,15 +415,31 @@ func (r *leaseRunner) finish(bg context.Context) {
 		seq, sub := r.pendSeq, r.pendSub
 		dirty := seq != r.wroteSeq || sub != r.wroteSub
 		r.mu.Unlock()
+		expiry, renew := cfg.wallClock().Add(cfg.leaseDuration), false
+		if a := r.unsure; a != nil {
+			// Send the write whose outcome is unknown again first.
+			seq, sub, dirty, expiry, renew = a.seq, a.sub, a.dirty, a.expiry, !a.dirty
+		}
 		var err error
-		if dirty {
+		if dirty || renew {
 			var next Lease
-			next, err = r.c.store.Checkpoint(ctx, held, seq, sub, cfg.wallClock().Add(cfg.leaseDuration))
+			if dirty {
+				next, err = r.c.store.Checkpoint(ctx, held, seq, sub, expiry)
+			} else {
+				next, err = r.c.store.Renew(ctx, held, expiry)
+			}
 			if err == nil {
+				r.unsure = nil
 				r.mu.Lock()
-				r.lease, r.wroteSeq, r.wroteSub = next, seq, sub
+				r.lease = next
+				if dirty {
+					r.wroteSeq, r.wroteSub = seq, sub
+				}
 				r.mu.Unlock()
 				continue
+			}
+			if r.unsure == nil {
+				r.unsure = &attempt{seq: seq, sub: sub, dirty: dirty, expiry: expiry, sent: time.Now()}
 			}
 		} else {
 			var released Lease

@@ -39,6 +39,9 @@
 //     It ignores ListShards' ShardFilter and returns no ChildShards from
 //     GetRecords: a closed shard ends with a nil NextShardIterator, and its
 //     children are found with ListShards.
+//   - dynalite rethrows the error of a request whose client closed the
+//     connection mid-request (a cancelled context), which would end the
+//     process; the server script ignores such errors.
 //
 // The SDK's response checksum validation (DynamoDB's X-Amz-Crc32) works as
 // is: dynalite sends a correct checksum. Kinesis requests are JSON 1.1,

@@ -52,6 +52,13 @@ if (which === 'dynalite') {
   process.exit(2)
 }
 server.on('error', (err) => { process.stderr.write(String(err && err.stack || err) + '\n'); process.exit(1) })
+// dynalite rethrows the error of a request whose client went away mid-body
+// (a cancelled context, a timeout): that request is over, the server is not.
+process.on('uncaughtException', (err) => {
+  if (err && (err.code === 'ECONNRESET' || err.code === 'ECONNABORTED' || err.message === 'aborted')) return
+  process.stderr.write(String(err && err.stack || err) + '\n')
+  process.exit(1)
+})
 server.listen(0, '127.0.0.1', () => { process.stdout.write(server.address().port + '\n') })
 process.stdin.on('end', () => process.exit(0))
 process.stdin.on('error', () => process.exit(0))

@@ -46,6 +46,7 @@ func Run(t *testing.T, newStore func(t *testing.T) shardlease.LeaseStore) {
 		{"EveryWriteBumpsCounter", testEveryWriteBumps},
 		{"StaleHolderRefused", testStaleHolderRefused},
 		{"ABA", testABA},
+		{"RepeatedWriteIsOwnWrite", testRepeatedWrite},
 		{"ReleaseTwiceIsHarmless", testReleaseTwice},
 		{"CheckpointSurvivesReleaseAndReacquire", testCheckpointSurvives},
 		{"CheckpointRejectsBadValue", testCheckpointRejectsBadValue},
@@ -531,4 +532,35 @@ func testContextCancelled(t *testing.T, s shardlease.LeaseStore) {
 	require.NoError(t, err)
 	assert.Equal(t, a.Owner, got.Owner)
 	assert.Equal(t, a.Counter, got.Counter, "no call with a cancelled context wrote")
+}
+
+// testRepeatedWrite: a holder's write sent again unchanged after it landed
+// (its reply was lost) is recognised as the holder's own write and not
+// applied twice; a different write under the same old handle is refused.
+func testRepeatedWrite(t *testing.T, s shardlease.LeaseStore) {
+	ctx := t.Context()
+	k := fresh(t, s)
+	a := acquire(t, s, k, "a")
+
+	r1, err := s.Renew(ctx, a, expiry)
+	require.NoError(t, err)
+	r2, err := s.Renew(ctx, a, expiry)
+	require.NoError(t, err, "the same renewal again is the holder's own write")
+	assert.Equal(t, r1.Counter, r2.Counter, "not applied twice")
+	_, err = s.Renew(ctx, a, expiry.Add(time.Second))
+	require.ErrorIs(t, err, shardlease.ErrLeaseLost, "another renewal under the old handle")
+
+	c1, err := s.Checkpoint(ctx, r1, "100", -1, expiry)
+	require.NoError(t, err)
+	c2, err := s.Checkpoint(ctx, r1, "100", -1, expiry)
+	require.NoError(t, err, "the same checkpoint again is the holder's own write")
+	assert.Equal(t, c1.Counter, c2.Counter)
+	assert.Equal(t, "100", c2.Checkpoint)
+	_, err = s.Checkpoint(ctx, r1, "200", -1, expiry)
+	require.ErrorIs(t, err, shardlease.ErrLeaseLost, "another checkpoint under the old handle")
+
+	got, err := s.Get(ctx, k)
+	require.NoError(t, err)
+	assert.Equal(t, c1.Counter, got.Counter)
+	assert.Equal(t, "100", got.Checkpoint)
 }

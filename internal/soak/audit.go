@@ -1,0 +1,337 @@
+package soak
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	dynamotypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/shardlease/shardlease"
+)
+
+// write is one write the store accepted, as the store reported it: who
+// claimed to hold the row (for renew, checkpoint and release) and the row
+// after the write.
+type write struct {
+	key        string
+	op         string // create, acquire, renew, checkpoint, release, handoff
+	by         string // the writing worker incarnation
+	claimOwner string // renew, checkpoint, release: the handle's owner
+	claimCtr   int64  // ... and counter; -1 for other writes
+	owner      string // row after the write
+	handoffTo  string
+	counter    int64
+	checkpoint string
+	at         time.Time // when the audit saw the store accept it
+}
+
+// auditor keeps the store's record of every accepted write, the writes it
+// refused, and who holds each row now.
+type auditor struct {
+	lease time.Duration
+
+	mu      sync.Mutex
+	writes  []write
+	refused map[string]int64 // by op: stale writes refused by the condition
+	now     map[string]write // key → latest write (highest counter)
+	maxSkew time.Duration    // largest |expiry written - (now + lease)|
+	// hook is the fake world's MemoryStore.OnWrite record: key/counter →
+	// the row before the write that produced that counter.
+	hook map[string]shardlease.Lease
+}
+
+func newAuditor(lease time.Duration) *auditor {
+	return &auditor{lease: lease, refused: map[string]int64{}, now: map[string]write{}, hook: map[string]shardlease.Lease{}}
+}
+
+func hookKey(key string, counter int64) string { return key + "#" + strconv.FormatInt(counter, 10) }
+
+// onWrite is MemoryStore's OnWrite hook (fake world).
+func (a *auditor) onWrite(op string, before, after shardlease.Lease) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if op == "request handoff" {
+		return // does not bump the counter
+	}
+	a.hook[hookKey(after.Key.String(), after.Counter)] = before
+}
+
+func (a *auditor) record(w write) {
+	w.at = time.Now()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.writes = append(a.writes, w)
+	if cur, ok := a.now[w.key]; !ok || w.counter > cur.counter || w.counter == cur.counter && w.op == "handoff" {
+		a.now[w.key] = w
+	}
+}
+
+func (a *auditor) refuse(op string) {
+	a.mu.Lock()
+	a.refused[op]++
+	a.mu.Unlock()
+}
+
+func (a *auditor) skew(expiry time.Time) {
+	if expiry.IsZero() {
+		return
+	}
+	d := expiry.Sub(time.Now().Add(a.lease))
+	if d < 0 {
+		d = -d
+	}
+	a.mu.Lock()
+	a.maxSkew = max(a.maxSkew, d)
+	a.mu.Unlock()
+}
+
+// mayHand reports whether owner holds key (or is being handed it) as far as
+// the store's accepted writes say.
+func (a *auditor) holder(key string) (owner, handoffTo string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	w := a.now[key]
+	return w.owner, w.handoffTo
+}
+
+// auditStore sits between a worker's fault injector and the MemoryStore
+// (fake world): it sees every write the store accepted, lost replies
+// included, with the handle the worker wrote under.
+type auditStore struct {
+	shardlease.LeaseStore
+	a  *auditor
+	by string
+}
+
+func (s *auditStore) done(op string, claim shardlease.Lease, claimed bool, got shardlease.Lease, err error) {
+	if err != nil {
+		if errors.Is(err, shardlease.ErrLeaseLost) {
+			s.a.refuse(op)
+		}
+		return
+	}
+	w := write{key: got.Key.String(), op: op, by: s.by, claimCtr: -1, owner: got.Owner, handoffTo: got.HandoffTo, counter: got.Counter, checkpoint: got.Checkpoint}
+	if claimed {
+		w.claimOwner, w.claimCtr = claim.Owner, claim.Counter
+	}
+	s.a.record(w)
+}
+
+func (s *auditStore) Create(ctx context.Context, k shardlease.LeaseKey, p []string) (bool, error) {
+	created, err := s.LeaseStore.Create(ctx, k, p)
+	if err == nil && created {
+		s.a.record(write{key: k.String(), op: "create", by: s.by, claimCtr: -1})
+	}
+	return created, err
+}
+
+func (s *auditStore) Acquire(ctx context.Context, k shardlease.LeaseKey, owner string, observed int64) (shardlease.Lease, error) {
+	got, err := s.LeaseStore.Acquire(ctx, k, owner, observed)
+	s.done("acquire", shardlease.Lease{}, false, got, err)
+	return got, err
+}
+
+func (s *auditStore) Renew(ctx context.Context, l shardlease.Lease, e time.Time) (shardlease.Lease, error) {
+	s.a.skew(e)
+	got, err := s.LeaseStore.Renew(ctx, l, e)
+	s.done("renew", l, true, got, err)
+	return got, err
+}
+
+func (s *auditStore) Checkpoint(ctx context.Context, l shardlease.Lease, cp string, sub int64, e time.Time) (shardlease.Lease, error) {
+	s.a.skew(e)
+	got, err := s.LeaseStore.Checkpoint(ctx, l, cp, sub, e)
+	s.done("checkpoint", l, true, got, err)
+	return got, err
+}
+
+func (s *auditStore) Release(ctx context.Context, l shardlease.Lease) (shardlease.Lease, error) {
+	got, err := s.LeaseStore.Release(ctx, l)
+	if err == nil && got.Counter != l.Counter+1 {
+		return got, err // free already (released twice): no write
+	}
+	s.done("release", l, true, got, err)
+	return got, err
+}
+
+func (s *auditStore) RequestHandoff(ctx context.Context, l shardlease.Lease, taker string) (shardlease.Lease, error) {
+	got, err := s.LeaseStore.RequestHandoff(ctx, l, taker)
+	s.done("handoff", shardlease.Lease{}, false, got, err)
+	return got, err
+}
+
+// auditDynamo sits between a worker's fault injector and the DynamoDB client
+// (emulator world): it records every write the server accepted, lost
+// replies included, from the request's condition values and the row the
+// server returned.
+type auditDynamo struct {
+	shardlease.DynamoDBAPI
+	a  *auditor
+	by string
+}
+
+func (d *auditDynamo) PutItem(ctx context.Context, in *dynamodb.PutItemInput, o ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+	out, err := d.DynamoDBAPI.PutItem(ctx, in, o...)
+	if err == nil {
+		d.a.record(write{key: avString(in.Item["lease_key"]), op: "create", by: d.by, claimCtr: -1})
+	}
+	return out, err
+}
+
+func (d *auditDynamo) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	vals := in.ExpressionAttributeValues
+	op := "acquire"
+	claimed := false
+	switch {
+	case vals[":me"] != nil:
+		claimed = true
+		update := aws.ToString(in.UpdateExpression)
+		switch {
+		case strings.Contains(update, "checkpoint ="):
+			op = "checkpoint"
+		case strings.Contains(update, "lease_expiry ="):
+			op = "renew"
+		default:
+			op = "release"
+		}
+	case vals[":holder"] != nil:
+		op = "handoff"
+	}
+	if ms, err := strconv.ParseInt(avNumber(vals[":expiry"]), 10, 64); err == nil {
+		d.a.skew(time.UnixMilli(ms))
+	}
+	out, err := d.DynamoDBAPI.UpdateItem(ctx, in, o...)
+	if err != nil {
+		var cf *dynamotypes.ConditionalCheckFailedException
+		if claimed && errors.As(err, &cf) {
+			d.a.refuse(op)
+		}
+		return out, err
+	}
+	row := out.Attributes
+	w := write{key: avString(row["lease_key"]), op: op, by: d.by, claimCtr: -1,
+		owner: avString(row["lease_owner"]), handoffTo: avString(row["handoff_to"]), checkpoint: avString(row["checkpoint"])}
+	w.counter, _ = strconv.ParseInt(avNumber(row["lease_counter"]), 10, 64)
+	if claimed {
+		w.claimOwner = avString(vals[":me"])
+		w.claimCtr, _ = strconv.ParseInt(avNumber(vals[":mine"]), 10, 64)
+	}
+	d.a.record(w)
+	return out, err
+}
+
+func avString(av dynamotypes.AttributeValue) string {
+	if s, ok := av.(*dynamotypes.AttributeValueMemberS); ok {
+		return s.Value
+	}
+	return ""
+}
+
+func avNumber(av dynamotypes.AttributeValue) string {
+	if n, ok := av.(*dynamotypes.AttributeValueMemberN); ok {
+		return n.Value
+	}
+	return ""
+}
+
+// fencing checks the store's record: every renew, checkpoint and release it
+// accepted was made under the handle of the row's holder at that moment,
+// i.e. the write that produced the claimed counter left the claimed owner
+// in the row. It returns the number of violations with a few examples.
+func (a *auditor) fencing(fake bool) (checked, stale int, examples []string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	ownerAt := map[string]string{} // key#counter → owner after the write
+	for _, w := range a.writes {
+		if w.op != "handoff" {
+			ownerAt[hookKey(w.key, w.counter)] = w.owner
+		}
+	}
+	for _, w := range a.writes {
+		if w.claimCtr < 0 {
+			continue
+		}
+		checked++
+		prev, ok := ownerAt[hookKey(w.key, w.claimCtr)]
+		bad := !ok || prev != w.claimOwner || w.counter != w.claimCtr+1
+		if fake {
+			// MemoryStore's own record of the row before the write.
+			before, ok := a.hook[hookKey(w.key, w.counter)]
+			bad = bad || !ok || before.Owner != w.claimOwner || before.Counter != w.claimCtr
+		}
+		if bad {
+			stale++
+			if len(examples) < 5 {
+				examples = append(examples, fmt.Sprintf("%s %s by %s under (%s, %d) accepted; the row then had owner %q (known %v)", w.op, w.key, w.by, w.claimOwner, w.claimCtr, prev, ok))
+			}
+		}
+	}
+	return checked, stale, examples
+}
+
+// regressions counts, per row, accepted writes whose checkpoint is behind
+// the one before them (in counter order).
+func (a *auditor) regressions() (n int, examples []string) {
+	a.mu.Lock()
+	byKey := map[string][]write{}
+	for _, w := range a.writes {
+		if w.op != "handoff" {
+			byKey[w.key] = append(byKey[w.key], w)
+		}
+	}
+	a.mu.Unlock()
+	for key, ws := range byKey {
+		slices.SortFunc(ws, func(x, y write) int { return int(x.counter - y.counter) })
+		for i := 1; i < len(ws); i++ {
+			if compareSeq(ws[i].checkpoint, ws[i-1].checkpoint) < 0 {
+				n++
+				if len(examples) < 5 {
+					examples = append(examples, fmt.Sprintf("%s: checkpoint %s at counter %d after %s at counter %d", key, ws[i].checkpoint, ws[i].counter, ws[i-1].checkpoint, ws[i-1].counter))
+				}
+			}
+		}
+	}
+	return n, examples
+}
+
+// checkpointedPast reports whether owner got a checkpoint at or past seq
+// accepted on key before t.
+func (a *auditor) checkpointedPast(key, owner, seq string, t time.Time) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, w := range a.writes {
+		if w.key == key && w.claimOwner == owner && w.at.Before(t) && compareSeq(w.checkpoint, seq) >= 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// compareSeq orders sequence numbers as big decimal integers, with ""
+// before all and SHARD_END after all.
+func compareSeq(a, b string) int {
+	switch {
+	case a == b:
+		return 0
+	case a == shardlease.ShardEnd || b == "":
+		return 1
+	case b == shardlease.ShardEnd || a == "":
+		return -1
+	}
+	a, b = strings.TrimLeft(a, "0"), strings.TrimLeft(b, "0")
+	if len(a) != len(b) {
+		if len(a) < len(b) {
+			return -1
+		}
+		return 1
+	}
+	return strings.Compare(a, b)
+}

@@ -1,0 +1,99 @@
+// Command soak runs the shardlease soak for as long as asked and prints the
+// table of faults injected and invariants checked. It exits 1 when an
+// invariant was broken.
+//
+//	go run ./internal/soak/cmd/soak -world emulator -duration 5m -workers 4 -shards 8 -seed 1
+//
+// The emulator world starts its own dynalite and kinesalite (Node.js and npm
+// needed; installed into .emulators/ on first use). The fake world runs the
+// in-process Kinesis fake and MemoryStore in real time.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"time"
+
+	"github.com/shardlease/shardlease/internal/emulator"
+	"github.com/shardlease/shardlease/internal/kinesisfake"
+	"github.com/shardlease/shardlease/internal/soak"
+)
+
+func main() {
+	os.Exit(run())
+}
+
+func run() int {
+	var (
+		world    = flag.String("world", "emulator", "fake (in-process Kinesis and MemoryStore) or emulator (kinesalite and DynamoDB on dynalite)")
+		duration = flag.Duration("duration", 5*time.Minute, "how long to inject faults and produce records; a drain follows")
+		workers  = flag.Int("workers", 4, "consumers running at once")
+		shards   = flag.Int("shards", 8, "shards of the stream at the start")
+		seed     = flag.Uint64("seed", 1, "seed of the fault schedule")
+		rate     = flag.Int("rate", 50, "records produced per second")
+		keys     = flag.Int("keys", 64, "partition keys")
+		faults   = flag.Float64("fault-rate", 0.03, "probability that a worker's DynamoDB or Kinesis call fails")
+		lease    = flag.Duration("lease", 2*time.Second, "lease duration of the consumers")
+		events   = flag.Bool("events", true, "print each crash, pause and reshard as it happens")
+		verbose  = flag.Bool("v", false, "print the library's logs (info and up)")
+	)
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+
+	cfg := soak.Config{
+		Seed: *seed, Workers: *workers, Shards: *shards, Duration: *duration,
+		Rate: *rate, Keys: *keys, FaultRate: *faults, Lease: *lease,
+		Stream: emulator.UniqueName("soak"), Table: emulator.UniqueName("soak-leases"),
+	}
+	if *events {
+		cfg.Events = os.Stdout
+	}
+	if *verbose {
+		cfg.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}
+	switch *world {
+	case "fake":
+		cfg.Kinesis = kinesisfake.New()
+	case "emulator":
+		fmt.Println("starting dynalite and kinesalite")
+		db, err := emulator.StartDynalite(ctx)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 2
+		}
+		defer closeServer(db)
+		ks, err := emulator.StartKinesalite(ctx)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 2
+		}
+		defer closeServer(ks)
+		cfg.Dynamo = emulator.NewDynamoClient(db.Endpoint)
+		cfg.Kinesis = emulator.NewKinesisClient(ks.Endpoint)
+	default:
+		fmt.Fprintf(os.Stderr, "soak: -world %q: use fake or emulator\n", *world)
+		return 2
+	}
+	res, err := soak.Run(ctx, cfg)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	fmt.Print("\n" + res.Table())
+	if !res.OK() {
+		return 1
+	}
+	return 0
+}
+
+func closeServer(s io.Closer) {
+	if err := s.Close(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+	}
+}

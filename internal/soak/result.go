@@ -1,0 +1,232 @@
+package soak
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Result is what a soak found: what was injected, and each invariant with
+// its figure.
+type Result struct {
+	World                      string
+	Seed                       uint64
+	Workers, Shards            int
+	Duration, Lease            time.Duration
+	Elapsed                    time.Duration
+	Injected                   map[string]int64 // by kind
+	MaxSkewSeen                time.Duration    // largest wall-clock skew seen in written expiries
+	Produced, Handled, Handing int              // records produced, distinct handled, handlings
+	Lost                       int
+	Duplicates                 int
+	DupCrash, DupPause         int
+	DupLostLease, DupProducer  int
+	DupUnexplained             int
+	WritesAudited              int // renew/checkpoint/release writes checked
+	StaleAccepted              int // of those, made under a handle that did not hold the row
+	StaleRefused               int // writes refused by the condition (stale or repeated)
+	Regressions                int // checkpoints that moved backwards
+	NonHolder                  int // batches handed to a worker not holding the lease
+	Keys, KeysOutOfOrder       int
+	HeldAtEnd                  int // leases still held after every worker stopped
+	RunErrors                  int // Run returned an error for a worker that was not crashed
+	Unknown                    int // handled records never produced
+	Drained                    bool
+	Problems                   []string
+}
+
+// OK reports whether every invariant held.
+func (r *Result) OK() bool { return len(r.Problems) == 0 }
+
+func (s *soak) result(ctx context.Context, drained bool) *Result {
+	cfg := s.cfg
+	r := &Result{World: cfg.World(), Seed: cfg.Seed, Workers: cfg.Workers, Shards: cfg.Shards, Duration: cfg.Duration,
+		Lease: cfg.Lease, Elapsed: time.Since(s.start), Injected: s.counts.snapshot(), Drained: drained}
+	problem := func(format string, args ...any) { r.Problems = append(r.Problems, fmt.Sprintf(format, args...)) }
+
+	s.audit.mu.Lock()
+	r.MaxSkewSeen = s.audit.maxSkew
+	for _, n := range s.audit.refused {
+		r.StaleRefused += int(n)
+	}
+	s.audit.mu.Unlock()
+
+	checked, stale, ex := s.audit.fencing(cfg.Dynamo == nil)
+	r.WritesAudited, r.StaleAccepted = checked, stale
+	for _, e := range ex {
+		problem("stale write accepted: %s", e)
+	}
+	n, ex := s.audit.regressions()
+	r.Regressions = n
+	for _, e := range ex {
+		problem("checkpoint moved backwards: %s", e)
+	}
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r.Produced = len(s.produced)
+	r.Unknown = s.unknown
+	r.NonHolder = len(s.nonHolder)
+	for i, e := range s.nonHolder {
+		if i < 5 {
+			problem("batch handed after the lease was lost: %s", e)
+		}
+	}
+	var lost []string
+	for _, id := range s.produced {
+		hs := s.handled[id]
+		if len(hs) == 0 {
+			lost = append(lost, id)
+			continue
+		}
+		r.Handled++
+		r.Handing += len(hs)
+		if len(hs) == 1 {
+			continue
+		}
+		// Each further handling must be explained by the first handler's
+		// crash, pause or lost lease before it checkpointed past the record.
+		first := hs[0]
+		for _, h := range hs[1:] {
+			r.Duplicates++
+			first.by.mu.Lock()
+			troubled := first.by.troubled[first.shard]
+			first.by.mu.Unlock()
+			switch {
+			case h.afterPause || first.afterPause:
+				r.DupPause++ // a frozen worker went on with its batch in hand
+			case s.audit.checkpointedPast(cfg.Stream+":"+first.shard, first.by.id, first.seq, h.at):
+				r.DupUnexplained++
+				if r.DupUnexplained <= 5 {
+					problem("duplicate of %s: first handled by %s on %s at %v, which checkpointed past it before %s handled it again on %s at %v",
+						id, first.by.id, first.shard, first.at.Sub(s.start), h.by.id, h.shard, h.at.Sub(s.start))
+				}
+			case first.by.crashed.Load():
+				r.DupCrash++
+			case first.by.paused.Load():
+				r.DupPause++
+			case troubled:
+				r.DupLostLease++
+			case s.retried[id]:
+				r.DupProducer++
+			default:
+				r.DupUnexplained++
+				if r.DupUnexplained <= 5 {
+					problem("duplicate of %s: first handled by %s on %s at %v, again by %s on %s at %v; the first neither crashed, paused nor lost the lease",
+						id, first.by.id, first.shard, first.at.Sub(s.start), h.by.id, h.shard, h.at.Sub(s.start))
+				}
+			}
+		}
+	}
+	r.Lost = len(lost)
+	if r.Lost > 0 {
+		problem("%d records never handled, e.g. %v", r.Lost, lost[:min(5, len(lost))])
+	}
+
+	// Per partition key, first handlings follow write order.
+	written := map[string][]string{}
+	for _, id := range s.produced {
+		written[s.keyOf[id]] = append(written[s.keyOf[id]], id)
+	}
+	r.Keys = len(written)
+	for key, want := range written {
+		var got, handled []string
+		for _, id := range s.keyOrder[key] {
+			if _, ok := s.seqOf[id]; ok {
+				got = append(got, id)
+			}
+		}
+		for _, id := range want {
+			if len(s.handled[id]) > 0 { // lost records are reported above
+				handled = append(handled, id)
+			}
+		}
+		if !slices.Equal(got, handled) {
+			r.KeysOutOfOrder++
+			if r.KeysOutOfOrder <= 5 {
+				problem("partition key %s handled out of write order", key)
+			}
+		}
+	}
+
+	for _, inc := range s.all {
+		if inc.runErr != nil && !inc.crashed.Load() {
+			r.RunErrors++
+			problem("worker %s: Run returned %v", inc.id, inc.runErr)
+		}
+	}
+	// Every lease was released by the graceful stop at the end.
+	store := s.memoryOrDynamo()
+	if ls, err := store.List(ctx, cfg.Stream); err != nil {
+		problem("listing the leases at the end: %v", err)
+	} else {
+		for _, l := range ls {
+			if l.Owner != "" {
+				r.HeldAtEnd++
+				problem("lease %s still held by %s after every worker stopped", l.Key, l.Owner)
+			}
+		}
+	}
+	if !drained && r.Lost == 0 {
+		problem("drain did not finish")
+	}
+	return r
+}
+
+// Table prints the faults injected and each invariant with its figure.
+func (r *Result) Table() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "soak: world=%s seed=%d workers=%d shards=%d duration=%v lease=%v elapsed=%v\n",
+		r.World, r.Seed, r.Workers, r.Shards, r.Duration, r.Lease, r.Elapsed.Round(time.Millisecond))
+	fmt.Fprintf(&b, "\n%-58s %8s\n", "faults injected", "count")
+	kinds := make([]string, 0, len(r.Injected))
+	for k := range r.Injected {
+		kinds = append(kinds, k)
+	}
+	slices.Sort(kinds)
+	var total int64
+	for _, k := range kinds {
+		fmt.Fprintf(&b, "  %-56s %8d\n", k, r.Injected[k])
+		total += r.Injected[k]
+	}
+	fmt.Fprintf(&b, "  %-56s %8s\n", "wall-clock skew between workers (max seen in expiries)", r.MaxSkewSeen.Round(time.Second))
+	fmt.Fprintf(&b, "  %-56s %8d\n", "total", total)
+	ok := func(good bool) string {
+		if good {
+			return "ok"
+		}
+		return "FAIL"
+	}
+	fmt.Fprintf(&b, "\n%-58s %8s\n", "invariant", "figure")
+	row := func(name string, v any, verdict string) { fmt.Fprintf(&b, "  %-56s %8v  %s\n", name, v, verdict) }
+	row("records produced", r.Produced, "")
+	row("records handled (distinct)", r.Handled, "")
+	row("lost (produced, never handled)", r.Lost, ok(r.Lost == 0))
+	row("duplicates (handled more than once)", r.Duplicates, "")
+	row("  explained: first handler crashed before checkpointing", r.DupCrash, "")
+	row("  explained: first handler paused past its lease", r.DupPause, "")
+	row("  explained: first handler lost the lease (failed write)", r.DupLostLease, "")
+	row("  explained: producer retried the put", r.DupProducer, "")
+	row("  unexplained", r.DupUnexplained, ok(r.DupUnexplained == 0))
+	row("checkpoints moved backwards", r.Regressions, ok(r.Regressions == 0))
+	row("holder writes audited (renew, checkpoint, release)", r.WritesAudited, "")
+	row("  accepted from a worker not holding the lease", r.StaleAccepted, ok(r.StaleAccepted == 0))
+	row("  refused by the fencing condition", r.StaleRefused, "")
+	row("batches handed to a worker not holding the lease", r.NonHolder, ok(r.NonHolder == 0))
+	row(fmt.Sprintf("partition keys out of order (of %d)", r.Keys), r.KeysOutOfOrder, ok(r.KeysOutOfOrder == 0))
+	row("leases still held after the graceful stop", r.HeldAtEnd, ok(r.HeldAtEnd == 0))
+	row("Run errors of live workers", r.RunErrors, ok(r.RunErrors == 0))
+	if r.Unknown > 0 {
+		row("handled records never produced (failed puts that landed)", r.Unknown, "")
+	}
+	fmt.Fprintf(&b, "\nresult: %s", ok(r.OK()))
+	if !r.OK() {
+		for _, p := range r.Problems {
+			fmt.Fprintf(&b, "\n  - %s", p)
+		}
+	}
+	b.WriteString("\n")
+	return b.String()
+}

@@ -1,0 +1,660 @@
+// Package soak runs several shardlease consumers against one stream for a
+// while, injects faults at random (reproducibly from a seed), and checks at
+// the end that the library kept its promises: nothing lost, checkpoints
+// never backwards, no stale holder's write accepted, partition-key order
+// kept across a split and a merge, and every duplicate explained.
+//
+// It runs in two worlds: "fake" (the in-process Kinesis fake and
+// MemoryStore; run it inside a testing/synctest bubble for fake time) and
+// "emulator" (kinesalite and DynamoStore on dynalite). TestSoak runs both
+// briefly; internal/soak/cmd/soak runs one for as long as asked.
+package soak
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/big"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	kinesistypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/shardlease/shardlease"
+)
+
+// Kinesis is what the soak needs of a Kinesis client: the consumer's calls
+// plus the producer's and the resharding ones. *kinesis.Client and
+// *kinesisfake.Fake have them.
+type Kinesis interface {
+	shardlease.KinesisAPI
+	CreateStream(ctx context.Context, params *kinesis.CreateStreamInput, optFns ...func(*kinesis.Options)) (*kinesis.CreateStreamOutput, error)
+	PutRecord(ctx context.Context, params *kinesis.PutRecordInput, optFns ...func(*kinesis.Options)) (*kinesis.PutRecordOutput, error)
+	SplitShard(ctx context.Context, params *kinesis.SplitShardInput, optFns ...func(*kinesis.Options)) (*kinesis.SplitShardOutput, error)
+	MergeShards(ctx context.Context, params *kinesis.MergeShardsInput, optFns ...func(*kinesis.Options)) (*kinesis.MergeShardsOutput, error)
+}
+
+// Config is one soak run.
+type Config struct {
+	// Seed makes the schedule of crashes, pauses, reshards, clock skews and
+	// per-call faults reproducible.
+	Seed uint64
+	// Workers is how many consumers run at once; Shards the stream's shard
+	// count at the start.
+	Workers, Shards int
+	// Duration is how long faults are injected and records produced. A drain
+	// without faults follows, until every record is handled.
+	Duration time.Duration
+	// Rate is records produced per second, spread over Keys partition keys.
+	Rate, Keys int
+	// FaultRate is the probability that any one DynamoDB or Kinesis call of
+	// a worker fails. Default 0.03.
+	FaultRate float64
+	// MaxSkew bounds each worker's wall-clock skew. Default 1h.
+	MaxSkew time.Duration
+	// Lease is the consumers' lease duration; the other timings follow from
+	// it. Default 2s.
+	Lease time.Duration
+	// Drain bounds the wait for every record after the faults stop.
+	// Default 30 lease durations.
+	Drain time.Duration
+
+	// Kinesis is the service the stream is created in.
+	Kinesis Kinesis
+	// Dynamo is the DynamoDB service of the emulator world; when nil, the
+	// consumers share a MemoryStore (the fake world).
+	Dynamo shardlease.DynamoDBAPI
+	// Stream and Table name the stream and lease table to create.
+	Stream, Table string
+
+	// Log receives the library's logs (default: none); Events a line per
+	// injected crash, pause and reshard (default: none).
+	Log    *slog.Logger
+	Events io.Writer
+}
+
+func (c *Config) defaults() error {
+	if c.Workers < 1 || c.Shards < 1 || c.Duration <= 0 {
+		return fmt.Errorf("soak: need workers >= 1, shards >= 1 and a positive duration; got %d, %d, %v", c.Workers, c.Shards, c.Duration)
+	}
+	if c.Kinesis == nil || c.Stream == "" {
+		return errors.New("soak: Kinesis and Stream must be set")
+	}
+	if c.Dynamo != nil && c.Table == "" {
+		return errors.New("soak: Table must be set with Dynamo")
+	}
+	if c.Rate <= 0 {
+		c.Rate = 50
+	}
+	if c.Keys <= 0 {
+		c.Keys = 64
+	}
+	if c.FaultRate == 0 {
+		c.FaultRate = 0.03
+	}
+	if c.MaxSkew == 0 {
+		c.MaxSkew = time.Hour
+	}
+	if c.Lease <= 0 {
+		c.Lease = 2 * time.Second
+	}
+	if c.Drain <= 0 {
+		c.Drain = 30 * c.Lease
+	}
+	if c.Log == nil {
+		c.Log = slog.New(slog.DiscardHandler)
+	}
+	if c.Events == nil {
+		c.Events = io.Discard
+	}
+	return nil
+}
+
+// World names the world a config runs in.
+func (c *Config) World() string {
+	if c.Dynamo != nil {
+		return "emulator"
+	}
+	return "fake"
+}
+
+// Event kinds counted in the result table.
+const (
+	EvCrash   = "worker crash (no release, no final checkpoint)"
+	EvRestart = "worker restart"
+	EvPause   = "pause longer than the lease (frozen mid-batch)"
+	EvSplit   = "shard split"
+	EvMerge   = "shard merge"
+)
+
+// counter is a set of named counts.
+type counter struct {
+	mu sync.Mutex
+	m  map[string]int64
+}
+
+func (c *counter) add(name string, n int64) {
+	c.mu.Lock()
+	if c.m == nil {
+		c.m = map[string]int64{}
+	}
+	c.m[name] += n
+	c.mu.Unlock()
+}
+
+func (c *counter) snapshot() map[string]int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make(map[string]int64, len(c.m))
+	for k, v := range c.m {
+		out[k] = v
+	}
+	return out
+}
+
+// incarnation is one run of a worker slot: a process, from start to crash
+// or stop.
+type incarnation struct {
+	id        string
+	slot      int
+	skew      time.Duration
+	crashed   atomic.Bool
+	paused    atomic.Bool
+	pauseNext atomic.Int64 // a pause of this many ns, at the next batch
+	freeze    freezer
+	consumer  *shardlease.Consumer
+	cancel    context.CancelFunc
+	done      chan error
+	// lostLease is set for shards on which a write of this incarnation was
+	// refused or failed: it may have lost the lease.
+	mu        sync.Mutex
+	troubled  map[string]bool
+	runErr    error
+	startedAt time.Time
+}
+
+// handling is one record handed to a handler.
+type handling struct {
+	by         *incarnation
+	shard      string
+	seq        string
+	at         time.Time // when the handler was entered
+	afterPause bool      // handled by a frozen worker once it woke up
+}
+
+type soak struct {
+	cfg      Config
+	rng      *rand.Rand // the schedule; used by the scheduler goroutine only
+	counts   counter
+	audit    *auditor
+	memory   *shardlease.MemoryStore
+	faultsOn atomic.Bool
+	start    time.Time
+
+	mu        sync.Mutex
+	slots     []*incarnation
+	all       []*incarnation
+	gens      []int
+	restarts  sync.WaitGroup
+	handled   map[string][]handling // id → handlings
+	keyOrder  map[string][]string   // key → ids in first-handling order
+	produced  []string              // ids in write order
+	keyOf     map[string]string     // id → partition key
+	seqOf     map[string]string
+	retried   map[string]bool // ids whose put was retried
+	nonHolder []string        // batches handed to a worker not holding the lease
+	unknown   int             // handled records with an id never produced
+}
+
+// Run runs one soak and returns its result. An error means the soak could
+// not run (setup failed); the library's failures are in the result.
+func Run(ctx context.Context, cfg Config) (*Result, error) {
+	if err := cfg.defaults(); err != nil {
+		return nil, err
+	}
+	s := &soak{
+		cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, 0x50a4)),
+		audit:   newAuditor(cfg.Lease),
+		handled: map[string][]handling{}, keyOrder: map[string][]string{},
+		keyOf: map[string]string{}, seqOf: map[string]string{}, retried: map[string]bool{},
+	}
+	if err := s.setup(ctx); err != nil {
+		return nil, err
+	}
+	s.start = time.Now()
+	s.faultsOn.Store(true)
+	s.slots = make([]*incarnation, cfg.Workers)
+	s.gens = make([]int, cfg.Workers)
+	for i := range cfg.Workers {
+		s.launch(i)
+	}
+
+	chaosCtx, stopChaos := context.WithTimeout(ctx, cfg.Duration)
+	defer stopChaos()
+	var bg sync.WaitGroup
+	bg.Go(func() { s.produce(chaosCtx) })
+	bg.Go(func() { s.chaos(chaosCtx) })
+	<-chaosCtx.Done()
+	bg.Wait()
+	s.faultsOn.Store(false)
+	s.restarts.Wait()
+	fmt.Fprintf(cfg.Events, "%6.1fs faults off, producer stopped after %d records; draining\n", s.since(), len(s.produced))
+
+	drained := s.drain(ctx)
+	s.mu.Lock()
+	live := slices.Clone(s.slots)
+	s.mu.Unlock()
+	for _, inc := range live {
+		inc.cancel()
+	}
+	for _, inc := range live {
+		inc.runErr = <-inc.done
+	}
+	return s.result(ctx, drained), nil
+}
+
+func (s *soak) since() float64 { return time.Since(s.start).Seconds() }
+
+func (s *soak) setup(ctx context.Context) error {
+	cfg := s.cfg
+	if cfg.Dynamo != nil {
+		if err := shardlease.CreateTable(ctx, cfg.Dynamo, cfg.Table); err != nil {
+			return err
+		}
+	} else {
+		s.memory = shardlease.NewMemoryStore()
+		s.memory.OnWrite(s.audit.onWrite)
+	}
+	if _, err := cfg.Kinesis.CreateStream(ctx, &kinesis.CreateStreamInput{StreamName: aws.String(cfg.Stream), ShardCount: aws.Int32(int32(cfg.Shards))}); err != nil {
+		return fmt.Errorf("soak: create stream %s: %w", cfg.Stream, err)
+	}
+	return s.untilActive(ctx, func() error {
+		_, err := cfg.Kinesis.ListShards(ctx, &kinesis.ListShardsInput{StreamName: aws.String(cfg.Stream)})
+		return err
+	})
+}
+
+// untilActive retries a stream call while the stream is being created or
+// resharded.
+func (s *soak) untilActive(ctx context.Context, call func() error) error {
+	t := time.NewTicker(20 * time.Millisecond)
+	defer t.Stop()
+	for {
+		err := call()
+		var inUse *kinesistypes.ResourceInUseException
+		var limit *kinesistypes.LimitExceededException
+		var nf *kinesistypes.ResourceNotFoundException
+		if err == nil || !errors.As(err, &inUse) && !errors.As(err, &limit) && !errors.As(err, &nf) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("soak: stream %s not active: %w (%w)", s.cfg.Stream, ctx.Err(), err)
+		case <-t.C:
+		}
+	}
+}
+
+// launch starts a new incarnation in slot.
+func (s *soak) launch(slot int) {
+	cfg := s.cfg
+	s.mu.Lock()
+	s.gens[slot]++
+	gen := s.gens[slot]
+	s.mu.Unlock()
+	rng := rand.New(rand.NewPCG(cfg.Seed, uint64(slot)<<32|uint64(gen)))
+	inc := &incarnation{
+		id: fmt.Sprintf("w%d-%d", slot, gen), slot: slot,
+		skew:     time.Duration((rng.Float64()*2 - 1) * float64(cfg.MaxSkew)),
+		done:     make(chan error, 1),
+		troubled: map[string]bool{}, startedAt: time.Now(),
+	}
+	rate := func() float64 {
+		if s.faultsOn.Load() {
+			return cfg.FaultRate
+		}
+		return 0
+	}
+	mk := func(service string, stream uint64) *injector {
+		return &injector{service: service, rate: rate, counts: &s.counts, rng: rand.New(rand.NewPCG(cfg.Seed^stream, uint64(slot)<<32|uint64(gen))), crashed: &inc.crashed, freeze: &inc.freeze}
+	}
+	var store shardlease.LeaseStore
+	if cfg.Dynamo != nil {
+		audited := &auditDynamo{DynamoDBAPI: cfg.Dynamo, a: s.audit, by: inc.id}
+		ds, err := shardlease.NewDynamoStore(&faultDynamo{next: audited, in: mk("dynamodb", 1)}, cfg.Table)
+		if err != nil {
+			panic(err) // the table name was validated by CreateTable
+		}
+		store = ds
+	} else {
+		store = &faultStore{next: &auditStore{LeaseStore: s.memory, a: s.audit, by: inc.id}, in: mk("dynamodb", 1)}
+	}
+	store = &troubleStore{LeaseStore: store, inc: inc}
+	kin := &faultKinesis{next: cfg.Kinesis, in: mk("kinesis", 2)}
+	lease := cfg.Lease
+	take := lease * 3 / 20
+	c, err := shardlease.NewConsumer(kin, store, cfg.Stream, s.handler(inc),
+		shardlease.WithOwnerID(inc.id),
+		shardlease.WithLeaseDuration(lease),
+		shardlease.WithRenewInterval(lease/3),
+		shardlease.WithTakeInterval(take),
+		shardlease.WithIdlePollInterval(lease/40),
+		shardlease.WithShardSyncInterval(5*take),
+		shardlease.WithRetryBackoff(take/10, take),
+		shardlease.WithShutdownTimeout(lease),
+		shardlease.WithWallClock(func() time.Time { return time.Now().Add(inc.skew) }),
+		shardlease.WithLogger(cfg.Log.With("worker", inc.id)),
+	)
+	if err != nil {
+		panic(err) // the options above are valid for any positive lease
+	}
+	inc.consumer = c
+	ctx, cancel := context.WithCancel(context.Background())
+	inc.cancel = cancel
+	go func() { inc.done <- c.Run(ctx) }()
+	s.mu.Lock()
+	s.slots[slot] = inc
+	s.all = append(s.all, inc)
+	s.mu.Unlock()
+	if gen > 1 {
+		s.counts.add(EvRestart, 1)
+	}
+	fmt.Fprintf(s.cfg.Events, "%6.1fs start %s (wall clock %+v)\n", s.since(), inc.id, inc.skew.Round(time.Second))
+}
+
+// troubleStore marks the shards on which a write of the incarnation failed:
+// the lease may be lost there, which explains a record handled again.
+type troubleStore struct {
+	shardlease.LeaseStore
+	inc *incarnation
+}
+
+func (t *troubleStore) mark(l shardlease.Lease, err error) {
+	if err != nil {
+		t.inc.mu.Lock()
+		t.inc.troubled[l.Key.Shard] = true
+		t.inc.mu.Unlock()
+	}
+}
+
+func (t *troubleStore) Renew(ctx context.Context, l shardlease.Lease, e time.Time) (shardlease.Lease, error) {
+	got, err := t.LeaseStore.Renew(ctx, l, e)
+	t.mark(l, err)
+	return got, err
+}
+
+func (t *troubleStore) Checkpoint(ctx context.Context, l shardlease.Lease, cp string, sub int64, e time.Time) (shardlease.Lease, error) {
+	got, err := t.LeaseStore.Checkpoint(ctx, l, cp, sub, e)
+	t.mark(l, err)
+	return got, err
+}
+
+func (t *troubleStore) Release(ctx context.Context, l shardlease.Lease) (shardlease.Lease, error) {
+	got, err := t.LeaseStore.Release(ctx, l)
+	t.mark(l, err)
+	return got, err
+}
+
+// handler records what an incarnation handles. A crashed incarnation
+// handles nothing; a paused one freezes mid-batch, then goes on with the
+// batch in hand as a process that woke up would.
+func (s *soak) handler(inc *incarnation) shardlease.Handler {
+	return func(ctx context.Context, b *shardlease.Batch) error {
+		if inc.crashed.Load() {
+			return errCrashed
+		}
+		key := shardlease.LeaseKey{Stream: b.Stream, Shard: b.ShardID}.String()
+		if owner, to := s.audit.holder(key); owner != inc.id && to != inc.id {
+			s.mu.Lock()
+			s.nonHolder = append(s.nonHolder, fmt.Sprintf("%s handed %d records of %s from %s while the row's owner was %q", inc.id, len(b.Records), b.ShardID, b.Records[0].SequenceNumber, owner))
+			s.mu.Unlock()
+		}
+		at := time.Now()
+		// A handler entered while another one froze the process is frozen
+		// mid-batch too, and goes on with its batch when the process wakes.
+		woke := inc.freeze.frozen() != nil
+		inc.freeze.wait()
+		if d := inc.pauseNext.Swap(0); d > 0 {
+			woke = true
+			inc.paused.Store(true)
+			s.counts.add(EvPause, 1)
+			fmt.Fprintf(s.cfg.Events, "%6.1fs pause %s for %v mid-batch on %s\n", s.since(), inc.id, time.Duration(d), b.ShardID)
+			inc.freeze.pause(time.Duration(d))
+			if inc.crashed.Load() {
+				return errCrashed
+			}
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for _, r := range b.Records {
+			id := string(r.Data)
+			if _, ok := s.keyOf[id]; !ok {
+				s.unknown++
+				continue
+			}
+			if len(s.handled[id]) == 0 {
+				s.keyOrder[r.PartitionKey] = append(s.keyOrder[r.PartitionKey], id)
+			}
+			s.handled[id] = append(s.handled[id], handling{by: inc, shard: b.ShardID, seq: r.SequenceNumber, at: at, afterPause: woke})
+		}
+		return nil
+	}
+}
+
+// produce writes records with unique ids until ctx is done.
+func (s *soak) produce(ctx context.Context) {
+	every := time.Second / time.Duration(s.cfg.Rate)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	n := 0
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		id := fmt.Sprintf("rec-%08d", n)
+		key := fmt.Sprintf("key-%03d", n%s.cfg.Keys)
+		n++
+		s.mu.Lock()
+		s.keyOf[id] = key // before the put: a reader may see it at once
+		s.mu.Unlock()
+		for attempt := 0; ; attempt++ {
+			out, err := s.cfg.Kinesis.PutRecord(context.WithoutCancel(ctx), &kinesis.PutRecordInput{
+				StreamName: aws.String(s.cfg.Stream), PartitionKey: aws.String(key), Data: []byte(id),
+			})
+			if err == nil {
+				s.mu.Lock()
+				s.produced = append(s.produced, id)
+				s.seqOf[id] = aws.ToString(out.SequenceNumber)
+				s.mu.Unlock()
+				break
+			}
+			s.mu.Lock()
+			s.retried[id] = true
+			s.mu.Unlock()
+			s.counts.add("producer put retried", 1)
+			if attempt > 50 {
+				fmt.Fprintf(s.cfg.Events, "%6.1fs producer gives up on %s: %v\n", s.since(), id, err)
+				s.mu.Lock()
+				delete(s.keyOf, id)
+				s.mu.Unlock()
+				break
+			}
+			w := time.NewTimer(every)
+			<-w.C
+		}
+	}
+}
+
+// chaos injects crashes, pauses, a split and a merge at times drawn from
+// the seed, over the run's first 85% (the rest lets the reshards settle).
+func (s *soak) chaos(ctx context.Context) {
+	cfg := s.cfg
+	window := cfg.Duration * 85 / 100
+	type event struct {
+		at   time.Duration
+		kind string
+		slot int
+		d    time.Duration
+	}
+	var evs []event
+	n := max(2, int(window/(4*cfg.Lease)))
+	for range n {
+		evs = append(evs, event{at: s.jitter(window), kind: EvCrash, slot: s.rng.IntN(cfg.Workers), d: cfg.Lease/2 + time.Duration(s.rng.Float64()*float64(2*cfg.Lease))})
+	}
+	for range max(2, n*2/3) {
+		evs = append(evs, event{at: s.jitter(window), kind: EvPause, slot: s.rng.IntN(cfg.Workers), d: cfg.Lease*3/2 + time.Duration(s.rng.Float64()*float64(cfg.Lease))})
+	}
+	evs = append(evs, event{at: window / 3, kind: EvSplit}, event{at: window * 2 / 3, kind: EvMerge})
+	slices.SortStableFunc(evs, func(a, b event) int { return int(a.at - b.at) })
+	for _, ev := range evs {
+		t := time.NewTimer(time.Until(s.start.Add(ev.at)))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		switch ev.kind {
+		case EvCrash:
+			s.crash(ev.slot, ev.d)
+		case EvPause:
+			s.mu.Lock()
+			inc := s.slots[ev.slot]
+			s.mu.Unlock()
+			if !inc.crashed.Load() {
+				inc.pauseNext.CompareAndSwap(0, int64(ev.d)) // counted when it happens
+			}
+		case EvSplit, EvMerge:
+			if err := s.reshard(ctx, ev.kind); err != nil {
+				fmt.Fprintf(cfg.Events, "%6.1fs %s failed: %v\n", s.since(), ev.kind, err)
+				s.counts.add(ev.kind+" failed", 1)
+			} else {
+				s.counts.add(ev.kind, 1)
+			}
+		}
+	}
+}
+
+// jitter returns a random offset in [lease, window).
+func (s *soak) jitter(window time.Duration) time.Duration {
+	lo := s.cfg.Lease
+	if window <= lo {
+		return lo
+	}
+	return lo + time.Duration(s.rng.Float64()*float64(window-lo))
+}
+
+// crash kills the incarnation in slot (unless it is dead already) and
+// starts a new one after downtime.
+func (s *soak) crash(slot int, downtime time.Duration) {
+	s.mu.Lock()
+	inc := s.slots[slot]
+	s.mu.Unlock()
+	if !inc.crashed.CompareAndSwap(false, true) {
+		return
+	}
+	s.counts.add(EvCrash, 1)
+	fmt.Fprintf(s.cfg.Events, "%6.1fs crash %s holding %v; restart in %v\n", s.since(), inc.id, inc.consumer.Held(), downtime.Round(time.Millisecond))
+	inc.cancel() // its calls fail from now on: nothing it writes lands
+	s.restarts.Go(func() {
+		inc.runErr = <-inc.done
+		t := time.NewTimer(downtime)
+		<-t.C
+		s.launch(slot)
+	})
+}
+
+// reshard splits an open shard at the middle of its hash range, or merges
+// two adjacent open shards.
+func (s *soak) reshard(ctx context.Context, kind string) error {
+	cfg := s.cfg
+	return s.untilActive(ctx, func() error {
+		out, err := cfg.Kinesis.ListShards(ctx, &kinesis.ListShardsInput{StreamName: aws.String(cfg.Stream)})
+		if err != nil {
+			return err
+		}
+		var open []kinesistypes.Shard
+		for _, sh := range out.Shards {
+			if sh.SequenceNumberRange == nil || sh.SequenceNumberRange.EndingSequenceNumber == nil {
+				open = append(open, sh)
+			}
+		}
+		hash := func(s *string) *big.Int { n, _ := new(big.Int).SetString(aws.ToString(s), 10); return n }
+		slices.SortFunc(open, func(a, b kinesistypes.Shard) int {
+			return hash(a.HashKeyRange.StartingHashKey).Cmp(hash(b.HashKeyRange.StartingHashKey))
+		})
+		if kind == EvSplit {
+			sh := open[s.rng.IntN(len(open))]
+			lo, hi := hash(sh.HashKeyRange.StartingHashKey), hash(sh.HashKeyRange.EndingHashKey)
+			mid := new(big.Int).Add(lo, hi)
+			mid.Add(mid, big.NewInt(1)).Rsh(mid, 1)
+			_, err := cfg.Kinesis.SplitShard(ctx, &kinesis.SplitShardInput{StreamName: aws.String(cfg.Stream), ShardToSplit: sh.ShardId, NewStartingHashKey: aws.String(mid.String())})
+			if err == nil {
+				fmt.Fprintf(cfg.Events, "%6.1fs split %s at %s\n", s.since(), aws.ToString(sh.ShardId), mid)
+			}
+			return err
+		}
+		if len(open) < 2 {
+			return errors.New("fewer than two open shards to merge")
+		}
+		i := s.rng.IntN(len(open) - 1)
+		a, b := open[i], open[i+1]
+		_, err = cfg.Kinesis.MergeShards(ctx, &kinesis.MergeShardsInput{StreamName: aws.String(cfg.Stream), ShardToMerge: a.ShardId, AdjacentShardToMerge: b.ShardId})
+		if err == nil {
+			fmt.Fprintf(cfg.Events, "%6.1fs merge %s and %s\n", s.since(), aws.ToString(a.ShardId), aws.ToString(b.ShardId))
+		}
+		return err
+	})
+}
+
+// drain waits until every produced record was handled or the drain time is
+// up; it reports whether all were handled.
+func (s *soak) drain(ctx context.Context) bool {
+	deadline := time.Now().Add(s.cfg.Drain)
+	t := time.NewTicker(s.cfg.Lease / 20)
+	defer t.Stop()
+	for {
+		s.mu.Lock()
+		missing := 0
+		for _, id := range s.produced {
+			if len(s.handled[id]) == 0 {
+				missing++
+			}
+		}
+		s.mu.Unlock()
+		if missing == 0 {
+			fmt.Fprintf(s.cfg.Events, "%6.1fs drained\n", s.since())
+			return true
+		}
+		if time.Now().After(deadline) {
+			fmt.Fprintf(s.cfg.Events, "%6.1fs drain timed out with %d records unhandled\n", s.since(), missing)
+			return false
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+		}
+	}
+}
+
+// memoryOrDynamo returns the store as it is, without faults.
+func (s *soak) memoryOrDynamo() shardlease.LeaseStore {
+	if s.memory != nil {
+		return s.memory
+	}
+	ds, err := shardlease.NewDynamoStore(s.cfg.Dynamo, s.cfg.Table)
+	if err != nil {
+		panic(err)
+	}
+	return ds
+}
