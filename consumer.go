@@ -382,7 +382,7 @@ func (co *coordinator) syncShards(ctx context.Context) error {
 			return fmt.Errorf("shardlease: stream %s: create lease for shard %s: %w", c.stream, id, err)
 		}
 		if created {
-			c.log.Info("lease created", "shard", id, "parents", parents)
+			c.log.Info("lease created", "shard", id, "parents", parents, "counter", 0)
 		}
 	}
 	return nil

@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/shardlease/shardlease/internal/seqnum"
 )
 
 // ShardEnd is the checkpoint written once every record of a closed shard has
 // been processed. A child shard is not read until each of its parents holds
 // it (or the parent's row is gone).
-const ShardEnd = "SHARD_END"
+const ShardEnd = seqnum.ShardEnd
 
 // LeaseKey names one lease: a shard of a stream. Its string form, used as the
 // DynamoDB partition key, is "stream:shard".

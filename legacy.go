@@ -12,6 +12,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/shardlease/shardlease/internal/seqnum"
 )
 
 // This file reads progress written under older row layouts:
@@ -401,7 +403,7 @@ func (s *DynamoStore) importRow(ctx context.Context, key LeaseKey, r foreignRow,
 
 func alreadyHas(own Lease, foreign, when string) string {
 	cmp := ""
-	switch c := compareSeq(own.Checkpoint, foreign); {
+	switch c := seqnum.Compare(own.Checkpoint, foreign); {
 	case c == 0:
 		cmp = "the same as the imported one"
 	case c > 0:

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/shardlease/shardlease/internal/backoff"
 	"github.com/shardlease/shardlease/internal/kpl"
+	"github.com/shardlease/shardlease/internal/seqnum"
 )
 
 // Record is one user record handed to a Handler.
@@ -229,7 +229,7 @@ func (r *leaseRunner) flush(ctx context.Context) error {
 // empty one before all. A whole record (sub -1) is after all its
 // sub-records.
 func comparePosition(seqA string, subA int64, seqB string, subB int64) int {
-	if c := compareSeq(seqA, seqB); c != 0 {
+	if c := seqnum.Compare(seqA, seqB); c != 0 {
 		return c
 	}
 	wa, wb := subA < 0, subB < 0
@@ -246,25 +246,6 @@ func comparePosition(seqA string, subA int64, seqB string, subB int64) int {
 		return 1
 	}
 	return 0
-}
-
-func compareSeq(a, b string) int {
-	switch {
-	case a == b:
-		return 0
-	case a == ShardEnd || b == "":
-		return 1
-	case b == ShardEnd || a == "":
-		return -1
-	}
-	a, b = strings.TrimLeft(a, "0"), strings.TrimLeft(b, "0")
-	if len(a) != len(b) {
-		if len(a) < len(b) {
-			return -1
-		}
-		return 1
-	}
-	return strings.Compare(a, b)
 }
 
 func (r *leaseRunner) run(parent context.Context) {

@@ -15,6 +15,7 @@ import (
 	dynamotypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/shardlease/shardlease"
+	"github.com/shardlease/shardlease/internal/seqnum"
 )
 
 // write is one write the store accepted, as the store reported it: who
@@ -291,7 +292,7 @@ func (a *auditor) regressions() (n int, examples []string) {
 	for key, ws := range byKey {
 		slices.SortFunc(ws, func(x, y write) int { return int(x.counter - y.counter) })
 		for i := 1; i < len(ws); i++ {
-			if compareSeq(ws[i].checkpoint, ws[i-1].checkpoint) < 0 {
+			if seqnum.Compare(ws[i].checkpoint, ws[i-1].checkpoint) < 0 {
 				n++
 				if len(examples) < 5 {
 					examples = append(examples, fmt.Sprintf("%s: checkpoint %s at counter %d after %s at counter %d", key, ws[i].checkpoint, ws[i].counter, ws[i-1].checkpoint, ws[i-1].counter))
@@ -308,30 +309,9 @@ func (a *auditor) checkpointedPast(key, owner, seq string, t time.Time) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for _, w := range a.writes {
-		if w.key == key && w.claimOwner == owner && w.at.Before(t) && compareSeq(w.checkpoint, seq) >= 0 {
+		if w.key == key && w.claimOwner == owner && w.at.Before(t) && seqnum.Compare(w.checkpoint, seq) >= 0 {
 			return true
 		}
 	}
 	return false
-}
-
-// compareSeq orders sequence numbers as big decimal integers, with ""
-// before all and SHARD_END after all.
-func compareSeq(a, b string) int {
-	switch {
-	case a == b:
-		return 0
-	case a == shardlease.ShardEnd || b == "":
-		return 1
-	case b == shardlease.ShardEnd || a == "":
-		return -1
-	}
-	a, b = strings.TrimLeft(a, "0"), strings.TrimLeft(b, "0")
-	if len(a) != len(b) {
-		if len(a) < len(b) {
-			return -1
-		}
-		return 1
-	}
-	return strings.Compare(a, b)
 }
