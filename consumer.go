@@ -527,29 +527,13 @@ func (co *coordinator) takeRound(ctx context.Context) error {
 	// that gave the lease up cannot write to it again.
 	for _, l := range active {
 		if l.Owner == me && !held[l.Key.Shard] {
-			delete(co.pending, l.Key.Shard)
-			sent := time.Now()
-			got, err := c.store.Acquire(ctx, l.Key, me, l.Counter)
-			if err != nil {
-				if ctx.Err() != nil {
-					return nil
-				}
-				if isFatal(err) {
-					return err
-				}
-				c.log.Warn("taking a lease that names this worker failed", "shard", l.Key.Shard, "err", err)
+			took, err := co.take(ctx, l, byShard, now)
+			if err != nil || ctx.Err() != nil {
+				return err
+			}
+			if !took {
 				continue
 			}
-			how := "handed over"
-			if l.HandoffTo == "" && l.Expiry.IsZero() {
-				c.stats.handedIn.Add(1)
-				c.ins.taken.Add(bg, 1, c.ins.attrs(attribute.String("how", "handoff")))
-			} else {
-				how = "taken back"
-				c.stats.taken.Add(1)
-				c.ins.taken.Add(bg, 1, c.ins.attrs(attribute.String("how", "expired")))
-			}
-			co.start(ctx, got, how, hasTrackedParent(l, byShard), sent)
 			held[l.Key.Shard] = true
 			mine++
 		}
@@ -594,37 +578,13 @@ func (co *coordinator) takeRound(ctx context.Context) error {
 		if at, ok := co.refused[l.Key.Shard]; ok && now.Sub(at) < c.cfg.shardSync {
 			continue
 		}
-		sent := time.Now()
-		got, err := c.store.Acquire(ctx, l.Key, me, l.Counter)
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			if isFatal(err) {
-				return err
-			}
-			if errors.Is(err, ErrLegacyRow) || errors.Is(err, ErrCorruptLease) {
-				co.refused[l.Key.Shard] = now
-				c.log.Error("shard not read until an operator acts", "shard", l.Key.Shard, "err", err)
-				continue
-			}
-			if !errors.Is(err, ErrLeaseHeld) && !errors.Is(err, ErrLeaseNotFound) {
-				c.log.Warn("acquire failed", "shard", l.Key.Shard, "err", err)
-			}
+		took, err := co.take(ctx, l, byShard, now)
+		if err != nil || ctx.Err() != nil {
+			return err
+		}
+		if !took {
 			continue
 		}
-		how := "taken"
-		if l.Owner != "" {
-			how = "taken over from " + l.Owner
-		}
-		delete(co.pending, l.Key.Shard)
-		c.stats.taken.Add(1)
-		if l.Owner == "" {
-			c.ins.taken.Add(bg, 1, c.ins.attrs(attribute.String("how", "free")))
-		} else {
-			c.ins.taken.Add(bg, 1, c.ins.attrs(attribute.String("how", "expired")))
-		}
-		co.start(ctx, got, how, hasTrackedParent(l, byShard), sent)
 		held[l.Key.Shard] = true
 		mine++
 	}
@@ -670,6 +630,49 @@ func (co *coordinator) takeRound(ctx context.Context) error {
 		steals++
 	}
 	return nil
+}
+
+// take acquires l on the counter seen in the listing and starts its
+// runner. It reports whether this worker holds l now; the error is one that
+// must end Run. Rows naming this worker are taken the same way (leases
+// handed over to it, or given up by an earlier runner of it), so that every
+// lease is timed from a write of this worker's, as other workers time it.
+func (co *coordinator) take(ctx context.Context, l Lease, byShard map[string]Lease, now time.Time) (bool, error) {
+	c := co.c
+	me := c.cfg.ownerID
+	sent := time.Now()
+	got, err := c.store.Acquire(ctx, l.Key, me, l.Counter)
+	if err != nil {
+		switch {
+		case ctx.Err() != nil:
+		case isFatal(err):
+			return false, err
+		case errors.Is(err, ErrLegacyRow) || errors.Is(err, ErrCorruptLease):
+			co.refused[l.Key.Shard] = now
+			c.log.Error("shard not read until an operator acts", "shard", l.Key.Shard, "err", err)
+		case !errors.Is(err, ErrLeaseHeld) && !errors.Is(err, ErrLeaseNotFound):
+			c.log.Warn("acquire failed", "shard", l.Key.Shard, "err", err)
+		}
+		return false, nil
+	}
+	delete(co.pending, l.Key.Shard)
+	how, kind := "taken", "free"
+	switch {
+	case l.Owner == me && l.HandoffTo == "" && l.Expiry.IsZero():
+		how, kind = "handed over", "handoff"
+	case l.Owner == me:
+		how, kind = "taken back", "expired"
+	case l.Owner != "":
+		how, kind = "taken over from "+l.Owner, "expired"
+	}
+	if kind == "handoff" {
+		c.stats.handedIn.Add(1)
+	} else {
+		c.stats.taken.Add(1)
+	}
+	c.ins.taken.Add(bg, 1, c.ins.attrs(attribute.String("how", kind)))
+	co.start(ctx, got, how, hasTrackedParent(l, byShard), sent)
+	return true, nil
 }
 
 // hasTrackedParent reports whether any parent of l has a row: the parent was
