@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/shardlease/shardlease"
+	"github.com/shardlease/shardlease/internal/crash"
 	"github.com/shardlease/shardlease/internal/kpl"
 )
 
@@ -104,7 +105,7 @@ func TestAggregatedCheckpointMidAggregateResumesAfterIt(t *testing.T) {
 
 		// The first worker processes user records one by one, checkpoints at
 		// agg-004 explicitly, flushes, and then crashes.
-		sw := &crashSwitch{}
+		sw := &crash.Switch{}
 		crashed := make(chan struct{})
 		var once sync.Once
 		first := newHandled()
@@ -118,13 +119,13 @@ func TestAggregatedCheckpointMidAggregateResumesAfterIt(t *testing.T) {
 					if err := b.Flush(ctx); err != nil {
 						return err
 					}
-					once.Do(func() { sw.down.Store(true); close(crashed) })
+					once.Do(func() { sw.Crash(); close(crashed) })
 					return fmt.Errorf("crashed")
 				}
 			}
 			return nil
 		}
-		a := startWorker(t, w, crashKinesis{w.kin, sw}, crashStore{w.store, sw}, handler, w.opts("a", shardlease.WithManualCheckpoints())...)
+		a := startWorker(t, w, crash.Kinesis(w.kin, sw), crash.Store(w.store, sw), handler, w.opts("a", shardlease.WithManualCheckpoints())...)
 		<-crashed
 		require.NoError(t, a.stop(t))
 		row := w.leases(t)[0]

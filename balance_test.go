@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/shardlease/shardlease"
+	"github.com/shardlease/shardlease/internal/crash"
 )
 
 // table is one reading of the lease table.
@@ -371,13 +372,13 @@ func TestHandoffUnansweredCrashedHolder(t *testing.T) {
 	worlds(t, 4, func(t *testing.T, w *world) {
 		p := &produced{}
 		h := newHandled()
-		sw := &crashSwitch{}
-		a := startWorker(t, w, crashKinesis{w.kin, sw}, crashStore{w.store, sw}, h.handler("a"), w.opts("a")...)
+		sw := &crash.Switch{}
+		a := startWorker(t, w, crash.Kinesis(w.kin, sw), crash.Store(w.store, sw), h.handler("a"), w.opts("a")...)
 		waitSettled(t, w, 10*w.take, []int{4}, a)
 		w.put(t, p, 40, 16)
 		waitFor(t, 30*w.lease, "a handles the first records", func() bool { return h.distinct() == 40 })
 
-		sw.down.Store(true) // a dies holding every lease
+		sw.Crash() // a dies holding every lease
 		clock := newHandoffClock(w.store)
 		started := time.Now()
 		b := startWorker(t, w, w.kin, clock, h.handler("b"), w.opts("b")...)

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/shardlease/shardlease"
+	"github.com/shardlease/shardlease/internal/crash"
 )
 
 func TestConsumerReadsEveryRecordInOrder(t *testing.T) {
@@ -109,15 +110,15 @@ func TestConsumerCrashedWorkerIsTakenOver(t *testing.T) {
 	worlds(t, 4, func(t *testing.T, w *world) {
 		p := &produced{}
 		h := newHandled()
-		sw := &crashSwitch{}
-		a := startWorker(t, w, crashKinesis{w.kin, sw}, crashStore{w.store, sw}, h.handler("a"), w.opts("a")...)
+		sw := &crash.Switch{}
+		a := startWorker(t, w, crash.Kinesis(w.kin, sw), crash.Store(w.store, sw), h.handler("a"), w.opts("a")...)
 		waitFor(t, 10*w.lease, "a holds every shard", func() bool { return len(a.c.Held()) == 4 })
 		w.put(t, p, 100, 16)
 		waitFor(t, 30*w.lease, "a handles the first records", func() bool { return h.distinct() == 100 })
 
 		b := startWorker(t, w, w.kin, w.store, h.handler("b"), w.opts("b")...)
 		waitFor(t, 10*w.lease, "b has seen a's leases", func() bool { return h.distinct() == 100 && len(w.leases(t)) == 4 })
-		sw.down.Store(true) // a dies: no release, no final checkpoint
+		sw.Crash() // a dies: no release, no final checkpoint
 		crashed := time.Now()
 		w.put(t, p, 100, 16)
 

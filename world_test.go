@@ -2,7 +2,6 @@ package shardlease_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -265,106 +264,6 @@ func (w *world) leases(t *testing.T) []shardlease.Lease {
 	ls, err := w.store.List(context.Background(), w.stream)
 	require.NoError(t, err)
 	return ls
-}
-
-// crashSwitch makes the wrapped clients fail every call once flipped, like
-// a process that died: nothing it would write afterwards reaches a server.
-type crashSwitch struct{ down atomic.Bool }
-
-var errCrashed = errors.New("test: worker crashed")
-
-type crashStore struct {
-	shardlease.LeaseStore
-	sw *crashSwitch
-}
-
-func (s crashStore) err() error {
-	if s.sw.down.Load() {
-		return errCrashed
-	}
-	return nil
-}
-
-func (s crashStore) Create(ctx context.Context, k shardlease.LeaseKey, p []string) (bool, error) {
-	if err := s.err(); err != nil {
-		return false, err
-	}
-	return s.LeaseStore.Create(ctx, k, p)
-}
-
-func (s crashStore) Get(ctx context.Context, k shardlease.LeaseKey) (shardlease.Lease, error) {
-	if err := s.err(); err != nil {
-		return shardlease.Lease{}, err
-	}
-	return s.LeaseStore.Get(ctx, k)
-}
-
-func (s crashStore) List(ctx context.Context, stream string) ([]shardlease.Lease, error) {
-	if err := s.err(); err != nil {
-		return nil, err
-	}
-	return s.LeaseStore.List(ctx, stream)
-}
-
-func (s crashStore) Acquire(ctx context.Context, k shardlease.LeaseKey, owner string, observed int64) (shardlease.Lease, error) {
-	if err := s.err(); err != nil {
-		return shardlease.Lease{}, err
-	}
-	return s.LeaseStore.Acquire(ctx, k, owner, observed)
-}
-
-func (s crashStore) Renew(ctx context.Context, l shardlease.Lease, e time.Time) (shardlease.Lease, error) {
-	if err := s.err(); err != nil {
-		return shardlease.Lease{}, err
-	}
-	return s.LeaseStore.Renew(ctx, l, e)
-}
-
-func (s crashStore) Checkpoint(ctx context.Context, l shardlease.Lease, cp string, sub int64, e time.Time) (shardlease.Lease, error) {
-	if err := s.err(); err != nil {
-		return shardlease.Lease{}, err
-	}
-	return s.LeaseStore.Checkpoint(ctx, l, cp, sub, e)
-}
-
-func (s crashStore) Release(ctx context.Context, l shardlease.Lease) (shardlease.Lease, error) {
-	if err := s.err(); err != nil {
-		return shardlease.Lease{}, err
-	}
-	return s.LeaseStore.Release(ctx, l)
-}
-
-func (s crashStore) RequestHandoff(ctx context.Context, l shardlease.Lease, taker string) (shardlease.Lease, error) {
-	if err := s.err(); err != nil {
-		return shardlease.Lease{}, err
-	}
-	return s.LeaseStore.RequestHandoff(ctx, l, taker)
-}
-
-type crashKinesis struct {
-	shardlease.KinesisAPI
-	sw *crashSwitch
-}
-
-func (k crashKinesis) ListShards(ctx context.Context, in *kinesis.ListShardsInput, o ...func(*kinesis.Options)) (*kinesis.ListShardsOutput, error) {
-	if k.sw.down.Load() {
-		return nil, errCrashed
-	}
-	return k.KinesisAPI.ListShards(ctx, in, o...)
-}
-
-func (k crashKinesis) GetShardIterator(ctx context.Context, in *kinesis.GetShardIteratorInput, o ...func(*kinesis.Options)) (*kinesis.GetShardIteratorOutput, error) {
-	if k.sw.down.Load() {
-		return nil, errCrashed
-	}
-	return k.KinesisAPI.GetShardIterator(ctx, in, o...)
-}
-
-func (k crashKinesis) GetRecords(ctx context.Context, in *kinesis.GetRecordsInput, o ...func(*kinesis.Options)) (*kinesis.GetRecordsOutput, error) {
-	if k.sw.down.Load() {
-		return nil, errCrashed
-	}
-	return k.KinesisAPI.GetRecords(ctx, in, o...)
 }
 
 // countingStore counts successful writes by kind.

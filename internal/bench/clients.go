@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/big"
 	"sync"
@@ -82,107 +81,6 @@ func keyOf(in *dynamodb.UpdateItemInput) string {
 	return ""
 }
 
-// crashSwitch makes the wrapped clients of one worker fail every call once
-// flipped, like a process that died.
-type crashSwitch struct{ down atomic.Bool }
-
-var errCrashed = errors.New("bench: worker crashed")
-
-type crashStore struct {
-	shardlease.LeaseStore
-	sw *crashSwitch
-}
-
-func (s crashStore) err() error {
-	if s.sw.down.Load() {
-		return errCrashed
-	}
-	return nil
-}
-
-func (s crashStore) Create(ctx context.Context, k shardlease.LeaseKey, p []string) (bool, error) {
-	if err := s.err(); err != nil {
-		return false, err
-	}
-	return s.LeaseStore.Create(ctx, k, p)
-}
-
-func (s crashStore) Get(ctx context.Context, k shardlease.LeaseKey) (shardlease.Lease, error) {
-	if err := s.err(); err != nil {
-		return shardlease.Lease{}, err
-	}
-	return s.LeaseStore.Get(ctx, k)
-}
-
-func (s crashStore) List(ctx context.Context, stream string) ([]shardlease.Lease, error) {
-	if err := s.err(); err != nil {
-		return nil, err
-	}
-	return s.LeaseStore.List(ctx, stream)
-}
-
-func (s crashStore) Acquire(ctx context.Context, k shardlease.LeaseKey, owner string, observed int64) (shardlease.Lease, error) {
-	if err := s.err(); err != nil {
-		return shardlease.Lease{}, err
-	}
-	return s.LeaseStore.Acquire(ctx, k, owner, observed)
-}
-
-func (s crashStore) Renew(ctx context.Context, l shardlease.Lease, e time.Time) (shardlease.Lease, error) {
-	if err := s.err(); err != nil {
-		return shardlease.Lease{}, err
-	}
-	return s.LeaseStore.Renew(ctx, l, e)
-}
-
-func (s crashStore) Checkpoint(ctx context.Context, l shardlease.Lease, cp string, sub int64, e time.Time) (shardlease.Lease, error) {
-	if err := s.err(); err != nil {
-		return shardlease.Lease{}, err
-	}
-	return s.LeaseStore.Checkpoint(ctx, l, cp, sub, e)
-}
-
-func (s crashStore) Release(ctx context.Context, l shardlease.Lease) (shardlease.Lease, error) {
-	if err := s.err(); err != nil {
-		return shardlease.Lease{}, err
-	}
-	return s.LeaseStore.Release(ctx, l)
-}
-
-func (s crashStore) RequestHandoff(ctx context.Context, l shardlease.Lease, taker string) (shardlease.Lease, error) {
-	if err := s.err(); err != nil {
-		return shardlease.Lease{}, err
-	}
-	return s.LeaseStore.RequestHandoff(ctx, l, taker)
-}
-
-type crashKinesis struct {
-	shardlease.KinesisAPI
-	sw *crashSwitch
-}
-
-func (k crashKinesis) ListShards(ctx context.Context, in *kinesis.ListShardsInput, o ...func(*kinesis.Options)) (*kinesis.ListShardsOutput, error) {
-	if k.sw.down.Load() {
-		return nil, errCrashed
-	}
-	return k.KinesisAPI.ListShards(ctx, in, o...)
-}
-
-func (k crashKinesis) GetShardIterator(ctx context.Context, in *kinesis.GetShardIteratorInput, o ...func(*kinesis.Options)) (*kinesis.GetShardIteratorOutput, error) {
-	if k.sw.down.Load() {
-		return nil, errCrashed
-	}
-	return k.KinesisAPI.GetShardIterator(ctx, in, o...)
-}
-
-func (k crashKinesis) GetRecords(ctx context.Context, in *kinesis.GetRecordsInput, o ...func(*kinesis.Options)) (*kinesis.GetRecordsOutput, error) {
-	if k.sw.down.Load() {
-		return nil, errCrashed
-	}
-	return k.KinesisAPI.GetRecords(ctx, in, o...)
-}
-
-// putter is the write side of a Kinesis client, fake or real.
 type putter interface {
 	PutRecords(ctx context.Context, params *kinesis.PutRecordsInput, optFns ...func(*kinesis.Options)) (*kinesis.PutRecordsOutput, error)
 }

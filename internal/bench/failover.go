@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 
 	"github.com/shardlease/shardlease"
+	"github.com/shardlease/shardlease/internal/crash"
 	"github.com/shardlease/shardlease/internal/kinesisfake"
 )
 
@@ -136,7 +137,7 @@ func waitUntil(within time.Duration, cond func() bool) bool {
 // failoverTrial runs two workers over 8 shards, 4 each, then crashes (or
 // gracefully stops) the first and returns how long until the second has
 // handled a record of every shard the first held.
-func failoverTrial(ctx context.Context, lease time.Duration, crash bool) (time.Duration, error) {
+func failoverTrial(ctx context.Context, lease time.Duration, crashed bool) (time.Duration, error) {
 	w, err := newFakeWorld(ctx, 8, lease)
 	if err != nil {
 		return 0, err
@@ -147,8 +148,8 @@ func failoverTrial(ctx context.Context, lease time.Duration, crash bool) (time.D
 	defer cancel()
 	w.produce(pctx, &wg)
 
-	sw := &crashSwitch{}
-	a, err := startConsumer(crashKinesis{w.fake, sw}, crashStore{w.store, sw}, w.stream,
+	sw := &crash.Switch{}
+	a, err := startConsumer(crash.Kinesis(w.fake, sw), crash.Store(w.store, sw), w.stream,
 		func(context.Context, *shardlease.Batch) error { return nil }, w.opts("a", shardlease.WithMaxLeases(4))...)
 	if err != nil {
 		return 0, err
@@ -175,8 +176,8 @@ func failoverTrial(ctx context.Context, lease time.Duration, crash bool) (time.D
 	victims := a.c.Held()
 	seen.arm()
 	t0 := time.Now()
-	if crash {
-		sw.down.Store(true)
+	if crashed {
+		sw.Crash()
 	} else {
 		a.cancel()
 	}

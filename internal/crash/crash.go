@@ -1,0 +1,129 @@
+// Package crash wraps a lease store and a Kinesis client so that one
+// switch makes both fail every call, as when a worker's process dies: no
+// release, no final checkpoint.
+package crash
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+
+	"github.com/shardlease/shardlease"
+)
+
+// Store returns s wrapped so that every call fails once sw is flipped.
+func Store(s shardlease.LeaseStore, sw *Switch) shardlease.LeaseStore { return store{s, sw} }
+
+// Kinesis returns k wrapped so that every call fails once sw is flipped.
+func Kinesis(k shardlease.KinesisAPI, sw *Switch) shardlease.KinesisAPI { return kin{k, sw} }
+
+// Switch makes the clients wrapped with it fail every call once flipped,
+// like a process that died: nothing it would write afterwards reaches a
+// server. The zero value is up.
+type Switch struct{ down atomic.Bool }
+
+// Crash flips the switch.
+func (s *Switch) Crash() { s.down.Store(true) }
+
+// Down reports whether Crash was called.
+func (s *Switch) Down() bool { return s.down.Load() }
+
+// ErrCrashed is what every call through a crashed wrapper returns.
+var ErrCrashed = errors.New("worker crashed")
+
+type store struct {
+	shardlease.LeaseStore
+	sw *Switch
+}
+
+func (s store) err() error {
+	if s.sw.down.Load() {
+		return ErrCrashed
+	}
+	return nil
+}
+
+func (s store) Create(ctx context.Context, k shardlease.LeaseKey, p []string) (bool, error) {
+	if err := s.err(); err != nil {
+		return false, err
+	}
+	return s.LeaseStore.Create(ctx, k, p)
+}
+
+func (s store) Get(ctx context.Context, k shardlease.LeaseKey) (shardlease.Lease, error) {
+	if err := s.err(); err != nil {
+		return shardlease.Lease{}, err
+	}
+	return s.LeaseStore.Get(ctx, k)
+}
+
+func (s store) List(ctx context.Context, stream string) ([]shardlease.Lease, error) {
+	if err := s.err(); err != nil {
+		return nil, err
+	}
+	return s.LeaseStore.List(ctx, stream)
+}
+
+func (s store) Acquire(ctx context.Context, k shardlease.LeaseKey, owner string, observed int64) (shardlease.Lease, error) {
+	if err := s.err(); err != nil {
+		return shardlease.Lease{}, err
+	}
+	return s.LeaseStore.Acquire(ctx, k, owner, observed)
+}
+
+func (s store) Renew(ctx context.Context, l shardlease.Lease, e time.Time) (shardlease.Lease, error) {
+	if err := s.err(); err != nil {
+		return shardlease.Lease{}, err
+	}
+	return s.LeaseStore.Renew(ctx, l, e)
+}
+
+func (s store) Checkpoint(ctx context.Context, l shardlease.Lease, cp string, sub int64, e time.Time) (shardlease.Lease, error) {
+	if err := s.err(); err != nil {
+		return shardlease.Lease{}, err
+	}
+	return s.LeaseStore.Checkpoint(ctx, l, cp, sub, e)
+}
+
+func (s store) Release(ctx context.Context, l shardlease.Lease) (shardlease.Lease, error) {
+	if err := s.err(); err != nil {
+		return shardlease.Lease{}, err
+	}
+	return s.LeaseStore.Release(ctx, l)
+}
+
+func (s store) RequestHandoff(ctx context.Context, l shardlease.Lease, taker string) (shardlease.Lease, error) {
+	if err := s.err(); err != nil {
+		return shardlease.Lease{}, err
+	}
+	return s.LeaseStore.RequestHandoff(ctx, l, taker)
+}
+
+type kin struct {
+	shardlease.KinesisAPI
+	sw *Switch
+}
+
+func (k kin) ListShards(ctx context.Context, in *kinesis.ListShardsInput, o ...func(*kinesis.Options)) (*kinesis.ListShardsOutput, error) {
+	if k.sw.down.Load() {
+		return nil, ErrCrashed
+	}
+	return k.KinesisAPI.ListShards(ctx, in, o...)
+}
+
+func (k kin) GetShardIterator(ctx context.Context, in *kinesis.GetShardIteratorInput, o ...func(*kinesis.Options)) (*kinesis.GetShardIteratorOutput, error) {
+	if k.sw.down.Load() {
+		return nil, ErrCrashed
+	}
+	return k.KinesisAPI.GetShardIterator(ctx, in, o...)
+}
+
+func (k kin) GetRecords(ctx context.Context, in *kinesis.GetRecordsInput, o ...func(*kinesis.Options)) (*kinesis.GetRecordsOutput, error) {
+	if k.sw.down.Load() {
+		return nil, ErrCrashed
+	}
+	return k.KinesisAPI.GetRecords(ctx, in, o...)
+}
