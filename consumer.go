@@ -248,7 +248,6 @@ type coordinator struct {
 	// pending handoff requests this worker made, by shard id, with when.
 	pending map[string]time.Time
 	rng     *rand.Rand
-	rounds  int
 	// refused holds shards the store refused to hand out until an operator
 	// acts (an unattributed legacy row), with when; retried after a shard
 	// sync interval.
@@ -439,7 +438,6 @@ func retryable(err error) bool {
 // ones, then (by handoff) leases of the most loaded live owner.
 func (co *coordinator) takeRound(ctx context.Context) error {
 	c := co.c
-	co.rounds++
 	leases, err := c.store.List(ctx, c.stream)
 	if err != nil {
 		if ctx.Err() != nil {
