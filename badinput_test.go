@@ -69,7 +69,7 @@ func TestBadInputTableNames(t *testing.T) {
 			requireMessage(t, err, shardlease.ErrInvalidName, tc.parts...)
 		})
 	}
-	assert.Zero(t, client.calls(), "no DynamoDB call for an invalid table name")
+	assert.Zero(t, client.Calls(), "no DynamoDB call for an invalid table name")
 
 	_, err := shardlease.NewDynamoStore(client, "leases", shardlease.WithLegacyStream("orders:old"))
 	requireMessage(t, err, shardlease.ErrInvalidName, "WithLegacyStream", `stream "orders:old" has ':'`, "use only")

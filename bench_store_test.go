@@ -48,14 +48,14 @@ func BenchmarkStore(b *testing.B) {
 			}
 			report := func(b *testing.B, before int64) {
 				if counting != nil {
-					b.ReportMetric(float64(counting.calls()-before)/float64(b.N), "dynamodb-calls/op")
+					b.ReportMetric(float64(counting.Calls()-before)/float64(b.N), "dynamodb-calls/op")
 				}
 			}
 			calls := func() int64 {
 				if counting == nil {
 					return 0
 				}
-				return counting.calls()
+				return counting.Calls()
 			}
 			b.Run("acquire", func(b *testing.B) {
 				keys := make([]shardlease.LeaseKey, b.N)

@@ -255,7 +255,7 @@ func TestConsumerSteadyStateWrites(t *testing.T) {
 		intervals := 60 // a minute at the default renew interval... scaled to the world
 		before, dynBefore := counting.total(), int64(0)
 		if w.dynamo != nil {
-			dynBefore = w.dynamo.writes()
+			dynBefore = w.dynamo.Writes()
 		}
 		batchesBefore := h.batches.Load()
 		time.Sleep(time.Duration(intervals) * w.renew)
@@ -263,7 +263,7 @@ func TestConsumerSteadyStateWrites(t *testing.T) {
 		batches := h.batches.Load() - batchesBefore
 		var dynWrites int64
 		if w.dynamo != nil {
-			dynWrites = w.dynamo.writes() - dynBefore
+			dynWrites = w.dynamo.Writes() - dynBefore
 		}
 		close(stopProducing)
 		producer.Wait()

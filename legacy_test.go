@@ -173,10 +173,10 @@ func TestLegacyAdoptOnAcquire(t *testing.T) {
 
 	// A row without a checkpoint adopts the bare row's: the acquire write,
 	// one read of the bare row and the conditional copy.
-	before := client.calls()
+	before := client.Calls()
 	l, err := s.Acquire(ctx, key("orders", 0), "new-1", 0)
 	require.NoError(t, err)
-	require.Equal(t, int64(3), client.calls()-before)
+	require.Equal(t, int64(3), client.Calls()-before)
 	require.Equal(t, bareSeq0, l.Checkpoint)
 	require.Equal(t, int64(-1), l.SubSequence)
 	require.Equal(t, "new-1", l.Owner)
@@ -193,10 +193,10 @@ func TestLegacyAdoptOnAcquire(t *testing.T) {
 	require.NoError(t, err)
 
 	// Once adopted, a row with a checkpoint costs nothing extra.
-	before = client.calls()
+	before = client.Calls()
 	l, err = s.Acquire(ctx, key("orders", 0), "new-2", l.Counter)
 	require.NoError(t, err)
-	require.Equal(t, int64(1), client.calls()-before)
+	require.Equal(t, int64(1), client.Calls()-before)
 	require.Equal(t, bareSeq0, l.Checkpoint)
 
 	// ShardEnd is adopted as is; a sub-sequence is carried.
@@ -211,10 +211,10 @@ func TestLegacyAdoptOnAcquire(t *testing.T) {
 	// A bare row without a checkpoint, or no bare row: the read finds
 	// nothing and the lease is handed out as acquired.
 	for _, n := range []int{2, 4} {
-		before = client.calls()
+		before = client.Calls()
 		l, err := s.Acquire(ctx, key("orders", n), "new-1", 0)
 		require.NoError(t, err)
-		require.Equal(t, int64(2), client.calls()-before, "shard %d", n)
+		require.Equal(t, int64(2), client.Calls()-before, "shard %d", n)
 		require.Empty(t, l.Checkpoint)
 		require.Equal(t, int64(1), l.Counter)
 	}
@@ -317,11 +317,11 @@ func TestLegacyOtherStreamIgnoresBareRows(t *testing.T) {
 	s := newStore(t, client, table, shardlease.WithLegacyStream("orders"))
 	createRows(t, s, key("payments", 0))
 
-	before := client.calls()
+	before := client.Calls()
 	l, err := s.Acquire(ctx, key("payments", 0), "new-1", 0)
 	require.NoError(t, err)
 	require.Empty(t, l.Checkpoint)
-	require.Equal(t, int64(1), client.calls()-before, "no read of the bare row for another stream")
+	require.Equal(t, int64(1), client.Calls()-before, "no read of the bare row for another stream")
 	got, err := s.Get(ctx, key("payments", 0))
 	require.NoError(t, err)
 	require.Empty(t, got.Checkpoint)
@@ -409,7 +409,7 @@ func requireIdempotent(t *testing.T, raw shardlease.DynamoDBAPI, format shardlea
 	rep, err := shardlease.Import(t.Context(), raw, format, from, s, stream)
 	require.NoError(t, err)
 	require.Zero(t, rep.Copied)
-	require.Zero(t, client.writes(), "a second run writes nothing")
+	require.Zero(t, client.Writes(), "a second run writes nothing")
 	after, err := s.List(t.Context(), stream)
 	require.NoError(t, err)
 	require.Equal(t, before, after)

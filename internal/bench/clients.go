@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math/big"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -14,16 +13,14 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	ktypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
-	"github.com/shardlease/shardlease"
+	"github.com/shardlease/shardlease/internal/dyncount"
 )
 
 // countingDynamo counts the calls made through the narrow DynamoDB
-// interface: reads (GetItem, Scan pages) and writes (PutItem, UpdateItem).
-// With track set it also keeps, per lease key, when each UpdateItem
-// returned, and the duration of each Scan page.
+// interface (see dyncount.Client). With track set it also keeps, per lease
+// key, when each UpdateItem returned, and the duration of each Scan page.
 type countingDynamo struct {
-	shardlease.DynamoDBAPI
-	gets, scans, puts, updates atomic.Int64
+	dyncount.Client
 
 	track   bool
 	mu      sync.Mutex
@@ -36,22 +33,8 @@ type scanCall struct {
 	start, end time.Time
 }
 
-func (c *countingDynamo) reads() int64  { return c.gets.Load() + c.scans.Load() }
-func (c *countingDynamo) writes() int64 { return c.puts.Load() + c.updates.Load() }
-
-func (c *countingDynamo) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
-	c.gets.Add(1)
-	return c.DynamoDBAPI.GetItem(ctx, in, o...)
-}
-
-func (c *countingDynamo) PutItem(ctx context.Context, in *dynamodb.PutItemInput, o ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
-	c.puts.Add(1)
-	return c.DynamoDBAPI.PutItem(ctx, in, o...)
-}
-
 func (c *countingDynamo) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
-	c.updates.Add(1)
-	out, err := c.DynamoDBAPI.UpdateItem(ctx, in, o...)
+	out, err := c.Client.UpdateItem(ctx, in, o...)
 	if c.track && err == nil {
 		key := keyOf(in)
 		now := time.Now()
@@ -63,9 +46,8 @@ func (c *countingDynamo) UpdateItem(ctx context.Context, in *dynamodb.UpdateItem
 }
 
 func (c *countingDynamo) Scan(ctx context.Context, in *dynamodb.ScanInput, o ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error) {
-	c.scans.Add(1)
 	t0 := time.Now()
-	out, err := c.DynamoDBAPI.Scan(ctx, in, o...)
+	out, err := c.Client.Scan(ctx, in, o...)
 	if c.track {
 		c.mu.Lock()
 		c.scanLog = append(c.scanLog, scanCall{first: len(in.ExclusiveStartKey) == 0, start: t0, end: time.Now()})

@@ -12,6 +12,7 @@ import (
 	ktypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/shardlease/shardlease"
+	"github.com/shardlease/shardlease/internal/dyncount"
 	"github.com/shardlease/shardlease/internal/emulator"
 	"github.com/shardlease/shardlease/internal/kinesisfake"
 )
@@ -42,7 +43,7 @@ func measureCost(ctx context.Context, e *env) error {
 		if err := shardlease.CreateTable(ctx, dc, table); err != nil {
 			return nil, nil, err
 		}
-		counting := &countingDynamo{DynamoDBAPI: dc}
+		counting := &countingDynamo{Client: dyncount.Client{DynamoDBAPI: dc}}
 		store, err := shardlease.NewDynamoStore(counting, table)
 		return counting, store, err
 	}
@@ -97,12 +98,12 @@ func measureCost(ctx context.Context, e *env) error {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	cw0, cr0, cb0 := cDyn.writes(), cDyn.reads(), cBatches.Load()
-	bw0, br0, bb0 := bDyn.writes(), bDyn.reads(), bBatches.Load()
+	cw0, cr0, cb0 := cDyn.Writes(), cDyn.Reads(), cBatches.Load()
+	bw0, br0, bb0 := bDyn.Writes(), bDyn.Reads(), bBatches.Load()
 	w := e.sz.costWindow
 	time.Sleep(w)
-	cw, cr, cb := cDyn.writes()-cw0, cDyn.reads()-cr0, cBatches.Load()-cb0
-	bw, br, bb := bDyn.writes()-bw0, bDyn.reads()-br0, bBatches.Load()-bb0
+	cw, cr, cb := cDyn.Writes()-cw0, cDyn.Reads()-cr0, cBatches.Load()-cb0
+	bw, br, bb := bDyn.Writes()-bw0, bDyn.Reads()-br0, bBatches.Load()-bb0
 	cancel()
 	if err := <-runErr; err != nil {
 		return err

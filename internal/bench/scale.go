@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 
 	"github.com/shardlease/shardlease"
+	"github.com/shardlease/shardlease/internal/dyncount"
 	"github.com/shardlease/shardlease/internal/emulator"
 	"github.com/shardlease/shardlease/internal/kinesisfake"
 )
@@ -40,7 +41,7 @@ func measureScale(ctx context.Context, e *env) error {
 	if err := shardlease.CreateTable(ctx, dc, table); err != nil {
 		return err
 	}
-	counting := &countingDynamo{DynamoDBAPI: dc, track: true, updated: map[string][]time.Time{}}
+	counting := &countingDynamo{Client: dyncount.Client{DynamoDBAPI: dc}, track: true, updated: map[string][]time.Time{}}
 	store, err := shardlease.NewDynamoStore(counting, table)
 	if err != nil {
 		return err
