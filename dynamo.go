@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -50,6 +51,9 @@ type DynamoStore struct {
 	client DynamoDBAPI
 	table  string
 	cfg    storeConfig
+
+	bareMu sync.Mutex
+	bare   map[string]bool // shard ids of bare rows; nil until read (see bareShards)
 }
 
 var _ LeaseStore = (*DynamoStore)(nil)
@@ -119,7 +123,13 @@ func (s *DynamoStore) CheckTable(ctx context.Context) error {
 		}
 		return &TableError{Table: s.table, Err: fmt.Errorf("describe: %w", err)}
 	}
-	return checkSchema(s.table, out.Table)
+	if err := checkSchema(s.table, out.Table); err != nil {
+		return err
+	}
+	if _, err := s.bareShards(ctx); err != nil {
+		return &TableError{Table: s.table, Err: err}
+	}
+	return nil
 }
 
 func checkSchema(table string, d *types.TableDescription) error {

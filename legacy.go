@@ -83,9 +83,60 @@ func (s *DynamoStore) legacyApplies(stream string) bool {
 	return s.cfg.legacyStream == "" || s.cfg.legacyStream == stream
 }
 
+// bareShards returns the shard ids of the table's bare rows. They are read
+// once per store, with one keys-only Scan of the rows whose key has no ':',
+// the first time they are needed (CheckTable, which Run calls, reads them
+// up front). Bare rows are written only by old releases, which must be
+// stopped before new instances start, so the set does not change while the
+// store is in use; a failed Scan is tried again at the next call.
+func (s *DynamoStore) bareShards(ctx context.Context) (map[string]bool, error) {
+	s.bareMu.Lock()
+	defer s.bareMu.Unlock()
+	if s.bare != nil {
+		return s.bare, nil
+	}
+	bare := map[string]bool{}
+	var start map[string]types.AttributeValue
+	for {
+		page, err := s.client.Scan(ctx, &dynamodb.ScanInput{
+			TableName:                 aws.String(s.table),
+			ConsistentRead:            aws.Bool(true),
+			FilterExpression:          aws.String("NOT contains(lease_key, :colon)"),
+			ProjectionExpression:      aws.String("lease_key"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{":colon": str(":")},
+			ExclusiveStartKey:         start,
+		})
+		if err != nil {
+			if isNotFound(err) {
+				return nil, tableNotFound(s.table, err)
+			}
+			return nil, fmt.Errorf("list the legacy rows keyed by a bare shard id: %w", err)
+		}
+		for _, item := range page.Items {
+			if k, ok := item[attrKey].(*types.AttributeValueMemberS); ok {
+				bare[k.Value] = true
+			}
+		}
+		if len(page.LastEvaluatedKey) == 0 {
+			break
+		}
+		start = page.LastEvaluatedKey
+	}
+	s.bare = bare
+	return bare, nil
+}
+
 // bareCheckpoint reads the bare row of shard consistently. found is false
-// when there is no such row or it holds no checkpoint.
+// when there is no such row or it holds no checkpoint. A shard without a
+// bare row costs no call once bareShards has read the set.
 func (s *DynamoStore) bareCheckpoint(ctx context.Context, shard string) (checkpoint string, sub int64, found bool, err error) {
+	bare, err := s.bareShards(ctx)
+	if err != nil {
+		return "", -1, false, err
+	}
+	if !bare[shard] {
+		return "", -1, false, nil
+	}
 	out, err := s.client.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName:      aws.String(s.table),
 		Key:            map[string]types.AttributeValue{attrKey: str(shard)},
@@ -133,7 +184,8 @@ func checkpointSet(vals map[string]types.AttributeValue, checkpoint string, sub 
 
 // adoptAfterAcquire runs after a successful acquire write: when the row has
 // no checkpoint it falls back to the shard's bare row. It costs one GetItem,
-// and only for rows without a checkpoint of a stream legacyApplies to. The
+// and only for rows without a checkpoint of a stream legacyApplies to whose
+// shard has a bare row (see bareShards). The
 // copy is the holder's write: conditional on owner and counter (fencing) and
 // on the row having no checkpoint, and it bumps the counter. When the store
 // refuses the shard, or cannot tell where to start it, it releases the lease
