@@ -179,17 +179,25 @@ func TestBalanceThreeWorkersSixteenShards(t *testing.T) {
 	})
 }
 
+// balancedFleet starts workers a, b and c over the world's 16 shards with
+// records flowing, and returns once they settled at 5/5/6 and handled some.
+func (w *world) balancedFleet(t *testing.T, p *produced, h *handled) ([]*worker, *producer) {
+	t.Helper()
+	var workers []*worker
+	for _, name := range []string{"a", "b", "c"} {
+		workers = append(workers, startWorker(t, w, w.kin, w.store, h.handler(name), w.manyOpts(name)...))
+	}
+	prod := w.produce(t, p, w.take/3, 4, 64)
+	waitSettled(t, w, 20*w.take, []int{5, 5, 6}, workers...)
+	waitFor(t, 30*w.lease, "records flowing", func() bool { return h.distinct() > 40 })
+	return workers, prod
+}
+
 func TestBalanceFourthWorkerJoins(t *testing.T) {
 	worlds(t, 16, func(t *testing.T, w *world) {
 		p := &produced{}
 		h := newHandled()
-		var workers []*worker
-		for _, name := range []string{"a", "b", "c"} {
-			workers = append(workers, startWorker(t, w, w.kin, w.store, h.handler(name), w.manyOpts(name)...))
-		}
-		prod := w.produce(t, p, w.take/3, 4, 64)
-		waitSettled(t, w, 20*w.take, []int{5, 5, 6}, workers...)
-		waitFor(t, 30*w.lease, "records flowing", func() bool { return h.distinct() > 40 })
+		workers, prod := w.balancedFleet(t, p, h)
 
 		clock := newHandoffClock(w.store)
 		counting := newCountingStore(clock)
@@ -231,13 +239,7 @@ func TestBalanceWorkerLeavesGracefully(t *testing.T) {
 	worlds(t, 16, func(t *testing.T, w *world) {
 		p := &produced{}
 		h := newHandled()
-		var workers []*worker
-		for _, name := range []string{"a", "b", "c"} {
-			workers = append(workers, startWorker(t, w, w.kin, w.store, h.handler(name), w.manyOpts(name)...))
-		}
-		prod := w.produce(t, p, w.take/3, 4, 64)
-		waitSettled(t, w, 20*w.take, []int{5, 5, 6}, workers...)
-		waitFor(t, 30*w.lease, "records flowing", func() bool { return h.distinct() > 40 })
+		workers, prod := w.balancedFleet(t, p, h)
 
 		leaving := workers[0]
 		stopping := time.Now()
