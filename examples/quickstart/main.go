@@ -285,21 +285,28 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		printTable(out, fmt.Sprintf("t=%.1fs", time.Since(start).Seconds()), workers, store, tally)
 		afterTable = true
 	}
+	interrupted := func() error {
+		event("interrupted: stopping every worker")
+		err := halt()
+		table()
+		tally.summary(out, workers, time.Since(start), false)
+		return errors.Join(errors.New("interrupted"), err)
+	}
 	for {
 		select {
 		case <-ctx.Done():
-			event("interrupted: stopping every worker")
-			err := halt()
-			table()
-			tally.summary(out, workers, time.Since(start), false)
-			return errors.Join(errors.New("interrupted"), err)
+			return interrupted()
 		case err := <-producer:
 			producer = nil
-			if err != nil {
+			if err != nil && ctx.Err() == nil {
 				_ = halt()
 				return fmt.Errorf("producing: %w", err)
 			}
 		case <-tick.C:
+		}
+		if ctx.Err() != nil {
+			// The producer or a worker saw the interrupt before this loop did.
+			return interrupted()
 		}
 		now := time.Since(start)
 		for _, w := range workers {

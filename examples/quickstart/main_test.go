@@ -56,7 +56,7 @@ func TestRunInterrupted(t *testing.T) {
 	err := run(ctx, []string{"-duration", "1m"}, &out)
 	text := out.String()
 	require.Error(t, err, text)
-	assert.Contains(t, text, "interrupted: stopping every worker")
+	assert.Contains(t, text, "interrupted: stopping every worker", "run returned %v", err)
 	assert.Regexp(t, `(?m)^  unhandled\s+\d+ `, text)
 }
 
