@@ -594,6 +594,7 @@ func (r *leaseRunner) fetch(ctx context.Context, out chan<- *Batch) {
 	}
 	iter := ""
 	var lastCall time.Time
+	gap := readGapBehind
 	for ctx.Err() == nil {
 		if iter == "" {
 			it, gone, err := r.iterator(ctx, lastSeq, lastSub)
@@ -615,8 +616,9 @@ func (r *leaseRunner) fetch(ctx context.Context, out chan<- *Batch) {
 			}
 			iter = it
 		}
-		// At most 5 GetRecords calls per second per shard.
-		if wait := 200*time.Millisecond - time.Since(lastCall); !lastCall.IsZero() && wait > 0 {
+		// At most 5 GetRecords calls per second per shard while behind; 4
+		// once caught up (see readGap).
+		if wait := gap - time.Since(lastCall); !lastCall.IsZero() && wait > 0 {
 			if !backoff.Wait(ctx, wait) {
 				return
 			}
@@ -644,6 +646,7 @@ func (r *leaseRunner) fetch(ctx context.Context, out chan<- *Batch) {
 		if res.MillisBehindLatest != nil {
 			r.behind.Store(*res.MillisBehindLatest)
 		}
+		gap = readGap(len(res.Records), cfg.batchSize, res.MillisBehindLatest)
 		recs := r.c.convert(res.Records, lastSeq, lastSub, r.log)
 		end := res.NextShardIterator == nil || *res.NextShardIterator == ""
 		if len(res.Records) > 0 {
@@ -668,6 +671,26 @@ func (r *leaseRunner) fetch(ctx context.Context, out chan<- *Batch) {
 			}
 		}
 	}
+}
+
+// Kinesis allows 5 GetRecords calls per second per shard, shared by every
+// reader of the shard: a worker taking a shard over is refused while the
+// previous holder's last five calls are less than a second old.
+const (
+	readGapBehind   = 200 * time.Millisecond // 5 calls a second
+	readGapCaughtUp = 250 * time.Millisecond // 4 calls a second
+)
+
+// readGap is the pause between two GetRecords calls of one reader. A reader
+// that is behind uses the shard's whole allowance. A caught-up reader (a short
+// batch at the tip of the shard) leaves one call a second unused, so that a
+// worker the shard is handed to is not throttled on its first read, at the
+// cost of up to 50ms more latency for records that arrive while it waits.
+func readGap(records int, limit int32, millisBehind *int64) time.Duration {
+	if records >= int(limit) || aws.ToInt64(millisBehind) > 0 {
+		return readGapBehind
+	}
+	return readGapCaughtUp
 }
 
 // iterator returns a shard iterator positioned after (seq, sub), or at the
