@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -195,12 +196,20 @@ func (c *Consumer) Run(ctx context.Context) error {
 	co := &coordinator{
 		c:       c,
 		obs:     make(map[string]observation),
+		wobs:    make(map[string]observation),
+		takable: make(map[string]bool),
 		exited:  make(chan *leaseRunner),
 		wake:    make(chan struct{}, 1),
 		resync:  make(chan struct{}, 1),
 		pending: make(map[string]time.Time),
 		refused: make(map[string]time.Time),
 		rng:     rand.New(rand.NewPCG(ownerSeed(c.cfg.ownerID), 1)),
+	}
+	co.ws, _ = c.store.(WorkerStore)
+	// Show this worker to the others before anything else, so that workers
+	// starting together count each other in their first take round.
+	if err := co.heartbeat(ctx); err != nil {
+		return err
 	}
 	// A transient failure (throttling, a 500, a timeout) of the first shard
 	// sync is retried a few times; a missing stream or table, or a failure
@@ -224,8 +233,13 @@ func (c *Consumer) Run(ctx context.Context) error {
 	}
 	err = co.loop(ctx)
 	co.shutdown()
+	co.removeRow(context.WithoutCancel(ctx))
 	return err
 }
+
+// The first take round waits takeInterval/settleDivisor after the worker
+// wrote its row.
+const settleDivisor = 4
 
 // startupSyncAttempts bounds the retries of the first shard sync.
 const startupSyncAttempts = 8
@@ -252,6 +266,55 @@ type coordinator struct {
 	// acts (an unattributed legacy row), with when; retried after a shard
 	// sync interval.
 	refused map[string]time.Time
+	// takable holds the shards that were free or expired at the last take
+	// round: one still there now was left over by the workers below their
+	// share, and any worker below the ceiling may take it.
+	takable map[string]bool
+
+	// Worker rows, when the store keeps them (ws is nil otherwise).
+	ws   WorkerStore
+	wobs map[string]observation // other workers' rows, by owner
+	row  *Worker                // this worker's row as last written; nil when it has none
+	beat time.Time              // when row was written
+}
+
+// heartbeat writes this worker's row (see WorkerStore). A failure other than
+// a missing or misconfigured table is logged: the worker is then seen late,
+// which costs a correcting handoff, nothing more.
+func (co *coordinator) heartbeat(ctx context.Context) error {
+	if co.ws == nil {
+		return nil
+	}
+	c := co.c
+	sent := time.Now()
+	w, err := co.ws.Heartbeat(ctx, c.stream, c.cfg.ownerID)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		if isFatal(err) {
+			return fmt.Errorf("shardlease: stream %s: %w", c.stream, err)
+		}
+		c.log.Warn("writing the worker row failed; retrying at the next take round", "err", err)
+		return nil
+	}
+	co.row, co.beat = &w, sent
+	return nil
+}
+
+// removeRow deletes this worker's row, if it has one: once it holds a lease
+// (its leases show it), and when Run returns.
+func (co *coordinator) removeRow(ctx context.Context) {
+	if co.row == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, co.c.cfg.renewInterval)
+	defer cancel()
+	if _, err := co.ws.RemoveWorker(ctx, *co.row); err != nil {
+		co.c.log.Warn("removing the worker row failed; other workers remove it once it stops changing", "err", err)
+		return
+	}
+	co.row = nil
 }
 
 func (co *coordinator) loop(ctx context.Context) error {
@@ -260,7 +323,27 @@ func (co *coordinator) loop(ctx context.Context) error {
 	defer take.Stop()
 	sync := time.NewTicker(c.cfg.shardSync)
 	defer sync.Stop()
-	co.takeRound(ctx)
+	// While handoffs this worker asked for are pending, it also lists half
+	// a take interval after each round: a holder answers in its own take
+	// round, which may fall just after this worker's, and the lease would
+	// otherwise wait a whole interval more.
+	var followUp <-chan time.Time
+	round := func() error {
+		err := co.takeRound(ctx)
+		followUp = nil
+		if len(co.pending) > 0 {
+			followUp = time.After(c.cfg.takeInterval / 2)
+		}
+		return err
+	}
+	// Workers started together see each other's rows only once each has
+	// written its own: let the others' land before the first round.
+	if co.ws != nil && !backoff.Wait(ctx, c.cfg.takeInterval/settleDivisor) {
+		return nil
+	}
+	if err := round(); err != nil {
+		return err
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -268,11 +351,15 @@ func (co *coordinator) loop(ctx context.Context) error {
 		case r := <-co.exited:
 			co.forget(r)
 		case <-take.C:
-			if err := co.takeRound(ctx); err != nil {
+			if err := round(); err != nil {
+				return err
+			}
+		case <-followUp:
+			if err := round(); err != nil {
 				return err
 			}
 		case <-co.wake:
-			if err := co.takeRound(ctx); err != nil {
+			if err := round(); err != nil {
 				return err
 			}
 		case <-sync.C:
@@ -312,7 +399,7 @@ func (co *coordinator) forget(r *leaseRunner) {
 	c.mu.Unlock()
 	if r.endedShard.Load() {
 		co.poke(co.resync)
-	} else if r.handedOff.Load() || r.lost.Load() {
+	} else if r.lost.Load() {
 		co.poke(co.wake)
 	}
 }
@@ -438,7 +525,14 @@ func retryable(err error) bool {
 // ones, then (by handoff) leases of the most loaded live owner.
 func (co *coordinator) takeRound(ctx context.Context) error {
 	c := co.c
-	leases, err := c.store.List(ctx, c.stream)
+	var leases []Lease
+	var workers []Worker
+	var err error
+	if co.ws != nil {
+		leases, workers, err = co.ws.ListWithWorkers(ctx, c.stream)
+	} else {
+		leases, err = c.store.List(ctx, c.stream)
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil
@@ -504,10 +598,14 @@ func (co *coordinator) takeRound(ctx context.Context) error {
 			load[l.Owner]++
 		}
 	}
-	target := (len(active) + len(load) - 1) / len(load)
-	if c.cfg.maxLeases > 0 {
-		target = min(target, c.cfg.maxLeases)
+	// Workers that hold nothing yet count too, while their rows move.
+	for _, o := range co.liveWorkers(ctx, workers, now) {
+		if _, ok := load[o]; !ok {
+			load[o] = 0
+		}
 	}
+	target, ceiling := co.share(load, len(active))
+	c.log.Debug("take round", "leases", len(active), "owners", len(load), "target", target, "ceiling", ceiling, "held", len(held))
 	// mine counts the leases this worker runs; the handoffs it asked for
 	// count separately (waiting), so that one that goes unanswered can be
 	// taken over below instead of filling the share forever.
@@ -552,6 +650,12 @@ func (co *coordinator) takeRound(ctx context.Context) error {
 		}
 	}
 	var free, stale []Lease
+	defer func() {
+		clear(co.takable)
+		for _, l := range append(free, stale...) {
+			co.takable[l.Key.Shard] = true
+		}
+	}()
 	for _, l := range active {
 		if held[l.Key.Shard] {
 			continue
@@ -570,8 +674,14 @@ func (co *coordinator) takeRound(ctx context.Context) error {
 	co.rng.Shuffle(len(free), func(i, j int) { free[i], free[j] = free[j], free[i] })
 	co.rng.Shuffle(len(stale), func(i, j int) { stale[i], stale[j] = stale[j], stale[i] })
 	for _, l := range append(free, stale...) {
-		if mine+waiting >= target {
-			break
+		// A lease left over since the last round may take this worker up
+		// to the ceiling; otherwise its own share is the limit.
+		limit := target
+		if co.takable[l.Key.Shard] {
+			limit = ceiling
+		}
+		if mine+waiting >= limit {
+			continue
 		}
 		if at, ok := co.refused[l.Key.Shard]; ok && now.Sub(at) < c.cfg.shardSync {
 			continue
@@ -601,14 +711,26 @@ func (co *coordinator) takeRound(ctx context.Context) error {
 		if victim == "" || most < mine+asked+2 {
 			break
 		}
-		var cands []Lease
+		// Ask for a lease the victim runs: one it has renewed since taking
+		// it (a row handed over to it but not yet adopted shows no expiry;
+		// adopting it would cancel the request), else any.
+		var cands, running []Lease
 		for _, l := range active {
 			if _, asked := co.pending[l.Key.Shard]; l.Owner == victim && l.HandoffTo == "" && !asked && !expired(l) {
 				cands = append(cands, l)
+				if !l.Expiry.IsZero() {
+					running = append(running, l)
+				}
 			}
 		}
+		if len(running) > 0 {
+			cands = running
+		}
 		if len(cands) == 0 {
-			break
+			// The victim's load is handoffs it is waiting for: look at the
+			// next most loaded owner.
+			delete(load, victim)
+			continue
 		}
 		l := cands[co.rng.IntN(len(cands))]
 		if _, err := c.store.RequestHandoff(ctx, l, me); err != nil {
@@ -627,7 +749,85 @@ func (co *coordinator) takeRound(ctx context.Context) error {
 		asked++
 		steals++
 	}
+
+	// A worker that holds a lease is seen through it; one that holds none
+	// keeps its row moving.
+	switch {
+	case mine > 0:
+		co.removeRow(ctx)
+	case co.row == nil || now.Sub(co.beat) >= c.cfg.renewInterval:
+		return co.heartbeat(ctx)
+	}
 	return nil
+}
+
+// liveWorkers returns the owners of the worker rows that moved within a
+// lease duration, as this worker has watched them; a row of another worker
+// that stood still that long is deleted (its worker is gone).
+func (co *coordinator) liveWorkers(ctx context.Context, workers []Worker, now time.Time) []string {
+	c := co.c
+	var live []string
+	seen := make(map[string]bool, len(workers))
+	for _, w := range workers {
+		seen[w.Owner] = true
+		if w.Owner == c.cfg.ownerID {
+			continue
+		}
+		o, ok := co.wobs[w.Owner]
+		if !ok || o.counter != w.Counter {
+			o = observation{counter: w.Counter, changed: now}
+			co.wobs[w.Owner] = o
+		}
+		if now.Sub(o.changed) < c.cfg.leaseDuration {
+			live = append(live, w.Owner)
+			continue
+		}
+		if removed, err := co.ws.RemoveWorker(ctx, w); err != nil {
+			c.log.Debug("removing a gone worker's row failed", "worker", w.Owner, "err", err)
+		} else if removed {
+			c.log.Info("removed the row of a worker that stopped", "worker", w.Owner, "counter", w.Counter)
+		}
+	}
+	for o := range co.wobs {
+		if !seen[o] {
+			delete(co.wobs, o)
+		}
+	}
+	return live
+}
+
+// share returns this worker's target and the ceiling ceil(leases/owners).
+// The leases that do not divide evenly go first to owners that hold more
+// than the floor already (they keep them), then by owner id, so that
+// workers counting the same owners agree on who holds one more, even while
+// they are taking leases, and together take every lease once instead of
+// racing for the last few.
+func (co *coordinator) share(load map[string]int, leases int) (target, ceiling int) {
+	me := co.c.cfg.ownerID
+	n := len(load)
+	floor, extra := leases/n, leases%n
+	ceiling = (leases + n - 1) / n
+	owners := make([]string, 0, n)
+	for o := range load {
+		owners = append(owners, o)
+	}
+	slices.SortFunc(owners, func(a, b string) int {
+		if overA, overB := load[a] > floor, load[b] > floor; overA != overB {
+			if overA {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(a, b)
+	})
+	target = floor
+	if slices.Index(owners, me) < extra {
+		target++
+	}
+	if m := co.c.cfg.maxLeases; m > 0 {
+		target, ceiling = min(target, m), min(ceiling, m)
+	}
+	return target, ceiling
 }
 
 // take acquires l on the counter seen in the listing and starts its

@@ -21,6 +21,7 @@ type DynamoDBAPI interface {
 	GetItem(ctx context.Context, params *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
 	PutItem(ctx context.Context, params *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
 	UpdateItem(ctx context.Context, params *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
+	DeleteItem(ctx context.Context, params *dynamodb.DeleteItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
 	Scan(ctx context.Context, params *dynamodb.ScanInput, optFns ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error)
 	DescribeTable(ctx context.Context, params *dynamodb.DescribeTableInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error)
 	CreateTable(ctx context.Context, params *dynamodb.CreateTableInput, optFns ...func(*dynamodb.Options)) (*dynamodb.CreateTableOutput, error)
@@ -56,7 +57,10 @@ type DynamoStore struct {
 	bare   map[string]bool // shard ids of bare rows; nil until read (see bareShards)
 }
 
-var _ LeaseStore = (*DynamoStore)(nil)
+var (
+	_ LeaseStore  = (*DynamoStore)(nil)
+	_ WorkerStore = (*DynamoStore)(nil)
+)
 
 // StoreOption configures a DynamoStore.
 type StoreOption func(*storeConfig)
@@ -292,12 +296,21 @@ func (s *DynamoStore) get(ctx context.Context, key LeaseKey) (Lease, bool, error
 }
 
 // List implements LeaseStore. It lists "stream:shard" rows only: bare rows
-// of an earlier release are neither listed nor consulted.
+// of an earlier release are neither listed nor consulted, and worker rows
+// are left out.
 func (s *DynamoStore) List(ctx context.Context, stream string) ([]Lease, error) {
+	leases, _, err := s.ListWithWorkers(ctx, stream)
+	return leases, err
+}
+
+// ListWithWorkers implements WorkerStore: one consistent Scan returns the
+// stream's leases and its worker rows.
+func (s *DynamoStore) ListWithWorkers(ctx context.Context, stream string) ([]Lease, []Worker, error) {
 	if err := ValidateStreamName(stream); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	var out []Lease
+	var leases []Lease
+	var workers []Worker
 	var start map[string]types.AttributeValue
 	for {
 		page, err := s.client.Scan(ctx, &dynamodb.ScanInput{
@@ -311,15 +324,22 @@ func (s *DynamoStore) List(ctx context.Context, stream string) ([]Lease, error) 
 			if isNotFound(err) {
 				err = tableNotFound(s.table, err)
 			}
-			return nil, fmt.Errorf("shardlease: list stream %s in table %s: %w", stream, s.table, err)
+			return nil, nil, fmt.Errorf("shardlease: list stream %s in table %s: %w", stream, s.table, err)
 		}
 		for _, item := range page.Items {
+			if w, ok, err := decodeWorker(item, stream); ok {
+				if err != nil {
+					return nil, nil, &TableError{Table: s.table, Err: err}
+				}
+				workers = append(workers, w)
+				continue
+			}
 			row, err := decodeLease(item)
 			if err != nil {
-				return nil, &TableError{Table: s.table, Err: err}
+				return nil, nil, &TableError{Table: s.table, Err: err}
 			}
 			if row.Key.Stream == stream {
-				out = append(out, row)
+				leases = append(leases, row)
 			}
 		}
 		if len(page.LastEvaluatedKey) == 0 {
@@ -327,8 +347,73 @@ func (s *DynamoStore) List(ctx context.Context, stream string) ([]Lease, error) 
 		}
 		start = page.LastEvaluatedKey
 	}
-	slices.SortFunc(out, func(a, b Lease) int { return strings.Compare(a.Key.Shard, b.Key.Shard) })
-	return out, nil
+	slices.SortFunc(leases, func(a, b Lease) int { return strings.Compare(a.Key.Shard, b.Key.Shard) })
+	slices.SortFunc(workers, func(a, b Worker) int { return strings.Compare(a.Owner, b.Owner) })
+	return leases, workers, nil
+}
+
+// decodeWorker decodes item if it is one of stream's worker rows (ok).
+func decodeWorker(item map[string]types.AttributeValue, stream string) (w Worker, ok bool, err error) {
+	keyAV, _ := item[attrKey].(*types.AttributeValueMemberS)
+	if keyAV == nil {
+		return Worker{}, false, nil
+	}
+	owner, ok := strings.CutPrefix(keyAV.Value, stream+":"+workerMark)
+	if !ok {
+		return Worker{}, false, nil
+	}
+	w = Worker{Stream: stream, Owner: owner}
+	n, isNum := item[attrCounter].(*types.AttributeValueMemberN)
+	if !isNum {
+		return w, true, fmt.Errorf("%w: worker row %q: attribute %s is %s, want a number; delete the row (the worker writes it again)", ErrCorruptLease, keyAV.Value, attrCounter, avType(item[attrCounter]))
+	}
+	if w.Counter, err = strconv.ParseInt(n.Value, 10, 64); err != nil || owner == "" {
+		return w, true, fmt.Errorf("%w: worker row %q has no owner or a counter that is not a whole number; delete the row (the worker writes it again)", ErrCorruptLease, keyAV.Value)
+	}
+	return w, true, nil
+}
+
+// Heartbeat implements WorkerStore with one unconditional UpdateItem.
+func (s *DynamoStore) Heartbeat(ctx context.Context, stream, owner string) (Worker, error) {
+	w := Worker{Stream: stream, Owner: owner}
+	if err := checkWorker(ctx, w); err != nil {
+		return Worker{}, s.fail("heartbeat", workerKey(w), err)
+	}
+	out, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 aws.String(s.table),
+		Key:                       map[string]types.AttributeValue{attrKey: str(w.Key())},
+		UpdateExpression:          aws.String("SET lease_owner = :owner, lease_counter = if_not_exists(lease_counter, :zero) + :one"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":owner": str(owner), ":zero": num(0), ":one": num(1)},
+		ReturnValues:              types.ReturnValueAllNew,
+	})
+	if err != nil {
+		return Worker{}, s.fail("heartbeat", workerKey(w), err)
+	}
+	got, _, err := decodeWorker(out.Attributes, stream)
+	if err != nil {
+		return Worker{}, s.fail("heartbeat", workerKey(w), err)
+	}
+	return got, nil
+}
+
+// RemoveWorker implements WorkerStore with one conditional DeleteItem.
+func (s *DynamoStore) RemoveWorker(ctx context.Context, w Worker) (bool, error) {
+	if err := checkWorker(ctx, w); err != nil {
+		return false, s.fail("remove worker", workerKey(w), err)
+	}
+	_, err := s.client.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+		TableName:                 aws.String(s.table),
+		Key:                       map[string]types.AttributeValue{attrKey: str(w.Key())},
+		ConditionExpression:       aws.String("lease_counter = :counter"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":counter": num(w.Counter)},
+	})
+	if err != nil {
+		if _, ok := condFailed(err); ok {
+			return false, nil
+		}
+		return false, s.fail("remove worker", workerKey(w), err)
+	}
+	return true, nil
 }
 
 // update runs one conditional UpdateItem returning the new row. On a failed

@@ -166,6 +166,48 @@ type LeaseStore interface {
 	RequestHandoff(ctx context.Context, current Lease, taker string) (Lease, error)
 }
 
+// Worker is a worker row: the presence of a running worker that holds no
+// lease, so that other workers count it when they work out their fair share.
+// A worker that holds a lease is counted through its leases and needs no row.
+type Worker struct {
+	// Stream is the stream the worker consumes.
+	Stream string
+	// Owner is the worker's owner id.
+	Owner string
+	// Counter is bumped by every heartbeat. Other workers judge the worker
+	// alive while they see it move, as they judge leases: a row unchanged
+	// for a lease duration, by the observer's own clock, is a worker gone.
+	Counter int64
+}
+
+// Key returns the row's key: "stream:@owner". '@' never appears in a shard
+// id, so a worker row is never mistaken for a lease.
+func (w Worker) Key() string { return w.Stream + ":" + workerMark + w.Owner }
+
+// workerMark starts the part after the colon of a worker row's key.
+const workerMark = "@"
+
+// WorkerStore is implemented by lease stores that also keep worker rows (both
+// stores of this package do). The consumer uses it, when the store has it, so
+// that workers starting together, or joining a stream whose shards are all
+// held, see each other before they hold anything and take their share in one
+// round instead of overshooting and handing leases back. A store without it
+// still works: a worker is then seen only once it holds a lease.
+type WorkerStore interface {
+	// ListWithWorkers returns what List returns and the stream's worker
+	// rows, ordered by owner, from one read of the table.
+	ListWithWorkers(ctx context.Context, stream string) ([]Lease, []Worker, error)
+
+	// Heartbeat creates owner's worker row for stream, or bumps its counter,
+	// and returns the row as written.
+	Heartbeat(ctx context.Context, stream, owner string) (Worker, error)
+
+	// RemoveWorker deletes w's row if its counter still equals w.Counter.
+	// It reports whether it deleted the row; a row that is gone or has moved
+	// on is left alone and is not an error.
+	RemoveWorker(ctx context.Context, w Worker) (bool, error)
+}
+
 // Sentinel errors. Each store wraps them so that errors.Is finds them, with a
 // typed error naming the table and key around them.
 var (

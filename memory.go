@@ -15,16 +15,21 @@ import (
 type MemoryStore struct {
 	mu   sync.Mutex
 	rows map[LeaseKey]Lease
+	// workers holds the worker rows: counter by owner, by stream.
+	workers map[string]map[string]int64
 	// hook, when set, sees every successful write (for tests that audit who
 	// wrote what).
 	hook func(op string, before, after Lease)
 }
 
-var _ LeaseStore = (*MemoryStore)(nil)
+var (
+	_ LeaseStore  = (*MemoryStore)(nil)
+	_ WorkerStore = (*MemoryStore)(nil)
+)
 
 // NewMemoryStore returns an empty store.
 func NewMemoryStore() *MemoryStore {
-	return &MemoryStore{rows: make(map[LeaseKey]Lease)}
+	return &MemoryStore{rows: make(map[LeaseKey]Lease), workers: make(map[string]map[string]int64)}
 }
 
 // OnWrite registers fn to be called, under the store's lock, after every
@@ -107,6 +112,69 @@ func (m *MemoryStore) List(ctx context.Context, stream string) ([]Lease, error) 
 	slices.SortFunc(out, func(a, b Lease) int { return strings.Compare(a.Key.Shard, b.Key.Shard) })
 	return out, nil
 }
+
+// ListWithWorkers implements WorkerStore.
+func (m *MemoryStore) ListWithWorkers(ctx context.Context, stream string) ([]Lease, []Worker, error) {
+	leases, err := m.List(ctx, stream)
+	if err != nil {
+		return nil, nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var workers []Worker
+	for owner, counter := range m.workers[stream] {
+		workers = append(workers, Worker{Stream: stream, Owner: owner, Counter: counter})
+	}
+	slices.SortFunc(workers, func(a, b Worker) int { return strings.Compare(a.Owner, b.Owner) })
+	return leases, workers, nil
+}
+
+// Heartbeat implements WorkerStore.
+func (m *MemoryStore) Heartbeat(ctx context.Context, stream, owner string) (Worker, error) {
+	w := Worker{Stream: stream, Owner: owner}
+	if err := checkWorker(ctx, w); err != nil {
+		return Worker{}, memErr("heartbeat", workerKey(w), err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.workers[stream] == nil {
+		m.workers[stream] = make(map[string]int64)
+	}
+	m.workers[stream][owner]++
+	w.Counter = m.workers[stream][owner]
+	return w, nil
+}
+
+// RemoveWorker implements WorkerStore.
+func (m *MemoryStore) RemoveWorker(ctx context.Context, w Worker) (bool, error) {
+	if err := checkWorker(ctx, w); err != nil {
+		return false, memErr("remove worker", workerKey(w), err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if c, ok := m.workers[w.Stream][w.Owner]; !ok || c != w.Counter {
+		return false, nil
+	}
+	delete(m.workers[w.Stream], w.Owner)
+	return true, nil
+}
+
+// checkWorker checks the arguments of a worker-row operation.
+func checkWorker(ctx context.Context, w Worker) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := ValidateStreamName(w.Stream); err != nil {
+		return err
+	}
+	if w.Owner == "" {
+		return fmt.Errorf("%w: owner id is empty", ErrInvalidConfig)
+	}
+	return nil
+}
+
+// workerKey is how errors about a worker row name it.
+func workerKey(w Worker) LeaseKey { return LeaseKey{Stream: w.Stream, Shard: workerMark + w.Owner} }
 
 // Acquire implements LeaseStore.
 func (m *MemoryStore) Acquire(ctx context.Context, key LeaseKey, owner string, observed int64) (Lease, error) {

@@ -13,11 +13,11 @@ import (
 )
 
 // Client counts reads (GetItem, each Scan page) and writes (PutItem,
-// UpdateItem) and passes every call on to the client it embeds. Set
+// UpdateItem, DeleteItem) and passes every call on to the client it embeds. Set
 // DynamoDBAPI; the counters start at zero.
 type Client struct {
 	shardlease.DynamoDBAPI
-	gets, puts, updates, scans atomic.Int64
+	gets, puts, updates, deletes, scans atomic.Int64
 }
 
 var _ shardlease.DynamoDBAPI = (*Client)(nil)
@@ -40,6 +40,12 @@ func (c *Client) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o
 	return c.DynamoDBAPI.UpdateItem(ctx, in, o...)
 }
 
+// DeleteItem counts a write.
+func (c *Client) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, o ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error) {
+	c.deletes.Add(1)
+	return c.DynamoDBAPI.DeleteItem(ctx, in, o...)
+}
+
 // Scan counts a read (one page).
 func (c *Client) Scan(ctx context.Context, in *dynamodb.ScanInput, o ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error) {
 	c.scans.Add(1)
@@ -49,8 +55,8 @@ func (c *Client) Scan(ctx context.Context, in *dynamodb.ScanInput, o ...func(*dy
 // Reads returns the GetItem calls and Scan pages so far.
 func (c *Client) Reads() int64 { return c.gets.Load() + c.scans.Load() }
 
-// Writes returns the PutItem and UpdateItem calls so far.
-func (c *Client) Writes() int64 { return c.puts.Load() + c.updates.Load() }
+// Writes returns the PutItem, UpdateItem and DeleteItem calls so far.
+func (c *Client) Writes() int64 { return c.puts.Load() + c.updates.Load() + c.deletes.Load() }
 
 // Calls returns every counted call so far.
 func (c *Client) Calls() int64 { return c.Reads() + c.Writes() }

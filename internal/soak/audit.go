@@ -188,6 +188,9 @@ func (d *auditDynamo) PutItem(ctx context.Context, in *dynamodb.PutItemInput, o 
 }
 
 func (d *auditDynamo) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	if strings.Contains(avString(in.Key["lease_key"]), ":@") {
+		return d.DynamoDBAPI.UpdateItem(ctx, in, o...) // a worker row, not a lease
+	}
 	vals := in.ExpressionAttributeValues
 	op := "acquire"
 	claimed := false

@@ -202,6 +202,10 @@ func (f *faultDynamo) UpdateItem(ctx context.Context, p *dynamodb.UpdateItemInpu
 	return dynamoCall(f.in, "UpdateItem", true, func() (*dynamodb.UpdateItemOutput, error) { return f.next.UpdateItem(ctx, p, o...) })
 }
 
+func (f *faultDynamo) DeleteItem(ctx context.Context, p *dynamodb.DeleteItemInput, o ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error) {
+	return dynamoCall(f.in, "DeleteItem", true, func() (*dynamodb.DeleteItemOutput, error) { return f.next.DeleteItem(ctx, p, o...) })
+}
+
 func (f *faultDynamo) Scan(ctx context.Context, p *dynamodb.ScanInput, o ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error) {
 	return dynamoCall(f.in, "Scan", false, func() (*dynamodb.ScanOutput, error) { return f.next.Scan(ctx, p, o...) })
 }
