@@ -68,7 +68,7 @@ type Consumer struct {
 
 type counters struct {
 	records, batches, handlerErrors, panics, corruptAggregates atomic.Int64
-	taken, handedIn, lost, released, writeFailures             atomic.Int64
+	taken, handedIn, lost, released, writeFailures, asked      atomic.Int64
 }
 
 // Stats is a snapshot of a consumer's counters since it was created.
@@ -85,6 +85,8 @@ type Stats struct {
 	// LeasesTaken counts leases acquired (free, expired or unanswered
 	// handoffs); LeasesHandedIn counts leases received by handoff.
 	LeasesTaken, LeasesHandedIn int64
+	// HandoffsRequested counts handoffs this worker asked other workers for.
+	HandoffsRequested int64
 	// LeasesLost counts leases lost to another worker or to failed renewals.
 	LeasesLost int64
 	// LeasesReleased counts leases released at shutdown, handoff or shard end.
@@ -101,7 +103,8 @@ func (c *Consumer) Stats() Stats {
 		HandlerErrors: s.handlerErrors.Load(), HandlerPanics: s.panics.Load(),
 		CorruptAggregates: s.corruptAggregates.Load(),
 		LeasesTaken:       s.taken.Load(), LeasesHandedIn: s.handedIn.Load(),
-		LeasesLost: s.lost.Load(), LeasesReleased: s.released.Load(),
+		HandoffsRequested: s.asked.Load(),
+		LeasesLost:        s.lost.Load(), LeasesReleased: s.released.Load(),
 		WriteFailures: s.writeFailures.Load(),
 	}
 }
@@ -197,7 +200,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 		c:       c,
 		obs:     make(map[string]observation),
 		wobs:    make(map[string]observation),
-		takable: make(map[string]bool),
+		takable: make(map[string]time.Time),
 		exited:  make(chan *leaseRunner),
 		wake:    make(chan struct{}, 1),
 		resync:  make(chan struct{}, 1),
@@ -266,10 +269,11 @@ type coordinator struct {
 	// acts (an unattributed legacy row), with when; retried after a shard
 	// sync interval.
 	refused map[string]time.Time
-	// takable holds the shards that were free or expired at the last take
-	// round: one still there now was left over by the workers below their
-	// share, and any worker below the ceiling may take it.
-	takable map[string]bool
+	// takable holds the shards free or expired at the last take round, with
+	// when this worker first saw them so: one still there a take interval
+	// later was left over by the workers below their share, and any worker
+	// below the ceiling may take it.
+	takable map[string]time.Time
 
 	// Worker rows, when the store keeps them (ws is nil otherwise).
 	ws   WorkerStore
@@ -651,9 +655,14 @@ func (co *coordinator) takeRound(ctx context.Context) error {
 	}
 	var free, stale []Lease
 	defer func() {
-		clear(co.takable)
+		was := co.takable
+		co.takable = make(map[string]time.Time, len(free)+len(stale))
 		for _, l := range append(free, stale...) {
-			co.takable[l.Key.Shard] = true
+			since, ok := was[l.Key.Shard]
+			if !ok {
+				since = now
+			}
+			co.takable[l.Key.Shard] = since
 		}
 	}()
 	for _, l := range active {
@@ -677,7 +686,7 @@ func (co *coordinator) takeRound(ctx context.Context) error {
 		// A lease left over since the last round may take this worker up
 		// to the ceiling; otherwise its own share is the limit.
 		limit := target
-		if co.takable[l.Key.Shard] {
+		if since, ok := co.takable[l.Key.Shard]; ok && now.Sub(since) >= c.cfg.takeInterval {
 			limit = ceiling
 		}
 		if mine+waiting >= limit {
@@ -743,6 +752,7 @@ func (co *coordinator) takeRound(ctx context.Context) error {
 		}
 		c.log.Info("handoff requested", "shard", l.Key.Shard, "holder", victim, "counter", l.Counter)
 		c.ins.stolen.Add(bg, 1, c.ins.attrs())
+		c.stats.asked.Add(1)
 		co.pending[l.Key.Shard] = now
 		load[victim]--
 		load[me]++
@@ -850,6 +860,8 @@ func (co *coordinator) take(ctx context.Context, l Lease, byShard map[string]Lea
 			c.log.Error("shard not read until an operator acts", "shard", l.Key.Shard, "err", err)
 		case !errors.Is(err, ErrLeaseHeld) && !errors.Is(err, ErrLeaseNotFound):
 			c.log.Warn("acquire failed", "shard", l.Key.Shard, "err", err)
+		default:
+			c.log.Debug("lease taken by another worker first", "shard", l.Key.Shard, "err", err)
 		}
 		return false, nil
 	}

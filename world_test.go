@@ -3,6 +3,8 @@ package shardlease_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -71,6 +73,9 @@ func worlds(t *testing.T, shards int32, fn func(t *testing.T, w *world)) {
 
 // opts returns the world's timings plus extra options.
 func (w *world) opts(owner string, extra ...shardlease.Option) []shardlease.Option {
+	if os.Getenv("DBGLOG") != "" {
+		extra = append(extra, shardlease.WithLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))))
+	}
 	return append([]shardlease.Option{
 		shardlease.WithOwnerID(owner),
 		shardlease.WithLeaseDuration(w.lease),

@@ -14,8 +14,14 @@ import (
 	"github.com/shardlease/shardlease"
 )
 
-// Store returns s wrapped so that every call fails once sw is flipped.
-func Store(s shardlease.LeaseStore, sw *Switch) shardlease.LeaseStore { return store{s, sw} }
+// Store returns s wrapped so that every call fails once sw is flipped. The
+// wrapper keeps worker rows (shardlease.WorkerStore) when s has them.
+func Store(s shardlease.LeaseStore, sw *Switch) shardlease.LeaseStore {
+	if ws, ok := s.(shardlease.WorkerStore); ok {
+		return workerStore{store{s, sw}, ws}
+	}
+	return store{s, sw}
+}
 
 // Kinesis returns k wrapped so that every call fails once sw is flipped.
 func Kinesis(k shardlease.KinesisAPI, sw *Switch) shardlease.KinesisAPI { return kin{k, sw} }
@@ -126,4 +132,30 @@ func (k kin) GetRecords(ctx context.Context, in *kinesis.GetRecordsInput, o ...f
 		return nil, ErrCrashed
 	}
 	return k.KinesisAPI.GetRecords(ctx, in, o...)
+}
+
+type workerStore struct {
+	store
+	ws shardlease.WorkerStore
+}
+
+func (s workerStore) ListWithWorkers(ctx context.Context, stream string) ([]shardlease.Lease, []shardlease.Worker, error) {
+	if err := s.err(); err != nil {
+		return nil, nil, err
+	}
+	return s.ws.ListWithWorkers(ctx, stream)
+}
+
+func (s workerStore) Heartbeat(ctx context.Context, stream, owner string) (shardlease.Worker, error) {
+	if err := s.err(); err != nil {
+		return shardlease.Worker{}, err
+	}
+	return s.ws.Heartbeat(ctx, stream, owner)
+}
+
+func (s workerStore) RemoveWorker(ctx context.Context, w shardlease.Worker) (bool, error) {
+	if err := s.err(); err != nil {
+		return false, err
+	}
+	return s.ws.RemoveWorker(ctx, w)
 }

@@ -1,0 +1,127 @@
+package shardlease_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/shardlease/shardlease"
+	"github.com/shardlease/shardlease/internal/crash"
+)
+
+// workerRows returns the owners of the stream's worker rows and their
+// counters.
+func (w *world) workerRows(t *testing.T) map[string]int64 {
+	t.Helper()
+	ws, ok := w.store.(shardlease.WorkerStore)
+	require.True(t, ok, "the %s world's store keeps worker rows", w.name)
+	_, rows, err := ws.ListWithWorkers(context.Background(), w.stream)
+	require.NoError(t, err)
+	out := map[string]int64{}
+	for _, r := range rows {
+		out[r.Owner] = r.Counter
+	}
+	return out
+}
+
+// Workers started together see each other's rows before they hold anything,
+// agree on who takes the lease that does not divide evenly, and take their
+// shares in their first round: no handoff, nothing moves afterwards.
+func TestWorkersStartedTogetherTakeTheirShareAtOnce(t *testing.T) {
+	worlds(t, 16, func(t *testing.T, w *world) {
+		h := newHandled()
+		var ws []*worker
+		for _, name := range []string{"c", "b", "a"} {
+			ws = append(ws, startWorker(t, w, w.kin, w.store, h.handler(name), w.manyOpts(name)...))
+		}
+		took := waitSettled(t, w, 10*w.take, []int{5, 5, 6}, ws...)
+		settled := time.Now()
+		t.Logf("%s: balanced %v after start (take interval %v)", w.name, took, w.take)
+		if w.name == "fake" {
+			// On the emulators a slow first round (every acquire a round
+			// trip to one busy server) can leave the last lease to another
+			// worker's second round; the outcome is the same.
+			assert.Less(t, took, w.take, "balanced by the first take round")
+			assert.Len(t, heldBy(w.leases(t))["a"], 6, "the lowest owner id takes the extra lease")
+		}
+		// Watch ten more take intervals: nothing moves.
+		waitFor(t, 20*w.take, "ten take intervals", func() bool { return time.Since(settled) > 10*w.take })
+		waitSettled(t, w, 0, []int{5, 5, 6}, ws...)
+		taken := int64(0)
+		for _, wk := range ws {
+			s := wk.c.Stats()
+			assert.Zero(t, s.HandoffsRequested, "%s asked for no handoff", wk.c.OwnerID())
+			assert.Zero(t, s.LeasesHandedIn)
+			taken += s.LeasesTaken
+		}
+		assert.Equal(t, int64(16), taken, "every lease taken once")
+		assert.Empty(t, w.workerRows(t), "a worker that holds a lease has no row")
+	})
+}
+
+// Two workers that join one holding every lease count each other before
+// either holds anything, so each asks for exactly its share: one wave of
+// handoffs, none corrected afterwards.
+func TestWorkersJoiningTogetherAskOnce(t *testing.T) {
+	worlds(t, 12, func(t *testing.T, w *world) {
+		h := newHandled()
+		a := startWorker(t, w, w.kin, w.store, h.handler("a"), w.manyOpts("a")...)
+		waitSettled(t, w, 10*w.take, []int{12}, a)
+		b := startWorker(t, w, w.kin, w.store, h.handler("b"), w.manyOpts("b")...)
+		c := startWorker(t, w, w.kin, w.store, h.handler("c"), w.manyOpts("c")...)
+		took := waitSettled(t, w, 2*w.lease, []int{4, 4, 4}, a, b, c)
+		t.Logf("%s: balanced %v after the joiners started (take interval %v)", w.name, took, w.take)
+		for _, wk := range []*worker{b, c} {
+			s := wk.c.Stats()
+			assert.Equal(t, int64(4), s.HandoffsRequested, "%s asked for its share once", wk.c.OwnerID())
+			assert.Equal(t, int64(4), s.LeasesHandedIn, "%s", wk.c.OwnerID())
+		}
+		assert.Zero(t, a.c.Stats().HandoffsRequested, "a took nothing back")
+		assert.Empty(t, w.workerRows(t))
+	})
+}
+
+// A worker that holds nothing keeps its row moving, so the others count it;
+// it removes its row when it stops. The row of one that crashed is removed
+// by another worker once it has stood still for a lease duration, and not
+// before.
+func TestIdleWorkerRow(t *testing.T) {
+	worlds(t, 1, func(t *testing.T, w *world) {
+		h := newHandled()
+		a := startWorker(t, w, w.kin, w.store, h.handler("a"), w.opts("a")...)
+		waitSettled(t, w, 10*w.take, []int{1}, a)
+
+		b := startWorker(t, w, w.kin, w.store, h.handler("b"), w.opts("b")...)
+		var first int64
+		waitFor(t, w.lease, "b's row", func() bool { first = w.workerRows(t)["b"]; return first > 0 })
+		waitFor(t, 3*w.lease, "b's row moving", func() bool { return w.workerRows(t)["b"] >= first+2 })
+		assert.Empty(t, b.c.Held())
+		assert.Zero(t, b.c.Stats().HandoffsRequested, "one lease, two workers: the holder keeps it")
+		assert.NotContains(t, w.workerRows(t), "a", "a is seen through its lease")
+		require.NoError(t, b.stop(t))
+		assert.NotContains(t, w.workerRows(t), "b", "a stopped worker removes its row")
+
+		sw := &crash.Switch{}
+		c := startWorker(t, w, crash.Kinesis(w.kin, sw), crash.Store(w.store, sw), h.handler("c"), w.opts("c")...)
+		waitFor(t, w.lease, "c's row", func() bool { return w.workerRows(t)["c"] > 0 })
+		// Alive for two lease durations: the row stays.
+		alive := time.Now()
+		waitFor(t, 3*w.lease, "two lease durations", func() bool {
+			require.Contains(t, w.workerRows(t), "c", "a live worker's row is never removed")
+			return time.Since(alive) > 2*w.lease
+		})
+		sw.Crash()
+		crashed := time.Now()
+		waitFor(t, 3*w.lease, "c's row removed", func() bool { _, ok := w.workerRows(t)["c"]; return !ok })
+		gone := time.Since(crashed)
+		t.Logf("%s: a crashed worker's row was removed %v after the crash (lease %v)", w.name, gone, w.lease)
+		// The row last moved at most a renew interval and a take round
+		// before the crash.
+		assert.GreaterOrEqual(t, gone, w.lease-w.renew-w.take, "not removed before it stood still for a lease duration")
+		_ = c.stop(t)
+		assert.Equal(t, []string{"shardId-000000000000"}, a.c.Held())
+	})
+}
