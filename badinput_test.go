@@ -6,6 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -180,4 +183,59 @@ func TestBadInputRunWithMissingTable(t *testing.T) {
 	err = c.Run(t.Context())
 	requireMessage(t, err, shardlease.ErrTableNotFound, "stream orders", "table no-such-leases",
 		`shardlease.CreateTable(ctx, client, "no-such-leases")`, "shardlease create-table -table no-such-leases")
+}
+
+// A worker row whose counter is not a number makes listing the stream fail
+// with an error that names the table and the row and says to delete it;
+// other streams' listings are not affected.
+func TestBadInputCorruptWorkerRow(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs the DynamoDB emulator")
+	}
+	client, table := dynamoTable(t)
+	ctx := t.Context()
+	store, err := shardlease.NewDynamoStore(client, table)
+	require.NoError(t, err)
+	_, err = store.Create(ctx, shardlease.LeaseKey{Stream: "orders", Shard: "shardId-000000000000"}, nil)
+	require.NoError(t, err)
+	_, err = store.Heartbeat(ctx, "orders", "w2")
+	require.NoError(t, err)
+	_, err = store.Heartbeat(ctx, "orders2", "w1")
+	require.NoError(t, err)
+	_, err = client.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(table), Item: map[string]types.AttributeValue{
+		"lease_key":     &types.AttributeValueMemberS{Value: "orders:@w1"},
+		"lease_owner":   &types.AttributeValueMemberS{Value: "w1"},
+		"lease_counter": &types.AttributeValueMemberS{Value: "seven"},
+	}})
+	require.NoError(t, err)
+
+	parts := []string{"table " + table, `worker row "orders:@w1"`, "attribute lease_counter is a string, want a number", "delete the row"}
+	_, _, err = store.ListWithWorkers(ctx, "orders")
+	requireMessage(t, err, shardlease.ErrCorruptLease, parts...)
+	_, err = store.List(ctx, "orders")
+	requireMessage(t, err, shardlease.ErrCorruptLease, parts...)
+
+	leases, workers, err := store.ListWithWorkers(ctx, "orders2")
+	require.NoError(t, err, "another stream's listing does not read the row")
+	assert.Empty(t, leases)
+	assert.Equal(t, []shardlease.Worker{{Stream: "orders2", Owner: "w1", Counter: 1}}, workers)
+
+	// A worker row with no owner after the '@' is corrupt too.
+	_, err = client.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(table), Item: map[string]types.AttributeValue{
+		"lease_key":     &types.AttributeValueMemberS{Value: "orders2:@"},
+		"lease_counter": &types.AttributeValueMemberN{Value: "3"},
+	}})
+	require.NoError(t, err)
+	_, _, err = store.ListWithWorkers(ctx, "orders2")
+	requireMessage(t, err, shardlease.ErrCorruptLease, "table "+table, `worker row "orders2:@"`, "delete the row")
+
+	// Deleting the row, as the message says, mends the listing.
+	_, err = client.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(table), Key: map[string]types.AttributeValue{
+		"lease_key": &types.AttributeValueMemberS{Value: "orders:@w1"},
+	}})
+	require.NoError(t, err)
+	leases, workers, err = store.ListWithWorkers(ctx, "orders")
+	require.NoError(t, err)
+	require.Len(t, leases, 1)
+	assert.Equal(t, []shardlease.Worker{{Stream: "orders", Owner: "w2", Counter: 1}}, workers)
 }

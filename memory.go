@@ -103,6 +103,11 @@ func (m *MemoryStore) List(ctx context.Context, stream string) ([]Lease, error) 
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	return m.leasesOf(stream), nil
+}
+
+// leasesOf returns stream's rows ordered by shard id; m.mu must be held.
+func (m *MemoryStore) leasesOf(stream string) []Lease {
 	var out []Lease
 	for k, row := range m.rows {
 		if k.Stream == stream {
@@ -110,17 +115,22 @@ func (m *MemoryStore) List(ctx context.Context, stream string) ([]Lease, error) 
 		}
 	}
 	slices.SortFunc(out, func(a, b Lease) int { return strings.Compare(a.Key.Shard, b.Key.Shard) })
-	return out, nil
+	return out
 }
 
-// ListWithWorkers implements WorkerStore.
+// ListWithWorkers implements WorkerStore. Leases and worker rows are read
+// under one hold of the lock, so a worker that acquires a lease and then
+// removes its row is seen in one or the other, never in neither.
 func (m *MemoryStore) ListWithWorkers(ctx context.Context, stream string) ([]Lease, []Worker, error) {
-	leases, err := m.List(ctx, stream)
-	if err != nil {
+	if err := ctx.Err(); err != nil {
+		return nil, nil, fmt.Errorf("shardlease: list stream %s: %w", stream, err)
+	}
+	if err := ValidateStreamName(stream); err != nil {
 		return nil, nil, err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	leases := m.leasesOf(stream)
 	var workers []Worker
 	for owner, counter := range m.workers[stream] {
 		workers = append(workers, Worker{Stream: stream, Owner: owner, Counter: counter})

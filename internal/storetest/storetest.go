@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -58,12 +59,38 @@ func Run(t *testing.T, newStore func(t *testing.T) shardlease.LeaseStore) {
 		{"HandoffRefusedWhenPendingOrMoved", testHandoffRefused},
 		{"AcquireClearsHandoff", testAcquireClearsHandoff},
 		{"ContextCancelled", testContextCancelled},
+		{"WorkerHeartbeatCreatesThenBumps", workers(testWorkerHeartbeat)},
+		{"WorkerConcurrentHeartbeatsAllCount", workers(testWorkerConcurrentHeartbeats)},
+		{"WorkerListWithWorkersMatchesList", workers(testWorkerListMatchesList)},
+		{"WorkerRowsNotInList", workers(testWorkerRowsNotInList)},
+		{"WorkerListScopedToStream", workers(testWorkerListScoped)},
+		{"WorkerTwoOwnersSortedByOwner", workers(testWorkerTwoOwners)},
+		{"WorkerRemoveCurrentCounter", workers(testWorkerRemoveCurrent)},
+		{"WorkerRemoveStaleCounter", workers(testWorkerRemoveStale)},
+		{"WorkerRemoveMissing", workers(testWorkerRemoveMissing)},
+		{"WorkerRemoveLeavesOtherRows", workers(testWorkerRemoveLeavesOthers)},
+		{"WorkerRejectsBadInput", workers(testWorkerBadInput)},
+		{"WorkerContextCancelled", workers(testWorkerContextCancelled)},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			tc.fn(t, newStore(t))
 		})
+	}
+}
+
+// workers adapts a worker-row subtest: it runs only against a store that
+// implements shardlease.WorkerStore and is skipped for one that does not.
+// (The built-in stores both implement it; their conformance test asserts so,
+// so these subtests never skip for them.)
+func workers(fn func(t *testing.T, s shardlease.LeaseStore, ws shardlease.WorkerStore)) func(t *testing.T, s shardlease.LeaseStore) {
+	return func(t *testing.T, s shardlease.LeaseStore) {
+		ws, ok := s.(shardlease.WorkerStore)
+		if !ok {
+			t.Skipf("%T does not implement shardlease.WorkerStore", s)
+		}
+		fn(t, s, ws)
 	}
 }
 
@@ -563,4 +590,287 @@ func testRepeatedWrite(t *testing.T, s shardlease.LeaseStore) {
 	require.NoError(t, err)
 	assert.Equal(t, c1.Counter, got.Counter)
 	assert.Equal(t, "100", got.Checkpoint)
+}
+
+// workersOf returns the stream's worker rows as ListWithWorkers sees them.
+func workersOf(t *testing.T, ws shardlease.WorkerStore, st string) []shardlease.Worker {
+	t.Helper()
+	_, w, err := ws.ListWithWorkers(t.Context(), st)
+	require.NoError(t, err)
+	return w
+}
+
+func testWorkerHeartbeat(t *testing.T, _ shardlease.LeaseStore, ws shardlease.WorkerStore) {
+	ctx := t.Context()
+	st := stream(t)
+	w1, err := ws.Heartbeat(ctx, st, "w1")
+	require.NoError(t, err)
+	assert.Equal(t, shardlease.Worker{Stream: st, Owner: "w1", Counter: 1}, w1, "the first heartbeat creates the row at counter 1")
+	assert.Equal(t, st+":@w1", w1.Key())
+	assert.Equal(t, []shardlease.Worker{w1}, workersOf(t, ws, st))
+
+	w2, err := ws.Heartbeat(ctx, st, "w1")
+	require.NoError(t, err)
+	assert.Equal(t, shardlease.Worker{Stream: st, Owner: "w1", Counter: 2}, w2, "the next heartbeat bumps the counter by one")
+	assert.Equal(t, []shardlease.Worker{w2}, workersOf(t, ws, st), "still one row, as written")
+}
+
+func testWorkerConcurrentHeartbeats(t *testing.T, _ shardlease.LeaseStore, ws shardlease.WorkerStore) {
+	st := stream(t)
+	const n = 16
+	var wg sync.WaitGroup
+	counters := make([]int64, n)
+	start := make(chan struct{})
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			w, err := ws.Heartbeat(t.Context(), st, "w1")
+			if assert.NoError(t, err) {
+				counters[i] = w.Counter
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	slices.Sort(counters)
+	want := make([]int64, n)
+	for i := range want {
+		want[i] = int64(i + 1)
+	}
+	assert.Equal(t, want, counters, "every heartbeat bumps once and sees its own counter")
+	assert.Equal(t, []shardlease.Worker{{Stream: st, Owner: "w1", Counter: n}}, workersOf(t, ws, st))
+}
+
+func testWorkerListMatchesList(t *testing.T, s shardlease.LeaseStore, ws shardlease.WorkerStore) {
+	ctx := t.Context()
+	st := stream(t)
+	for i := range 3 {
+		_, err := s.Create(ctx, shardlease.LeaseKey{Stream: st, Shard: fmt.Sprintf("shardId-%012d", 2-i)}, []string{"shardId-000000000009"})
+		require.NoError(t, err)
+	}
+	held := acquire(t, s, shardlease.LeaseKey{Stream: st, Shard: "shardId-000000000001"}, "a")
+	_, err := s.Checkpoint(ctx, held, "123", 4, expiry)
+	require.NoError(t, err)
+	w, err := ws.Heartbeat(ctx, st, "idle")
+	require.NoError(t, err)
+
+	list, err := s.List(ctx, st)
+	require.NoError(t, err)
+	require.Len(t, list, 3)
+	leases, workers, err := ws.ListWithWorkers(ctx, st)
+	require.NoError(t, err)
+	assert.Equal(t, list, leases, "ListWithWorkers returns what List returns")
+	assert.Equal(t, []shardlease.Worker{w}, workers)
+
+	// A stream with leases and no worker rows, and one with neither.
+	other := stream(t)
+	_, err = s.Create(ctx, shardlease.LeaseKey{Stream: other, Shard: shard}, nil)
+	require.NoError(t, err)
+	leases, workers, err = ws.ListWithWorkers(ctx, other)
+	require.NoError(t, err)
+	require.Len(t, leases, 1)
+	assert.Equal(t, shard, leases[0].Key.Shard)
+	assert.Empty(t, workers)
+	leases, workers, err = ws.ListWithWorkers(ctx, stream(t))
+	require.NoError(t, err)
+	assert.Empty(t, leases)
+	assert.Empty(t, workers)
+}
+
+func testWorkerRowsNotInList(t *testing.T, s shardlease.LeaseStore, ws shardlease.WorkerStore) {
+	ctx := t.Context()
+	st := stream(t)
+	_, err := ws.Heartbeat(ctx, st, "w1")
+	require.NoError(t, err)
+	list, err := s.List(ctx, st)
+	require.NoError(t, err)
+	assert.Empty(t, list, "a stream with only a worker row lists no lease")
+
+	k := shardlease.LeaseKey{Stream: st, Shard: shard}
+	_, err = s.Create(ctx, k, nil)
+	require.NoError(t, err)
+	_, err = ws.Heartbeat(ctx, st, "w2")
+	require.NoError(t, err)
+	list, err = s.List(ctx, st)
+	require.NoError(t, err)
+	require.Len(t, list, 1, "List returns the lease and no worker row")
+	assert.Equal(t, k, list[0].Key)
+	leases, workers, err := ws.ListWithWorkers(ctx, st)
+	require.NoError(t, err)
+	assert.Equal(t, list, leases)
+	assert.Len(t, workers, 2)
+
+	_, err = s.Get(ctx, shardlease.LeaseKey{Stream: st, Shard: "w1"})
+	assert.ErrorIs(t, err, shardlease.ErrLeaseNotFound, "a worker row is not a lease named by its owner")
+}
+
+func testWorkerListScoped(t *testing.T, s shardlease.LeaseStore, ws shardlease.WorkerStore) {
+	ctx := t.Context()
+	a := stream(t)
+	ab := a + "b" // "ab:" does not start with "a:", and the other way round
+	wa, err := ws.Heartbeat(ctx, a, "w1")
+	require.NoError(t, err)
+	wab, err := ws.Heartbeat(ctx, ab, "w1")
+	require.NoError(t, err)
+	wab, err = ws.Heartbeat(ctx, ab, "w1")
+	require.NoError(t, err)
+	wab2, err := ws.Heartbeat(ctx, ab, "w2")
+	require.NoError(t, err)
+	_, err = s.Create(ctx, shardlease.LeaseKey{Stream: ab, Shard: shard}, nil)
+	require.NoError(t, err)
+
+	leases, workers, err := ws.ListWithWorkers(ctx, a)
+	require.NoError(t, err)
+	assert.Empty(t, leases, "stream %q sees no lease of %q", a, ab)
+	assert.Equal(t, []shardlease.Worker{wa}, workers, "stream %q sees only its own worker row", a)
+
+	leases, workers, err = ws.ListWithWorkers(ctx, ab)
+	require.NoError(t, err)
+	require.Len(t, leases, 1)
+	assert.Equal(t, ab, leases[0].Key.Stream)
+	assert.Equal(t, []shardlease.Worker{wab, wab2}, workers, "stream %q sees only its own worker rows", ab)
+	assert.Equal(t, int64(1), wa.Counter, "the same owner's rows of two streams count apart")
+	assert.Equal(t, int64(2), wab.Counter)
+}
+
+func testWorkerTwoOwners(t *testing.T, _ shardlease.LeaseStore, ws shardlease.WorkerStore) {
+	ctx := t.Context()
+	st := stream(t)
+	// Owner ids are free-form: a colon or '@' in one must not confuse the key.
+	owners := []string{"w2", "host-1:pid@42", "w10"}
+	for i, o := range owners {
+		for range i + 1 {
+			_, err := ws.Heartbeat(ctx, st, o)
+			require.NoError(t, err)
+		}
+	}
+	assert.Equal(t, []shardlease.Worker{
+		{Stream: st, Owner: "host-1:pid@42", Counter: 2},
+		{Stream: st, Owner: "w10", Counter: 3},
+		{Stream: st, Owner: "w2", Counter: 1},
+	}, workersOf(t, ws, st), "ordered by owner, each with its own counter")
+}
+
+func testWorkerRemoveCurrent(t *testing.T, _ shardlease.LeaseStore, ws shardlease.WorkerStore) {
+	ctx := t.Context()
+	st := stream(t)
+	_, err := ws.Heartbeat(ctx, st, "w1")
+	require.NoError(t, err)
+	w, err := ws.Heartbeat(ctx, st, "w1")
+	require.NoError(t, err)
+	removed, err := ws.RemoveWorker(ctx, w)
+	require.NoError(t, err)
+	assert.True(t, removed, "the row at the caller's counter is deleted")
+	assert.Empty(t, workersOf(t, ws, st), "the row is gone")
+
+	removed, err = ws.RemoveWorker(ctx, w)
+	require.NoError(t, err, "removing again is harmless")
+	assert.False(t, removed)
+
+	again, err := ws.Heartbeat(ctx, st, "w1")
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), again.Counter, "a heartbeat after removal creates the row afresh")
+}
+
+func testWorkerRemoveStale(t *testing.T, _ shardlease.LeaseStore, ws shardlease.WorkerStore) {
+	ctx := t.Context()
+	st := stream(t)
+	stale, err := ws.Heartbeat(ctx, st, "w1")
+	require.NoError(t, err)
+	cur, err := ws.Heartbeat(ctx, st, "w1")
+	require.NoError(t, err)
+	for _, c := range []int64{stale.Counter, cur.Counter + 1, 0} {
+		w := stale
+		w.Counter = c
+		removed, err := ws.RemoveWorker(ctx, w)
+		require.NoError(t, err, "a row that moved on is not an error (counter %d)", c)
+		assert.False(t, removed, "counter %d", c)
+	}
+	assert.Equal(t, []shardlease.Worker{cur}, workersOf(t, ws, st), "a row that moved on stays as it is")
+}
+
+func testWorkerRemoveMissing(t *testing.T, _ shardlease.LeaseStore, ws shardlease.WorkerStore) {
+	ctx := t.Context()
+	st := stream(t)
+	removed, err := ws.RemoveWorker(ctx, shardlease.Worker{Stream: st, Owner: "ghost", Counter: 1})
+	require.NoError(t, err)
+	assert.False(t, removed)
+	assert.Empty(t, workersOf(t, ws, st), "removing a missing row creates nothing")
+}
+
+func testWorkerRemoveLeavesOthers(t *testing.T, s shardlease.LeaseStore, ws shardlease.WorkerStore) {
+	ctx := t.Context()
+	st := stream(t)
+	k := shardlease.LeaseKey{Stream: st, Shard: shard}
+	_, err := s.Create(ctx, k, nil)
+	require.NoError(t, err)
+	held := acquire(t, s, k, "w1")
+	w1, err := ws.Heartbeat(ctx, st, "w1")
+	require.NoError(t, err)
+	w2, err := ws.Heartbeat(ctx, st, "w2")
+	require.NoError(t, err)
+	w1b, err := ws.Heartbeat(ctx, st+"b", "w1")
+	require.NoError(t, err)
+
+	removed, err := ws.RemoveWorker(ctx, w1)
+	require.NoError(t, err)
+	require.True(t, removed)
+	assert.Equal(t, []shardlease.Worker{w2}, workersOf(t, ws, st), "only w1's row of this stream is deleted")
+	assert.Equal(t, []shardlease.Worker{w1b}, workersOf(t, ws, st+"b"), "w1's row of another stream stays")
+	got, err := s.Get(ctx, k)
+	require.NoError(t, err)
+	assert.Equal(t, held.Owner, got.Owner, "the lease w1 holds stays")
+	assert.Equal(t, held.Counter, got.Counter)
+}
+
+func testWorkerBadInput(t *testing.T, _ shardlease.LeaseStore, ws shardlease.WorkerStore) {
+	ctx := t.Context()
+	st := stream(t)
+	for _, tc := range []struct {
+		name   string
+		call   func() error
+		target error
+		names  string
+	}{
+		{"heartbeat empty owner", func() error { _, err := ws.Heartbeat(ctx, st, ""); return err }, shardlease.ErrInvalidConfig, st + ":@"},
+		{"heartbeat bad stream", func() error { _, err := ws.Heartbeat(ctx, "bad stream!", "w1"); return err }, shardlease.ErrInvalidName, `"bad stream!"`},
+		{"heartbeat colon stream", func() error { _, err := ws.Heartbeat(ctx, "has:colon", "w1"); return err }, shardlease.ErrInvalidName, `"has:colon"`},
+		{"heartbeat empty stream", func() error { _, err := ws.Heartbeat(ctx, "", "w1"); return err }, shardlease.ErrInvalidName, "stream is empty"},
+		{"remove empty owner", func() error {
+			_, err := ws.RemoveWorker(ctx, shardlease.Worker{Stream: st, Counter: 1})
+			return err
+		}, shardlease.ErrInvalidConfig, st + ":@"},
+		{"remove bad stream", func() error {
+			_, err := ws.RemoveWorker(ctx, shardlease.Worker{Stream: "bad stream!", Owner: "w1", Counter: 1})
+			return err
+		}, shardlease.ErrInvalidName, `"bad stream!"`},
+		{"list bad stream", func() error { _, _, err := ws.ListWithWorkers(ctx, "bad stream!"); return err }, shardlease.ErrInvalidName, `"bad stream!"`},
+		{"list colon stream", func() error { _, _, err := ws.ListWithWorkers(ctx, "has:colon"); return err }, shardlease.ErrInvalidName, `"has:colon"`},
+	} {
+		err := tc.call()
+		require.Error(t, err, tc.name)
+		assert.ErrorIs(t, err, tc.target, tc.name)
+		assert.Contains(t, err.Error(), tc.names, "%s: the error names the stream or row", tc.name)
+	}
+	assert.Empty(t, workersOf(t, ws, st), "no refused call wrote a row")
+}
+
+func testWorkerContextCancelled(t *testing.T, _ shardlease.LeaseStore, ws shardlease.WorkerStore) {
+	st := stream(t)
+	w, err := ws.Heartbeat(t.Context(), st, "w1")
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	calls := map[string]func() error{
+		"list":          func() error { _, _, err := ws.ListWithWorkers(ctx, st); return err },
+		"heartbeat":     func() error { _, err := ws.Heartbeat(ctx, st, "w1"); return err },
+		"heartbeat new": func() error { _, err := ws.Heartbeat(ctx, st, "w2"); return err },
+		"remove":        func() error { _, err := ws.RemoveWorker(ctx, w); return err },
+	}
+	for name, call := range calls {
+		err := call()
+		require.Error(t, err, name)
+		assert.True(t, errors.Is(err, context.Canceled), "%s: %v", name, err)
+	}
+	assert.Equal(t, []shardlease.Worker{w}, workersOf(t, ws, st), "no call with a cancelled context wrote")
 }
