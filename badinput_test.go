@@ -214,6 +214,9 @@ func TestBadInputCorruptWorkerRow(t *testing.T) {
 	requireMessage(t, err, shardlease.ErrCorruptLease, parts...)
 	_, err = store.List(ctx, "orders")
 	requireMessage(t, err, shardlease.ErrCorruptLease, parts...)
+	// The worker itself, heartbeating, is told the same.
+	_, err = store.Heartbeat(ctx, "orders", "w1")
+	requireMessage(t, err, shardlease.ErrCorruptLease, "table "+table, `worker row "orders:@w1"`, "delete the row")
 
 	leases, workers, err := store.ListWithWorkers(ctx, "orders2")
 	require.NoError(t, err, "another stream's listing does not read the row")

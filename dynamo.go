@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
 )
 
 // DynamoDBAPI is the part of the DynamoDB client the store calls.
@@ -387,6 +388,11 @@ func (s *DynamoStore) Heartbeat(ctx context.Context, stream, owner string) (Work
 		ReturnValues:              types.ReturnValueAllNew,
 	})
 	if err != nil {
+		var api smithy.APIError
+		if errors.As(err, &api) && api.ErrorCode() == "ValidationException" {
+			// The only attribute the update reads is the counter.
+			err = fmt.Errorf("%w: worker row %q: %w; delete the row (the worker writes it again)", ErrCorruptLease, w.Key(), err)
+		}
 		return Worker{}, s.fail("heartbeat", workerKey(w), err)
 	}
 	got, _, err := decodeWorker(out.Attributes, stream)
