@@ -38,7 +38,8 @@
 //
 // Delivery is at least once: after a crash, records after the last written
 // checkpoint are handed over again. Workers balance leases to a fair share
-// each; a lease taken from a live worker is handed over gracefully (the
+// each; a worker that holds no lease keeps a worker row ("stream:@owner",
+// see WorkerStore) so that the others count it from its start; a lease taken from a live worker is handed over gracefully (the
 // holder finishes its batch, checkpoints and releases to the taker), so no
 // record is handed to two workers. A shard born of a split or merge is not
 // read until its parents are read to their end, which keeps the order of

@@ -76,8 +76,10 @@ func WithRenewInterval(d time.Duration) Option {
 }
 
 // WithTakeInterval sets how often the consumer lists the stream's leases to
-// take free, expired and surplus ones. Default: a fifth of the lease
-// duration.
+// take free, expired and surplus ones. The first round runs a quarter of it
+// after Run writes the worker's row, so that workers started together count
+// each other; while handoffs it asked for are pending, a worker also lists
+// half an interval after each round. Default: a fifth of the lease duration.
 func WithTakeInterval(d time.Duration) Option {
 	return func(c *config) { c.takeInterval, c.takeSet = d, true }
 }
