@@ -32,6 +32,9 @@ Lists every lease of STREAM in the lease table, ordered by shard id:
 	EXPIRY      when the holder thinks its lease runs out, by the holder's own
 	            clock: for information only, never trusted (clocks skew)
 
+A last line names the workers that hold no lease but keep a worker row
+(running, or stopped within a lease duration), with their row's counter.
+
 With -json it prints an array of objects with the fields stream, shard,
 lease_key, owner ("" when free), held, counter, checkpoint ("" when none),
 sub_sequence (null unless inside an aggregated record), parents,
@@ -56,7 +59,7 @@ Example:
 			if err != nil {
 				return err
 			}
-			leases, err := store.List(ctx, *stream)
+			leases, workers, err := store.ListWithWorkers(ctx, *stream)
 			if err != nil {
 				return err
 			}
@@ -67,8 +70,15 @@ Example:
 				}
 				return st.printJSON(rows)
 			}
+			idle := make([]string, 0, len(workers))
+			for _, w := range workers {
+				idle = append(idle, fmt.Sprintf("%s (counter %d)", w.Owner, w.Counter))
+			}
 			if len(leases) == 0 {
 				fmt.Fprintf(st.stdout, "no leases of stream %s in table %s (check -stream; a consumer creates them when it first syncs the stream's shards)\n", *stream, *table)
+				if len(idle) > 0 {
+					fmt.Fprintf(st.stdout, "workers holding no lease: %s\n", strings.Join(idle, ", "))
+				}
 				return nil
 			}
 			tw := tabwriter.NewWriter(st.stdout, 0, 0, 2, ' ', 0)
@@ -78,7 +88,13 @@ Example:
 					l.Key.Shard, ownerOrFree(l.Owner), l.Counter, checkpointText(l),
 					dash(strings.Join(l.Parents, ",")), dash(l.HandoffTo), expiryText(l.Expiry))
 			}
-			return tw.Flush()
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			if len(idle) > 0 {
+				fmt.Fprintf(st.stdout, "workers holding no lease: %s\n", strings.Join(idle, ", "))
+			}
+			return nil
 		}
 	},
 }

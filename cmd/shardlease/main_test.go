@@ -162,12 +162,22 @@ func TestList(t *testing.T) {
 	require.NoError(t, err)
 	// Another stream's lease is not listed.
 	f.held(t, shardlease.LeaseKey{Stream: stream + "-other", Shard: shard(0)}, "worker-z")
+	// worker-d holds nothing and keeps a worker row (counter 2); the other
+	// stream's worker row is not shown.
+	for range 2 {
+		_, err = f.store.Heartbeat(ctx, stream, "worker-d")
+		require.NoError(t, err)
+	}
+	_, err = f.store.Heartbeat(ctx, stream+"-other", "worker-y")
+	require.NoError(t, err)
 
 	t.Run("text", func(t *testing.T) {
 		r := f.run(t, env{}, "list", "-stream", stream)
 		require.Equal(t, 0, r.code, r.stderr)
 		lines := strings.Split(strings.TrimRight(r.stdout, "\n"), "\n")
-		require.Len(t, lines, 5, r.stdout)
+		require.Len(t, lines, 6, r.stdout)
+		assert.Equal(t, "workers holding no lease: worker-d (counter 2)", lines[5])
+		lines = lines[:5]
 		assert.Equal(t, []string{"SHARD", "OWNER", "COUNTER", "CHECKPOINT", "PARENTS", "HANDOFF", "EXPIRY", "(HOLDER'S", "CLOCK)"}, strings.Fields(lines[0]))
 		want := [][]string{
 			{shard(0), "worker-a", "2", "123/4", "-", "-", "2030-01-02T03:04:05.678Z"},
