@@ -71,9 +71,11 @@ func worlds(t *testing.T, shards int32, fn func(t *testing.T, w *world)) {
 	})
 }
 
-// opts returns the world's timings plus extra options.
+// opts returns the world's timings plus extra options. With
+// SHARDLEASE_TEST_LOG=1 in the environment the consumers log at debug level
+// to stderr (take rounds, handoffs, every lease change).
 func (w *world) opts(owner string, extra ...shardlease.Option) []shardlease.Option {
-	if os.Getenv("DBGLOG") != "" {
+	if os.Getenv("SHARDLEASE_TEST_LOG") != "" {
 		extra = append(extra, shardlease.WithLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))))
 	}
 	return append([]shardlease.Option{

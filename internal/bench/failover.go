@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -35,12 +34,7 @@ func newFakeWorld(ctx context.Context, shards int, lease time.Duration) (*fakeWo
 
 func (w *fakeWorld) take() time.Duration { return w.lease / 5 }
 
-var debugLog *slog.Logger
-
 func (w *fakeWorld) opts(owner string, extra ...shardlease.Option) []shardlease.Option {
-	if debugLog != nil {
-		extra = append(extra, shardlease.WithLogger(debugLog.With("w", owner)))
-	}
 	return append([]shardlease.Option{
 		shardlease.WithOwnerID(owner),
 		shardlease.WithLeaseDuration(w.lease),
