@@ -280,6 +280,10 @@ type coordinator struct {
 	wobs map[string]observation // other workers' rows, by owner
 	row  *Worker                // this worker's row as last written; nil when it has none
 	beat time.Time              // when row was written
+	// unsure is set while a heartbeat's outcome is unknown (it failed or
+	// was cancelled): the row may exist with a counter this worker never
+	// saw.
+	unsure bool
 }
 
 // heartbeat writes this worker's row (see WorkerStore). A failure other than
@@ -293,6 +297,7 @@ func (co *coordinator) heartbeat(ctx context.Context) error {
 	sent := time.Now()
 	w, err := co.ws.Heartbeat(ctx, c.stream, c.cfg.ownerID)
 	if err != nil {
+		co.unsure = true
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -302,20 +307,32 @@ func (co *coordinator) heartbeat(ctx context.Context) error {
 		c.log.Warn("writing the worker row failed; retrying at the next take round", "err", err)
 		return nil
 	}
-	co.row, co.beat = &w, sent
+	co.row, co.beat, co.unsure = &w, sent, false
 	return nil
 }
 
 // removeRow deletes this worker's row, if it has one: once it holds a lease
 // (its leases show it), and when Run returns.
 func (co *coordinator) removeRow(ctx context.Context) {
-	if co.row == nil {
+	if co.row == nil && !co.unsure {
 		return
 	}
-	ctx, cancel := context.WithTimeout(ctx, co.c.cfg.renewInterval)
+	c := co.c
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.renewInterval)
 	defer cancel()
+	const gaveUp = "removing the worker row failed; other workers remove it once it stops changing"
+	if co.unsure {
+		// Learn the counter with one more heartbeat: the delete is
+		// conditional on it.
+		w, err := co.ws.Heartbeat(ctx, c.stream, c.cfg.ownerID)
+		if err != nil {
+			c.log.Warn(gaveUp, "err", err)
+			return
+		}
+		co.row, co.unsure = &w, false
+	}
 	if _, err := co.ws.RemoveWorker(ctx, *co.row); err != nil {
-		co.c.log.Warn("removing the worker row failed; other workers remove it once it stops changing", "err", err)
+		c.log.Warn(gaveUp, "err", err)
 		return
 	}
 	co.row = nil

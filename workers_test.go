@@ -2,6 +2,8 @@ package shardlease_test
 
 import (
 	"context"
+	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -123,5 +125,36 @@ func TestIdleWorkerRow(t *testing.T) {
 		assert.GreaterOrEqual(t, gone, w.lease-w.renew-w.take, "not removed before it stood still for a lease duration")
 		_ = c.stop(t)
 		assert.Equal(t, []string{"shardId-000000000000"}, a.c.Held())
+	})
+}
+
+// lostHeartbeats applies the second heartbeat but reports it failed, as
+// when the reply is lost: the worker does not know its row's counter.
+type lostHeartbeats struct {
+	shardlease.LeaseStore
+	shardlease.WorkerStore
+	n atomic.Int64
+}
+
+func (s *lostHeartbeats) Heartbeat(ctx context.Context, stream, owner string) (shardlease.Worker, error) {
+	w, err := s.WorkerStore.Heartbeat(ctx, stream, owner)
+	if err == nil && s.n.Add(1) == 2 {
+		return shardlease.Worker{}, errors.New("reply lost")
+	}
+	return w, err
+}
+
+// A worker whose heartbeat replies were lost still removes its row when it
+// stops: it learns the counter with one more heartbeat first.
+func TestWorkerRowRemovedAfterLostHeartbeats(t *testing.T) {
+	worlds(t, 1, func(t *testing.T, w *world) {
+		h := newHandled()
+		a := startWorker(t, w, w.kin, w.store, h.handler("a"), w.opts("a")...)
+		waitSettled(t, w, 10*w.take, []int{1}, a)
+		store := &lostHeartbeats{LeaseStore: w.store, WorkerStore: w.store.(shardlease.WorkerStore)}
+		b := startWorker(t, w, w.kin, store, h.handler("b"), w.opts("b")...)
+		waitFor(t, 3*w.lease, "b's row moved by a heartbeat whose reply was lost", func() bool { return w.workerRows(t)["b"] == 2 })
+		require.NoError(t, b.stop(t))
+		assert.NotContains(t, w.workerRows(t), "b", "a stopped worker removes its row")
 	})
 }
