@@ -108,8 +108,9 @@ func (a *auditor) holder(key string) (owner, handoffTo string) {
 // included, with the handle the worker wrote under.
 type auditStore struct {
 	shardlease.LeaseStore
-	a  *auditor
-	by string
+	shardlease.WorkerStore // worker rows are not leases: passed on unaudited
+	a                      *auditor
+	by                     string
 }
 
 func (s *auditStore) done(op string, claim shardlease.Lease, claimed bool, got shardlease.Lease, err error) {

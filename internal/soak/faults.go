@@ -321,3 +321,29 @@ func (s *faultStore) Release(ctx context.Context, l shardlease.Lease) (shardleas
 func (s *faultStore) RequestHandoff(ctx context.Context, l shardlease.Lease, taker string) (shardlease.Lease, error) {
 	return storeCall(s.in, "UpdateItem", true, shardlease.Lease{}, func() (shardlease.Lease, error) { return s.next.RequestHandoff(ctx, l, taker) })
 }
+
+// The worker-row calls: next keeps worker rows in the soak (a MemoryStore).
+
+func (s *faultStore) ListWithWorkers(ctx context.Context, stream string) ([]shardlease.Lease, []shardlease.Worker, error) {
+	type both struct {
+		l []shardlease.Lease
+		w []shardlease.Worker
+	}
+	got, err := storeCall(s.in, "Scan", false, both{}, func() (both, error) {
+		l, w, err := s.next.(shardlease.WorkerStore).ListWithWorkers(ctx, stream)
+		return both{l, w}, err
+	})
+	return got.l, got.w, err
+}
+
+func (s *faultStore) Heartbeat(ctx context.Context, stream, owner string) (shardlease.Worker, error) {
+	return storeCall(s.in, "UpdateItem", true, shardlease.Worker{}, func() (shardlease.Worker, error) {
+		return s.next.(shardlease.WorkerStore).Heartbeat(ctx, stream, owner)
+	})
+}
+
+func (s *faultStore) RemoveWorker(ctx context.Context, w shardlease.Worker) (bool, error) {
+	return storeCall(s.in, "DeleteItem", true, false, func() (bool, error) {
+		return s.next.(shardlease.WorkerStore).RemoveWorker(ctx, w)
+	})
+}

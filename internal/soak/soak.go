@@ -334,7 +334,7 @@ func (s *soak) launch(slot int) {
 		}
 		store = ds
 	} else {
-		store = &faultStore{next: &auditStore{LeaseStore: s.memory, a: s.audit, by: inc.id}, in: mk("dynamodb", 1)}
+		store = &faultStore{next: &auditStore{LeaseStore: s.memory, WorkerStore: s.memory, a: s.audit, by: inc.id}, in: mk("dynamodb", 1)}
 	}
 	store = &troubleStore{LeaseStore: store, inc: inc}
 	kin := &faultKinesis{next: cfg.Kinesis, in: mk("kinesis", 2)}
