@@ -168,12 +168,32 @@ func (e *StreamNotFoundError) Error() string {
 // Unwrap returns the SDK's error.
 func (e *StreamNotFoundError) Unwrap() error { return e.Err }
 
-// observation is what the take loop last saw of a lease, with when its
-// counter last moved on this machine's monotonic clock.
+// observation is what the take loop last saw of a lease or worker row, with
+// when its counter last moved on this machine's monotonic clock.
 type observation struct {
 	counter int64
 	owner   string
 	changed time.Time
+}
+
+// watch records that row key was seen at now with counter and owner, and
+// returns the observation: changed is when either last moved.
+func watch(obs map[string]observation, key string, counter int64, owner string, now time.Time) observation {
+	o, ok := obs[key]
+	if !ok || o.counter != counter || o.owner != owner {
+		o = observation{counter: counter, owner: owner, changed: now}
+		obs[key] = o
+	}
+	return o
+}
+
+// forgetUnseen drops the observations of rows that are gone.
+func forgetUnseen(obs map[string]observation, seen map[string]bool) {
+	for key := range obs {
+		if !seen[key] {
+			delete(obs, key)
+		}
+	}
 }
 
 // Run consumes the stream until ctx is cancelled, then shuts down
@@ -571,16 +591,9 @@ func (co *coordinator) takeRound(ctx context.Context) error {
 	for _, l := range leases {
 		byShard[l.Key.Shard] = l
 		seen[l.Key.Shard] = true
-		o, ok := co.obs[l.Key.Shard]
-		if !ok || o.counter != l.Counter || o.owner != l.Owner {
-			co.obs[l.Key.Shard] = observation{counter: l.Counter, owner: l.Owner, changed: now}
-		}
+		watch(co.obs, l.Key.Shard, l.Counter, l.Owner, now)
 	}
-	for id := range co.obs {
-		if !seen[id] {
-			delete(co.obs, id)
-		}
-	}
+	forgetUnseen(co.obs, seen)
 	held := c.heldSet()
 	// A handoff asked of this worker shows in the listing before the next
 	// renewal would return it: answer it now.
@@ -800,12 +813,7 @@ func (co *coordinator) liveWorkers(ctx context.Context, workers []Worker, now ti
 		if w.Owner == c.cfg.ownerID {
 			continue
 		}
-		o, ok := co.wobs[w.Owner]
-		if !ok || o.counter != w.Counter {
-			o = observation{counter: w.Counter, changed: now}
-			co.wobs[w.Owner] = o
-		}
-		if now.Sub(o.changed) < c.cfg.leaseDuration {
+		if o := watch(co.wobs, w.Owner, w.Counter, w.Owner, now); now.Sub(o.changed) < c.cfg.leaseDuration {
 			live = append(live, w.Owner)
 			continue
 		}
@@ -815,11 +823,7 @@ func (co *coordinator) liveWorkers(ctx context.Context, workers []Worker, now ti
 			c.log.Info("removed the row of a worker that stopped", "worker", w.Owner, "counter", w.Counter)
 		}
 	}
-	for o := range co.wobs {
-		if !seen[o] {
-			delete(co.wobs, o)
-		}
-	}
+	forgetUnseen(co.wobs, seen)
 	return live
 }
 
