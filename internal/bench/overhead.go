@@ -70,7 +70,7 @@ func measureOverhead(ctx context.Context, e *env) error {
 	}
 	runtime.GC()
 	before = snapshot()
-	if _, err := consumerRead(ctx, f, shardlease.NewMemoryStore(), "overhead", perShard, total); err != nil {
+	if _, _, err := consumerRead(ctx, f, shardlease.NewMemoryStore(), "overhead", perShard, total); err != nil {
 		return err
 	}
 	cons := snapshot().since(before)
