@@ -63,18 +63,9 @@ func measureCost(ctx context.Context, e *env) error {
 	defer cancel()
 
 	// Producer: two records on every shard of both streams every 100ms.
-	wg.Go(func() {
-		tick := time.NewTicker(100 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-runCtx.Done():
-				return
-			case <-tick.C:
-				for _, s := range []string{"consumer", "baseline"} {
-					_ = fill(runCtx, fake, s, n, 2, 100)
-				}
-			}
+	every(runCtx, &wg, 100*time.Millisecond, func() {
+		for _, s := range []string{"consumer", "baseline"} {
+			_ = fill(runCtx, fake, s, n, 2, 100)
 		}
 	})
 
@@ -140,18 +131,7 @@ func baseline(ctx context.Context, kin shardlease.KinesisAPI, store shardlease.L
 	}
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	wg.Go(func() {
-		tick := time.NewTicker(defTake)
-		defer tick.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-				_, _ = store.List(ctx, stream)
-			}
-		}
-	})
+	every(ctx, &wg, defTake, func() { _, _ = store.List(ctx, stream) })
 	for _, s := range shards.Shards {
 		key := shardlease.LeaseKey{Stream: stream, Shard: aws.ToString(s.ShardId)}
 		if _, err := store.Create(ctx, key, nil); err != nil {
@@ -169,19 +149,10 @@ func baseline(ctx context.Context, kin shardlease.KinesisAPI, store shardlease.L
 				l = next
 			}
 		}
-		wg.Go(func() {
-			tick := time.NewTicker(defRenew)
-			defer tick.Stop()
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case <-tick.C:
-					write(func(l shardlease.Lease) (shardlease.Lease, error) {
-						return store.Renew(ctx, l, time.Now().Add(defLease))
-					})
-				}
-			}
+		every(ctx, &wg, defRenew, func() {
+			write(func(l shardlease.Lease) (shardlease.Lease, error) {
+				return store.Renew(ctx, l, time.Now().Add(defLease))
+			})
 		})
 		wg.Go(func() {
 			it, err := kin.GetShardIterator(ctx, &kinesis.GetShardIteratorInput{StreamName: aws.String(stream), ShardId: s.ShardId, ShardIteratorType: ktypes.ShardIteratorTypeTrimHorizon})

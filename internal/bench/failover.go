@@ -46,15 +46,20 @@ func (w *fakeWorld) opts(owner string, extra ...shardlease.Option) []shardlease.
 
 // produce puts a record on every shard every 20ms until ctx is done.
 func (w *fakeWorld) produce(ctx context.Context, wg *sync.WaitGroup) {
+	every(ctx, wg, 20*time.Millisecond, func() { _ = fill(ctx, w.fake, w.stream, w.shards, 1, 16) })
+}
+
+// every calls f every d, in a goroutine of wg, until ctx is done.
+func every(ctx context.Context, wg *sync.WaitGroup, d time.Duration, f func()) {
 	wg.Go(func() {
-		tick := time.NewTicker(20 * time.Millisecond)
+		tick := time.NewTicker(d)
 		defer tick.Stop()
 		for {
 			select {
 			case <-ctx.Done():
 				return
 			case <-tick.C:
-				_ = fill(ctx, w.fake, w.stream, w.shards, 1, 16)
+				f()
 			}
 		}
 	})
