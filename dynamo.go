@@ -382,7 +382,7 @@ func (s *DynamoStore) Heartbeat(ctx context.Context, stream, owner string) (Work
 	}
 	out, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 aws.String(s.table),
-		Key:                       map[string]types.AttributeValue{attrKey: str(w.Key())},
+		Key:                       keyAttr(workerKey(w)),
 		UpdateExpression:          aws.String("SET lease_owner = :owner, lease_counter = if_not_exists(lease_counter, :zero) + :one"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{":owner": str(owner), ":zero": num(0), ":one": num(1)},
 		ReturnValues:              types.ReturnValueAllNew,
@@ -409,7 +409,7 @@ func (s *DynamoStore) RemoveWorker(ctx context.Context, w Worker) (bool, error) 
 	}
 	_, err := s.client.DeleteItem(ctx, &dynamodb.DeleteItemInput{
 		TableName:                 aws.String(s.table),
-		Key:                       map[string]types.AttributeValue{attrKey: str(w.Key())},
+		Key:                       keyAttr(workerKey(w)),
 		ConditionExpression:       aws.String("lease_counter = :counter"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{":counter": num(w.Counter)},
 	})

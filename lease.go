@@ -182,10 +182,28 @@ type Worker struct {
 
 // Key returns the row's key: "stream:@owner". '@' never appears in a shard
 // id, so a worker row is never mistaken for a lease.
-func (w Worker) Key() string { return w.Stream + ":" + workerMark + w.Owner }
+func (w Worker) Key() string { return workerKey(w).String() }
 
 // workerMark starts the part after the colon of a worker row's key.
 const workerMark = "@"
+
+// checkWorker checks the arguments of a worker-row operation.
+func checkWorker(ctx context.Context, w Worker) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := ValidateStreamName(w.Stream); err != nil {
+		return err
+	}
+	if w.Owner == "" {
+		return fmt.Errorf("%w: owner id is empty", ErrInvalidConfig)
+	}
+	return nil
+}
+
+// workerKey is a worker row's key, "stream:@owner", in the LeaseKey form
+// the stores and their errors use.
+func workerKey(w Worker) LeaseKey { return LeaseKey{Stream: w.Stream, Shard: workerMark + w.Owner} }
 
 // WorkerStore is implemented by lease stores that also keep worker rows (both
 // stores of this package do). The consumer uses it, when the store has it, so

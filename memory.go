@@ -93,29 +93,10 @@ func (m *MemoryStore) Get(ctx context.Context, key LeaseKey) (Lease, error) {
 	return cloneLease(row), nil
 }
 
-// List implements LeaseStore.
+// List implements LeaseStore: ListWithWorkers without the worker rows.
 func (m *MemoryStore) List(ctx context.Context, stream string) ([]Lease, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("shardlease: list stream %s: %w", stream, err)
-	}
-	if err := ValidateStreamName(stream); err != nil {
-		return nil, err
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.leasesOf(stream), nil
-}
-
-// leasesOf returns stream's rows ordered by shard id; m.mu must be held.
-func (m *MemoryStore) leasesOf(stream string) []Lease {
-	var out []Lease
-	for k, row := range m.rows {
-		if k.Stream == stream {
-			out = append(out, cloneLease(row))
-		}
-	}
-	slices.SortFunc(out, func(a, b Lease) int { return strings.Compare(a.Key.Shard, b.Key.Shard) })
-	return out
+	leases, _, err := m.ListWithWorkers(ctx, stream)
+	return leases, err
 }
 
 // ListWithWorkers implements WorkerStore. Leases and worker rows are read
@@ -130,7 +111,13 @@ func (m *MemoryStore) ListWithWorkers(ctx context.Context, stream string) ([]Lea
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	leases := m.leasesOf(stream)
+	var leases []Lease
+	for k, row := range m.rows {
+		if k.Stream == stream {
+			leases = append(leases, cloneLease(row))
+		}
+	}
+	slices.SortFunc(leases, func(a, b Lease) int { return strings.Compare(a.Key.Shard, b.Key.Shard) })
 	var workers []Worker
 	for owner, counter := range m.workers[stream] {
 		workers = append(workers, Worker{Stream: stream, Owner: owner, Counter: counter})
@@ -168,23 +155,6 @@ func (m *MemoryStore) RemoveWorker(ctx context.Context, w Worker) (bool, error) 
 	delete(m.workers[w.Stream], w.Owner)
 	return true, nil
 }
-
-// checkWorker checks the arguments of a worker-row operation.
-func checkWorker(ctx context.Context, w Worker) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if err := ValidateStreamName(w.Stream); err != nil {
-		return err
-	}
-	if w.Owner == "" {
-		return fmt.Errorf("%w: owner id is empty", ErrInvalidConfig)
-	}
-	return nil
-}
-
-// workerKey is how errors about a worker row name it.
-func workerKey(w Worker) LeaseKey { return LeaseKey{Stream: w.Stream, Shard: workerMark + w.Owner} }
 
 // Acquire implements LeaseStore.
 func (m *MemoryStore) Acquire(ctx context.Context, key LeaseKey, owner string, observed int64) (Lease, error) {
