@@ -26,7 +26,8 @@
 //     (ExpiredIteratorException); ListShards tokens after 300 seconds
 //     (ExpiredNextTokenException).
 //   - Streams are ACTIVE as soon as CreateStream returns, and resharding takes
-//     effect at once. Records are kept for the stream's life (no retention).
+//     effect at once. Records are kept for the stream's life (no retention),
+//     although DescribeStreamSummary reports the service's default retention.
 package kinesisfake
 
 import (

@@ -1,0 +1,53 @@
+package kinesisfake
+
+import (
+	"context"
+
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+)
+
+// OpDescribeStreamSummary is the operation name of DescribeStreamSummary.
+const OpDescribeStreamSummary = "DescribeStreamSummary"
+
+// RetentionPeriodHours is the retention DescribeStreamSummary reports for
+// every stream: the service's default. The fake itself keeps records for the
+// stream's life.
+const RetentionPeriodHours = 24
+
+// DescribeStreamSummary describes a stream: its name, ARN, status (always
+// ACTIVE), creation time, retention period ([RetentionPeriodHours]) and
+// number of open shards. A missing stream is a ResourceNotFoundException.
+func (f *Fake) DescribeStreamSummary(ctx context.Context, params *kinesis.DescribeStreamSummaryInput, optFns ...func(*kinesis.Options)) (*kinesis.DescribeStreamSummaryOutput, error) {
+	if err := f.begin(ctx, OpDescribeStreamSummary, ""); err != nil {
+		return nil, err
+	}
+	if params == nil {
+		params = &kinesis.DescribeStreamSummaryInput{}
+	}
+	name, err := streamName(params.StreamName, params.StreamARN)
+	if err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	st, err := f.lookup(name)
+	if err != nil {
+		return nil, err
+	}
+	open := 0
+	for _, s := range st.shards {
+		if s.open() {
+			open++
+		}
+	}
+	return &kinesis.DescribeStreamSummaryOutput{StreamDescriptionSummary: &types.StreamDescriptionSummary{
+		StreamName:              ptr(st.name),
+		StreamARN:               ptr(st.arn()),
+		StreamStatus:            types.StreamStatusActive,
+		StreamCreationTimestamp: ptr(st.created),
+		RetentionPeriodHours:    ptr(int32(RetentionPeriodHours)),
+		OpenShardCount:          ptr(int32(open)),
+		EnhancedMonitoring:      []types.EnhancedMetrics{},
+	}}, nil
+}
