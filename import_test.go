@@ -1,0 +1,181 @@
+package shardlease_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/shardlease/shardlease"
+	"github.com/shardlease/shardlease/internal/emulator"
+)
+
+func results(rep *shardlease.ImportReport) map[string]shardlease.ImportResult {
+	m := map[string]shardlease.ImportResult{}
+	for _, r := range rep.Results {
+		m[r.Shard] = r
+	}
+	return m
+}
+
+// requireIdempotent runs the import again and requires that it skips every
+// row and writes nothing.
+func requireIdempotent(t *testing.T, raw shardlease.DynamoDBAPI, format shardlease.ImportFormat, from, table, stream string) {
+	t.Helper()
+	client := &countingDynamo{DynamoDBAPI: raw}
+	s := newStore(t, client, table)
+	before, err := s.List(t.Context(), stream)
+	require.NoError(t, err)
+	rep, err := shardlease.Import(t.Context(), raw, format, from, s, stream)
+	require.NoError(t, err)
+	require.Zero(t, rep.Copied)
+	require.Zero(t, client.Writes(), "a second run writes nothing")
+	after, err := s.List(t.Context(), stream)
+	require.NoError(t, err)
+	require.Equal(t, before, after)
+}
+
+func TestImportKinsumer(t *testing.T) {
+	ctx := t.Context()
+	raw, table := dynamoTable(t)
+	from := foreignTable(t, raw, "kinsumer-checkpoints", "Shard")
+	loadRows(t, raw, from, "kinsumer.json")
+	s := newStore(t, raw, table)
+	// Shard 3 has progress in the lease table already: never overwritten.
+	createRows(t, s, key("orders", 3))
+	l, err := s.Acquire(ctx, key("orders", 3), "w", 0)
+	require.NoError(t, err)
+	l, err = s.Checkpoint(ctx, l, newerSeq, -1, time.Now())
+	require.NoError(t, err)
+	_, err = s.Release(ctx, l)
+	require.NoError(t, err)
+
+	rep, err := shardlease.Import(ctx, raw, shardlease.ImportKinsumer, from, s, "orders")
+	require.NoError(t, err)
+	require.Equal(t, "orders", rep.Stream)
+	require.Equal(t, from, rep.FromTable)
+	require.Equal(t, table, rep.ToTable)
+	require.Equal(t, 2, rep.Copied)
+	require.Equal(t, 2, rep.Skipped)
+	res := results(rep)
+	require.Equal(t, shardlease.ImportResult{Shard: "shardId-000000000000", Checkpoint: bareSeq0, Action: "copied",
+		Reason: "created row orders:shardId-000000000000 with checkpoint " + bareSeq0 + " from table " + from}, res["shardId-000000000000"])
+	require.Equal(t, "copied", res["shardId-000000000001"].Action)
+	require.Equal(t, shardlease.ShardEnd, res["shardId-000000000001"].Checkpoint, "Finished means the shard was consumed to its end")
+	require.Equal(t, "skipped", res["shardId-000000000002"].Action)
+	require.Contains(t, res["shardId-000000000002"].Reason, "never consumed")
+	require.Equal(t, "skipped", res["shardId-000000000003"].Action)
+	require.Equal(t, "already has progress: row orders:shardId-000000000003 has checkpoint "+newerSeq+
+		", newer than the imported 49590338271534858098956753784644642512218454689500889138", res["shardId-000000000003"].Reason)
+
+	rows, err := s.List(ctx, "orders")
+	require.NoError(t, err)
+	require.Len(t, rows, 3)
+	byShard := map[string]shardlease.Lease{}
+	for _, r := range rows {
+		byShard[r.Key.Shard] = r
+	}
+	require.Equal(t, shardlease.Lease{Key: key("orders", 0), Checkpoint: bareSeq0, SubSequence: -1}, byShard["shardId-000000000000"])
+	require.Equal(t, shardlease.ShardEnd, byShard["shardId-000000000001"].Checkpoint)
+	require.Equal(t, newerSeq, byShard["shardId-000000000003"].Checkpoint)
+
+	// The imported rows are ordinary leases.
+	l, err = s.Acquire(ctx, key("orders", 0), "w", 0)
+	require.NoError(t, err)
+	require.Equal(t, bareSeq0, l.Checkpoint)
+	_, err = s.Release(ctx, l)
+	require.NoError(t, err)
+
+	requireIdempotent(t, raw, shardlease.ImportKinsumer, from, table, "orders")
+}
+
+func TestImportKCL(t *testing.T) {
+	ctx := t.Context()
+	raw, table := dynamoTable(t)
+	from := foreignTable(t, raw, "kcl-app", "leaseKey")
+	loadRows(t, raw, from, "kcl.json")
+	s := newStore(t, raw, table)
+	// Shard 0's row exists without a checkpoint (shard sync created it).
+	createRows(t, s, key("orders", 0))
+
+	rep, err := shardlease.Import(ctx, raw, shardlease.ImportKCL, from, s, "orders")
+	require.NoError(t, err)
+	require.Equal(t, shardlease.ImportKCL, rep.Format)
+	require.Equal(t, 3, rep.Copied)
+	require.Equal(t, 2, rep.Skipped)
+	res := results(rep)
+	require.Equal(t, "copied", res["shardId-000000000000"].Action)
+	require.Equal(t, "wrote checkpoint "+bareSeq0+" sub-sequence 0 from table "+from+" into row orders:shardId-000000000000, which had no checkpoint",
+		res["shardId-000000000000"].Reason)
+	require.Equal(t, shardlease.ImportResult{Shard: "shardId-000000000001", Checkpoint: shardlease.ShardEnd, Action: "copied",
+		Reason: "created row orders:shardId-000000000001 with checkpoint SHARD_END from table " + from}, res["shardId-000000000001"])
+	require.Equal(t, shardlease.ImportResult{Shard: "shardId-000000000002", Checkpoint: "TRIM_HORIZON", Action: "skipped",
+		Reason: "TRIM_HORIZON means no record was processed yet; the shard starts at the consumer's configured start position"}, res["shardId-000000000002"])
+	require.Equal(t, "skipped", res["shardId-000000000003"].Action)
+	require.Equal(t, "LATEST", res["shardId-000000000003"].Checkpoint)
+	require.Equal(t, "copied", res["shardId-000000000004"].Action)
+
+	rows, err := s.List(ctx, "orders")
+	require.NoError(t, err)
+	require.Len(t, rows, 3, "shards without progress get no row")
+	require.Equal(t, shardlease.Lease{Key: key("orders", 0), Checkpoint: bareSeq0, SubSequence: 0}, rows[0])
+	require.Equal(t, shardlease.Lease{Key: key("orders", 1), Checkpoint: shardlease.ShardEnd, SubSequence: -1}, rows[1])
+	require.Equal(t, shardlease.Lease{Key: key("orders", 4), Checkpoint: "49590338271556158844155284407786178230366894039683039250",
+		SubSequence: 3, Parents: []string{"shardId-000000000001"}}, rows[2])
+
+	requireIdempotent(t, raw, shardlease.ImportKCL, from, table, "orders")
+	rep, err = shardlease.Import(ctx, raw, shardlease.ImportKCL, from, s, "orders")
+	require.NoError(t, err)
+	require.Equal(t, "already has progress: row orders:shardId-000000000004 has checkpoint "+
+		"49590338271556158844155284407786178230366894039683039250, the same as the imported one", results(rep)["shardId-000000000004"].Reason)
+}
+
+func TestImportKCLMultiStream(t *testing.T) {
+	raw, table := dynamoTable(t)
+	from := foreignTable(t, raw, "kcl-multi", "leaseKey")
+	loadRows(t, raw, from, "kcl-multistream.json")
+	s := newStore(t, raw, table)
+
+	rep, err := shardlease.Import(t.Context(), raw, shardlease.ImportKCL, from, s, "orders")
+	require.NoError(t, err)
+	require.Len(t, rep.Results, 2, "rows of other streams are not reported")
+	require.Equal(t, 1, rep.Copied)
+	require.Equal(t, shardlease.ImportResult{Shard: "shardId-000000000000", Checkpoint: "49500000000000000000000000000000000000000000000000000002", Action: "skipped",
+		Reason: "lease of an older incarnation of stream orders (creation epoch 1500000000; the newest is 1600000000)"}, rep.Results[1])
+	got, err := s.Get(t.Context(), key("orders", 0))
+	require.NoError(t, err)
+	require.Equal(t, bareSeq0, got.Checkpoint)
+	_, err = s.Get(t.Context(), key("payments", 0))
+	require.ErrorIs(t, err, shardlease.ErrLeaseNotFound)
+}
+
+func TestImportTableErrors(t *testing.T) {
+	ctx := t.Context()
+	raw, table := dynamoTable(t)
+	s := newStore(t, raw, table)
+
+	missing := emulator.UniqueName("no-such-table")
+	_, err := shardlease.Import(ctx, raw, shardlease.ImportKinsumer, missing, s, "orders")
+	require.ErrorIs(t, err, shardlease.ErrTableNotFound)
+	require.ErrorContains(t, err, "table "+missing+": ")
+	require.ErrorContains(t, err, `import expected a kinsumer table with the string partition key "Shard" here`)
+
+	kcl := foreignTable(t, raw, "kcl-app", "leaseKey")
+	_, err = shardlease.Import(ctx, raw, shardlease.ImportKinsumer, kcl, s, "orders")
+	require.ErrorIs(t, err, shardlease.ErrBadTableSchema)
+	require.EqualError(t, err, "table "+kcl+`: shardlease: lease table has the wrong key schema: it has key HASH leaseKey (S), but a kinsumer table has exactly one key, the string partition key "Shard"; check the table name and the format`)
+
+	_, err = shardlease.Import(ctx, raw, shardlease.ImportKCL, table, s, "orders")
+	require.ErrorIs(t, err, shardlease.ErrInvalidConfig)
+	_, err = shardlease.Import(ctx, raw, "flink", kcl, s, "orders")
+	require.ErrorIs(t, err, shardlease.ErrInvalidConfig)
+	_, err = shardlease.Import(ctx, raw, shardlease.ImportKCL, kcl, s, "bad:stream")
+	require.ErrorIs(t, err, shardlease.ErrInvalidName)
+
+	// The destination table is checked too.
+	gone := newStore(t, raw, emulator.UniqueName("no-lease-table"))
+	_, err = shardlease.Import(ctx, raw, shardlease.ImportKCL, kcl, gone, "orders")
+	require.ErrorIs(t, err, shardlease.ErrTableNotFound)
+	require.True(t, errors.Is(err, shardlease.ErrTableNotFound))
+}
