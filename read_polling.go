@@ -1,0 +1,174 @@
+package shardlease
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/shardlease/shardlease/internal/backoff"
+)
+
+// pollingReader reads a shard with GetShardIterator and GetRecords.
+type pollingReader struct{ *leaseRunner }
+
+// read reads the shard one batch ahead of the handler.
+func (r pollingReader) read(ctx context.Context, out chan<- *Batch) {
+	defer close(out)
+	cfg := r.c.cfg
+	bo := backoff.Backoff{Min: cfg.retryMin, Max: cfg.retryMax}
+	r.mu.Lock()
+	lastSeq, lastSub := r.lease.Checkpoint, r.lease.SubSequence
+	r.mu.Unlock()
+	if lastSeq == ShardEnd {
+		select {
+		case out <- &Batch{Stream: r.key.Stream, ShardID: r.shard, r: r.leaseRunner, end: true}:
+		case <-ctx.Done():
+		}
+		return
+	}
+	iter := ""
+	var lastCall time.Time
+	gap := readGapBehind
+	for ctx.Err() == nil {
+		if iter == "" {
+			it, gone, err := r.iterator(ctx, lastSeq, lastSub)
+			if gone {
+				r.log.Error("shard is no longer in the stream (its records expired before they were read); marking it finished")
+				select {
+				case out <- &Batch{Stream: r.key.Stream, ShardID: r.shard, r: r.leaseRunner, end: true}:
+				case <-ctx.Done():
+				}
+				return
+			}
+			if err != nil {
+				if ctx.Err() != nil {
+					return
+				}
+				r.log.Warn("GetShardIterator failed; retrying", "err", err)
+				bo.Sleep(ctx)
+				continue
+			}
+			iter = it
+		}
+		// At most 5 GetRecords calls per second per shard while behind; 4
+		// once caught up (see readGap).
+		if wait := gap - time.Since(lastCall); !lastCall.IsZero() && wait > 0 {
+			if !backoff.Wait(ctx, wait) {
+				return
+			}
+		}
+		lastCall = time.Now()
+		res, err := r.c.kin.GetRecords(ctx, &kinesis.GetRecordsInput{ShardIterator: aws.String(iter), Limit: aws.Int32(cfg.batchSize)})
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			var expired *types.ExpiredIteratorException
+			if errors.As(err, &expired) {
+				r.log.Debug("iterator expired; getting a new one", "after", lastSeq)
+				iter = ""
+				continue
+			}
+			r.log.Warn("GetRecords failed; backing off", "err", err)
+			if !retryable(err) {
+				iter = ""
+			}
+			bo.Sleep(ctx)
+			continue
+		}
+		bo.Reset()
+		if res.MillisBehindLatest != nil {
+			r.behind.Store(*res.MillisBehindLatest)
+		}
+		gap = readGap(len(res.Records), cfg.batchSize, res.MillisBehindLatest)
+		recs := r.c.convert(res.Records, lastSeq, lastSub, r.log)
+		end := res.NextShardIterator == nil || *res.NextShardIterator == ""
+		if len(res.Records) > 0 {
+			last := res.Records[len(res.Records)-1]
+			lastSeq, lastSub = aws.ToString(last.SequenceNumber), -1
+		}
+		if len(recs) > 0 || end {
+			b := &Batch{Stream: r.key.Stream, ShardID: r.shard, Records: recs, MillisBehindLatest: aws.ToInt64(res.MillisBehindLatest), r: r.leaseRunner, end: end}
+			select {
+			case out <- b:
+			case <-ctx.Done():
+				return
+			}
+		}
+		if end {
+			return
+		}
+		iter = *res.NextShardIterator
+		if len(res.Records) == 0 {
+			if !backoff.Wait(ctx, cfg.idlePoll) {
+				return
+			}
+		}
+	}
+}
+
+// Kinesis allows 5 GetRecords calls per second per shard, shared by every
+// reader of the shard: a worker taking a shard over is refused while the
+// previous holder's last five calls are less than a second old.
+const (
+	readGapBehind   = 200 * time.Millisecond // 5 calls a second
+	readGapCaughtUp = 250 * time.Millisecond // 4 calls a second
+)
+
+// readGap is the pause between two GetRecords calls of one reader. A reader
+// that is behind uses the shard's whole allowance. A caught-up reader (a short
+// batch at the tip of the shard) leaves one call a second unused, so that a
+// worker the shard is handed to is not throttled on its first read, at the
+// cost of up to 50ms more latency for records that arrive while it waits.
+func readGap(records int, limit int32, millisBehind *int64) time.Duration {
+	if records >= int(limit) || aws.ToInt64(millisBehind) > 0 {
+		return readGapBehind
+	}
+	return readGapCaughtUp
+}
+
+// iterator returns a shard iterator positioned after (seq, sub), or at the
+// initial position when seq is empty. gone reports that the shard no longer
+// exists in the stream.
+func (r *leaseRunner) iterator(ctx context.Context, seq string, sub int64) (string, bool, error) {
+	cfg := r.c.cfg
+	in := &kinesis.GetShardIteratorInput{StreamName: aws.String(r.key.Stream), ShardId: aws.String(r.shard)}
+	switch {
+	case seq != "" && sub >= 0:
+		// Inside an aggregate: read it again and skip what was processed.
+		in.ShardIteratorType = types.ShardIteratorTypeAtSequenceNumber
+		in.StartingSequenceNumber = aws.String(seq)
+	case seq != "":
+		in.ShardIteratorType = types.ShardIteratorTypeAfterSequenceNumber
+		in.StartingSequenceNumber = aws.String(seq)
+	case r.fromStart:
+		in.ShardIteratorType = types.ShardIteratorTypeTrimHorizon
+	default:
+		in.ShardIteratorType = types.ShardIteratorType(cfg.position)
+		if cfg.position == AtTimestamp {
+			in.Timestamp = aws.Time(cfg.startTimestamp)
+		}
+	}
+	out, err := r.c.kin.GetShardIterator(ctx, in)
+	if err != nil {
+		var rnf *types.ResourceNotFoundException
+		if errors.As(err, &rnf) {
+			// Is the stream there, and only the shard gone?
+			shards, lerr := listShards(ctx, r.c.kin, r.key.Stream, cfg)
+			if lerr == nil {
+				for _, s := range shards {
+					if aws.ToString(s.ShardId) == r.shard {
+						return "", false, err
+					}
+				}
+				return "", true, nil
+			}
+		}
+		return "", false, err
+	}
+	return aws.ToString(out.ShardIterator), false, nil
+}
