@@ -64,11 +64,15 @@ type Consumer struct {
 	running atomic.Bool
 	stats   counters
 	ins     *instruments
+	// retention is the stream's retention period, learned when a shard
+	// first gets stuck (retry.go).
+	retention retention
 }
 
 type counters struct {
 	records, batches, handlerErrors, panics, corruptAggregates atomic.Int64
 	taken, handedIn, lost, released, writeFailures, asked      atomic.Int64
+	deadLettered                                               atomic.Int64
 }
 
 // Stats is a snapshot of a consumer's counters since it was created.
@@ -93,6 +97,9 @@ type Stats struct {
 	LeasesReleased int64
 	// WriteFailures counts lease writes that failed and were retried.
 	WriteFailures int64
+	// RecordsDeadLettered counts records handed to the WithDeadLetter
+	// callback (which returned nil); they are not in RecordsHandled.
+	RecordsDeadLettered int64
 }
 
 // Stats returns the consumer's counters.
@@ -105,7 +112,8 @@ func (c *Consumer) Stats() Stats {
 		LeasesTaken:       s.taken.Load(), LeasesHandedIn: s.handedIn.Load(),
 		HandoffsRequested: s.asked.Load(),
 		LeasesLost:        s.lost.Load(), LeasesReleased: s.released.Load(),
-		WriteFailures: s.writeFailures.Load(),
+		WriteFailures:       s.writeFailures.Load(),
+		RecordsDeadLettered: s.deadLettered.Load(),
 	}
 }
 

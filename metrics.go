@@ -28,6 +28,9 @@ const meterName = "github.com/shardlease/shardlease"
 //	shardlease.handler.duration           histogram  seconds per handler call
 //	shardlease.behind_latest              gauge      ms, per held shard, MillisBehindLatest as Kinesis reported it (observed)
 //	shardlease.aggregates.corrupt         counter    KPL aggregates handed over undecoded
+//	shardlease.records.deadlettered       counter    records handed to the dead-letter callback, per shard
+//	shardlease.retry.stuck                gauge      s, per shard whose handler keeps failing on a batch, how long (observed)
+//	shardlease.retry.ages_out_in          gauge      s, per stuck shard, until its oldest unhandled record ages out (observed)
 //
 // Every instrument carries the stream and owner attributes; per-shard ones
 // carry the shard too.
@@ -50,6 +53,7 @@ type instruments struct {
 	behind        metric.Int64ObservableGauge
 	meter         metric.Meter
 	corrupt       metric.Int64Counter
+	retryInstruments
 }
 
 func newInstruments(mp metric.MeterProvider, stream, owner string) (*instruments, error) {
@@ -79,6 +83,11 @@ func newInstruments(mp metric.MeterProvider, stream, owner string) (*instruments
 			return nil, err
 		}
 	}
+	ri, err := newRetryInstruments(m)
+	if err != nil {
+		return nil, err
+	}
+	in.retryInstruments = ri
 	return in, nil
 }
 
@@ -95,13 +104,15 @@ func (in *instruments) observe(c *Consumer) (metric.Registration, error) {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		o.ObserveInt64(in.held, int64(len(c.held)), in.attrs())
+		now := time.Now()
 		for shard, r := range c.held {
 			if ms := r.behind.Load(); ms >= 0 {
 				o.ObserveInt64(in.behind, ms, in.attrs(shardAttr(shard)))
 			}
+			in.observeStuck(o, shard, r, now)
 		}
 		return nil
-	}, in.held, in.behind)
+	}, in.held, in.behind, in.stuck, in.agesOut)
 }
 
 func (in *instruments) attrs(kv ...attribute.KeyValue) metric.MeasurementOption {

@@ -53,6 +53,9 @@ type config struct {
 	retryMin         time.Duration
 	retryMax         time.Duration
 	meterProvider    metric.MeterProvider
+	maxAttempts      int            // retry.go
+	deadLetter       DeadLetterFunc // retry.go
+	hooks            ShardHooks     // hooks.go
 
 	// set explicitly, to tell defaults from choices
 	renewSet, takeSet, flushSet bool
@@ -237,6 +240,9 @@ func buildConfig(stream string, opts []Option) (config, error) {
 		}
 	default:
 		return c, bad("initial position %q is not one of TRIM_HORIZON, LATEST, AT_TIMESTAMP", c.position)
+	}
+	if err := checkRetry(&c, bad); err != nil {
+		return c, err
 	}
 	if c.logger == nil {
 		c.logger = slog.New(slog.DiscardHandler)

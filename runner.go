@@ -109,6 +109,10 @@ type leaseRunner struct {
 	lost       atomic.Bool
 	handedOff  atomic.Bool
 	endedShard atomic.Bool
+
+	stuckMu     sync.Mutex
+	stuckAt     *stuckState // while the handler keeps failing on a batch (retry.go)
+	stopHookRan atomic.Bool // hooks.go
 }
 
 // attempt is one write of the keeper: a checkpoint when dirty, else a
@@ -261,7 +265,9 @@ func (r *leaseRunner) run(parent context.Context) {
 	wg.Go(func() {
 		defer close(r.procDone)
 		defer fetchCancel()
+		r.started()
 		r.process(batches)
+		r.stopped("")
 	})
 	r.keep(parent)
 	close(r.keeperDone)
@@ -481,43 +487,36 @@ func (r *leaseRunner) process(batches <-chan *Batch) {
 			}
 		}
 		if b.end {
+			r.stopped(StopShardEnded)
 			r.endShard(b)
 			return
 		}
 	}
 }
 
-// handle runs the handler until it succeeds, retrying with backoff. It
-// reports false when the runner must stop first.
+// handle runs the handler until it succeeds, retrying with backoff (up to
+// WithMaxAttempts, then see giveUp). It reports false when the runner must
+// stop first.
 func (r *leaseRunner) handle(b *Batch) bool {
 	cfg := r.c.cfg
 	bo := backoff.Backoff{Min: cfg.retryMin, Max: cfg.retryMax}
+	since := time.Now()
+	defer r.unstuck()
 	for {
 		if !r.mayHand() {
 			return false
 		}
-		start := time.Now()
-		err := r.call(b)
-		r.c.ins.handlerTime.Record(bg, seconds(time.Since(start)), r.c.ins.attrs())
+		err := r.attempt(b)
 		if err == nil {
-			r.c.stats.batches.Add(1)
-			r.c.stats.records.Add(int64(len(b.Records)))
-			r.c.ins.batches.Add(bg, 1, r.c.ins.attrs())
-			r.c.ins.records.Add(bg, int64(len(b.Records)), r.c.ins.attrs())
 			return true
 		}
-		r.c.stats.handlerErrors.Add(1)
-		r.c.ins.handlerErrors.Add(bg, 1, r.c.ins.attrs())
 		r.log.Warn("handler failed; retrying the batch", "records", len(b.Records), "first", b.Records[0].SequenceNumber, "attempt", bo.Attempts()+1, "err", err)
-		t := time.NewTimer(bo.Next())
-		select {
-		case <-r.quit:
-			t.Stop()
+		if cfg.maxAttempts > 0 && bo.Attempts()+1 >= cfg.maxAttempts {
+			return r.giveUp(b, err)
+		}
+		r.retrying(b, since, bo.Attempts()+1, err)
+		if !r.pause(bo.Next()) {
 			return false
-		case <-r.leaseCtx.Done():
-			t.Stop()
-			return false
-		case <-t.C:
 		}
 	}
 }
