@@ -264,7 +264,9 @@ func (s *DynamoStore) Create(ctx context.Context, key LeaseKey, parents []string
 
 // Get implements LeaseStore. A row without a checkpoint falls back to the
 // shard's bare row of an earlier release as Acquire does (see
-// WithLegacyStream), except that the copy does not bump the counter.
+// WithLegacyStream), except that it copies only into a free row: a held
+// row is returned as it is (its holder adopted the bare row when it
+// acquired it). The copy is fenced on the counter read and bumps it.
 func (s *DynamoStore) Get(ctx context.Context, key LeaseKey) (Lease, error) {
 	row, ok, err := s.get(ctx, key)
 	if err != nil {

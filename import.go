@@ -153,7 +153,9 @@ func Import(ctx context.Context, client DynamoDBAPI, format ImportFormat, fromTa
 }
 
 // importRow writes one foreign row's progress unless the own row has some.
-// It reads first, so that a shard with progress costs no write.
+// It reads first, so that a shard with progress costs no write. A row that
+// somebody holds is never written: Import is not its holder, and the holder
+// is reading the shard from its own start position.
 func (s *DynamoStore) importRow(ctx context.Context, key LeaseKey, r foreignRow, from string) (action, reason string, err error) {
 	own, exists, err := s.get(ctx, key)
 	if err != nil {
@@ -162,16 +164,22 @@ func (s *DynamoStore) importRow(ctx context.Context, key LeaseKey, r foreignRow,
 	if exists && own.Checkpoint != "" {
 		return ImportSkipped, alreadyHas(own, r.checkpoint, ""), nil
 	}
-	parents := r.parents
-	if parents == nil {
-		parents = []string{}
+	if exists && own.Owner != "" {
+		return "", "", heldDuringImport(s.table, own)
 	}
-	row, ok, _, err := s.fillCheckpoint(ctx, key, r.checkpoint, r.sub, parents)
-	if err != nil {
+	if !exists {
+		own = Lease{Key: key}
+	}
+	row, ok, _, err := s.fillFree(ctx, own, exists, r.checkpoint, r.sub, r.parents)
+	switch {
+	case err != nil:
 		return "", "", err
-	}
-	if !ok {
+	case !ok && row.Checkpoint != "":
 		return ImportSkipped, alreadyHas(row, r.checkpoint, ", saved while the import ran"), nil
+	case !ok && row.Owner != "":
+		return "", "", heldDuringImport(s.table, row)
+	case !ok:
+		return "", "", fmt.Errorf("row %s changed while the import ran (counter %d, was %d); run the import again", key, row.Counter, own.Counter)
 	}
 	what := "checkpoint " + r.checkpoint
 	if r.sub >= 0 {
@@ -181,6 +189,14 @@ func (s *DynamoStore) importRow(ctx context.Context, key LeaseKey, r foreignRow,
 		return ImportCopied, fmt.Sprintf("created row %s with %s from table %s", key, what, from), nil
 	}
 	return ImportCopied, fmt.Sprintf("wrote %s from table %s into row %s, which had no checkpoint", what, from, key), nil
+}
+
+// heldDuringImport is the error for a row without a checkpoint that a
+// consumer holds: it is reading the shard already, so Import leaves it.
+func heldDuringImport(table string, row Lease) error {
+	return fmt.Errorf("%w: row %s of table %s is held by %q (counter %d) and has no checkpoint: a shardlease consumer is reading the shard from its start position; "+
+		"stop every consumer of stream %s, release its leases (shardlease release), and run the import again",
+		ErrLeaseHeld, row.Key, table, row.Owner, row.Counter, row.Key.Stream)
 }
 
 func alreadyHas(own Lease, foreign, when string) string {

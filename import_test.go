@@ -119,7 +119,7 @@ func TestImportKCL(t *testing.T) {
 	rows, err := s.List(ctx, "orders")
 	require.NoError(t, err)
 	require.Len(t, rows, 3, "shards without progress get no row")
-	require.Equal(t, shardlease.Lease{Key: key("orders", 0), Checkpoint: bareSeq0, SubSequence: 0}, rows[0])
+	require.Equal(t, shardlease.Lease{Key: key("orders", 0), Counter: 1, Checkpoint: bareSeq0, SubSequence: 0}, rows[0], "the write into an existing row bumps its counter")
 	require.Equal(t, shardlease.Lease{Key: key("orders", 1), Checkpoint: shardlease.ShardEnd, SubSequence: -1}, rows[1])
 	require.Equal(t, shardlease.Lease{Key: key("orders", 4), Checkpoint: "49590338271556158844155284407786178230366894039683039250",
 		SubSequence: 3, Parents: []string{"shardId-000000000001"}}, rows[2])
@@ -178,4 +178,65 @@ func TestImportTableErrors(t *testing.T) {
 	_, err = shardlease.Import(ctx, raw, shardlease.ImportKCL, kcl, gone, "orders")
 	require.ErrorIs(t, err, shardlease.ErrTableNotFound)
 	require.True(t, errors.Is(err, shardlease.ErrTableNotFound))
+}
+
+// TestNoLossImportFenced: Import and the legacy adoption in Get are fenced
+// like every other write. Neither writes into a row a worker holds (the
+// worker reads the shard from its own start position, and a checkpoint
+// slipped in behind it would be overwritten or mixed with its own), and a
+// write into a free row bumps the counter.
+func TestNoLossImportFenced(t *testing.T) {
+	ctx := t.Context()
+	raw, table := dynamoTable(t)
+	from := foreignTable(t, raw, "kinsumer-checkpoints", "Shard")
+	loadRows(t, raw, from, "kinsumer.json")
+	s := newStore(t, raw, table)
+	createRows(t, s, key("orders", 0), key("orders", 1))
+	held, err := s.Acquire(ctx, key("orders", 0), "live", 0)
+	require.NoError(t, err)
+	require.Empty(t, held.Checkpoint)
+	before := rawItem(t, raw, table, "orders:shardId-000000000000")
+
+	_, err = shardlease.Import(ctx, raw, shardlease.ImportKinsumer, from, s, "orders")
+	require.ErrorIs(t, err, shardlease.ErrLeaseHeld)
+	require.ErrorContains(t, err, `held by "live"`)
+	require.Equal(t, before, rawItem(t, raw, table, "orders:shardId-000000000000"), "a held row is not written")
+	held, err = s.Renew(ctx, held, time.Now().Add(time.Minute))
+	require.NoError(t, err, "the holder keeps its lease")
+
+	// Released, the row is imported with a write that bumps the counter.
+	held, err = s.Release(ctx, held)
+	require.NoError(t, err)
+	_, err = shardlease.Import(ctx, raw, shardlease.ImportKinsumer, from, s, "orders")
+	require.NoError(t, err)
+	got, err := s.Get(ctx, key("orders", 0))
+	require.NoError(t, err)
+	require.Equal(t, bareSeq0, got.Checkpoint)
+	require.Equal(t, held.Counter+1, got.Counter, "the import's write bumps the counter")
+	got, err = s.Get(ctx, key("orders", 1))
+	require.NoError(t, err)
+	require.Equal(t, shardlease.ShardEnd, got.Checkpoint)
+	require.Equal(t, int64(1), got.Counter, "the import's write bumps the counter")
+
+	// Get's adoption of a bare row: never into a held row, and bumping the
+	// counter of a free one.
+	createRows(t, s, key("payments", 3))
+	held3, err := s.Acquire(ctx, key("payments", 3), "live", 0)
+	require.NoError(t, err)
+	loadRows(t, raw, table, "bare.json")
+	before3 := rawItem(t, raw, table, "payments:shardId-000000000003")
+	legacy := newStore(t, raw, table, shardlease.WithLegacyStream("payments"))
+	got, err = legacy.Get(ctx, key("payments", 3))
+	require.NoError(t, err)
+	require.Empty(t, got.Checkpoint, "Get does not adopt into a held row")
+	require.Equal(t, before3, rawItem(t, raw, table, "payments:shardId-000000000003"))
+	held3, err = s.Renew(ctx, held3, time.Now().Add(time.Minute))
+	require.NoError(t, err, "the holder keeps its lease")
+	held3, err = s.Release(ctx, held3)
+	require.NoError(t, err)
+	got, err = legacy.Get(ctx, key("payments", 3))
+	require.NoError(t, err)
+	require.Equal(t, bareSeq3, got.Checkpoint)
+	require.Equal(t, held3.Counter+1, got.Counter, "Get's copy into a free row bumps the counter")
+	require.False(t, got.Held())
 }

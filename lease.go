@@ -158,7 +158,9 @@ type LeaseStore interface {
 	// RequestHandoff asks the live holder of current.Key to hand it to taker.
 	// It succeeds only while the row's owner is still current.Owner and no
 	// other handoff is pending, and fails with ErrLeaseHeld otherwise (or
-	// ErrLeaseNotFound). It is the one write that does not bump the counter:
+	// ErrLeaseNotFound). Of the writes to a lease row, it alone leaves the
+	// counter as it is (the holder's own writes, acquiring, and copying
+	// progress in with Import or a legacy adoption all bump it), so that
 	// the holder keeps renewing, sees HandoffTo in the lease its next renewal
 	// returns, finishes its batch, checkpoints and releases, which makes the
 	// taker the owner. A taker whose request goes unanswered for a whole lease

@@ -212,10 +212,6 @@ func (s *DynamoStore) adoptAfterAcquire(ctx context.Context, held Lease) (Lease,
 		return Lease{}, s.fail("acquire", held.Key, ErrLeaseNotFound)
 	case row.Owner == held.Owner && row.Counter == held.Counter+1 && row.Checkpoint == cp && row.SubSequence == sub:
 		return row, nil // our own copy, whose reply was lost and whose retry failed
-	case row.Owner == held.Owner && row.Counter == held.Counter && row.Checkpoint != "":
-		// Progress filled in meanwhile by Get or Import, which do not bump
-		// the counter: still ours, and the row's checkpoint stands.
-		return row, nil
 	}
 	return Lease{}, s.fail("acquire", held.Key, fmt.Errorf("%w: taken by %q at counter %d while the checkpoint of legacy row %q was being copied; the row's checkpoint %q stands",
 		ErrLeaseHeld, row.Owner, row.Counter, held.Key.Shard, row.Checkpoint))
@@ -230,13 +226,16 @@ func (s *DynamoStore) releaseRefused(ctx context.Context, held Lease, cause erro
 	return cause
 }
 
-// adoptOnGet is Get's fallback for a row without a checkpoint. The copy is
-// conditional on the row existing without a checkpoint, and does not bump
-// the counter: Get is not the holder, and a bump would make a live holder's
-// next write fail. If the condition fails, the row is read again and its
-// (newer) checkpoint wins.
+// adoptOnGet is Get's fallback for a row without a checkpoint. It writes
+// only into a free row: a held row is returned as it is, since its holder
+// adopted (or refused) the bare row when it acquired it, and a copy under a
+// live holder would change the row behind its back. The copy is fenced like
+// every other write: conditional on the row still being free at the counter
+// read, without a checkpoint, and it bumps the counter. If the condition
+// fails, the row as it is now is returned (a newer checkpoint, or a holder,
+// wins).
 func (s *DynamoStore) adoptOnGet(ctx context.Context, row Lease) (Lease, error) {
-	if row.Checkpoint != "" || !s.legacyApplies(row.Key.Stream) {
+	if row.Checkpoint != "" || row.Owner != "" || !s.legacyApplies(row.Key.Stream) {
 		return row, nil
 	}
 	cp, sub, found, err := s.bareCheckpoint(ctx, row.Key.Shard)
@@ -248,7 +247,7 @@ func (s *DynamoStore) adoptOnGet(ctx context.Context, row Lease) (Lease, error) 
 	case s.cfg.legacyStream == "":
 		return Lease{}, &UnattributedLegacyRowError{Table: s.table, Shard: row.Key.Shard, Stream: row.Key.Stream}
 	}
-	got, _, exists, err := s.fillCheckpoint(ctx, row.Key, cp, sub, nil)
+	got, _, exists, err := s.fillFree(ctx, row, true, cp, sub, nil)
 	switch {
 	case err != nil:
 		return Lease{}, s.fail("get", row.Key, fmt.Errorf("copy the checkpoint of legacy row %q: %w", row.Key.Shard, err))
@@ -258,27 +257,38 @@ func (s *DynamoStore) adoptOnGet(ctx context.Context, row Lease) (Lease, error) 
 	return got, nil
 }
 
-// fillCheckpoint writes checkpoint into key's row on condition that the row
-// has none; it does not bump the counter. With parents != nil a missing row
-// is created (free, counter 0, with those parents); otherwise the row must
-// exist. ok reports whether the write happened; if not, row is the row as
-// it is now (exists=false when it is missing).
-func (s *DynamoStore) fillCheckpoint(ctx context.Context, key LeaseKey, checkpoint string, sub int64, parents []string) (row Lease, ok, exists bool, err error) {
+// fillFree writes checkpoint into the row seen (as read, exists reporting
+// whether it was there), fenced as every write but the handoff request is:
+// an existing row must still be free, at the counter seen and without a
+// checkpoint, and the write bumps its counter; a missing row is created
+// free at counter 0. parents are stored where the row has none. ok reports
+// whether the write happened; if not, row is the row as it is now
+// (exists=false when it is missing).
+func (s *DynamoStore) fillFree(ctx context.Context, seen Lease, exists bool, checkpoint string, sub int64, parents []string) (row Lease, ok, present bool, err error) {
 	vals := map[string]types.AttributeValue{}
 	set, remove := checkpointSet(vals, checkpoint, sub)
-	cond := "attribute_exists(lease_key) AND attribute_not_exists(checkpoint)"
-	if parents != nil {
-		cond = "attribute_not_exists(checkpoint)"
+	var cond string
+	if exists {
+		cond = "attribute_not_exists(lease_owner) AND lease_counter = :seen AND attribute_not_exists(checkpoint)"
+		vals[":seen"], vals[":one"] = num(seen.Counter), num(1)
+		set += ", lease_counter = lease_counter + :one"
+	} else {
+		cond = "attribute_not_exists(lease_key)"
 		vals[":zero"] = num(0)
-		set += ", lease_counter = if_not_exists(lease_counter, :zero)"
-		if len(parents) > 0 {
-			vals[":parents"] = &types.AttributeValueMemberSS{Value: slices.Clone(parents)}
-			set += ", parent_shards = if_not_exists(parent_shards, :parents)"
-		}
+		set += ", lease_counter = :zero"
 	}
-	return s.update(ctx, key, &dynamodb.UpdateItemInput{
+	if len(parents) > 0 {
+		vals[":parents"] = &types.AttributeValueMemberSS{Value: slices.Clone(parents)}
+		set += ", parent_shards = if_not_exists(parent_shards, :parents)"
+	}
+	row, ok, present, err = s.update(ctx, seen.Key, &dynamodb.UpdateItemInput{
 		ConditionExpression:       aws.String(cond),
 		UpdateExpression:          aws.String("SET " + set + remove),
 		ExpressionAttributeValues: vals,
 	})
+	if err == nil && !ok && present && row.Owner == "" && row.Checkpoint == checkpoint && row.SubSequence == sub &&
+		((exists && row.Counter == seen.Counter+1) || (!exists && row.Counter == 0)) {
+		return row, true, true, nil // our own write, whose reply was lost and whose retry failed
+	}
+	return row, ok, present, err
 }

@@ -240,13 +240,13 @@ func TestLegacyAdoptOnGet(t *testing.T) {
 	got, err := s.Get(ctx, key("orders", 0))
 	require.NoError(t, err)
 	require.Equal(t, bareSeq0, got.Checkpoint)
-	require.Equal(t, int64(0), got.Counter, "Get is not the holder: its copy does not bump the counter")
+	require.Equal(t, int64(1), got.Counter, "Get's copy into a free row is fenced and bumps the counter")
 	require.False(t, got.Held())
 
-	l, err := s.Acquire(ctx, key("orders", 0), "new-1", 0)
+	l, err := s.Acquire(ctx, key("orders", 0), "new-1", 1)
 	require.NoError(t, err)
 	require.Equal(t, bareSeq0, l.Checkpoint)
-	require.Equal(t, int64(1), l.Counter)
+	require.Equal(t, int64(2), l.Counter)
 
 	_, err = s.Get(ctx, key("orders", 9))
 	require.ErrorIs(t, err, shardlease.ErrLeaseNotFound)
@@ -255,19 +255,19 @@ func TestLegacyAdoptOnGet(t *testing.T) {
 func TestLegacyRaceOwnerCheckpointsBeforeGetCopies(t *testing.T) {
 	ctx := t.Context()
 	raw, table := dynamoTable(t)
-	holder := newStore(t, raw, table, shardlease.WithLegacyStream("orders"))
-	createRows(t, holder, key("orders", 0))
-	// The holder took the shard before the bare rows were there, so it
-	// holds it without a checkpoint.
-	held, err := holder.Acquire(ctx, key("orders", 0), "holder", 0)
-	require.NoError(t, err)
-	require.Empty(t, held.Checkpoint)
 	loadRows(t, raw, table, "bare.json")
 	bare0 := rawItem(t, raw, table, "shardId-000000000000")
+	holder := newStore(t, raw, table, shardlease.WithLegacyStream("orders"))
+	createRows(t, holder, key("orders", 0))
 
+	// Between Get's read of the bare row and its copy, a worker takes the
+	// free row and saves progress.
+	var held shardlease.Lease
 	hook := &hookDynamo{DynamoDBAPI: raw, bareKey: "shardId-000000000000"}
 	hook.afterBareRead = func() {
-		held, err = holder.Checkpoint(ctx, held, newerSeq, -1, time.Now().Add(time.Minute))
+		l, err := holder.Acquire(ctx, key("orders", 0), "holder", 0)
+		require.NoError(t, err)
+		held, err = holder.Checkpoint(ctx, l, newerSeq, -1, time.Now().Add(time.Minute))
 		require.NoError(t, err)
 	}
 	reader := newStore(t, hook, table, shardlease.WithLegacyStream("orders"))
