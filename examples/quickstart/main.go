@@ -24,11 +24,15 @@
 //     gracefully, by cancelling the context its Run was given. It finishes
 //     the batch in hand, writes its checkpoints and releases its leases; the
 //     others take them over and resume after the checkpoints.
+//   - One record (number -poison) carries a payload the handler cannot
+//     parse. The handler fails on it; after 3 attempts the library narrows
+//     its batch down to that record, hands it to the dead-letter callback,
+//     and moves on: the records around it are handled once.
 //   - A second before the end of -duration, the producer stops. The remaining
 //     workers read what is left; then they are stopped too.
-//   - The summary counts the records produced, handled, handled twice and
-//     never handled (lost). The program exits with status 0 only when none
-//     was lost.
+//   - The summary counts the records produced, handled, dead-lettered,
+//     handled twice and never handled (lost). The program exits with status
+//     0 only when none was lost.
 //
 // Every two seconds it prints which worker holds which shard and how far each
 // shard has been read.
@@ -73,6 +77,11 @@ const (
 	tableEvery = 2 * time.Second
 	// drainTimeout bounds the wait for the last records once producing stops.
 	drainTimeout = 15 * time.Second
+	// maxAttempts is how often a failing batch is handed to the handler
+	// before its failing records go to the dead-letter callback.
+	maxAttempts = 3
+	// poisonSuffix marks the payload the handler cannot parse.
+	poisonSuffix = " (garbled)"
 )
 
 // errUsage marks a bad command line.
@@ -98,6 +107,7 @@ type settings struct {
 	workers  int
 	shards   int
 	rate     int
+	poison   int
 	log      bool
 }
 
@@ -109,6 +119,7 @@ func parseFlags(args []string, out io.Writer) (settings, error) {
 	fs.IntVar(&s.workers, "workers", 3, "number of workers (consumers) sharing the stream, at least 2")
 	fs.IntVar(&s.shards, "shards", 8, "number of shards of the stream")
 	fs.IntVar(&s.rate, "rate", 200, "records produced per second")
+	fs.IntVar(&s.poison, "poison", 42, "number of the record written with a payload the handler cannot parse; 0 for none")
 	fs.BoolVar(&s.log, "log", false, "also print the library's own log (leases taken, handed over, released)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -132,6 +143,8 @@ func parseFlags(args []string, out io.Writer) (settings, error) {
 		return bad("-shards %d: use 1 to 1000", s.shards)
 	case s.rate < 1:
 		return bad("-rate %d: use at least 1 record per second", s.rate)
+	case s.poison < 0:
+		return bad("-poison %d: use a record number, or 0 for none", s.poison)
 	}
 	return s, nil
 }
@@ -196,7 +209,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	// The lease store that all workers share. A service uses a DynamoStore.
 	store := shardlease.NewMemoryStore()
-	tally := newTally()
+	tally := newTally(out)
 
 	fmt.Fprintf(out, "%d workers share stream %q of %d shards; %d records/s are produced for %v.\n",
 		s.workers, streamName, s.shards, s.rate, produceUntil)
@@ -216,6 +229,10 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 			shardlease.WithCheckpointInterval(checkpointInterval),
 			shardlease.WithIdlePollInterval(idlePoll),
 			shardlease.WithShutdownTimeout(shutdownTimeout),
+			// A record the handler fails on maxAttempts times goes to the
+			// dead-letter callback; the default is to retry without a limit.
+			shardlease.WithMaxAttempts(maxAttempts),
+			shardlease.WithDeadLetter(tally.deadLetter),
 		}
 		if s.log {
 			opts = append(opts, shardlease.WithLogger(slog.New(slog.NewTextHandler(out, nil))))
@@ -252,7 +269,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	produceCtx, stopProducing := context.WithCancel(ctx)
 	defer stopProducing()
 	producer := make(chan error, 1) // receives what produce returned; nil once received
-	go func() { producer <- produce(produceCtx, stream, s.rate, tally) }()
+	go func() { producer <- produce(produceCtx, stream, s.rate, s.poison, tally) }()
 	// halt stops the producer and every worker, and waits for all of them.
 	halt := func() error {
 		stopProducing()
@@ -419,7 +436,8 @@ func holders(workers []*worker, shard string) []string {
 
 // produce puts rate records a second until ctx is done. Each record's data
 // and partition key is a unique id; the partition key's hash picks the shard.
-func produce(ctx context.Context, stream *kinesisfake.Fake, rate int, tally *tally) error {
+// Record number poison carries a payload the handler cannot parse.
+func produce(ctx context.Context, stream *kinesisfake.Fake, rate, poison int, tally *tally) error {
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	start := time.Now()
@@ -437,7 +455,11 @@ func produce(ctx context.Context, stream *kinesisfake.Fake, rate int, tally *tal
 			entries := make([]types.PutRecordsRequestEntry, n)
 			for i := range entries {
 				ids[i] = fmt.Sprintf("rec-%06d", sent+i+1)
-				entries[i] = types.PutRecordsRequestEntry{PartitionKey: aws.String(ids[i]), Data: []byte(ids[i])}
+				data := ids[i]
+				if sent+i+1 == poison {
+					data += poisonSuffix
+				}
+				entries[i] = types.PutRecordsRequestEntry{PartitionKey: aws.String(ids[i]), Data: []byte(data)}
 			}
 			res, err := stream.PutRecords(ctx, &kinesis.PutRecordsInput{StreamName: aws.String(streamName), Records: entries})
 			if err != nil {
@@ -460,7 +482,9 @@ func produce(ctx context.Context, stream *kinesisfake.Fake, rate int, tally *tal
 
 // tally counts what was produced and what the handlers saw.
 type tally struct {
+	out      io.Writer
 	mu       sync.Mutex
+	dead     map[string]bool // ids of the records handed to the dead-letter callback
 	produced map[string]int  // records put, by shard
 	ordinal  map[string]int  // position of a record in its shard (1, 2, ...), by sequence number
 	putIDs   map[string]bool // ids of the records put
@@ -468,8 +492,9 @@ type tally struct {
 	handled  map[string]int  // records handled, by shard, duplicates included
 }
 
-func newTally() *tally {
+func newTally(out io.Writer) *tally {
 	return &tally{
+		out: out, dead: make(map[string]bool),
 		produced: make(map[string]int), ordinal: make(map[string]int),
 		putIDs: make(map[string]bool), seen: make(map[string]int), handled: make(map[string]int),
 	}
@@ -485,13 +510,33 @@ func (t *tally) put(id, shard, seq string) {
 
 // handle is every worker's Handler. Returning nil marks the batch processed:
 // the library checkpoints its last record. A real handler does its work here
-// and returns an error to have the batch retried.
+// and returns an error to have the batch retried: this one fails on a
+// payload it cannot parse.
 func (t *tally) handle(ctx context.Context, batch *shardlease.Batch) error {
+	for _, r := range batch.Records {
+		if strings.HasSuffix(string(r.Data), poisonSuffix) {
+			return fmt.Errorf("record %s: cannot parse %q", r.SequenceNumber, r.Data)
+		}
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, r := range batch.Records {
 		t.seen[string(r.Data)]++
 		t.handled[batch.ShardID]++
+	}
+	return nil
+}
+
+// deadLetter is every worker's dead-letter callback: it receives the records
+// the handler failed on every attempt. A service stores them to look at later
+// (a queue, a table); returning nil lets the checkpoint move past them.
+func (t *tally) deadLetter(ctx context.Context, shard string, records []shardlease.Record, err error) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, r := range records {
+		id := strings.TrimSuffix(string(r.Data), poisonSuffix)
+		t.dead[id] = true
+		fmt.Fprintf(t.out, "dead-letter callback: %s of %s, after %d attempts: %v\n", id, shard, maxAttempts, err)
 	}
 	return nil
 }
@@ -507,7 +552,7 @@ func (t *tally) allHandled() bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for id := range t.putIDs {
-		if t.seen[id] == 0 {
+		if t.seen[id] == 0 && !t.dead[id] {
 			return false
 		}
 	}
@@ -586,7 +631,9 @@ func (t *tally) summary(out io.Writer, workers []*worker, took time.Duration, co
 	for id := range t.putIDs {
 		n := t.seen[id]
 		if n == 0 {
-			lost++
+			if !t.dead[id] {
+				lost++
+			}
 			continue
 		}
 		distinct++
@@ -595,9 +642,10 @@ func (t *tally) summary(out io.Writer, workers []*worker, took time.Duration, co
 	fmt.Fprintf(out, "\nsummary after %.1fs\n", took.Seconds())
 	fmt.Fprintf(out, "  produced    %6d records, each with a unique id\n", len(t.putIDs))
 	fmt.Fprintf(out, "  handled     %6d distinct records\n", distinct)
+	fmt.Fprintf(out, "  dead-letter %6d (failed every attempt; handed to the dead-letter callback)\n", len(t.dead))
 	fmt.Fprintf(out, "  duplicates  %6d (handled more than once)\n", duplicates)
 	if complete {
-		fmt.Fprintf(out, "  lost        %6d (produced, never handled)\n", lost)
+		fmt.Fprintf(out, "  lost        %6d (produced, neither handled nor dead-lettered)\n", lost)
 	} else {
 		fmt.Fprintf(out, "  unhandled   %6d (interrupted: they are still in the stream)\n", lost)
 	}

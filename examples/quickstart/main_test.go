@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -32,7 +33,12 @@ func TestRun(t *testing.T) {
 	}
 	assert.Equal(t, "0", count("lost"), text)
 	assert.NotEqual(t, "0", count("produced"), text)
-	assert.Equal(t, count("produced"), count("handled"), text)
+	// The record that does not parse went to the dead-letter callback; every
+	// other one was handled.
+	assert.Equal(t, "1", count("dead-letter"), text)
+	assert.Contains(t, text, "dead-letter callback: rec-000042 of shardId-", text)
+	produced, handled := atoi(t, count("produced")), atoi(t, count("handled"))
+	assert.Equal(t, produced-1, handled, text)
 
 	stop := regexp.MustCompile(`stopping (worker-\d+) \(cancelling its Run context\); it holds (.+)`).FindStringSubmatch(text)
 	require.NotNil(t, stop, "no worker was stopped:\n%s", text)
@@ -44,6 +50,13 @@ func TestRun(t *testing.T) {
 			assert.NotEqual(t, stopped, m[1], text)
 		}
 	}
+}
+
+func atoi(t *testing.T, s string) int {
+	t.Helper()
+	n, err := strconv.Atoi(s)
+	require.NoError(t, err)
+	return n
 }
 
 // Cancelling the context (Ctrl-C) stops every worker, prints the counts so
@@ -66,6 +79,7 @@ func TestRunUsage(t *testing.T) {
 		{"-workers", "1"},
 		{"-shards", "0"},
 		{"-rate", "0"},
+		{"-poison", "-1"},
 		{"-duration", "10ms"},
 		{"-nope"},
 		{"extra"},
