@@ -120,15 +120,15 @@ func (c *Consumer) Stats() Stats {
 // NewConsumer returns a consumer of stream. It starts nothing: call Run.
 func NewConsumer(client KinesisAPI, store LeaseStore, stream string, handler Handler, opts ...Option) (*Consumer, error) {
 	if err := ValidateStreamName(stream); err != nil {
-		return nil, fmt.Errorf("shardlease: NewConsumer: %w", err)
+		return nil, errorf("shardlease: NewConsumer: %w", err)
 	}
 	switch {
 	case client == nil:
-		return nil, fmt.Errorf("%w: stream %s: the Kinesis client is nil; pass kinesis.NewFromConfig(cfg)", ErrInvalidConfig, stream)
+		return nil, errorf("%w: stream %s: the Kinesis client is nil; pass kinesis.NewFromConfig(cfg)", ErrInvalidConfig, stream)
 	case store == nil:
-		return nil, fmt.Errorf("%w: stream %s: the lease store is nil; pass shardlease.NewDynamoStore(...) or shardlease.NewMemoryStore()", ErrInvalidConfig, stream)
+		return nil, errorf("%w: stream %s: the lease store is nil; pass shardlease.NewDynamoStore(...) or shardlease.NewMemoryStore()", ErrInvalidConfig, stream)
 	case handler == nil:
-		return nil, fmt.Errorf("%w: stream %s: the handler is nil; pass a func(ctx, *shardlease.Batch) error", ErrInvalidConfig, stream)
+		return nil, errorf("%w: stream %s: the handler is nil; pass a func(ctx, *shardlease.Batch) error", ErrInvalidConfig, stream)
 	}
 	cfg, err := buildConfig(stream, opts)
 	if err != nil {
@@ -136,7 +136,7 @@ func NewConsumer(client KinesisAPI, store LeaseStore, stream string, handler Han
 	}
 	ins, err := newInstruments(cfg.meterProvider, stream, cfg.ownerID)
 	if err != nil {
-		return nil, fmt.Errorf("%w: stream %s: creating metric instruments: %w", ErrInvalidConfig, stream, err)
+		return nil, errorf("%w: stream %s: creating metric instruments: %w", ErrInvalidConfig, stream, err)
 	}
 	return &Consumer{
 		kin: client, store: store, stream: stream, handler: handler, cfg: cfg, ins: ins,
@@ -212,16 +212,16 @@ func forgetUnseen(obs map[string]observation, seen map[string]bool) {
 // it started has exited. A Consumer runs once.
 func (c *Consumer) Run(ctx context.Context) error {
 	if !c.running.CompareAndSwap(false, true) {
-		return fmt.Errorf("%w: stream %s: Run was called twice on one Consumer; create a Consumer per run", ErrInvalidConfig, c.stream)
+		return errorf("%w: stream %s: Run was called twice on one Consumer; create a Consumer per run", ErrInvalidConfig, c.stream)
 	}
 	if tc, ok := c.store.(TableChecker); ok {
 		if err := tc.CheckTable(ctx); err != nil {
-			return fmt.Errorf("shardlease: stream %s: %w", c.stream, err)
+			return errorf("shardlease: stream %s: %w", c.stream, err)
 		}
 	}
 	reg, err := c.ins.observe(c)
 	if err != nil {
-		return fmt.Errorf("shardlease: stream %s: registering metric callbacks: %w", c.stream, err)
+		return errorf("shardlease: stream %s: registering metric callbacks: %w", c.stream, err)
 	}
 	defer func() { _ = reg.Unregister() }()
 	co := &coordinator{
@@ -330,7 +330,7 @@ func (co *coordinator) heartbeat(ctx context.Context) error {
 			return nil
 		}
 		if isFatal(err) {
-			return fmt.Errorf("shardlease: stream %s: %w", c.stream, err)
+			return errorf("shardlease: stream %s: %w", c.stream, err)
 		}
 		c.log.Warn("writing the worker row failed; retrying at the next take round", "err", err)
 		return nil
@@ -514,7 +514,7 @@ func (co *coordinator) syncShards(ctx context.Context) error {
 		}
 		created, err := c.store.Create(ctx, LeaseKey{Stream: c.stream, Shard: id}, parents)
 		if err != nil {
-			return fmt.Errorf("shardlease: stream %s: create lease for shard %s: %w", c.stream, id, err)
+			return errorf("shardlease: stream %s: create lease for shard %s: %w", c.stream, id, err)
 		}
 		if created {
 			c.log.Info("lease created", "shard", id, "parents", parents, "counter", 0)
@@ -545,7 +545,7 @@ func listShards(ctx context.Context, kin KinesisAPI, stream string, cfg config) 
 					continue
 				}
 			}
-			return nil, fmt.Errorf("shardlease: stream %s: list shards: %w", stream, err)
+			return nil, errorf("shardlease: stream %s: list shards: %w", stream, err)
 		}
 		bo.Reset()
 		out = append(out, page.Shards...)

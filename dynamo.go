@@ -74,7 +74,7 @@ type storeConfig struct {
 // CreateTable). It makes no call; CheckTable verifies the table.
 func NewDynamoStore(client DynamoDBAPI, table string, opts ...StoreOption) (*DynamoStore, error) {
 	if client == nil {
-		return nil, fmt.Errorf("%w: DynamoDB client is nil; pass dynamodb.NewFromConfig(cfg)", ErrInvalidConfig)
+		return nil, errorf("%w: DynamoDB client is nil; pass dynamodb.NewFromConfig(cfg)", ErrInvalidConfig)
 	}
 	if err := ValidateTableName(table); err != nil {
 		return nil, err
@@ -85,7 +85,7 @@ func NewDynamoStore(client DynamoDBAPI, table string, opts ...StoreOption) (*Dyn
 	}
 	if s.cfg.legacyStream != "" {
 		if err := ValidateStreamName(s.cfg.legacyStream); err != nil {
-			return nil, fmt.Errorf("shardlease: WithLegacyStream: %w", err)
+			return nil, errorf("shardlease: WithLegacyStream: %w", err)
 		}
 	}
 	return s, nil
@@ -98,7 +98,7 @@ func (s *DynamoStore) Table() string { return s.table }
 // a-z, A-Z, 0-9, '_', '.' and '-'.
 func ValidateTableName(name string) error {
 	if len(name) < 3 && name != "" {
-		return fmt.Errorf("%w: table name %q is shorter than 3 characters; use 3 to 255 characters of a-z, A-Z, 0-9, '_', '.' and '-'", ErrInvalidName, name)
+		return errorf("%w: table name %q is shorter than 3 characters; use 3 to 255 characters of a-z, A-Z, 0-9, '_', '.' and '-'", ErrInvalidName, name)
 	}
 	return validateName("table name", name, 255)
 }
@@ -109,13 +109,15 @@ type TableError struct {
 	Err   error
 }
 
-func (e *TableError) Error() string { return fmt.Sprintf("table %s: %v", e.Table, e.Err) }
+func (e *TableError) Error() string {
+	return fmt.Sprintf("%stable %s: %s", errPrefix, e.Table, bare(e.Err))
+}
 
 // Unwrap returns the wrapped error.
 func (e *TableError) Unwrap() error { return e.Err }
 
 func tableNotFound(table string, cause error) error {
-	return &TableError{Table: table, Err: fmt.Errorf("%w: create it with shardlease.CreateTable(ctx, client, %q) or `shardlease create-table -table %s`, or point the store at the right table and region: %w", ErrTableNotFound, table, table, cause)}
+	return &TableError{Table: table, Err: errorf("%w: create it with shardlease.CreateTable(ctx, client, %q) or `shardlease create-table -table %s`, or point the store at the right table and region: %w", ErrTableNotFound, table, table, cause)}
 }
 
 // CheckTable verifies that the lease table exists and has the key schema
@@ -126,7 +128,7 @@ func (s *DynamoStore) CheckTable(ctx context.Context) error {
 		if isNotFound(err) {
 			return tableNotFound(s.table, err)
 		}
-		return &TableError{Table: s.table, Err: fmt.Errorf("describe: %w", err)}
+		return &TableError{Table: s.table, Err: errorf("describe: %w", err)}
 	}
 	if err := checkSchema(s.table, out.Table); err != nil {
 		return err
@@ -145,7 +147,7 @@ func checkSchema(table string, d *types.TableDescription) error {
 	if ok {
 		return nil
 	}
-	return &TableError{Table: table, Err: fmt.Errorf("%w: it has key %s, but a lease table needs exactly one key, the string partition key %q; create a new table with shardlease.CreateTable or use another table name",
+	return &TableError{Table: table, Err: errorf("%w: it has key %s, but a lease table needs exactly one key, the string partition key %q; create a new table with shardlease.CreateTable or use another table name",
 		ErrBadTableSchema, have, attrKey)}
 }
 
@@ -172,7 +174,7 @@ func hasStringHashKey(d *types.TableDescription, name string) (have string, ok b
 // exists with another.
 func CreateTable(ctx context.Context, client DynamoDBAPI, name string) error {
 	if client == nil {
-		return fmt.Errorf("%w: DynamoDB client is nil", ErrInvalidConfig)
+		return errorf("%w: DynamoDB client is nil", ErrInvalidConfig)
 	}
 	if err := ValidateTableName(name); err != nil {
 		return err
@@ -185,13 +187,13 @@ func CreateTable(ctx context.Context, client DynamoDBAPI, name string) error {
 	})
 	var inUse *types.ResourceInUseException
 	if err != nil && !errors.As(err, &inUse) {
-		return &TableError{Table: name, Err: fmt.Errorf("create: %w", err)}
+		return &TableError{Table: name, Err: errorf("create: %w", err)}
 	}
 	delay := 50 * time.Millisecond
 	for {
 		out, err := client.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(name)})
 		if err != nil && !isNotFound(err) {
-			return &TableError{Table: name, Err: fmt.Errorf("describe: %w", err)}
+			return &TableError{Table: name, Err: errorf("describe: %w", err)}
 		}
 		if err == nil {
 			if err := checkSchema(name, out.Table); err != nil {
@@ -203,7 +205,7 @@ func CreateTable(ctx context.Context, client DynamoDBAPI, name string) error {
 		}
 		select {
 		case <-ctx.Done():
-			return &TableError{Table: name, Err: fmt.Errorf("waiting for the table to become active: %w", ctx.Err())}
+			return &TableError{Table: name, Err: errorf("waiting for the table to become active: %w", ctx.Err())}
 		case <-time.After(delay):
 		}
 		delay = min(2*delay, 2*time.Second)
@@ -327,7 +329,7 @@ func (s *DynamoStore) ListWithWorkers(ctx context.Context, stream string) ([]Lea
 			if isNotFound(err) {
 				err = tableNotFound(s.table, err)
 			}
-			return nil, nil, fmt.Errorf("shardlease: list stream %s in table %s: %w", stream, s.table, err)
+			return nil, nil, errorf("shardlease: list stream %s in table %s: %w", stream, s.table, err)
 		}
 		for _, item := range page.Items {
 			if w, ok, err := decodeWorker(item, stream); ok {
@@ -368,10 +370,10 @@ func decodeWorker(item map[string]types.AttributeValue, stream string) (w Worker
 	w = Worker{Stream: stream, Owner: owner}
 	n, isNum := item[attrCounter].(*types.AttributeValueMemberN)
 	if !isNum {
-		return w, true, fmt.Errorf("%w: worker row %q: attribute %s is %s, want a number; delete the row (the worker writes it again)", ErrCorruptLease, keyAV.Value, attrCounter, avType(item[attrCounter]))
+		return w, true, errorf("%w: worker row %q: attribute %s is %s, want a number; delete the row (the worker writes it again)", ErrCorruptLease, keyAV.Value, attrCounter, avType(item[attrCounter]))
 	}
 	if w.Counter, err = strconv.ParseInt(n.Value, 10, 64); err != nil || owner == "" {
-		return w, true, fmt.Errorf("%w: worker row %q has no owner or a counter that is not a whole number; delete the row (the worker writes it again)", ErrCorruptLease, keyAV.Value)
+		return w, true, errorf("%w: worker row %q has no owner or a counter that is not a whole number; delete the row (the worker writes it again)", ErrCorruptLease, keyAV.Value)
 	}
 	return w, true, nil
 }
@@ -393,7 +395,7 @@ func (s *DynamoStore) Heartbeat(ctx context.Context, stream, owner string) (Work
 		var api smithy.APIError
 		if errors.As(err, &api) && api.ErrorCode() == "ValidationException" {
 			// The only attribute the update reads is the counter.
-			err = fmt.Errorf("%w: worker row %q: %w; delete the row (the worker writes it again)", ErrCorruptLease, w.Key(), err)
+			err = errorf("%w: worker row %q: %w; delete the row (the worker writes it again)", ErrCorruptLease, w.Key(), err)
 		}
 		return Worker{}, s.fail("heartbeat", workerKey(w), err)
 	}
@@ -456,7 +458,7 @@ func (s *DynamoStore) update(ctx context.Context, key LeaseKey, in *dynamodb.Upd
 // the lease is released again and an UnattributedLegacyRowError returned.
 func (s *DynamoStore) Acquire(ctx context.Context, key LeaseKey, owner string, observed int64) (Lease, error) {
 	if owner == "" {
-		return Lease{}, s.fail("acquire", key, fmt.Errorf("%w: owner id is empty", ErrInvalidConfig))
+		return Lease{}, s.fail("acquire", key, errorf("%w: owner id is empty", ErrInvalidConfig))
 	}
 	row, ok, exists, err := s.update(ctx, key, &dynamodb.UpdateItemInput{
 		ConditionExpression: aws.String("attribute_exists(lease_key) AND (attribute_not_exists(lease_owner) OR lease_counter = :observed)"),
@@ -476,7 +478,7 @@ func (s *DynamoStore) Acquire(ctx context.Context, key LeaseKey, owner string, o
 		// Our own write, whose reply was lost and whose retry failed.
 		return s.adoptAfterAcquire(ctx, row)
 	}
-	return Lease{}, s.fail("acquire", key, fmt.Errorf("%w: held by %q at counter %d, observed %d", ErrLeaseHeld, row.Owner, row.Counter, observed))
+	return Lease{}, s.fail("acquire", key, errorf("%w: held by %q at counter %d, observed %d", ErrLeaseHeld, row.Owner, row.Counter, observed))
 }
 
 // write runs a holder's write (renew, checkpoint, release) under the
@@ -485,7 +487,7 @@ func (s *DynamoStore) Acquire(ctx context.Context, key LeaseKey, owner string, o
 // reply was lost and whose retry then failed.
 func (s *DynamoStore) write(ctx context.Context, op string, held Lease, in *dynamodb.UpdateItemInput, mine func(Lease) bool) (Lease, error) {
 	if held.Owner == "" {
-		return Lease{}, s.fail(op, held.Key, fmt.Errorf("%w: the handle has no owner; pass a lease returned by Acquire", ErrLeaseLost))
+		return Lease{}, s.fail(op, held.Key, errorf("%w: the handle has no owner; pass a lease returned by Acquire", ErrLeaseLost))
 	}
 	in.ConditionExpression = aws.String("lease_owner = :me AND lease_counter = :mine")
 	if in.ExpressionAttributeValues == nil {
@@ -501,11 +503,11 @@ func (s *DynamoStore) write(ctx context.Context, op string, held Lease, in *dyna
 	case ok:
 		return row, nil
 	case !exists:
-		return Lease{}, s.fail(op, held.Key, fmt.Errorf("%w: %w", ErrLeaseLost, ErrLeaseNotFound))
+		return Lease{}, s.fail(op, held.Key, errorf("%w: %w", ErrLeaseLost, ErrLeaseNotFound))
 	case row.Counter == held.Counter+1 && mine(row):
 		return row, nil
 	}
-	return row, s.fail(op, held.Key, fmt.Errorf("%w: row has owner %q counter %d, handle has owner %q counter %d", ErrLeaseLost, row.Owner, row.Counter, held.Owner, held.Counter))
+	return row, s.fail(op, held.Key, errorf("%w: row has owner %q counter %d, handle has owner %q counter %d", ErrLeaseLost, row.Owner, row.Counter, held.Owner, held.Counter))
 }
 
 func expiryAttr(t time.Time) types.AttributeValue { return num(t.UnixMilli()) }
@@ -561,7 +563,7 @@ func (s *DynamoStore) Release(ctx context.Context, held Lease) (Lease, error) {
 // RequestHandoff implements LeaseStore.
 func (s *DynamoStore) RequestHandoff(ctx context.Context, current Lease, taker string) (Lease, error) {
 	if taker == "" || current.Owner == "" {
-		return Lease{}, s.fail("request handoff", current.Key, fmt.Errorf("%w: taker %q and current owner %q must both be set", ErrInvalidConfig, taker, current.Owner))
+		return Lease{}, s.fail("request handoff", current.Key, errorf("%w: taker %q and current owner %q must both be set", ErrInvalidConfig, taker, current.Owner))
 	}
 	row, ok, exists, err := s.update(ctx, current.Key, &dynamodb.UpdateItemInput{
 		ConditionExpression:       aws.String("lease_owner = :holder AND attribute_not_exists(handoff_to)"),
@@ -578,7 +580,7 @@ func (s *DynamoStore) RequestHandoff(ctx context.Context, current Lease, taker s
 	case row.Owner == current.Owner && row.HandoffTo == taker:
 		return row, nil // our own request, whose reply was lost
 	}
-	return Lease{}, s.fail("request handoff", current.Key, fmt.Errorf("%w: row has owner %q, handoff to %q; expected owner %q and no handoff", ErrLeaseHeld, row.Owner, row.HandoffTo, current.Owner))
+	return Lease{}, s.fail("request handoff", current.Key, errorf("%w: row has owner %q, handoff to %q; expected owner %q and no handoff", ErrLeaseHeld, row.Owner, row.HandoffTo, current.Owner))
 }
 
 // decodeLease turns a row into a Lease. A row whose attributes have the
@@ -587,18 +589,18 @@ func (s *DynamoStore) RequestHandoff(ctx context.Context, current Lease, taker s
 func decodeLease(item map[string]types.AttributeValue) (Lease, error) {
 	keyAV, ok := item[attrKey].(*types.AttributeValueMemberS)
 	if !ok {
-		return Lease{}, fmt.Errorf("%w: a row has no string %s attribute (found %s); delete the row or fix it by hand", ErrCorruptLease, attrKey, avType(item[attrKey]))
+		return Lease{}, errorf("%w: a row has no string %s attribute (found %s); delete the row or fix it by hand", ErrCorruptLease, attrKey, avType(item[attrKey]))
 	}
 	key, err := ParseLeaseKey(keyAV.Value)
 	if err != nil {
-		return Lease{}, fmt.Errorf("%w: row %q: %w; delete the row or fix its %s", ErrCorruptLease, keyAV.Value, err, attrKey)
+		return Lease{}, errorf("%w: row %q: %w; delete the row or fix its %s", ErrCorruptLease, keyAV.Value, err, attrKey)
 	}
 	corrupt := func(attr, want string, detail error) error {
 		extra := ""
 		if detail != nil {
 			extra = " (" + detail.Error() + ")"
 		}
-		return fmt.Errorf("%w: row %q: attribute %s is %s, want %s%s; fix the attribute by hand or delete the row (its checkpoint is lost with it)",
+		return errorf("%w: row %q: attribute %s is %s, want %s%s; fix the attribute by hand or delete the row (its checkpoint is lost with it)",
 			ErrCorruptLease, key, attr, avType(item[attr]), want, extra)
 	}
 	l := Lease{Key: key, SubSequence: -1}

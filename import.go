@@ -108,23 +108,23 @@ type foreignRow struct {
 func Import(ctx context.Context, client DynamoDBAPI, format ImportFormat, fromTable string, to *DynamoStore, stream string) (*ImportReport, error) {
 	switch {
 	case client == nil:
-		return nil, fmt.Errorf("%w: import: DynamoDB client is nil; pass dynamodb.NewFromConfig(cfg)", ErrInvalidConfig)
+		return nil, errorf("%w: import: DynamoDB client is nil; pass dynamodb.NewFromConfig(cfg)", ErrInvalidConfig)
 	case to == nil:
-		return nil, fmt.Errorf("%w: import: destination store is nil; pass a store from shardlease.NewDynamoStore", ErrInvalidConfig)
+		return nil, errorf("%w: import: destination store is nil; pass a store from shardlease.NewDynamoStore", ErrInvalidConfig)
 	case format != ImportKinsumer && format != ImportKCL:
-		return nil, fmt.Errorf("%w: import: format %q is not one of %q and %q", ErrInvalidConfig, format, ImportKinsumer, ImportKCL)
+		return nil, errorf("%w: import: format %q is not one of %q and %q", ErrInvalidConfig, format, ImportKinsumer, ImportKCL)
 	}
 	if err := ValidateStreamName(stream); err != nil {
-		return nil, fmt.Errorf("shardlease: import: %w", err)
+		return nil, errorf("shardlease: import: %w", err)
 	}
 	if err := ValidateTableName(fromTable); err != nil {
-		return nil, fmt.Errorf("shardlease: import: %w", err)
+		return nil, errorf("shardlease: import: %w", err)
 	}
 	if fromTable == to.table {
-		return nil, fmt.Errorf("%w: import: the %s table and the lease table are both %s; pass the other library's table", ErrInvalidConfig, format, fromTable)
+		return nil, errorf("%w: import: the %s table and the lease table are both %s; pass the other library's table", ErrInvalidConfig, format, fromTable)
 	}
 	if err := to.CheckTable(ctx); err != nil {
-		return nil, fmt.Errorf("shardlease: import into the lease table: %w", err)
+		return nil, errorf("shardlease: import into the lease table: %w", err)
 	}
 	if err := checkForeignSchema(ctx, client, format, fromTable); err != nil {
 		return nil, err
@@ -139,7 +139,7 @@ func Import(ctx context.Context, client DynamoDBAPI, format ImportFormat, fromTa
 		if r.skip == "" {
 			res.Action, res.Reason, err = to.importRow(ctx, LeaseKey{Stream: stream, Shard: r.shard}, r, fromTable)
 			if err != nil {
-				return rep, fmt.Errorf("shardlease: import %s table %s into table %s, stream %s, shard %s: %w", format, fromTable, to.table, stream, r.shard, err)
+				return rep, errorf("shardlease: import %s table %s into table %s, stream %s, shard %s: %w", format, fromTable, to.table, stream, r.shard, err)
 			}
 		}
 		rep.Results = append(rep.Results, res)
@@ -225,9 +225,9 @@ func checkForeignSchema(ctx context.Context, client DynamoDBAPI, format ImportFo
 	out, err := client.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)})
 	if err != nil {
 		if isNotFound(err) {
-			return &TableError{Table: table, Err: fmt.Errorf("%w: import expected a %s table with the string partition key %q here; check the table name and region: %w", ErrTableNotFound, format, want, err)}
+			return &TableError{Table: table, Err: errorf("%w: import expected a %s table with the string partition key %q here; check the table name and region: %w", ErrTableNotFound, format, want, err)}
 		}
-		return &TableError{Table: table, Err: fmt.Errorf("describe: %w", err)}
+		return &TableError{Table: table, Err: errorf("describe: %w", err)}
 	}
 	d := out.Table
 	if d == nil {
@@ -237,7 +237,7 @@ func checkForeignSchema(ctx context.Context, client DynamoDBAPI, format ImportFo
 	if ok {
 		return nil
 	}
-	return &TableError{Table: table, Err: fmt.Errorf("%w: it has key %s, but a %s table has exactly one key, the string partition key %q; check the table name and the format",
+	return &TableError{Table: table, Err: errorf("%w: it has key %s, but a %s table has exactly one key, the string partition key %q; check the table name and the format",
 		ErrBadTableSchema, have, format, want)}
 }
 
@@ -254,7 +254,7 @@ func scanForeign(ctx context.Context, client DynamoDBAPI, format ImportFormat, t
 			ExclusiveStartKey: start,
 		})
 		if err != nil {
-			return nil, &TableError{Table: table, Err: fmt.Errorf("scan the %s table: %w", format, err)}
+			return nil, &TableError{Table: table, Err: errorf("scan the %s table: %w", format, err)}
 		}
 		for _, item := range page.Items {
 			var r foreignRow

@@ -38,11 +38,11 @@ func (k LeaseKey) Validate() error {
 func ParseLeaseKey(s string) (LeaseKey, error) {
 	stream, shard, ok := strings.Cut(s, ":")
 	if !ok {
-		return LeaseKey{}, fmt.Errorf("%w: lease key %q has no ':'; a lease key is \"stream:shard\", e.g. \"orders:shardId-000000000000\"", ErrInvalidName, s)
+		return LeaseKey{}, errorf("%w: lease key %q has no ':'; a lease key is \"stream:shard\", e.g. \"orders:shardId-000000000000\"", ErrInvalidName, s)
 	}
 	k := LeaseKey{Stream: stream, Shard: shard}
 	if err := k.Validate(); err != nil {
-		return LeaseKey{}, fmt.Errorf("shardlease: lease key %q: %w", s, err)
+		return LeaseKey{}, errorf("shardlease: lease key %q: %w", s, err)
 	}
 	return k, nil
 }
@@ -61,15 +61,15 @@ func ValidateShardID(id string) error {
 
 func validateName(what, name string, max int) error {
 	if name == "" {
-		return fmt.Errorf("%w: %s is empty; use 1 to %d characters of a-z, A-Z, 0-9, '_', '.' and '-'", ErrInvalidName, what, max)
+		return errorf("%w: %s is empty; use 1 to %d characters of a-z, A-Z, 0-9, '_', '.' and '-'", ErrInvalidName, what, max)
 	}
 	if len(name) > max {
-		return fmt.Errorf("%w: %s %q is %d characters long; use 1 to %d characters of a-z, A-Z, 0-9, '_', '.' and '-'", ErrInvalidName, what, name, len(name), max)
+		return errorf("%w: %s %q is %d characters long; use 1 to %d characters of a-z, A-Z, 0-9, '_', '.' and '-'", ErrInvalidName, what, name, len(name), max)
 	}
 	for i := 0; i < len(name); i++ {
 		c := name[i]
 		if !nameByte(c) {
-			return fmt.Errorf("%w: %s %q has %q at byte %d; use only a-z, A-Z, 0-9, '_', '.' and '-'", ErrInvalidName, what, name, rune(c), i)
+			return errorf("%w: %s %q has %q at byte %d; use only a-z, A-Z, 0-9, '_', '.' and '-'", ErrInvalidName, what, name, rune(c), i)
 		}
 	}
 	return nil
@@ -198,7 +198,7 @@ func checkWorker(ctx context.Context, w Worker) error {
 		return err
 	}
 	if w.Owner == "" {
-		return fmt.Errorf("%w: owner id is empty", ErrInvalidConfig)
+		return errorf("%w: owner id is empty", ErrInvalidConfig)
 	}
 	return nil
 }
@@ -270,7 +270,7 @@ func (e *LeaseError) Error() string {
 	if e.Table != "" {
 		where = "table " + e.Table + ": " + where
 	}
-	return fmt.Sprintf("%s %s: %v", e.Op, where, e.Err)
+	return fmt.Sprintf("%s%s %s: %s", errPrefix, e.Op, where, bare(e.Err))
 }
 
 // Unwrap returns the wrapped error.

@@ -103,7 +103,7 @@ func (s *DynamoStore) bareShards(ctx context.Context) (map[string]bool, error) {
 			if isNotFound(err) {
 				return nil, tableNotFound(s.table, err)
 			}
-			return nil, fmt.Errorf("list the legacy rows keyed by a bare shard id: %w", err)
+			return nil, errorf("list the legacy rows keyed by a bare shard id: %w", err)
 		}
 		for _, item := range page.Items {
 			if k, ok := item[attrKey].(*types.AttributeValueMemberS); ok {
@@ -136,14 +136,14 @@ func (s *DynamoStore) bareCheckpoint(ctx context.Context, shard string) (checkpo
 		ConsistentRead: aws.Bool(true),
 	})
 	if err != nil {
-		return "", -1, false, fmt.Errorf("read the legacy row %q: %w", shard, err)
+		return "", -1, false, errorf("read the legacy row %q: %w", shard, err)
 	}
 	av, present := out.Item[attrCheckpoint]
 	if !present {
 		return "", -1, false, nil
 	}
 	corrupt := func(attr, want string) error {
-		return fmt.Errorf("%w: legacy row %q (keyed by the bare shard id): attribute %s is %s, want %s; fix the attribute by hand or delete the row and start the shard at a chosen position",
+		return errorf("%w: legacy row %q (keyed by the bare shard id): attribute %s is %s, want %s; fix the attribute by hand or delete the row and start the shard at a chosen position",
 			ErrCorruptLease, shard, attr, avType(out.Item[attr]), want)
 	}
 	v, ok := av.(*types.AttributeValueMemberS)
@@ -205,7 +205,7 @@ func (s *DynamoStore) adoptAfterAcquire(ctx context.Context, held Lease) (Lease,
 	})
 	switch {
 	case err != nil:
-		return Lease{}, s.releaseRefused(ctx, held, s.fail("acquire", held.Key, fmt.Errorf("copy the checkpoint of legacy row %q: %w", held.Key.Shard, err)))
+		return Lease{}, s.releaseRefused(ctx, held, s.fail("acquire", held.Key, errorf("copy the checkpoint of legacy row %q: %w", held.Key.Shard, err)))
 	case ok:
 		return row, nil
 	case !exists:
@@ -213,7 +213,7 @@ func (s *DynamoStore) adoptAfterAcquire(ctx context.Context, held Lease) (Lease,
 	case row.Owner == held.Owner && row.Counter == held.Counter+1 && row.Checkpoint == cp && row.SubSequence == sub:
 		return row, nil // our own copy, whose reply was lost and whose retry failed
 	}
-	return Lease{}, s.fail("acquire", held.Key, fmt.Errorf("%w: taken by %q at counter %d while the checkpoint of legacy row %q was being copied; the row's checkpoint %q stands",
+	return Lease{}, s.fail("acquire", held.Key, errorf("%w: taken by %q at counter %d while the checkpoint of legacy row %q was being copied; the row's checkpoint %q stands",
 		ErrLeaseHeld, row.Owner, row.Counter, held.Key.Shard, row.Checkpoint))
 }
 
@@ -221,7 +221,7 @@ func (s *DynamoStore) adoptAfterAcquire(ctx context.Context, held Lease) (Lease,
 // returns cause (with the release's own failure, if any).
 func (s *DynamoStore) releaseRefused(ctx context.Context, held Lease, cause error) error {
 	if _, err := s.Release(ctx, held); err != nil {
-		return fmt.Errorf("%w (releasing the lease again failed too, so others take it only once it expires: %w)", cause, err)
+		return errorf("%w (releasing the lease again failed too, so others take it only once it expires: %w)", cause, err)
 	}
 	return cause
 }
@@ -250,7 +250,7 @@ func (s *DynamoStore) adoptOnGet(ctx context.Context, row Lease) (Lease, error) 
 	got, _, exists, err := s.fillFree(ctx, row, true, cp, sub, nil)
 	switch {
 	case err != nil:
-		return Lease{}, s.fail("get", row.Key, fmt.Errorf("copy the checkpoint of legacy row %q: %w", row.Key.Shard, err))
+		return Lease{}, s.fail("get", row.Key, errorf("copy the checkpoint of legacy row %q: %w", row.Key.Shard, err))
 	case !exists:
 		return Lease{}, s.fail("get", row.Key, ErrLeaseNotFound)
 	}

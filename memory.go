@@ -2,7 +2,6 @@ package shardlease
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -104,7 +103,7 @@ func (m *MemoryStore) List(ctx context.Context, stream string) ([]Lease, error) 
 // removes its row is seen in one or the other, never in neither.
 func (m *MemoryStore) ListWithWorkers(ctx context.Context, stream string) ([]Lease, []Worker, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, nil, fmt.Errorf("shardlease: list stream %s: %w", stream, err)
+		return nil, nil, errorf("shardlease: list stream %s: %w", stream, err)
 	}
 	if err := ValidateStreamName(stream); err != nil {
 		return nil, nil, err
@@ -162,7 +161,7 @@ func (m *MemoryStore) Acquire(ctx context.Context, key LeaseKey, owner string, o
 		return Lease{}, memErr("acquire", key, err)
 	}
 	if owner == "" {
-		return Lease{}, memErr("acquire", key, fmt.Errorf("%w: owner id is empty", ErrInvalidConfig))
+		return Lease{}, memErr("acquire", key, errorf("%w: owner id is empty", ErrInvalidConfig))
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -171,7 +170,7 @@ func (m *MemoryStore) Acquire(ctx context.Context, key LeaseKey, owner string, o
 		return Lease{}, memErr("acquire", key, ErrLeaseNotFound)
 	}
 	if row.Owner != "" && row.Counter != observed {
-		return Lease{}, memErr("acquire", key, fmt.Errorf("%w: held by %q at counter %d, observed %d", ErrLeaseHeld, row.Owner, row.Counter, observed))
+		return Lease{}, memErr("acquire", key, errorf("%w: held by %q at counter %d, observed %d", ErrLeaseHeld, row.Owner, row.Counter, observed))
 	}
 	before := row
 	row.Owner = owner
@@ -186,10 +185,10 @@ func (m *MemoryStore) Acquire(ctx context.Context, key LeaseKey, owner string, o
 func (m *MemoryStore) holds(op string, held Lease) (Lease, error) {
 	row, ok := m.rows[held.Key]
 	if !ok {
-		return Lease{}, memErr(op, held.Key, fmt.Errorf("%w: %w", ErrLeaseLost, ErrLeaseNotFound))
+		return Lease{}, memErr(op, held.Key, errorf("%w: %w", ErrLeaseLost, ErrLeaseNotFound))
 	}
 	if row.Owner != held.Owner || row.Counter != held.Counter || held.Owner == "" {
-		return row, memErr(op, held.Key, fmt.Errorf("%w: row has owner %q counter %d, handle has owner %q counter %d", ErrLeaseLost, row.Owner, row.Counter, held.Owner, held.Counter))
+		return row, memErr(op, held.Key, errorf("%w: row has owner %q counter %d, handle has owner %q counter %d", ErrLeaseLost, row.Owner, row.Counter, held.Owner, held.Counter))
 	}
 	return row, nil
 }
@@ -280,7 +279,7 @@ func (m *MemoryStore) RequestHandoff(ctx context.Context, current Lease, taker s
 		return Lease{}, memErr("request handoff", current.Key, err)
 	}
 	if taker == "" {
-		return Lease{}, memErr("request handoff", current.Key, fmt.Errorf("%w: taker owner id is empty", ErrInvalidConfig))
+		return Lease{}, memErr("request handoff", current.Key, errorf("%w: taker owner id is empty", ErrInvalidConfig))
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -289,7 +288,7 @@ func (m *MemoryStore) RequestHandoff(ctx context.Context, current Lease, taker s
 		return Lease{}, memErr("request handoff", current.Key, ErrLeaseNotFound)
 	}
 	if row.Owner == "" || row.Owner != current.Owner || row.HandoffTo != "" {
-		return Lease{}, memErr("request handoff", current.Key, fmt.Errorf("%w: row has owner %q, handoff to %q; expected owner %q and no handoff", ErrLeaseHeld, row.Owner, row.HandoffTo, current.Owner))
+		return Lease{}, memErr("request handoff", current.Key, errorf("%w: row has owner %q, handoff to %q; expected owner %q and no handoff", ErrLeaseHeld, row.Owner, row.HandoffTo, current.Owner))
 	}
 	before := row
 	row.HandoffTo = taker
@@ -300,17 +299,17 @@ func (m *MemoryStore) RequestHandoff(ctx context.Context, current Lease, taker s
 // validCheckpoint checks a checkpoint value before it is written.
 func validCheckpoint(checkpoint string, subSequence int64) error {
 	if checkpoint == "" {
-		return fmt.Errorf("%w: checkpoint is empty; pass a record's sequence number or ShardEnd", ErrInvalidConfig)
+		return errorf("%w: checkpoint is empty; pass a record's sequence number or ShardEnd", ErrInvalidConfig)
 	}
 	if subSequence < -1 {
-		return fmt.Errorf("%w: sub-sequence %d is negative; pass -1 for a whole record", ErrInvalidConfig, subSequence)
+		return errorf("%w: sub-sequence %d is negative; pass -1 for a whole record", ErrInvalidConfig, subSequence)
 	}
 	if checkpoint == ShardEnd {
 		return nil
 	}
 	for i := 0; i < len(checkpoint); i++ {
 		if checkpoint[i] < '0' || checkpoint[i] > '9' {
-			return fmt.Errorf("%w: checkpoint %q is not a sequence number (decimal digits) or %s", ErrInvalidConfig, checkpoint, ShardEnd)
+			return errorf("%w: checkpoint %q is not a sequence number (decimal digits) or %s", ErrInvalidConfig, checkpoint, ShardEnd)
 		}
 	}
 	return nil

@@ -195,7 +195,7 @@ func buildConfig(stream string, opts []Option) (config, error) {
 		c.ownerID = defaultOwnerID()
 	}
 	bad := func(format string, args ...any) error {
-		return fmt.Errorf("%w: stream %s: %s", ErrInvalidConfig, stream, fmt.Sprintf(format, args...))
+		return errorf("%w: stream %s: %s", ErrInvalidConfig, stream, fmt.Sprintf(format, args...))
 	}
 	positive := []struct {
 		name string

@@ -61,7 +61,7 @@ type Batch struct {
 // lease is held. It fails with ErrLeaseLost once the lease is gone.
 func (b *Batch) Checkpoint(rec Record) error {
 	if rec.SequenceNumber == "" {
-		return fmt.Errorf("%w: stream %s shard %s: the record has no sequence number", ErrInvalidConfig, b.Stream, b.ShardID)
+		return errorf("%w: stream %s shard %s: the record has no sequence number", ErrInvalidConfig, b.Stream, b.ShardID)
 	}
 	return b.r.mark(rec.SequenceNumber, rec.SubSequenceNumber)
 }

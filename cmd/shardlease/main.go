@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"regexp"
 	"strings"
 	"syscall"
 	"time"
@@ -110,8 +111,21 @@ type usageError struct{ msg string }
 func (e *usageError) Error() string { return e.msg }
 
 func usagef(format string, args ...any) error {
+	for i, a := range args {
+		if err, ok := a.(error); ok {
+			args[i] = errText(err)
+		}
+	}
 	return &usageError{msg: fmt.Sprintf(format, args...)}
 }
+
+// libPrefix starts the library's error messages.
+var libPrefix = regexp.MustCompile(`(^|: )shardlease: `)
+
+// errText is err's message without the library's "shardlease: " prefix
+// (at its start or after a ": "), which the command's own prefix,
+// "shardlease <command>: ", replaces.
+func errText(err error) string { return libPrefix.ReplaceAllString(err.Error(), "$1") }
 
 // run runs the command line args (without the program name) and returns the
 // exit status.
@@ -161,10 +175,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, e env) in
 	if err := exec(ctx); err != nil {
 		var ue *usageError
 		if errors.As(err, &ue) {
-			fmt.Fprintf(stderr, "shardlease %s: %v\nRun 'shardlease %s -h' for usage.\n", c.name, err, c.name)
+			fmt.Fprintf(stderr, "shardlease %s: %s\nRun 'shardlease %s -h' for usage.\n", c.name, errText(err), c.name)
 			return exitUsage
 		}
-		fmt.Fprintf(stderr, "shardlease %s: %v\n", c.name, err)
+		fmt.Fprintf(stderr, "shardlease %s: %s\n", c.name, errText(err))
 		return exitError
 	}
 	return exitOK

@@ -399,7 +399,7 @@ func TestUsageErrors(t *testing.T) {
 		{"unknown flag", []string{"list", "-tabel", "tbl"}, 2, []string{"flag provided but not defined: -tabel"}},
 		{"bad duration", []string{"release", "-wait", "soon"}, 2, []string{`invalid value "soon" for flag -wait`}},
 		{"positional", []string{"list", "-table", "tbl", "-stream", "s", "extra"}, 2, []string{`unexpected argument "extra"`}},
-		{"bad stream", []string{"list", "-table", "tbl", "-stream", "a:b"}, 2, []string{"-stream", "invalid name"}},
+		{"bad stream", []string{"list", "-table", "tbl", "-stream", "a:b"}, 2, []string{"shardlease list: -stream: invalid name: stream"}},
 		{"bad table", []string{"create-table", "-table", "t"}, 2, []string{"-table", "shorter than 3"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -408,6 +408,7 @@ func TestUsageErrors(t *testing.T) {
 			for _, w := range tc.want {
 				assert.Contains(t, r.stderr, w)
 			}
+			assert.LessOrEqual(t, strings.Count(r.stderr, "shardlease: "), 1, r.stderr)
 			assert.Empty(t, r.stdout)
 		})
 	}
@@ -433,6 +434,9 @@ func TestMissingTable(t *testing.T) {
 		r := runCLI(t, env{}, append(args, "-endpoint", endpoint, "-table", table)...)
 		assert.Equal(t, 1, r.code, args)
 		assert.Contains(t, r.stderr, "shardlease create-table -table "+table, args)
+		// The command's prefix replaces the library's: no "shardlease: " inside.
+		assert.True(t, strings.HasPrefix(r.stderr, "shardlease "+args[0]+": table "+table+": lease table not found: "), r.stderr)
+		assert.NotContains(t, r.stderr, "shardlease: ", args)
 	}
 }
 
