@@ -164,7 +164,7 @@ func TestImportTableErrors(t *testing.T) {
 	kcl := foreignTable(t, raw, "kcl-app", "leaseKey")
 	_, err = shardlease.Import(ctx, raw, shardlease.ImportKinsumer, kcl, s, "orders")
 	require.ErrorIs(t, err, shardlease.ErrBadTableSchema)
-	require.EqualError(t, err, "table "+kcl+`: shardlease: lease table has the wrong key schema: it has key HASH leaseKey (S), but a kinsumer table has exactly one key, the string partition key "Shard"; check the table name and the format`)
+	require.EqualError(t, err, "shardlease: table "+kcl+`: lease table has the wrong key schema: it has key HASH leaseKey (S), but a kinsumer table has exactly one key, the string partition key "Shard"; check the table name and the format`)
 
 	_, err = shardlease.Import(ctx, raw, shardlease.ImportKCL, table, s, "orders")
 	require.ErrorIs(t, err, shardlease.ErrInvalidConfig)
