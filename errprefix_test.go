@@ -91,9 +91,9 @@ func TestErrorPrefixOnce(t *testing.T) {
 	t.Run("import", func(t *testing.T) {
 		store, err := shardlease.NewDynamoStore(noTables{}, "orders-leases")
 		require.NoError(t, err)
-		_, err = shardlease.Import(ctx, noTables{}, shardlease.ImportKCL, "my-app", store, "a b")
+		_, err = shardlease.Import(ctx, noTables{}, kin, shardlease.ImportKCL, "my-app", store, "a b")
 		requirePrefixOnce(t, err, shardlease.ErrInvalidName)
-		_, err = shardlease.Import(ctx, noTables{}, shardlease.ImportKCL, "my-app", store, "orders")
+		_, err = shardlease.Import(ctx, noTables{}, kin, shardlease.ImportKCL, "my-app", store, "orders")
 		requirePrefixOnce(t, err, shardlease.ErrTableNotFound)
 	})
 }

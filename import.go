@@ -8,40 +8,73 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	kinesistypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
+	"github.com/shardlease/shardlease/internal/backoff"
 	"github.com/shardlease/shardlease/internal/seqnum"
 )
 
 // This file copies progress from other libraries' tables (Import). Copying a
 // checkpoint never overwrites progress: every copy is conditional on the
-// destination row having no checkpoint yet.
+// destination row being free and having no checkpoint yet.
 
 // ImportFormat names the layout of another library's checkpoint table.
 type ImportFormat string
 
 // The formats Import reads.
 const (
-	// ImportKinsumer is a twitchscience/kinsumer checkpoint table: string
-	// partition key Shard, attribute SequenceNumber (the last processed
-	// record), and Finished, set once the shard was consumed to its end.
+	// ImportKinsumer is a twitchscience/kinsumer checkpoint table (kinsumer
+	// names it "<app>_checkpoints", one of the three tables it creates):
+	// string partition key Shard, attribute SequenceNumber (the last
+	// processed record), and Finished, set once the shard was consumed to
+	// its end.
 	ImportKinsumer ImportFormat = "kinsumer"
+	// ImportVMwareKCL is a vmware/vmware-go-kcl-v2 table (named after the
+	// application): string partition key ShardID, attribute Checkpoint
+	// holding a sequence number or SHARD_END, and ParentShardId holding one
+	// shard id. Its owner attributes (AssignedTo, LeaseTimeout,
+	// ClaimRequest) are not read.
+	ImportVMwareKCL ImportFormat = "vmware-go-kcl-v2"
 	// ImportKCL is a Java KCL lease table: string partition key leaseKey
 	// holding the shard id (or, in multi-stream mode,
 	// "account:stream:epoch:shard"), attribute checkpoint holding a sequence
 	// number or one of the sentinels TRIM_HORIZON, LATEST, AT_TIMESTAMP and
-	// SHARD_END, and optionally checkpointSubSequenceNumber and
-	// parentShardId.
+	// SHARD_END, and optionally checkpointSubSequenceNumber.
 	ImportKCL ImportFormat = "kcl"
 )
 
+// ImportFormats returns the formats Import reads, in the order errors and
+// the command line list them.
+func ImportFormats() []ImportFormat {
+	return []ImportFormat{ImportKinsumer, ImportVMwareKCL, ImportKCL}
+}
+
+// foreignKey is the partition key each format's table has.
+func foreignKey(format ImportFormat) string {
+	switch format {
+	case ImportKinsumer:
+		return "Shard"
+	case ImportVMwareKCL:
+		return "ShardID"
+	}
+	return "leaseKey"
+}
+
 // Import actions reported in ImportResult.Action.
 const (
-	ImportCopied  = "copied"
+	// ImportCopied: the shard's progress was written into its row.
+	ImportCopied = "copied"
+	// ImportSkipped: the source row was read and nothing was written.
 	ImportSkipped = "skipped"
+	// ImportNotInSource: the stream lists the shard, but the source table
+	// has no row for it; Reason says where a consumer starts it.
+	ImportNotInSource = "not in source"
 )
 
 // ImportResult is what Import did with one shard.
@@ -51,24 +84,135 @@ type ImportResult struct {
 	// Checkpoint is the progress read from the foreign table as shardlease
 	// writes it (a sequence number or ShardEnd), or the foreign value as is
 	// when it means no progress (e.g. "TRIM_HORIZON") or cannot be read.
+	// It is empty for a shard not in the source.
 	Checkpoint string
-	// Action is ImportCopied or ImportSkipped.
+	// Action is ImportCopied, ImportSkipped or ImportNotInSource.
 	Action string
-	// Reason says why a shard was skipped, or what was written.
+	// Reason says why a shard was skipped, what was written, or where a
+	// consumer starts a shard that the source has no progress for.
 	Reason string
 }
 
-// ImportReport is the outcome of one Import, one result per foreign row,
-// ordered by shard id.
+// ImportReport is the outcome of one Import: one result per source row of
+// the stream, and one per shard the stream lists that the source has no row
+// for, ordered by shard id.
 type ImportReport struct {
-	Stream    string
-	FromTable string
-	ToTable   string
-	Format    ImportFormat
-	Results   []ImportResult
-	Copied    int
-	Skipped   int
+	Stream      string
+	FromTable   string
+	ToTable     string
+	Format      ImportFormat
+	Results     []ImportResult
+	Copied      int // results with ImportCopied
+	Skipped     int // results with ImportSkipped
+	NotInSource int // results with ImportNotInSource
 }
+
+// ImportOption configures Import.
+type ImportOption func(*importConfig)
+
+type importConfig struct {
+	force bool
+}
+
+// WithImportForce lets Import go on when the source holds rows of shards
+// that the stream no longer lists, as happens to shards that closed and aged
+// out of the stream's retention: those rows are skipped and reported,
+// instead of stopping the import. Without it, such rows stop the import
+// before anything is written, since they more often mean that the source
+// belongs to another stream. Checkpoints that Kinesis rejects for a shard
+// it lists stop the import with or without this option.
+func WithImportForce() ImportOption {
+	return func(c *importConfig) { c.force = true }
+}
+
+// ErrImportWrongStream means the rows of the table being imported do not
+// fit the stream they were to be imported for: the stream does not list
+// some of their shards, or Kinesis rejects their checkpoints. Nothing was
+// written. The typed error is ImportMismatchError.
+var ErrImportWrongStream = errors.New("shardlease: imported rows do not belong to the stream")
+
+// ImportMismatchError is Import's error when the source rows do not fit the
+// stream. It matches ErrImportWrongStream.
+type ImportMismatchError struct {
+	Format    ImportFormat
+	FromTable string        // the source table
+	Stream    string        // the stream named to Import
+	Unlisted  []string      // shard ids of source rows that the stream does not list
+	Rejected  []ImportCheck // checkpoints of listed shards that do not fit them
+}
+
+// ImportCheck is one source checkpoint that does not fit its shard.
+type ImportCheck struct {
+	Shard      string
+	Checkpoint string
+	Problem    string // what Kinesis (or the shard's sequence number range) says
+}
+
+func (e *ImportMismatchError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "shardlease: import %s table %s into stream %s: nothing was written: the rows do not fit the stream", e.Format, e.FromTable, e.Stream)
+	if len(e.Unlisted) > 0 {
+		fmt.Fprintf(&b, "; the stream does not list %d of their shards (%s)", len(e.Unlisted), strings.Join(firstOf(e.Unlisted, 5), ", "))
+	}
+	if len(e.Rejected) > 0 {
+		fmt.Fprintf(&b, "; %d checkpoints do not fit their shard", len(e.Rejected))
+		for i, r := range e.Rejected {
+			if i == 3 {
+				fmt.Fprintf(&b, "; and %d more", len(e.Rejected)-i)
+				break
+			}
+			fmt.Fprintf(&b, "; shard %s, checkpoint %s: %s", r.Shard, r.Checkpoint, r.Problem)
+		}
+	}
+	fmt.Fprintf(&b, ". The %s table does not name its stream: check that stream %s (and the region and account of the Kinesis client) is the one it was consuming", e.Format, e.Stream)
+	if len(e.Unlisted) > 0 && len(e.Rejected) == 0 {
+		b.WriteString("; if it is, and the unlisted shards closed and aged out of the stream's retention, import with WithImportForce (the CLI's -force) to skip them")
+	}
+	return b.String()
+}
+
+// Is reports whether target is ErrImportWrongStream.
+func (e *ImportMismatchError) Is(target error) bool { return target == ErrImportWrongStream }
+
+func firstOf(ids []string, n int) []string {
+	if len(ids) <= n {
+		return ids
+	}
+	return append(slices.Clone(ids[:n]), fmt.Sprintf("and %d more", len(ids)-n))
+}
+
+// ImportSchemaError is Import's error for a source table whose key is not
+// the one of the format asked for. It names the formats Import reads and the
+// one the table looks like, if any. It matches ErrBadTableSchema.
+type ImportSchemaError struct {
+	Table     string
+	Format    ImportFormat // the format asked for
+	Key       string       // the table's key schema as found, e.g. "HASH ShardID (S)"
+	LooksLike string       // the format the key matches, "a shardlease lease table", or ""
+}
+
+func (e *ImportSchemaError) Error() string {
+	var known []string
+	for _, f := range ImportFormats() {
+		known = append(known, fmt.Sprintf("%s (key %s)", f, foreignKey(f)))
+	}
+	msg := fmt.Sprintf("shardlease: import: table %s is not a %s table: its key is %s, where a %s table has exactly one key, the string partition key %q; ",
+		e.Table, e.Format, e.Key, e.Format, foreignKey(e.Format))
+	switch {
+	case e.LooksLike == shardleaseTableLook:
+		msg += "it looks like a shardlease lease table, which needs no import; "
+	case e.LooksLike != "":
+		msg += fmt.Sprintf("it looks like a %s table: import it with format %q; ", e.LooksLike, e.LooksLike)
+	default:
+		msg += "it looks like none of the formats; check the table name and region; "
+	}
+	return msg + "the formats are " + strings.Join(known, ", ")
+}
+
+// Is reports whether target is ErrBadTableSchema.
+func (e *ImportSchemaError) Is(target error) bool { return target == ErrBadTableSchema }
+
+const shardleaseTableLook = "a shardlease lease table"
 
 // foreignRow is one row of a foreign table as Import reads it.
 type foreignRow struct {
@@ -77,42 +221,69 @@ type foreignRow struct {
 	sub        int64
 	parents    []string
 	skip       string // why the row is not copied; empty to copy it
+	noProgress bool   // skipped because the source holds no progress for the shard
 	epoch      int64  // KCL multi-stream: the stream's creation epoch
 }
 
 // Import copies each shard's progress from fromTable, a table of another
 // library in the given format, into the lease table of to for stream, so
-// that a service moving to shardlease resumes where it stopped. client reads
-// fromTable; the writes go through to's own client.
+// that a service moving to shardlease resumes where it stopped. dynamo reads
+// fromTable; the writes go through to's own client. kin is a Kinesis client
+// of the stream's account and region: Import checks the rows against the
+// stream before it writes anything.
+//
+// The check, since the source rows do not name their stream (kinsumer,
+// vmware-go-kcl-v2 and single-stream KCL tables): every shard of a row with
+// progress must be listed by the stream (ListShards), a SHARD_END must
+// belong to a closed shard, and every sequence number must be one Kinesis
+// accepts for its shard (GetShardIterator, one call per shard). Any
+// mismatch stops the import with an ImportMismatchError, nothing written;
+// WithImportForce skips rows of shards the stream no longer lists instead.
+// Each row written gets the shard's parents as the stream lists them.
 //
 // A shard is copied only where its own "stream:shard" row has no checkpoint
 // (the row is created, free, if missing): progress already in the lease
 // table is never overwritten, even when the foreign one is further along.
 // Running Import twice therefore changes nothing: the second run skips every
 // shard with the reason that it already has progress, and writes nothing.
-// The copy is conditional, so a checkpoint saved while Import runs wins; but
-// stop the other library's instances first, or their later progress is not
-// copied.
+// A row that a consumer holds without a checkpoint stops the import before
+// anything is written (ErrLeaseHeld): stop the consumers first. Each write
+// is fenced like a holder's: conditional on the row being free at the
+// counter read and without a checkpoint, and bumping the counter, so a
+// consumer that takes the row meanwhile wins. Stop the other library's
+// instances first too, or their later progress is not copied.
 //
 // Kinsumer: a row whose Finished attribute is set (to anything but NULL) is
-// copied as ShardEnd; a row without a SequenceNumber is skipped. KCL:
-// TRIM_HORIZON, LATEST and AT_TIMESTAMP mean no record was processed and are
-// skipped; SHARD_END is copied as ShardEnd; checkpointSubSequenceNumber is
-// carried into the sub-sequence; parentShardId is carried into the parents of
-// rows Import creates. In multi-stream KCL tables only rows of stream are
-// read, and of the stream's newest incarnation (creation epoch).
+// copied as ShardEnd; a row without a SequenceNumber is skipped.
+// vmware-go-kcl-v2: Checkpoint is copied (SHARD_END as ShardEnd); a row
+// without one is skipped. KCL: TRIM_HORIZON, LATEST and AT_TIMESTAMP mean
+// no record was processed and are skipped; SHARD_END is copied as ShardEnd;
+// checkpointSubSequenceNumber is carried into the sub-sequence. In
+// multi-stream KCL tables only rows of stream are read, and of the stream's
+// newest incarnation (creation epoch).
 //
-// The report lists every foreign row with what was done and why. An error
-// (missing table, wrong key schema, a failed call) stops the import; the
-// shards before it were written and a new run resumes the rest.
-func Import(ctx context.Context, client DynamoDBAPI, format ImportFormat, fromTable string, to *DynamoStore, stream string) (*ImportReport, error) {
+// The report lists every source row of the stream with what was done and
+// why, and every shard the stream lists that the source has no row for
+// (ImportNotInSource), with where a consumer will start it. An error
+// (missing table, wrong key schema, rows that do not fit the stream, a
+// failed call) stops the import; one that comes while writing leaves the
+// shards before it written, and a new run resumes the rest.
+func Import(ctx context.Context, dynamo DynamoDBAPI, kin KinesisAPI, format ImportFormat, fromTable string, to *DynamoStore, stream string, opts ...ImportOption) (*ImportReport, error) {
+	var cfg importConfig
+	for _, o := range opts {
+		if o != nil {
+			o(&cfg)
+		}
+	}
 	switch {
-	case client == nil:
+	case dynamo == nil:
 		return nil, errorf("%w: import: DynamoDB client is nil; pass dynamodb.NewFromConfig(cfg)", ErrInvalidConfig)
+	case kin == nil:
+		return nil, errorf("%w: import: Kinesis client is nil; pass kinesis.NewFromConfig(cfg) for the stream's account and region", ErrInvalidConfig)
 	case to == nil:
 		return nil, errorf("%w: import: destination store is nil; pass a store from shardlease.NewDynamoStore", ErrInvalidConfig)
-	case format != ImportKinsumer && format != ImportKCL:
-		return nil, errorf("%w: import: format %q is not one of %q and %q", ErrInvalidConfig, format, ImportKinsumer, ImportKCL)
+	case !slices.Contains(ImportFormats(), format):
+		return nil, errorf("%w: import: format %q is not one of %q", ErrInvalidConfig, format, ImportFormats())
 	}
 	if err := ValidateStreamName(stream); err != nil {
 		return nil, errorf("shardlease: import: %w", err)
@@ -126,18 +297,52 @@ func Import(ctx context.Context, client DynamoDBAPI, format ImportFormat, fromTa
 	if err := to.CheckTable(ctx); err != nil {
 		return nil, errorf("shardlease: import into the lease table: %w", err)
 	}
-	if err := checkForeignSchema(ctx, client, format, fromTable); err != nil {
+	if err := checkForeignSchema(ctx, dynamo, format, fromTable); err != nil {
 		return nil, err
 	}
-	rows, err := scanForeign(ctx, client, format, fromTable, stream)
+	rows, err := scanForeign(ctx, dynamo, format, fromTable, stream)
 	if err != nil {
 		return nil, err
 	}
-	rep := &ImportReport{Stream: stream, FromTable: fromTable, ToTable: to.table, Format: format}
+	listed, err := listShards(ctx, kin, stream, config{retryMin: 100 * time.Millisecond, retryMax: 10 * time.Second})
+	if err != nil {
+		return nil, errorf("shardlease: import %s table %s: check its rows against stream %s: %w", format, fromTable, stream, err)
+	}
+	shards := make(map[string]kinesistypes.Shard, len(listed))
+	for _, sh := range listed {
+		shards[aws.ToString(sh.ShardId)] = sh
+	}
+	if err := checkAgainstStream(ctx, kin, format, fromTable, stream, rows, shards, cfg.force); err != nil {
+		return nil, err
+	}
+	own, err := to.List(ctx, stream)
+	if err != nil {
+		return nil, errorf("shardlease: import into table %s, stream %s: list the rows: %w", to.table, stream, err)
+	}
+	byShard := make(map[string]Lease, len(own))
+	for _, l := range own {
+		byShard[l.Key.Shard] = l
+	}
 	for _, r := range rows {
+		if l, ok := byShard[r.shard]; ok && r.skip == "" && l.Checkpoint == "" && l.Owner != "" {
+			return nil, errorf("shardlease: import %s table %s: nothing was written: %w", format, fromTable, heldDuringImport(to.table, l))
+		}
+	}
+
+	rep := &ImportReport{Stream: stream, FromTable: fromTable, ToTable: to.table, Format: format}
+	inSource := map[string]bool{}
+	for _, r := range rows {
+		inSource[r.shard] = true
 		res := ImportResult{Shard: r.shard, Checkpoint: r.checkpoint, Action: ImportSkipped, Reason: r.skip}
+		if r.noProgress {
+			res.Reason += "; " + startsAt(r.shard, shards, byShard)
+		}
 		if r.skip == "" {
-			res.Action, res.Reason, err = to.importRow(ctx, LeaseKey{Stream: stream, Shard: r.shard}, r, fromTable)
+			l, exists := byShard[r.shard]
+			if !exists {
+				l = Lease{Key: LeaseKey{Stream: stream, Shard: r.shard}}
+			}
+			res.Action, res.Reason, err = to.importRow(ctx, l, exists, r, fromTable)
 			if err != nil {
 				return rep, errorf("shardlease: import %s table %s into table %s, stream %s, shard %s: %w", format, fromTable, to.table, stream, r.shard, err)
 			}
@@ -149,18 +354,143 @@ func Import(ctx context.Context, client DynamoDBAPI, format ImportFormat, fromTa
 			rep.Skipped++
 		}
 	}
+	for _, sh := range listed {
+		id := aws.ToString(sh.ShardId)
+		if inSource[id] {
+			continue
+		}
+		rep.Results = append(rep.Results, ImportResult{Shard: id, Action: ImportNotInSource,
+			Reason: "the source table has no row for this shard; " + startsAt(id, shards, byShard)})
+		rep.NotInSource++
+	}
+	slices.SortStableFunc(rep.Results, func(a, b ImportResult) int { return strings.Compare(a.Shard, b.Shard) })
 	return rep, nil
 }
 
-// importRow writes one foreign row's progress unless the own row has some.
-// It reads first, so that a shard with progress costs no write. A row that
-// somebody holds is never written: Import is not its holder, and the holder
-// is reading the shard from its own start position.
-func (s *DynamoStore) importRow(ctx context.Context, key LeaseKey, r foreignRow, from string) (action, reason string, err error) {
-	own, exists, err := s.get(ctx, key)
-	if err != nil {
-		return "", "", err
+// streamParents returns the parents the stream lists for a shard.
+func streamParents(sh kinesistypes.Shard) []string {
+	var parents []string
+	for _, p := range []*string{sh.ParentShardId, sh.AdjacentParentShardId} {
+		if p != nil && *p != "" {
+			parents = append(parents, *p)
+		}
 	}
+	return parents
+}
+
+// startsAt says where a consumer starts a shard that the import leaves
+// without progress. A shard whose row has a checkpoint already resumes
+// there; a child of a shard that has a row, or that the stream lists (shard
+// sync gives it a row), is read from its first record once its parents are
+// finished; any other shard starts at the consumer's initial position.
+func startsAt(shard string, shards map[string]kinesistypes.Shard, own map[string]Lease) string {
+	if l, ok := own[shard]; ok && l.Checkpoint != "" {
+		return fmt.Sprintf("row %s has checkpoint %s already and resumes there", l.Key, l.Checkpoint)
+	}
+	sh, listed := shards[shard]
+	if !listed {
+		return "the stream does not list the shard, so no consumer reads it"
+	}
+	var tracked []string
+	for _, p := range streamParents(sh) {
+		_, hasRow := own[p]
+		_, isListed := shards[p]
+		if hasRow || isListed {
+			tracked = append(tracked, p)
+		}
+	}
+	if len(tracked) > 0 {
+		return fmt.Sprintf("a consumer reads it from its first record once its parent %s is finished", strings.Join(tracked, " and "))
+	}
+	return "a consumer starts it at its configured initial position (WithInitialPosition)"
+}
+
+// checkAgainstStream checks the rows to copy against the stream's shards
+// and returns an ImportMismatchError if any does not fit. It sets each such
+// row's parents to the stream's, and with force marks rows of unlisted
+// shards skipped.
+func checkAgainstStream(ctx context.Context, kin KinesisAPI, format ImportFormat, from, stream string, rows []foreignRow, shards map[string]kinesistypes.Shard, force bool) error {
+	mismatch := &ImportMismatchError{Format: format, FromTable: from, Stream: stream}
+	for i := range rows {
+		r := &rows[i]
+		if r.skip != "" {
+			continue
+		}
+		sh, ok := shards[r.shard]
+		if !ok {
+			if force {
+				r.skip = fmt.Sprintf("stream %s does not list this shard (closed and aged out of its retention, imported with force): nothing to read", stream)
+				continue
+			}
+			mismatch.Unlisted = append(mismatch.Unlisted, r.shard)
+			continue
+		}
+		r.parents = streamParents(sh)
+		problem, err := checkCheckpoint(ctx, kin, stream, sh, r.checkpoint, r.sub)
+		if err != nil {
+			return errorf("shardlease: import %s table %s: check the checkpoint of shard %s against stream %s: %w", format, from, r.shard, stream, err)
+		}
+		if problem != "" {
+			mismatch.Rejected = append(mismatch.Rejected, ImportCheck{Shard: r.shard, Checkpoint: r.checkpoint, Problem: problem})
+		}
+	}
+	if len(mismatch.Unlisted) > 0 || len(mismatch.Rejected) > 0 {
+		return mismatch
+	}
+	return nil
+}
+
+// checkCheckpoint says what is wrong with checkpoint for shard sh, or ""
+// when Kinesis accepts it. A SHARD_END needs a closed shard; a sequence
+// number must lie in the shard's range and be accepted by GetShardIterator.
+// err is a failed call other than a rejection.
+func checkCheckpoint(ctx context.Context, kin KinesisAPI, stream string, sh kinesistypes.Shard, checkpoint string, sub int64) (problem string, err error) {
+	var start, end string
+	if r := sh.SequenceNumberRange; r != nil {
+		start, end = aws.ToString(r.StartingSequenceNumber), aws.ToString(r.EndingSequenceNumber)
+	}
+	if checkpoint == ShardEnd {
+		if end == "" {
+			return "the source says the shard was consumed to its end, but the stream's shard is open", nil
+		}
+		return "", nil
+	}
+	if start != "" && seqnum.Compare(checkpoint, start) < 0 {
+		return fmt.Sprintf("before the shard's first sequence number %s", start), nil
+	}
+	if end != "" && seqnum.Compare(checkpoint, end) > 0 {
+		return fmt.Sprintf("after the closed shard's last sequence number %s", end), nil
+	}
+	in := &kinesis.GetShardIteratorInput{StreamName: aws.String(stream), ShardId: sh.ShardId,
+		ShardIteratorType: kinesistypes.ShardIteratorTypeAfterSequenceNumber, StartingSequenceNumber: aws.String(checkpoint)}
+	if sub >= 0 {
+		in.ShardIteratorType = kinesistypes.ShardIteratorTypeAtSequenceNumber
+	}
+	bo := backoff.Backoff{Min: 100 * time.Millisecond, Max: 5 * time.Second}
+	for {
+		_, err = kin.GetShardIterator(ctx, in)
+		var inv *kinesistypes.InvalidArgumentException
+		var rnf *kinesistypes.ResourceNotFoundException
+		switch {
+		case err == nil:
+			return "", nil
+		case errors.As(err, &inv):
+			return "Kinesis rejects it: " + aws.ToString(inv.Message), nil
+		case errors.As(err, &rnf):
+			return "Kinesis does not find the shard: " + aws.ToString(rnf.Message), nil
+		case retryable(err) && bo.Attempts() < 10 && bo.Sleep(ctx):
+			continue
+		}
+		return "", err
+	}
+}
+
+// importRow writes one foreign row's progress into own (as listed; exists
+// reports whether it was there) unless it has some. A row that somebody
+// holds is never written: Import is not its holder, and the holder is
+// reading the shard from its own start position.
+func (s *DynamoStore) importRow(ctx context.Context, own Lease, exists bool, r foreignRow, from string) (action, reason string, err error) {
+	key := own.Key
 	if exists && own.Checkpoint != "" {
 		return ImportSkipped, alreadyHas(own, r.checkpoint, ""), nil
 	}
@@ -179,7 +509,7 @@ func (s *DynamoStore) importRow(ctx context.Context, key LeaseKey, r foreignRow,
 	case !ok && row.Owner != "":
 		return "", "", heldDuringImport(s.table, row)
 	case !ok:
-		return "", "", fmt.Errorf("row %s changed while the import ran (counter %d, was %d); run the import again", key, row.Counter, own.Counter)
+		return "", "", errorf("row %s changed while the import ran (counter %d, was %d); run the import again", key, row.Counter, own.Counter)
 	}
 	what := "checkpoint " + r.checkpoint
 	if r.sub >= 0 {
@@ -194,7 +524,7 @@ func (s *DynamoStore) importRow(ctx context.Context, key LeaseKey, r foreignRow,
 // heldDuringImport is the error for a row without a checkpoint that a
 // consumer holds: it is reading the shard already, so Import leaves it.
 func heldDuringImport(table string, row Lease) error {
-	return fmt.Errorf("%w: row %s of table %s is held by %q (counter %d) and has no checkpoint: a shardlease consumer is reading the shard from its start position; "+
+	return errorf("%w: row %s of table %s is held by %q (counter %d) and has no checkpoint: a shardlease consumer is reading the shard from its start position; "+
 		"stop every consumer of stream %s, release its leases (shardlease release), and run the import again",
 		ErrLeaseHeld, row.Key, table, row.Owner, row.Counter, row.Key.Stream)
 }
@@ -212,14 +542,8 @@ func alreadyHas(own Lease, foreign, when string) string {
 	return fmt.Sprintf("already has progress: row %s has checkpoint %s%s, %s", own.Key, own.Checkpoint, when, cmp)
 }
 
-// foreignKey is the partition key each format's table must have.
-func foreignKey(format ImportFormat) string {
-	if format == ImportKinsumer {
-		return "Shard"
-	}
-	return "leaseKey"
-}
-
+// checkForeignSchema checks that table has the key of format; if not, the
+// error says which format the key looks like.
 func checkForeignSchema(ctx context.Context, client DynamoDBAPI, format ImportFormat, table string) error {
 	want := foreignKey(format)
 	out, err := client.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)})
@@ -237,8 +561,16 @@ func checkForeignSchema(ctx context.Context, client DynamoDBAPI, format ImportFo
 	if ok {
 		return nil
 	}
-	return &TableError{Table: table, Err: errorf("%w: it has key %s, but a %s table has exactly one key, the string partition key %q; check the table name and the format",
-		ErrBadTableSchema, have, format, want)}
+	e := &ImportSchemaError{Table: table, Format: format, Key: have}
+	for _, f := range ImportFormats() {
+		if _, ok := hasStringHashKey(d, foreignKey(f)); ok {
+			e.LooksLike = string(f)
+		}
+	}
+	if _, ok := hasStringHashKey(d, attrKey); ok {
+		e.LooksLike = shardleaseTableLook
+	}
+	return e
 }
 
 // scanForeign reads every row of table and returns the rows to report,
@@ -259,9 +591,12 @@ func scanForeign(ctx context.Context, client DynamoDBAPI, format ImportFormat, t
 		for _, item := range page.Items {
 			var r foreignRow
 			var mine bool
-			if format == ImportKinsumer {
+			switch format {
+			case ImportKinsumer:
 				r, mine = kinsumerRow(item), true
-			} else {
+			case ImportVMwareKCL:
+				r, mine = vmwareRow(item), true
+			default:
 				r, mine = kclRow(item, stream)
 			}
 			if !mine {
@@ -322,9 +657,35 @@ func kinsumerRow(item map[string]types.AttributeValue) foreignRow {
 	case !ok:
 		r.skip = fmt.Sprintf("SequenceNumber is %s, want a string", avType(item["SequenceNumber"]))
 	case !present || seq == "":
-		r.skip = "no SequenceNumber: the shard was never consumed; it starts at the consumer's configured start position"
+		r.skip, r.noProgress = "no SequenceNumber: kinsumer never checkpointed the shard", true
 	case validCheckpoint(seq, -1) != nil:
 		r.skip = fmt.Sprintf("SequenceNumber %q is not a sequence number", seq)
+	}
+	return r
+}
+
+// vmwareRow reads one row of a vmware-go-kcl-v2 table. Its ParentShardId,
+// like every source's parents, is not read: Import takes the parents from
+// the stream.
+func vmwareRow(item map[string]types.AttributeValue) foreignRow {
+	shard, _, _ := stringAttr(item, "ShardID")
+	r := foreignRow{shard: shard, sub: -1}
+	if err := ValidateShardID(shard); err != nil {
+		r.skip = fmt.Sprintf("ShardID is not a shard id: %v", err)
+		return r
+	}
+	cp, present, ok := stringAttr(item, "Checkpoint")
+	r.checkpoint = cp
+	switch {
+	case !ok:
+		r.skip = fmt.Sprintf("Checkpoint is %s, want a string", avType(item["Checkpoint"]))
+	case !present || cp == "":
+		r.skip, r.noProgress = "no Checkpoint: no record was processed", true
+	case cp == "TRIM_HORIZON" || cp == "LATEST" || cp == "AT_TIMESTAMP":
+		r.skip, r.noProgress = cp+" means no record was processed yet", true
+	case cp == ShardEnd:
+	case validCheckpoint(cp, -1) != nil:
+		r.skip = fmt.Sprintf("Checkpoint %q is neither a sequence number nor SHARD_END", cp)
 	}
 	return r
 }
@@ -356,13 +717,6 @@ func kclRow(item map[string]types.AttributeValue, stream string) (r foreignRow, 
 		r.skip = fmt.Sprintf("leaseKey %q does not end in a shard id: %v", key, err)
 		return r, true
 	}
-	if v, ok := item["parentShardId"].(*types.AttributeValueMemberSS); ok {
-		for _, p := range v.Value {
-			if ValidateShardID(p) == nil {
-				r.parents = append(r.parents, p)
-			}
-		}
-	}
 	cp, present, ok := stringAttr(item, "checkpoint")
 	r.checkpoint = cp
 	switch {
@@ -370,10 +724,10 @@ func kclRow(item map[string]types.AttributeValue, stream string) (r foreignRow, 
 		r.skip = fmt.Sprintf("checkpoint is %s, want a string", avType(item["checkpoint"]))
 		return r, true
 	case !present || cp == "":
-		r.skip = "no checkpoint: no record was processed; the shard starts at the consumer's configured start position"
+		r.skip, r.noProgress = "no checkpoint: no record was processed", true
 		return r, true
 	case cp == "TRIM_HORIZON" || cp == "LATEST" || cp == "AT_TIMESTAMP":
-		r.skip = cp + " means no record was processed yet; the shard starts at the consumer's configured start position"
+		r.skip, r.noProgress = cp+" means no record was processed yet", true
 		return r, true
 	case cp == ShardEnd:
 		return r, true

@@ -27,7 +27,7 @@ func requireIdempotent(t *testing.T, raw shardlease.DynamoDBAPI, format shardlea
 	s := newStore(t, client, table)
 	before, err := s.List(t.Context(), stream)
 	require.NoError(t, err)
-	rep, err := shardlease.Import(t.Context(), raw, format, from, s, stream)
+	rep, err := shardlease.Import(t.Context(), raw, handMadeStream(), format, from, s, stream)
 	require.NoError(t, err)
 	require.Zero(t, rep.Copied)
 	require.Zero(t, client.Writes(), "a second run writes nothing")
@@ -51,7 +51,7 @@ func TestImportKinsumer(t *testing.T) {
 	_, err = s.Release(ctx, l)
 	require.NoError(t, err)
 
-	rep, err := shardlease.Import(ctx, raw, shardlease.ImportKinsumer, from, s, "orders")
+	rep, err := shardlease.Import(ctx, raw, handMadeStream(), shardlease.ImportKinsumer, from, s, "orders")
 	require.NoError(t, err)
 	require.Equal(t, "orders", rep.Stream)
 	require.Equal(t, from, rep.FromTable)
@@ -64,7 +64,10 @@ func TestImportKinsumer(t *testing.T) {
 	require.Equal(t, "copied", res["shardId-000000000001"].Action)
 	require.Equal(t, shardlease.ShardEnd, res["shardId-000000000001"].Checkpoint, "Finished means the shard was consumed to its end")
 	require.Equal(t, "skipped", res["shardId-000000000002"].Action)
-	require.Contains(t, res["shardId-000000000002"].Reason, "never consumed")
+	require.Equal(t, "no SequenceNumber: kinsumer never checkpointed the shard; a consumer starts it at its configured initial position (WithInitialPosition)", res["shardId-000000000002"].Reason)
+	require.Equal(t, 1, rep.NotInSource)
+	require.Equal(t, shardlease.ImportResult{Shard: "shardId-000000000004", Action: shardlease.ImportNotInSource,
+		Reason: "the source table has no row for this shard; a consumer reads it from its first record once its parent shardId-000000000001 is finished"}, res["shardId-000000000004"])
 	require.Equal(t, "skipped", res["shardId-000000000003"].Action)
 	require.Equal(t, "already has progress: row orders:shardId-000000000003 has checkpoint "+newerSeq+
 		", newer than the imported 49590338271534858098956753784644642512218454689500889138", res["shardId-000000000003"].Reason)
@@ -99,7 +102,7 @@ func TestImportKCL(t *testing.T) {
 	// Shard 0's row exists without a checkpoint (shard sync created it).
 	createRows(t, s, key("orders", 0))
 
-	rep, err := shardlease.Import(ctx, raw, shardlease.ImportKCL, from, s, "orders")
+	rep, err := shardlease.Import(ctx, raw, handMadeStream(), shardlease.ImportKCL, from, s, "orders")
 	require.NoError(t, err)
 	require.Equal(t, shardlease.ImportKCL, rep.Format)
 	require.Equal(t, 3, rep.Copied)
@@ -111,7 +114,7 @@ func TestImportKCL(t *testing.T) {
 	require.Equal(t, shardlease.ImportResult{Shard: "shardId-000000000001", Checkpoint: shardlease.ShardEnd, Action: "copied",
 		Reason: "created row orders:shardId-000000000001 with checkpoint SHARD_END from table " + from}, res["shardId-000000000001"])
 	require.Equal(t, shardlease.ImportResult{Shard: "shardId-000000000002", Checkpoint: "TRIM_HORIZON", Action: "skipped",
-		Reason: "TRIM_HORIZON means no record was processed yet; the shard starts at the consumer's configured start position"}, res["shardId-000000000002"])
+		Reason: "TRIM_HORIZON means no record was processed yet; a consumer starts it at its configured initial position (WithInitialPosition)"}, res["shardId-000000000002"])
 	require.Equal(t, "skipped", res["shardId-000000000003"].Action)
 	require.Equal(t, "LATEST", res["shardId-000000000003"].Checkpoint)
 	require.Equal(t, "copied", res["shardId-000000000004"].Action)
@@ -125,7 +128,7 @@ func TestImportKCL(t *testing.T) {
 		SubSequence: 3, Parents: []string{"shardId-000000000001"}}, rows[2])
 
 	requireIdempotent(t, raw, shardlease.ImportKCL, from, table, "orders")
-	rep, err = shardlease.Import(ctx, raw, shardlease.ImportKCL, from, s, "orders")
+	rep, err = shardlease.Import(ctx, raw, handMadeStream(), shardlease.ImportKCL, from, s, "orders")
 	require.NoError(t, err)
 	require.Equal(t, "already has progress: row orders:shardId-000000000004 has checkpoint "+
 		"49590338271556158844155284407786178230366894039683039250, the same as the imported one", results(rep)["shardId-000000000004"].Reason)
@@ -137,10 +140,11 @@ func TestImportKCLMultiStream(t *testing.T) {
 	loadRows(t, raw, from, "kcl-multistream.json")
 	s := newStore(t, raw, table)
 
-	rep, err := shardlease.Import(t.Context(), raw, shardlease.ImportKCL, from, s, "orders")
+	rep, err := shardlease.Import(t.Context(), raw, handMadeStream(), shardlease.ImportKCL, from, s, "orders")
 	require.NoError(t, err)
-	require.Len(t, rep.Results, 2, "rows of other streams are not reported")
+	require.Len(t, rep.Results, 6, "rows of other streams are not reported; the stream's other shards are, as not in the source")
 	require.Equal(t, 1, rep.Copied)
+	require.Equal(t, 4, rep.NotInSource)
 	require.Equal(t, shardlease.ImportResult{Shard: "shardId-000000000000", Checkpoint: "49500000000000000000000000000000000000000000000000000002", Action: "skipped",
 		Reason: "lease of an older incarnation of stream orders (creation epoch 1500000000; the newest is 1600000000)"}, rep.Results[1])
 	got, err := s.Get(t.Context(), key("orders", 0))
@@ -156,26 +160,27 @@ func TestImportTableErrors(t *testing.T) {
 	s := newStore(t, raw, table)
 
 	missing := emulator.UniqueName("no-such-table")
-	_, err := shardlease.Import(ctx, raw, shardlease.ImportKinsumer, missing, s, "orders")
+	_, err := shardlease.Import(ctx, raw, handMadeStream(), shardlease.ImportKinsumer, missing, s, "orders")
 	require.ErrorIs(t, err, shardlease.ErrTableNotFound)
 	require.ErrorContains(t, err, "table "+missing+": ")
 	require.ErrorContains(t, err, `import expected a kinsumer table with the string partition key "Shard" here`)
 
 	kcl := foreignTable(t, raw, "kcl-app", "leaseKey")
-	_, err = shardlease.Import(ctx, raw, shardlease.ImportKinsumer, kcl, s, "orders")
+	_, err = shardlease.Import(ctx, raw, handMadeStream(), shardlease.ImportKinsumer, kcl, s, "orders")
 	require.ErrorIs(t, err, shardlease.ErrBadTableSchema)
-	require.EqualError(t, err, "shardlease: table "+kcl+`: lease table has the wrong key schema: it has key HASH leaseKey (S), but a kinsumer table has exactly one key, the string partition key "Shard"; check the table name and the format`)
+	require.EqualError(t, err, "shardlease: import: table "+kcl+` is not a kinsumer table: its key is HASH leaseKey (S), where a kinsumer table has exactly one key, the string partition key "Shard"; `+
+		`it looks like a kcl table: import it with format "kcl"; the formats are kinsumer (key Shard), vmware-go-kcl-v2 (key ShardID), kcl (key leaseKey)`)
 
-	_, err = shardlease.Import(ctx, raw, shardlease.ImportKCL, table, s, "orders")
+	_, err = shardlease.Import(ctx, raw, handMadeStream(), shardlease.ImportKCL, table, s, "orders")
 	require.ErrorIs(t, err, shardlease.ErrInvalidConfig)
-	_, err = shardlease.Import(ctx, raw, "flink", kcl, s, "orders")
+	_, err = shardlease.Import(ctx, raw, handMadeStream(), "flink", kcl, s, "orders")
 	require.ErrorIs(t, err, shardlease.ErrInvalidConfig)
-	_, err = shardlease.Import(ctx, raw, shardlease.ImportKCL, kcl, s, "bad:stream")
+	_, err = shardlease.Import(ctx, raw, handMadeStream(), shardlease.ImportKCL, kcl, s, "bad:stream")
 	require.ErrorIs(t, err, shardlease.ErrInvalidName)
 
 	// The destination table is checked too.
 	gone := newStore(t, raw, emulator.UniqueName("no-lease-table"))
-	_, err = shardlease.Import(ctx, raw, shardlease.ImportKCL, kcl, gone, "orders")
+	_, err = shardlease.Import(ctx, raw, handMadeStream(), shardlease.ImportKCL, kcl, gone, "orders")
 	require.ErrorIs(t, err, shardlease.ErrTableNotFound)
 	require.True(t, errors.Is(err, shardlease.ErrTableNotFound))
 }
@@ -197,7 +202,7 @@ func TestNoLossImportFenced(t *testing.T) {
 	require.Empty(t, held.Checkpoint)
 	before := rawItem(t, raw, table, "orders:shardId-000000000000")
 
-	_, err = shardlease.Import(ctx, raw, shardlease.ImportKinsumer, from, s, "orders")
+	_, err = shardlease.Import(ctx, raw, handMadeStream(), shardlease.ImportKinsumer, from, s, "orders")
 	require.ErrorIs(t, err, shardlease.ErrLeaseHeld)
 	require.ErrorContains(t, err, `held by "live"`)
 	require.Equal(t, before, rawItem(t, raw, table, "orders:shardId-000000000000"), "a held row is not written")
@@ -207,7 +212,7 @@ func TestNoLossImportFenced(t *testing.T) {
 	// Released, the row is imported with a write that bumps the counter.
 	held, err = s.Release(ctx, held)
 	require.NoError(t, err)
-	_, err = shardlease.Import(ctx, raw, shardlease.ImportKinsumer, from, s, "orders")
+	_, err = shardlease.Import(ctx, raw, handMadeStream(), shardlease.ImportKinsumer, from, s, "orders")
 	require.NoError(t, err)
 	got, err := s.Get(ctx, key("orders", 0))
 	require.NoError(t, err)

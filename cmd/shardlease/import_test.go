@@ -18,7 +18,7 @@ func TestImportUsage(t *testing.T) {
 		{[]string{"import", "-from", "old", "-table", "new", "-stream", "s"}, "missing -format"},
 		{[]string{"import", "-format", "kcl", "-table", "new", "-stream", "s"}, "missing -from"},
 		{[]string{"import", "-format", "kcl", "-from", "old", "-stream", "s"}, "missing -table"},
-		{[]string{"import", "-format", "kcl2", "-from", "old", "-table", "new", "-stream", "s"}, `-format "kcl2": use kinsumer or kcl`},
+		{[]string{"import", "-format", "kcl2", "-from", "old", "-table", "new", "-stream", "s"}, `-format "kcl2": use kinsumer, vmware-go-kcl-v2, kcl`},
 	} {
 		r := runCLI(t, env{}, tc.args...)
 		assert.Equal(t, 2, r.code, tc.args)
