@@ -21,13 +21,13 @@ func results(rep *shardlease.ImportReport) map[string]shardlease.ImportResult {
 
 // requireIdempotent runs the import again and requires that it skips every
 // row and writes nothing.
-func requireIdempotent(t *testing.T, raw shardlease.DynamoDBAPI, format shardlease.ImportFormat, from, table, stream string) {
+func requireIdempotent(t *testing.T, raw shardlease.DynamoDBAPI, kin shardlease.KinesisAPI, format shardlease.ImportFormat, from, table, stream string) {
 	t.Helper()
 	client := &countingDynamo{DynamoDBAPI: raw}
 	s := newStore(t, client, table)
 	before, err := s.List(t.Context(), stream)
 	require.NoError(t, err)
-	rep, err := shardlease.Import(t.Context(), raw, handMadeStream(), format, from, s, stream)
+	rep, err := shardlease.Import(t.Context(), raw, kin, format, from, s, stream)
 	require.NoError(t, err)
 	require.Zero(t, rep.Copied)
 	require.Zero(t, client.Writes(), "a second run writes nothing")
@@ -90,7 +90,7 @@ func TestImportKinsumer(t *testing.T) {
 	_, err = s.Release(ctx, l)
 	require.NoError(t, err)
 
-	requireIdempotent(t, raw, shardlease.ImportKinsumer, from, table, "orders")
+	requireIdempotent(t, raw, handMadeStream(), shardlease.ImportKinsumer, from, table, "orders")
 }
 
 func TestImportKCL(t *testing.T) {
@@ -127,7 +127,7 @@ func TestImportKCL(t *testing.T) {
 	require.Equal(t, shardlease.Lease{Key: key("orders", 4), Checkpoint: "49590338271556158844155284407786178230366894039683039250",
 		SubSequence: 3, Parents: []string{"shardId-000000000001"}}, rows[2])
 
-	requireIdempotent(t, raw, shardlease.ImportKCL, from, table, "orders")
+	requireIdempotent(t, raw, handMadeStream(), shardlease.ImportKCL, from, table, "orders")
 	rep, err = shardlease.Import(ctx, raw, handMadeStream(), shardlease.ImportKCL, from, s, "orders")
 	require.NoError(t, err)
 	require.Equal(t, "already has progress: row orders:shardId-000000000004 has checkpoint "+

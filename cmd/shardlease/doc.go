@@ -11,7 +11,8 @@
 //	list          show every lease of a stream: owner, counter, checkpoint, ...
 //	reset         move a shard's checkpoint (the lease must be free, or -force)
 //	release       free a lease whose holder is dead
-//	import        copy progress from a kinsumer or Java KCL table into the lease table
+//	import        copy progress from a kinsumer, vmware-go-kcl-v2 or Java KCL table into
+//	              the lease table, checked against the stream first
 //
 // Run "shardlease <command> -h" for a command's flags and an example.
 //
