@@ -27,6 +27,10 @@
 //	-region REGION      overrides the configured region
 //	-endpoint URL       overrides the DynamoDB endpoint (and the environment's)
 //
+// import also reads the stream (ListShards, GetShardIterator) to check the
+// rows against it; its -kinesis-endpoint URL (or AWS_ENDPOINT_URL_KINESIS)
+// points that client at another endpoint.
+//
 // # Writes are fenced
 //
 // reset and release change a lease row only through the lease store's
