@@ -120,12 +120,10 @@ func TestImportPeerTables(t *testing.T) {
 
 			// Aimed at a fresh stream with the same shards (4, shard 1
 			// split), the rows are refused and nothing is written.
-			kc := emulator.Kinesis(t)
-			stream := emulator.UniqueName("fresh")
-			require.NoError(t, emulator.CreateStream(ctx, kc, stream, 4))
-			_, err = kc.SplitShard(ctx, &kinesis.SplitShardInput{StreamName: aws.String(stream), ShardToSplit: aws.String(parent),
-				NewStartingHashKey: aws.String("127605887595351923798765477786913079295")})
-			require.NoError(t, err)
+			live := newLiveStream(t, 4)
+			live.split(t, parent)
+			require.Equal(t, "127605887595351923798765477786913079295", aws.ToString(live.shards[shardID(5)].HashKeyRange.StartingHashKey), "split where the recorded stream was")
+			kc, stream := live.kc, live.name
 			counting := &countingDynamo{DynamoDBAPI: raw}
 			fresh := newStore(t, counting, table)
 			_, err = shardlease.Import(ctx, raw, kc, tc.format, from, fresh, stream)

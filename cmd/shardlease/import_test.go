@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -65,6 +66,8 @@ func TestImportVMwareKCL(t *testing.T) {
 		BillingMode:          types.BillingModePayPerRequest,
 	})
 	require.NoError(t, err)
+	waiter := dynamodb.NewTableExistsWaiter(dyn, func(o *dynamodb.TableExistsWaiterOptions) { o.MinDelay = 10 * time.Millisecond })
+	require.NoError(t, waiter.Wait(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(from)}, time.Minute))
 	for _, item := range []map[string]types.AttributeValue{
 		{"ShardID": &types.AttributeValueMemberS{Value: shard(0)}, "Checkpoint": &types.AttributeValueMemberS{Value: seqs[1]},
 			"LeaseTimeout": &types.AttributeValueMemberS{Value: "2026-11-30T20:35:45.067594449Z"}},
