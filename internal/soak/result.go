@@ -19,6 +19,8 @@ type Result struct {
 	Injected                   map[string]int64 // by kind
 	MaxSkewSeen                time.Duration    // largest wall-clock skew seen in written expiries
 	Produced, Handled, Handing int              // records produced, distinct handled, handlings
+	DeadLettered               int              // of Handled, records handed to the dead-letter callback
+	BadDeadLetter              int              // records dead-lettered that the handler did not fail on
 	Lost                       int
 	Duplicates                 int
 	DupCrash, DupPause         int
@@ -83,6 +85,9 @@ func (s *soak) result(ctx context.Context, drained bool) *Result {
 		}
 		r.Handled++
 		r.Handing += len(hs)
+		if slices.ContainsFunc(hs, func(h handling) bool { return h.dead }) {
+			r.DeadLettered++
+		}
 		if len(hs) == 1 {
 			continue
 		}
@@ -139,7 +144,9 @@ func (s *soak) result(ctx context.Context, drained bool) *Result {
 			}
 		}
 		for _, id := range want {
-			if len(s.handled[id]) > 0 { // lost records are reported above
+			// Lost records are reported above; a dead-lettered one is set
+			// aside after the rest of its batch.
+			if hs := s.handled[id]; len(hs) > 0 && !hs[0].dead {
 				handled = append(handled, id)
 			}
 		}
@@ -151,6 +158,12 @@ func (s *soak) result(ctx context.Context, drained bool) *Result {
 		}
 	}
 
+	r.BadDeadLetter = len(s.badDead)
+	for i, e := range s.badDead {
+		if i < 5 {
+			problem("dead-lettered a record the handler did not fail on: %s", e)
+		}
+	}
 	for _, inc := range s.all {
 		if inc.runErr != nil && !inc.crashed.Load() {
 			r.RunErrors++
@@ -203,6 +216,8 @@ func (r *Result) Table() string {
 	row := func(name string, v any, verdict string) { fmt.Fprintf(&b, "  %-56s %8v  %s\n", name, v, verdict) }
 	row("records produced", r.Produced, "")
 	row("records handled (distinct)", r.Handled, "")
+	row("  of which dead-lettered (poison, after every attempt)", r.DeadLettered, "")
+	row("  dead-lettered although not poison", r.BadDeadLetter, ok(r.BadDeadLetter == 0))
 	row("lost (produced, never handled)", r.Lost, ok(r.Lost == 0))
 	row("duplicates (handled more than once)", r.Duplicates, "")
 	row("  explained: first handler crashed before checkpointing", r.DupCrash, "")

@@ -4,6 +4,12 @@
 // never backwards, no stale holder's write accepted, partition-key order
 // kept across a split and a merge, and every duplicate explained.
 //
+// Some records are poison: the handler always fails on them, and the
+// consumers hand them to their dead-letter callback after a few attempts.
+// A dead-lettered record counts as handled (the user chose to set it aside),
+// but is not held to partition-key order: the records after it in its batch
+// are handled before the callback is called.
+//
 // It runs in two worlds: "fake" (the in-process Kinesis fake and
 // MemoryStore; run it inside a testing/synctest bubble for fake time) and
 // "emulator" (kinesalite and DynamoStore on dynalite). TestSoak runs both
@@ -19,6 +25,7 @@ import (
 	"math/big"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -65,6 +72,10 @@ type Config struct {
 	// Drain bounds the wait for every record after the faults stop.
 	// Default 30 lease durations.
 	Drain time.Duration
+	// PoisonEvery makes every PoisonEvery-th record produced one the
+	// handler always fails on (see MaxAttempts). Default 50; negative for
+	// none.
+	PoisonEvery int
 
 	// Kinesis is the service the stream is created in.
 	Kinesis Kinesis
@@ -108,6 +119,9 @@ func (c *Config) defaults() error {
 	if c.Drain <= 0 {
 		c.Drain = 30 * c.Lease
 	}
+	if c.PoisonEvery == 0 {
+		c.PoisonEvery = 50
+	}
 	if c.Log == nil {
 		c.Log = slog.New(slog.DiscardHandler)
 	}
@@ -132,7 +146,17 @@ const (
 	EvPause   = "pause longer than the lease (frozen mid-batch)"
 	EvSplit   = "shard split"
 	EvMerge   = "shard merge"
+	EvPoison  = "poison record produced (the handler always fails on it)"
 )
+
+// MaxAttempts is how often the consumers hand a failing batch to the
+// handler before they narrow it down and dead-letter the poison records.
+const MaxAttempts = 3
+
+// poisonMark ends the payload of a poison record, after its id.
+const poisonMark = "!poison"
+
+var errPoison = errors.New("soak: poison record")
 
 // counter is a set of named counts.
 type counter struct {
@@ -187,6 +211,7 @@ type handling struct {
 	seq        string
 	at         time.Time // when the handler was entered
 	afterPause bool      // handled by a frozen worker once it woke up
+	dead       bool      // handed to the dead-letter callback
 }
 
 type soak struct {
@@ -210,6 +235,7 @@ type soak struct {
 	seqOf     map[string]string
 	retried   map[string]bool // ids whose put was retried
 	nonHolder []string        // batches handed to a worker not holding the lease
+	badDead   []string        // records dead-lettered that are not poison
 	unknown   int             // handled records with an id never produced
 }
 
@@ -351,6 +377,8 @@ func (s *soak) launch(slot int) {
 		shardlease.WithShutdownTimeout(lease),
 		shardlease.WithWallClock(func() time.Time { return time.Now().Add(inc.skew) }),
 		shardlease.WithLogger(cfg.Log.With("worker", inc.id)),
+		shardlease.WithMaxAttempts(MaxAttempts),
+		shardlease.WithDeadLetter(s.deadLetter(inc)),
 	)
 	if err != nil {
 		panic(err) // the options above are valid for any positive lease
@@ -416,6 +444,11 @@ func (s *soak) handler(inc *incarnation) shardlease.Handler {
 			s.nonHolder = append(s.nonHolder, fmt.Sprintf("%s handed %d records of %s from %s while the row's owner was %q", inc.id, len(b.Records), b.ShardID, b.Records[0].SequenceNumber, owner))
 			s.mu.Unlock()
 		}
+		for _, r := range b.Records {
+			if strings.HasSuffix(string(r.Data), poisonMark) {
+				return fmt.Errorf("record %s: %w", r.SequenceNumber, errPoison)
+			}
+		}
 		at := time.Now()
 		// A handler entered while another one froze the process is frozen
 		// mid-batch too, and goes on with its batch when the process wakes.
@@ -448,6 +481,31 @@ func (s *soak) handler(inc *incarnation) shardlease.Handler {
 	}
 }
 
+// deadLetter records what an incarnation hands to its dead-letter callback:
+// the poison records, counted as handled.
+func (s *soak) deadLetter(inc *incarnation) shardlease.DeadLetterFunc {
+	return func(ctx context.Context, shard string, records []shardlease.Record, err error) error {
+		if inc.crashed.Load() {
+			return errCrashed
+		}
+		at := time.Now()
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for _, r := range records {
+			id := strings.TrimSuffix(string(r.Data), poisonMark)
+			if _, ok := s.keyOf[id]; !ok {
+				s.unknown++
+				continue
+			}
+			if !errors.Is(err, errPoison) || id == string(r.Data) {
+				s.badDead = append(s.badDead, fmt.Sprintf("%s dead-lettered %s of %s (%v)", inc.id, id, shard, err))
+			}
+			s.handled[id] = append(s.handled[id], handling{by: inc, shard: shard, seq: r.SequenceNumber, at: at, dead: true})
+		}
+		return nil
+	}
+}
+
 // produce writes records with unique ids until ctx is done.
 func (s *soak) produce(ctx context.Context) {
 	every := time.Second / time.Duration(s.cfg.Rate)
@@ -463,12 +521,17 @@ func (s *soak) produce(ctx context.Context) {
 		id := fmt.Sprintf("rec-%08d", n)
 		key := fmt.Sprintf("key-%03d", n%s.cfg.Keys)
 		n++
+		data := id
+		if s.cfg.PoisonEvery > 0 && n%s.cfg.PoisonEvery == 0 {
+			data += poisonMark
+			s.counts.add(EvPoison, 1)
+		}
 		s.mu.Lock()
 		s.keyOf[id] = key // before the put: a reader may see it at once
 		s.mu.Unlock()
 		for attempt := 0; ; attempt++ {
 			out, err := s.cfg.Kinesis.PutRecord(context.WithoutCancel(ctx), &kinesis.PutRecordInput{
-				StreamName: aws.String(s.cfg.Stream), PartitionKey: aws.String(key), Data: []byte(id),
+				StreamName: aws.String(s.cfg.Stream), PartitionKey: aws.String(key), Data: []byte(data),
 			})
 			if err == nil {
 				s.mu.Lock()

@@ -38,6 +38,9 @@ func check(t *testing.T, res *soak.Result, err error) {
 			t.Errorf("no %q was injected", kind)
 		}
 	}
+	if res.Injected[soak.EvPoison] == 0 || res.DeadLettered == 0 {
+		t.Errorf("%d poison records produced, %d dead-lettered", res.Injected[soak.EvPoison], res.DeadLettered)
+	}
 	if res.MaxSkewSeen < 10*time.Minute {
 		t.Errorf("wall clocks were skewed by at most %v", res.MaxSkewSeen)
 	}

@@ -39,6 +39,7 @@ func run() int {
 		keys     = flag.Int("keys", 64, "partition keys")
 		faults   = flag.Float64("fault-rate", 0.03, "probability that a worker's DynamoDB or Kinesis call fails")
 		lease    = flag.Duration("lease", 2*time.Second, "lease duration of the consumers")
+		poison   = flag.Int("poison-every", 50, "every n-th record is one the handler always fails on (dead-lettered); -1 for none")
 		events   = flag.Bool("events", true, "print each crash, pause and reshard as it happens")
 		verbose  = flag.Bool("v", false, "print the library's logs (info and up)")
 	)
@@ -48,7 +49,7 @@ func run() int {
 
 	cfg := soak.Config{
 		Seed: *seed, Workers: *workers, Shards: *shards, Duration: *duration,
-		Rate: *rate, Keys: *keys, FaultRate: *faults, Lease: *lease,
+		Rate: *rate, Keys: *keys, FaultRate: *faults, Lease: *lease, PoisonEvery: *poison,
 		Stream: emulator.UniqueName("soak"), Table: emulator.UniqueName("soak-leases"),
 	}
 	if *events {
