@@ -15,8 +15,9 @@ import (
 )
 
 // A record the handler can never process (here: one that does not parse)
-// goes to the dead-letter callback after two attempts; the records around
-// it are handled once, and the checkpoint moves past the whole batch.
+// goes to the dead-letter callback after two attempts, at its place in the
+// shard's order; the records around it are handled once, and the checkpoint
+// moves past it.
 func ExampleWithDeadLetter() {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -35,6 +36,9 @@ func ExampleWithDeadLetter() {
 		}
 		for _, r := range batch.Records {
 			fmt.Println("handled", string(r.Data))
+			if string(r.Data) == "order-5" {
+				cancel() // stop: Run checkpoints, releases and returns
+			}
 		}
 		return nil
 	}
@@ -43,8 +47,7 @@ func ExampleWithDeadLetter() {
 			// In a service: send it to a queue or table to look at later.
 			fmt.Printf("dead-lettered %s from %s: %v\n", r.Data, shard, errors.Is(err, errUnparsable))
 		}
-		cancel() // stop: Run checkpoints past the batch, releases and returns
-		return nil
+		return nil // the checkpoint may move past the records
 	}
 	consumer, err := shardlease.NewConsumer(stream, shardlease.NewMemoryStore(), "orders", handle,
 		shardlease.WithMaxAttempts(2), shardlease.WithDeadLetter(deadLetter),
@@ -62,9 +65,9 @@ func ExampleWithDeadLetter() {
 	// Output:
 	// handled order-1
 	// handled order-2
+	// dead-lettered garbage from shardId-000000000000: true
 	// handled order-4
 	// handled order-5
-	// dead-lettered garbage from shardId-000000000000: true
 	// handled: 4 dead-lettered: 1
 }
 

@@ -196,7 +196,8 @@ func TestPoisonDeadLetterFails(t *testing.T) {
 		waitFor(t, 60*w.lease, "the callback failed three more times", func() bool { _, _, _, n := h.snapshot(); return n >= 5 })
 
 		shard := onlyShard(t, p)
-		assert.Empty(t, w.checkpointOf(t, shard), "nothing checkpointed while the callback fails")
+		cp := w.checkpointOf(t, shard)
+		assert.True(t, cp == "" || cp == p.seq[p.ids[3]], "checkpoint %q is past the records before the poison record at most", cp)
 		handled, dead, _, _ := h.snapshot()
 		assert.Empty(t, dead)
 		for _, id := range p.ids[10:] {

@@ -14,25 +14,27 @@ import (
 	"github.com/shardlease/shardlease/internal/backoff"
 )
 
-// DeadLetterFunc receives the records of a shard that its handler failed on
-// WithMaxAttempts times each, with the error of the last failure (joined
-// errors when records failed differently). Store them somewhere to look at
-// later (a queue, a table, a log). Returning nil lets the checkpoint move
-// past them; returning an error calls it again after a backoff, for as long
-// as the lease is held, and nothing after the records is checkpointed
-// meanwhile. ctx is cancelled when the lease is lost.
+// DeadLetterFunc receives records of a shard that its handler failed on
+// WithMaxAttempts times each, with the error of the last failure; today one
+// record per call, at its place in the shard's order. Store them somewhere
+// to look at later (a queue, a table, a log). Returning nil lets the
+// checkpoint move past them; returning an error calls it again after a
+// backoff, for as long as the lease is held, and nothing after the records
+// is handled or checkpointed meanwhile. ctx is cancelled when the lease is
+// lost. A panic is recovered and treated as an error.
 type DeadLetterFunc func(ctx context.Context, shard string, records []Record, err error) error
 
 // WithMaxAttempts bounds how often a failing batch is handed to the handler.
-// After n failed calls the batch is narrowed down by halves: each half is
-// handed over once, a half that succeeds is done, a half that fails is
-// halved again, and a single record is tried alone until it has failed n
-// times. The records that fail alone go to the WithDeadLetter callback (one
-// call per batch), and the batch is checkpointed once it returns nil. One
-// failing record in a batch of b costs about n + 2·log2(b) handler calls;
-// every other record is handled once. Each dead-lettered record is logged at
-// Error level with its shard and sequence number and counted in
-// Stats.RecordsDeadLettered and the shardlease.records.deadlettered metric.
+// After n failed calls the batch is narrowed down by halves, in order: each
+// half is handed over once, a half that succeeds is checkpointed, a half that
+// fails is halved again, and a single record is tried alone until it has
+// failed n times. Such a record goes to the WithDeadLetter callback before
+// the records after it are handed over, and the checkpoint moves past it
+// once the callback returns nil. One failing record in a batch of b costs
+// about 2n + 2·log2(b) handler calls; every other record is handled once.
+// Each dead-lettered record is logged at Error level with its shard and
+// sequence number and counted in Stats.RecordsDeadLettered and the
+// shardlease.records.deadlettered metric.
 //
 // Default 0: retry without a limit, so that no record is ever skipped; the
 // shardlease.retry.stuck and shardlease.retry.ages_out_in gauges and an
@@ -130,40 +132,48 @@ func (r *leaseRunner) stuck(now time.Time) (stuckFor, left time.Duration, knowLe
 }
 
 // isolate narrows recs, which the handler failed on failed times together
-// (last with err), down to the records that fail alone, handing every other
-// record to the handler, in order. It returns the records that failed alone
-// maxAttempts times with the error of each, or false when the runner must
-// stop first.
-func (r *leaseRunner) isolate(b *Batch, recs []Record, failed int, err error) (poison []Record, errs []error, ok bool) {
+// (last with err), down to the records that fail alone, in order: a half
+// the handler succeeds on is checkpointed at once, and a record that fails
+// alone maxAttempts times goes to the dead-letter callback before the
+// records after it are tried. It reports false when the runner must stop
+// first; everything before the record in hand is checkpointed then, so a
+// handoff hands nothing handled to the next worker.
+func (r *leaseRunner) isolate(b *Batch, recs []Record, failed int, err error) bool {
 	if len(recs) == 1 {
 		bo := backoff.Backoff{Min: r.c.cfg.retryMin, Max: r.c.cfg.retryMax}
 		for failed < r.c.cfg.maxAttempts {
 			if !r.pause(bo.Next()) || !r.mayHand() {
-				return nil, nil, false
+				return false
 			}
 			if err = r.attempt(b.part(recs)); err == nil {
-				return nil, nil, true
+				r.progress(recs)
+				return true
 			}
 			failed++
 		}
-		return recs, []error{err}, true
+		return r.deadLetter(recs, err)
 	}
 	mid := len(recs) / 2
 	for _, half := range [][]Record{recs[:mid], recs[mid:]} {
 		if !r.mayHand() {
-			return nil, nil, false
+			return false
 		}
 		err := r.attempt(b.part(half))
 		if err == nil {
+			r.progress(half)
 			continue
 		}
-		p, e, ok := r.isolate(b, half, 1, err)
-		if !ok {
-			return nil, nil, false
+		if !r.isolate(b, half, 1, err) {
+			return false
 		}
-		poison, errs = append(poison, p...), append(errs, e...)
 	}
-	return poison, errs, true
+	return true
+}
+
+// progress checkpoints the last of recs, which are done.
+func (r *leaseRunner) progress(recs []Record) {
+	last := recs[len(recs)-1]
+	_ = r.mark(last.SequenceNumber, last.SubSequenceNumber)
 }
 
 // part is a batch of some of b's records.
@@ -203,41 +213,41 @@ func (r *leaseRunner) pause(d time.Duration) bool {
 }
 
 // giveUp handles b after the handler failed on it maxAttempts times: it
-// narrows the batch down to the failing records and hands those to the
-// dead-letter callback until it returns nil. It reports false when the
-// runner must stop first; the checkpoint then stays before the batch.
+// narrows the batch down to the failing records and hands each to the
+// dead-letter callback (see isolate). It reports false when the runner must
+// stop first.
 func (r *leaseRunner) giveUp(b *Batch, err error) bool {
 	r.log.Warn("handler failed on the batch every attempt; narrowing it down to the failing records",
 		"records", len(b.Records), "first", b.Records[0].SequenceNumber, "attempts", r.c.cfg.maxAttempts, "err", err)
-	poison, errs, ok := r.isolate(b, b.Records, r.c.cfg.maxAttempts, err)
-	if !ok {
-		return false
-	}
-	if len(poison) == 0 {
-		return true
-	}
-	err = joinDistinct(errs)
+	return r.isolate(b, b.Records, r.c.cfg.maxAttempts, err)
+}
+
+// deadLetter hands recs, which failed every attempt (the last with err), to
+// the dead-letter callback until it returns nil, then checkpoints them. It
+// reports false when the runner must stop first.
+func (r *leaseRunner) deadLetter(recs []Record, err error) bool {
 	bo := backoff.Backoff{Min: r.c.cfg.retryMin, Max: r.c.cfg.retryMax}
 	for {
 		if !r.mayHand() {
 			return false
 		}
-		cerr := r.callDeadLetter(poison, err)
+		cerr := r.callDeadLetter(recs, err)
 		if cerr == nil {
 			break
 		}
 		r.log.Error("dead-letter callback failed; calling it again, the checkpoint stays before the records",
-			"records", len(poison), "first", poison[0].SequenceNumber, "attempt", bo.Attempts()+1, "err", cerr)
+			"records", len(recs), "first", recs[0].SequenceNumber, "attempt", bo.Attempts()+1, "err", cerr)
 		if !r.pause(bo.Next()) {
 			return false
 		}
 	}
-	for i, rec := range poison {
+	for _, rec := range recs {
 		r.log.Error("record dead-lettered after failing every attempt", "sequence", rec.SequenceNumber, "sub", rec.SubSequenceNumber,
-			"attempts", r.c.cfg.maxAttempts, "err", errs[i])
+			"attempts", r.c.cfg.maxAttempts, "err", err)
 	}
-	r.c.stats.deadLettered.Add(int64(len(poison)))
-	r.c.ins.deadLettered.Add(bg, int64(len(poison)), r.c.ins.attrs(shardAttr(r.shard)))
+	r.c.stats.deadLettered.Add(int64(len(recs)))
+	r.c.ins.deadLettered.Add(bg, int64(len(recs)), r.c.ins.attrs(shardAttr(r.shard)))
+	r.progress(recs)
 	return true
 }
 
@@ -250,22 +260,6 @@ func (r *leaseRunner) callDeadLetter(recs []Record, cause error) (err error) {
 		}
 	}()
 	return r.c.cfg.deadLetter(r.leaseCtx, r.shard, recs, cause)
-}
-
-// joinDistinct joins errs, each distinct message once.
-func joinDistinct(errs []error) error {
-	seen := make(map[string]bool, len(errs))
-	var out []error
-	for _, e := range errs {
-		if e != nil && !seen[e.Error()] {
-			seen[e.Error()] = true
-			out = append(out, e)
-		}
-	}
-	if len(out) == 1 {
-		return out[0]
-	}
-	return errors.Join(out...)
 }
 
 // StreamDescriber is the optional part of a Kinesis client the consumer

@@ -7,8 +7,7 @@
 // Some records are poison: the handler always fails on them, and the
 // consumers hand them to their dead-letter callback after a few attempts.
 // A dead-lettered record counts as handled (the user chose to set it aside),
-// but is not held to partition-key order: the records after it in its batch
-// are handled before the callback is called.
+// at its place in partition-key order.
 //
 // It runs in two worlds: "fake" (the in-process Kinesis fake and
 // MemoryStore; run it inside a testing/synctest bubble for fake time) and
@@ -499,6 +498,9 @@ func (s *soak) deadLetter(inc *incarnation) shardlease.DeadLetterFunc {
 			}
 			if !errors.Is(err, errPoison) || id == string(r.Data) {
 				s.badDead = append(s.badDead, fmt.Sprintf("%s dead-lettered %s of %s (%v)", inc.id, id, shard, err))
+			}
+			if len(s.handled[id]) == 0 {
+				s.keyOrder[s.keyOf[id]] = append(s.keyOrder[s.keyOf[id]], id)
 			}
 			s.handled[id] = append(s.handled[id], handling{by: inc, shard: shard, seq: r.SequenceNumber, at: at, dead: true})
 		}
