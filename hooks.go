@@ -59,7 +59,7 @@ type ShardStop struct {
 // follows the hook. For a lost lease it fails with ErrLeaseLost.
 func (s *ShardStop) Checkpoint(rec Record) error {
 	if rec.SequenceNumber == "" {
-		return fmt.Errorf("%w: stream %s shard %s: the record has no sequence number", ErrInvalidConfig, s.Stream, s.ShardID)
+		return errorf("%w: stream %s shard %s: the record has no sequence number", ErrInvalidConfig, s.Stream, s.ShardID)
 	}
 	return s.r.mark(rec.SequenceNumber, rec.SubSequenceNumber)
 }

@@ -256,7 +256,7 @@ func (r *leaseRunner) deadLetter(recs []Record, err error) bool {
 func (r *leaseRunner) callDeadLetter(recs []Record, cause error) (err error) {
 	defer func() {
 		if v := recover(); v != nil {
-			err = fmt.Errorf("shardlease: dead-letter callback panicked on stream %s shard %s: %v", r.key.Stream, r.shard, v)
+			err = errorf("dead-letter callback panicked on stream %s shard %s: %v", r.key.Stream, r.shard, v)
 		}
 	}()
 	return r.c.cfg.deadLetter(r.leaseCtx, r.shard, recs, cause)
