@@ -45,6 +45,16 @@
 // read until its parents are read to their end, which keeps the order of
 // records of one partition key.
 //
+// # Records that keep failing
+//
+// A handler error retries the batch with backoff, without a limit by
+// default, so no record is ever skipped; a stuck shard is logged and
+// reported (see WithMaxAttempts). With WithMaxAttempts and WithDeadLetter a
+// failing batch is narrowed down by halves to the records that fail alone,
+// which go to the dead-letter callback; the rest are handled once.
+// WithShardHooks tells handlers that keep per-shard state when a shard
+// starts and stops, before the final checkpoint of a handoff or shutdown.
+//
 // # Table schema
 //
 // One table can serve every stream of a service. Its only key is the string
