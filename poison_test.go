@@ -327,3 +327,38 @@ func TestPoisonDeadLetterPanics(t *testing.T) {
 		assert.Equal(t, p.seq[p.ids[3]], w.checkpointOf(t, onlyShard(t, p)))
 	})
 }
+
+// A worker stopped while its dead-letter callback fails has checkpointed
+// every record before the poison one, and handled none after it: the next
+// worker hands no record to the handler twice.
+func TestPoisonShutdownWhileNarrowing(t *testing.T) {
+	worlds(t, 1, func(t *testing.T, w *world) {
+		p := &produced{}
+		w.put(t, p, 100, 10)
+		poison := p.ids[60]
+		h := newPoisonHandler(poison)
+		h.deadAccept = false
+		a := startWorker(t, w, w.kin, w.store, h.handle, w.opts("a", shardlease.WithMaxAttempts(2), shardlease.WithDeadLetter(h.deadLetter))...)
+		waitFor(t, 30*w.lease, "a's callback failed", func() bool { _, _, _, n := h.snapshot(); return n >= 1 })
+		require.NoError(t, a.stop(t))
+		shard := onlyShard(t, p)
+		assert.Equal(t, p.seq[p.ids[59]], w.checkpointOf(t, shard), "a checkpointed the records before the poison one")
+		handled, _, _, _ := h.snapshot()
+		assert.Len(t, handled, 60, "a handled the records before the poison one, none after")
+
+		h.mu.Lock()
+		h.deadAccept = true
+		h.mu.Unlock()
+		b := startWorker(t, w, w.kin, w.store, h.handle, w.opts("b", shardlease.WithMaxAttempts(2), shardlease.WithDeadLetter(h.deadLetter))...)
+		waitFor(t, 30*w.lease, "b handled the rest", func() bool { got, _, _, _ := h.snapshot(); return len(got) == 99 })
+		require.NoError(t, b.stop(t))
+		handled, dead, _, _ := h.snapshot()
+		assert.Equal(t, []string{poison}, dead)
+		for _, id := range p.ids {
+			if id != poison {
+				assert.Equal(t, 1, handled[id], "record %s handled once", id)
+			}
+		}
+		assert.Equal(t, p.seq[p.ids[99]], w.checkpointOf(t, shard))
+	})
+}
