@@ -3,7 +3,6 @@ package shardlease
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"time"
 
@@ -38,8 +37,9 @@ type DeadLetterFunc func(ctx context.Context, shard string, records []Record, er
 //
 // Default 0: retry without a limit, so that no record is ever skipped; the
 // shardlease.retry.stuck and shardlease.retry.ages_out_in gauges and an
-// Error log line then tell how long a shard has been stuck, and how long
-// until its oldest unhandled record leaves the stream. n > 0 needs
+// Error log line (from the third failure in a row, then once a minute) then
+// tell how long a shard has been stuck, on which sequence number, and how
+// long until that record leaves the stream. n > 0 needs
 // WithDeadLetter, and cannot be combined with WithManualCheckpoints.
 func WithMaxAttempts(n int) Option { return func(c *config) { c.maxAttempts = n } }
 
@@ -62,22 +62,29 @@ func checkRetry(c *config, bad func(format string, args ...any) error) error {
 	return nil
 }
 
-// stuckLogEvery is how often a shard whose batch keeps failing logs at
-// Error level (the first time at its first failure).
-const stuckLogEvery = time.Minute
+// stuckLogEvery is how often a shard whose batch keeps failing, without a
+// limit on attempts, logs at Error level; the first time after
+// stuckLogAfter failed attempts in a row (a single failure is only a
+// warning).
+const (
+	stuckLogEvery = time.Minute
+	stuckLogAfter = 3
+)
 
 // stuckState is what a runner reports while its handler keeps failing on
 // one batch; the metric callback reads it.
 type stuckState struct {
-	since   time.Time // first failure of the batch (monotonic)
+	since   time.Time // first attempt on the batch (monotonic)
 	seq     string    // first record of the batch: the checkpoint is stuck before it
 	arrival time.Time // its ApproximateArrivalTimestamp
 	logged  time.Time // last Error log line
 }
 
-// retrying records that the handler failed on b, which it has been failing
-// on since since, and logs at Error level (at most once per stuckLogEvery)
-// how long the shard has been stuck and when its oldest record ages out.
+// retrying records that the handler failed on b, which it has been trying
+// since since, for the stuck-shard metrics; without a limit on attempts it
+// also logs at Error level (see stuckLogEvery) how long the shard has been
+// stuck, on which sequence number, and how long until that record ages out
+// of the stream.
 func (r *leaseRunner) retrying(b *Batch, since time.Time, attempt int, err error) {
 	first := b.Records[0]
 	now := time.Now()
@@ -87,22 +94,18 @@ func (r *leaseRunner) retrying(b *Batch, since time.Time, attempt int, err error
 		s = &stuckState{since: since, seq: first.SequenceNumber, arrival: first.ApproximateArrivalTimestamp}
 		r.stuckAt = s
 	}
-	due := s.logged.IsZero() || now.Sub(s.logged) >= stuckLogEvery
+	due := r.c.cfg.maxAttempts == 0 && attempt >= stuckLogAfter && (s.logged.IsZero() || now.Sub(s.logged) >= stuckLogEvery)
 	if due {
 		s.logged = now
 	}
 	r.stuckMu.Unlock()
+	r.c.learnRetention()
 	if !due {
 		return
 	}
-	r.c.learnRetention()
 	args := []any{"sequence", first.SequenceNumber, "stuck_for", now.Sub(since).Round(time.Millisecond), "attempts", attempt, "err", err}
 	if left, ok := r.c.agesOutIn(first.ApproximateArrivalTimestamp, now); ok {
 		args = append(args, "ages_out_in", left.Round(time.Second))
-	}
-	if r.c.cfg.maxAttempts > 0 {
-		r.log.Error(fmt.Sprintf("handler keeps failing; the batch goes to the dead-letter callback after %d attempts", r.c.cfg.maxAttempts), args...)
-		return
 	}
 	r.log.Error("shard stuck: the handler keeps failing on a batch and it is retried without a limit (see WithMaxAttempts); records that age out of the stream before it succeeds are lost", args...)
 }
