@@ -73,6 +73,7 @@ type counters struct {
 	records, batches, handlerErrors, panics, corruptAggregates atomic.Int64
 	taken, handedIn, lost, released, writeFailures, asked      atomic.Int64
 	deadLettered                                               atomic.Int64
+	cleaned, rejected                                          atomic.Int64
 }
 
 // Stats is a snapshot of a consumer's counters since it was created.
@@ -100,6 +101,12 @@ type Stats struct {
 	// RecordsDeadLettered counts records handed to the WithDeadLetter
 	// callback (which returned nil); they are not in RecordsHandled.
 	RecordsDeadLettered int64
+	// FinishedRowsDeleted counts rows of finished shards this worker
+	// deleted once they could no longer matter (see LineageStore).
+	FinishedRowsDeleted int64
+	// CheckpointsRejected counts checkpoints Kinesis refused to position a
+	// reader at (see ErrCheckpointRejected).
+	CheckpointsRejected int64
 }
 
 // Stats returns the consumer's counters.
@@ -114,6 +121,7 @@ func (c *Consumer) Stats() Stats {
 		LeasesLost:        s.lost.Load(), LeasesReleased: s.released.Load(),
 		WriteFailures:       s.writeFailures.Load(),
 		RecordsDeadLettered: s.deadLettered.Load(),
+		FinishedRowsDeleted: s.cleaned.Load(), CheckpointsRejected: s.rejected.Load(),
 	}
 }
 
@@ -312,6 +320,14 @@ type coordinator struct {
 	// was cancelled): the row may exist with a counter this worker never
 	// saw.
 	unsure bool
+
+	// listed holds the shards the last shard sync listed, by id.
+	listed map[string]types.Shard
+	// identity is the stream's incarnation as this worker checked it; nil
+	// until the first check. noIdentity is set when the client cannot
+	// describe the stream.
+	identity   *StreamIdentity
+	noIdentity bool
 }
 
 // heartbeat writes this worker's row (see WorkerStore). A failure other than
@@ -436,7 +452,7 @@ func (co *coordinator) poke(ch chan struct{}) {
 
 func isFatal(err error) bool {
 	var snf *StreamNotFoundError
-	return errors.As(err, &snf) || errors.Is(err, ErrTableNotFound) || errors.Is(err, ErrBadTableSchema)
+	return errors.As(err, &snf) || errors.Is(err, ErrTableNotFound) || errors.Is(err, ErrBadTableSchema) || errors.Is(err, ErrStreamRecreated)
 }
 
 func (co *coordinator) forget(r *leaseRunner) {
@@ -446,6 +462,9 @@ func (co *coordinator) forget(r *leaseRunner) {
 		delete(c.held, r.shard)
 	}
 	c.mu.Unlock()
+	if r.rejected.Load() {
+		co.refused[r.shard] = time.Now()
+	}
 	if r.endedShard.Load() {
 		co.poke(co.resync)
 	} else if r.lost.Load() {
@@ -483,44 +502,6 @@ func (co *coordinator) shutdown() {
 			return
 		}
 	}
-}
-
-// syncShards lists the stream's shards and creates a row for each one that
-// has none.
-func (co *coordinator) syncShards(ctx context.Context) error {
-	c := co.c
-	shards, err := listShards(ctx, c.kin, c.stream, c.cfg)
-	if err != nil {
-		return err
-	}
-	existing, err := c.store.List(ctx, c.stream)
-	if err != nil {
-		return err
-	}
-	have := make(map[string]bool, len(existing))
-	for _, l := range existing {
-		have[l.Key.Shard] = true
-	}
-	for _, s := range shards {
-		id := aws.ToString(s.ShardId)
-		if have[id] {
-			continue
-		}
-		var parents []string
-		for _, p := range []*string{s.ParentShardId, s.AdjacentParentShardId} {
-			if p != nil && *p != "" {
-				parents = append(parents, *p)
-			}
-		}
-		created, err := c.store.Create(ctx, LeaseKey{Stream: c.stream, Shard: id}, parents)
-		if err != nil {
-			return errorf("shardlease: stream %s: create lease for shard %s: %w", c.stream, id, err)
-		}
-		if created {
-			c.log.Info("lease created", "shard", id, "parents", parents, "counter", 0)
-		}
-	}
-	return nil
 }
 
 // listShards pages through ListShards, backing off on throttling.
@@ -620,7 +601,7 @@ func (co *coordinator) takeRound(ctx context.Context) error {
 		if l.Checkpoint == ShardEnd {
 			continue
 		}
-		if !parentsDone(l, byShard) {
+		if !parentsDone(l, byShard, co.listed) {
 			continue
 		}
 		active = append(active, l)
@@ -923,15 +904,6 @@ func hasTrackedParent(l Lease, byShard map[string]Lease) bool {
 		}
 	}
 	return false
-}
-
-func parentsDone(l Lease, byShard map[string]Lease) bool {
-	for _, p := range l.Parents {
-		if pl, ok := byShard[p]; ok && pl.Checkpoint != ShardEnd {
-			return false
-		}
-	}
-	return true
 }
 
 // answerHandoff tells the runner of shard to finish its batch and release

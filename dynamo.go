@@ -332,6 +332,9 @@ func (s *DynamoStore) ListWithWorkers(ctx context.Context, stream string) ([]Lea
 			return nil, nil, errorf("shardlease: list stream %s in table %s: %w", stream, s.table, err)
 		}
 		for _, item := range page.Items {
+			if k, ok := item[attrKey].(*types.AttributeValueMemberS); ok && isIdentityKey(k.Value) {
+				continue
+			}
 			if w, ok, err := decodeWorker(item, stream); ok {
 				if err != nil {
 					return nil, nil, &TableError{Table: s.table, Err: err}
@@ -681,6 +684,21 @@ func decodeLease(item map[string]types.AttributeValue) (Lease, error) {
 			return Lease{}, corrupt(attrHandoff, "a string", nil)
 		}
 		l.HandoffTo = v.Value
+	}
+	if av, present := item[attrStart]; present {
+		v, ok := av.(*types.AttributeValueMemberS)
+		if !ok {
+			return Lease{}, corrupt(attrStart, "a string", nil)
+		}
+		l.Start.Position = InitialPosition(v.Value)
+		if ms, present, err := numAttr(attrStartTime); err != nil {
+			return Lease{}, err
+		} else if present {
+			l.Start.Timestamp = time.UnixMilli(ms)
+		}
+		if err := l.Start.validate(); err != nil {
+			return Lease{}, corrupt(attrStart, "TRIM_HORIZON, LATEST, or AT_TIMESTAMP with a "+attrStartTime, err)
+		}
 	}
 	return l, nil
 }

@@ -99,6 +99,11 @@ type Lease struct {
 	// Parents are the shard ids of the shards this one was split or merged
 	// from.
 	Parents []string
+	// Start is where a reader starts while the row holds no checkpoint,
+	// decided when the row was made (see LineageStore). It is the zero Start
+	// on rows written without it: the consumer then decides when it takes
+	// the lease.
+	Start Start
 	// HandoffTo is the owner id a live holder was asked to hand the lease to;
 	// empty when no handoff is pending.
 	HandoffTo string

@@ -16,6 +16,8 @@ type MemoryStore struct {
 	rows map[LeaseKey]Lease
 	// workers holds the worker rows: counter by owner, by stream.
 	workers map[string]map[string]int64
+	// identities holds the stream identities, by stream.
+	identities map[string]StreamIdentity
 	// hook, when set, sees every successful write (for tests that audit who
 	// wrote what).
 	hook func(op string, before, after Lease)
@@ -28,7 +30,7 @@ var (
 
 // NewMemoryStore returns an empty store.
 func NewMemoryStore() *MemoryStore {
-	return &MemoryStore{rows: make(map[LeaseKey]Lease), workers: make(map[string]map[string]int64)}
+	return &MemoryStore{rows: make(map[LeaseKey]Lease), workers: make(map[string]map[string]int64), identities: make(map[string]StreamIdentity)}
 }
 
 // OnWrite registers fn to be called, under the store's lock, after every
@@ -58,24 +60,7 @@ func memErr(op string, key LeaseKey, err error) error {
 
 // Create implements LeaseStore.
 func (m *MemoryStore) Create(ctx context.Context, key LeaseKey, parents []string) (bool, error) {
-	if err := ctx.Err(); err != nil {
-		return false, memErr("create", key, err)
-	}
-	if err := key.Validate(); err != nil {
-		return false, memErr("create", key, err)
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if _, ok := m.rows[key]; ok {
-		return false, nil
-	}
-	row := Lease{Key: key, SubSequence: -1, Parents: slices.Clone(parents)}
-	if len(row.Parents) == 0 {
-		row.Parents = nil
-	}
-	slices.Sort(row.Parents)
-	m.wrote("create", Lease{Key: key}, row)
-	return true, nil
+	return m.CreateAt(ctx, key, parents, Start{})
 }
 
 // Get implements LeaseStore.

@@ -45,7 +45,7 @@ func (r pollingReader) read(ctx context.Context, out chan<- *Batch) {
 				return
 			}
 			if err != nil {
-				if ctx.Err() != nil {
+				if ctx.Err() != nil || r.checkpointRejected(err, lastSeq, lastSub) {
 					return
 				}
 				r.log.Warn("GetShardIterator failed; retrying", "err", err)
@@ -145,6 +145,8 @@ func (r *leaseRunner) iterator(ctx context.Context, seq string, sub int64) (stri
 	case seq != "":
 		in.ShardIteratorType = types.ShardIteratorTypeAfterSequenceNumber
 		in.StartingSequenceNumber = aws.String(seq)
+	case !r.start().IsZero():
+		startInput(in, r.start())
 	case r.fromStart:
 		in.ShardIteratorType = types.ShardIteratorTypeTrimHorizon
 	default:

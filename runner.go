@@ -113,6 +113,7 @@ type leaseRunner struct {
 	stuckMu     sync.Mutex
 	stuckAt     *stuckState // while the handler keeps failing on a batch (retry.go)
 	stopHookRan atomic.Bool // hooks.go
+	rejected    atomic.Bool // Kinesis refused the checkpoint (see ErrCheckpointRejected)
 }
 
 // attempt is one write of the keeper: a checkpoint when dirty, else a
@@ -604,7 +605,10 @@ func (c *Consumer) convert(in []types.Record, after string, afterSub int64, log 
 			ApproximateArrivalTimestamp: aws.ToTime(kr.ApproximateArrivalTimestamp),
 		}
 		if c.cfg.rawAggregates || !kpl.IsAggregated(kr.Data) {
-			if skip < 0 {
+			// In raw mode an aggregate checkpointed inside (by a consumer
+			// that de-aggregated) is handed over again whole: its user
+			// records cannot be handed over in part.
+			if skip < 0 || c.cfg.rawAggregates {
 				out = append(out, rec)
 			}
 			continue

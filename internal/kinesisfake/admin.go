@@ -316,7 +316,7 @@ func (f *Fake) ListShards(ctx context.Context, params *kinesis.ListShardsInput, 
 	out := &kinesis.ListShardsOutput{}
 	first := min(tok.After+1, len(st.shards))
 	for _, s := range st.shards[first:] {
-		if !tok.matches(s) {
+		if !tok.matches(s) || f.agedOut(s, now) {
 			continue
 		}
 		if len(out.Shards) == limit {

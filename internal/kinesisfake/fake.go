@@ -26,8 +26,11 @@
 //     (ExpiredIteratorException); ListShards tokens after 300 seconds
 //     (ExpiredNextTokenException).
 //   - Streams are ACTIVE as soon as CreateStream returns, and resharding takes
-//     effect at once. Records are kept for the stream's life (no retention),
-//     although DescribeStreamSummary reports the service's default retention.
+//     effect at once. Records are kept for the stream's life; with
+//     [WithRetention], closed shards age out (see there).
+//   - DescribeStreamSummary reports the stream's ARN and creation time; a
+//     stream deleted and created again has a later creation time, as with the
+//     real service.
 package kinesisfake
 
 import (
@@ -108,6 +111,7 @@ var fakeIDs atomic.Uint64
 type Fake struct {
 	id        uint64 // tells this fake's iterators and tokens from another's
 	readLimit int
+	retention time.Duration // closed shards age out after it; 0: never
 
 	mu          sync.Mutex
 	faults      FaultFunc

@@ -203,7 +203,7 @@ func (f *Fake) GetShardIterator(ctx context.Context, params *kinesis.GetShardIte
 		return nil, err
 	}
 	s := st.shard(*params.ShardId)
-	if s == nil {
+	if s == nil || f.agedOut(s, time.Now()) {
 		return nil, shardNotFound(name, *params.ShardId)
 	}
 	var pos int
@@ -285,6 +285,9 @@ func (f *Fake) GetRecords(ctx context.Context, params *kinesis.GetRecordsInput, 
 	}
 	s := st.shards[it.Shard]
 	now := time.Now()
+	if f.agedOut(s, now) {
+		return nil, shardNotFound(st.name, s.id)
+	}
 	issued := time.Unix(0, it.Issued)
 	if now.Sub(issued) >= IteratorTTL {
 		return nil, &types.ExpiredIteratorException{Message: ptr(fmt.Sprintf(

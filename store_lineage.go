@@ -1,0 +1,442 @@
+package shardlease
+
+import (
+	"context"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+var (
+	_ LineageStore  = (*MemoryStore)(nil)
+	_ LineageStore  = (*DynamoStore)(nil)
+	_ IdentityStore = (*MemoryStore)(nil)
+	_ IdentityStore = (*DynamoStore)(nil)
+)
+
+// Attribute names of the lineage and identity rows.
+const (
+	attrStart        = "start_position"  // S: TRIM_HORIZON, LATEST or AT_TIMESTAMP
+	attrStartTime    = "start_timestamp" // N: unix ms, with AT_TIMESTAMP
+	attrStreamARN    = "stream_arn"      // S, on the identity row
+	attrStreamCreate = "stream_created"  // N: unix ns, on the identity row
+)
+
+// identityMark starts the part after the colon of a stream's identity row:
+// "stream:#identity". '#' never appears in a shard id.
+const identityMark = "#"
+
+func identityKey(stream string) LeaseKey {
+	return LeaseKey{Stream: stream, Shard: identityMark + "identity"}
+}
+
+// isIdentityKey reports whether a lease_key value is an identity row's.
+func isIdentityKey(key string) bool {
+	_, after, ok := strings.Cut(key, ":")
+	return ok && strings.HasPrefix(after, identityMark)
+}
+
+// normalStart is start as the stores keep it: timestamps to the millisecond.
+func normalStart(s Start) Start {
+	if !s.Timestamp.IsZero() {
+		s.Timestamp = time.UnixMilli(s.Timestamp.UnixMilli())
+	}
+	return s
+}
+
+func normalParents(parents []string) ([]string, error) {
+	for _, p := range parents {
+		if err := ValidateShardID(p); err != nil {
+			return nil, errorf("parent: %w", err)
+		}
+	}
+	if len(parents) == 0 {
+		return nil, nil
+	}
+	out := slices.Clone(parents)
+	slices.Sort(out)
+	return slices.Compact(out), nil
+}
+
+// CreateAt implements LineageStore.
+func (m *MemoryStore) CreateAt(ctx context.Context, key LeaseKey, parents []string, start Start) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return false, memErr("create", key, err)
+	}
+	if err := key.Validate(); err != nil {
+		return false, memErr("create", key, err)
+	}
+	if err := start.validate(); err != nil {
+		return false, memErr("create", key, err)
+	}
+	ps, err := normalParents(parents)
+	if err != nil {
+		return false, memErr("create", key, err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.rows[key]; ok {
+		return false, nil
+	}
+	row := Lease{Key: key, SubSequence: -1, Parents: ps, Start: normalStart(start)}
+	m.wrote("create", Lease{Key: key}, row)
+	return true, nil
+}
+
+// SetLineage implements LineageStore.
+func (m *MemoryStore) SetLineage(ctx context.Context, l Lease, parents []string, start Start) (Lease, error) {
+	if err := ctx.Err(); err != nil {
+		return Lease{}, memErr("set lineage", l.Key, err)
+	}
+	if err := start.validate(); err != nil {
+		return Lease{}, memErr("set lineage", l.Key, err)
+	}
+	ps, err := normalParents(parents)
+	if err != nil {
+		return Lease{}, memErr("set lineage", l.Key, err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	row, ok := m.rows[l.Key]
+	if !ok {
+		return Lease{}, memErr("set lineage", l.Key, ErrLeaseNotFound)
+	}
+	if row.Owner != "" || row.Checkpoint != "" || row.Counter != l.Counter {
+		return Lease{}, memErr("set lineage", l.Key, errorf("%w: row has owner %q counter %d checkpoint %q; expected a free row at counter %d without a checkpoint", ErrLeaseHeld, row.Owner, row.Counter, row.Checkpoint, l.Counter))
+	}
+	before := row
+	row.Parents = ps
+	row.Start = normalStart(start)
+	row.Counter++
+	m.wrote("set lineage", before, row)
+	return cloneLease(row), nil
+}
+
+// DeleteFinished implements LineageStore.
+func (m *MemoryStore) DeleteFinished(ctx context.Context, l Lease) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return false, memErr("delete finished", l.Key, err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	row, ok := m.rows[l.Key]
+	if !ok || row.Checkpoint != ShardEnd || row.Counter != l.Counter {
+		return false, nil
+	}
+	delete(m.rows, l.Key)
+	if m.hook != nil {
+		m.hook("delete finished", cloneLease(row), Lease{Key: l.Key})
+	}
+	return true, nil
+}
+
+// Delete removes a row without any condition, as an operator editing the
+// table by hand would. It reports whether the row existed.
+func (m *MemoryStore) Delete(key LeaseKey) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	_, ok := m.rows[key]
+	delete(m.rows, key)
+	return ok
+}
+
+// StreamIdentity implements IdentityStore.
+func (m *MemoryStore) StreamIdentity(ctx context.Context, stream string) (StreamIdentity, error) {
+	key := identityKey(stream)
+	if err := ctx.Err(); err != nil {
+		return StreamIdentity{}, memErr("get stream identity", key, err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	id, ok := m.identities[stream]
+	if !ok {
+		return StreamIdentity{}, memErr("get stream identity", key, ErrLeaseNotFound)
+	}
+	return id, nil
+}
+
+func checkIdentity(id StreamIdentity) error {
+	if err := ValidateStreamName(id.Stream); err != nil {
+		return err
+	}
+	if id.ARN == "" || id.Created.IsZero() {
+		return errorf("%w: stream identity of %s has no ARN or creation time", ErrInvalidConfig, id.Stream)
+	}
+	return nil
+}
+
+// RecordStreamIdentity implements IdentityStore.
+func (m *MemoryStore) RecordStreamIdentity(ctx context.Context, id StreamIdentity) (StreamIdentity, bool, error) {
+	key := identityKey(id.Stream)
+	if err := ctx.Err(); err != nil {
+		return StreamIdentity{}, false, memErr("record stream identity", key, err)
+	}
+	if err := checkIdentity(id); err != nil {
+		return StreamIdentity{}, false, memErr("record stream identity", key, err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if have, ok := m.identities[id.Stream]; ok {
+		return have, false, nil
+	}
+	m.identities[id.Stream] = id
+	return id, true, nil
+}
+
+// ResetStream implements IdentityStore.
+func (m *MemoryStore) ResetStream(ctx context.Context, id StreamIdentity) (int, error) {
+	key := identityKey(id.Stream)
+	if err := ctx.Err(); err != nil {
+		return 0, memErr("reset stream", key, err)
+	}
+	if err := checkIdentity(id); err != nil {
+		return 0, memErr("reset stream", key, err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := 0
+	for k := range m.rows {
+		if k.Stream == id.Stream {
+			delete(m.rows, k)
+			n++
+		}
+	}
+	delete(m.workers, id.Stream)
+	m.identities[id.Stream] = id
+	return n, nil
+}
+
+// startAttrs adds the attributes of start to item.
+func startAttrs(item map[string]types.AttributeValue, start Start) {
+	if start.IsZero() {
+		return
+	}
+	item[attrStart] = str(string(start.Position))
+	if start.Position == AtTimestamp {
+		item[attrStartTime] = num(start.Timestamp.UnixMilli())
+	}
+}
+
+// CreateAt implements LineageStore.
+func (s *DynamoStore) CreateAt(ctx context.Context, key LeaseKey, parents []string, start Start) (bool, error) {
+	if err := key.Validate(); err != nil {
+		return false, s.fail("create", key, err)
+	}
+	if err := start.validate(); err != nil {
+		return false, s.fail("create", key, err)
+	}
+	ps, err := normalParents(parents)
+	if err != nil {
+		return false, s.fail("create", key, err)
+	}
+	item := keyAttr(key)
+	item[attrCounter] = num(0)
+	if len(ps) > 0 {
+		item[attrParents] = &types.AttributeValueMemberSS{Value: ps}
+	}
+	startAttrs(item, start)
+	_, err = s.client.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName:           aws.String(s.table),
+		Item:                item,
+		ConditionExpression: aws.String("attribute_not_exists(lease_key)"),
+	})
+	if err != nil {
+		if _, ok := condFailed(err); ok {
+			return false, nil
+		}
+		return false, s.fail("create", key, err)
+	}
+	return true, nil
+}
+
+// SetLineage implements LineageStore with one conditional UpdateItem.
+func (s *DynamoStore) SetLineage(ctx context.Context, l Lease, parents []string, start Start) (Lease, error) {
+	if err := start.validate(); err != nil {
+		return Lease{}, s.fail("set lineage", l.Key, err)
+	}
+	ps, err := normalParents(parents)
+	if err != nil {
+		return Lease{}, s.fail("set lineage", l.Key, err)
+	}
+	var set, remove []string
+	vals := map[string]types.AttributeValue{":seen": num(l.Counter), ":one": num(1)}
+	set = append(set, "lease_counter = lease_counter + :one")
+	if len(ps) > 0 {
+		set = append(set, attrParents+" = :parents")
+		vals[":parents"] = &types.AttributeValueMemberSS{Value: ps}
+	} else {
+		remove = append(remove, attrParents)
+	}
+	if start.IsZero() {
+		remove = append(remove, attrStart, attrStartTime)
+	} else {
+		set = append(set, attrStart+" = :start")
+		vals[":start"] = str(string(start.Position))
+		if start.Position == AtTimestamp {
+			set = append(set, attrStartTime+" = :startTime")
+			vals[":startTime"] = num(start.Timestamp.UnixMilli())
+		} else {
+			remove = append(remove, attrStartTime)
+		}
+	}
+	update := "SET " + strings.Join(set, ", ")
+	if len(remove) > 0 {
+		update += " REMOVE " + strings.Join(remove, ", ")
+	}
+	row, ok, exists, err := s.update(ctx, l.Key, &dynamodb.UpdateItemInput{
+		ConditionExpression:       aws.String("attribute_exists(lease_key) AND attribute_not_exists(lease_owner) AND attribute_not_exists(checkpoint) AND lease_counter = :seen"),
+		UpdateExpression:          aws.String(update),
+		ExpressionAttributeValues: vals,
+	})
+	switch {
+	case err != nil:
+		return Lease{}, s.fail("set lineage", l.Key, err)
+	case ok:
+		return row, nil
+	case !exists:
+		return Lease{}, s.fail("set lineage", l.Key, ErrLeaseNotFound)
+	}
+	return Lease{}, s.fail("set lineage", l.Key, errorf("%w: row has owner %q counter %d checkpoint %q; expected a free row at counter %d without a checkpoint", ErrLeaseHeld, row.Owner, row.Counter, row.Checkpoint, l.Counter))
+}
+
+// DeleteFinished implements LineageStore with one conditional DeleteItem.
+func (s *DynamoStore) DeleteFinished(ctx context.Context, l Lease) (bool, error) {
+	if err := l.Key.Validate(); err != nil {
+		return false, s.fail("delete finished", l.Key, err)
+	}
+	_, err := s.client.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+		TableName:           aws.String(s.table),
+		Key:                 keyAttr(l.Key),
+		ConditionExpression: aws.String("checkpoint = :end AND lease_counter = :seen"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":end": str(ShardEnd), ":seen": num(l.Counter),
+		},
+	})
+	if err != nil {
+		if _, ok := condFailed(err); ok {
+			return false, nil
+		}
+		return false, s.fail("delete finished", l.Key, err)
+	}
+	return true, nil
+}
+
+// StreamIdentity implements IdentityStore.
+func (s *DynamoStore) StreamIdentity(ctx context.Context, stream string) (StreamIdentity, error) {
+	key := identityKey(stream)
+	if err := ValidateStreamName(stream); err != nil {
+		return StreamIdentity{}, s.fail("get stream identity", key, err)
+	}
+	out, err := s.client.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName:      aws.String(s.table),
+		Key:            keyAttr(key),
+		ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return StreamIdentity{}, s.fail("get stream identity", key, err)
+	}
+	if len(out.Item) == 0 {
+		return StreamIdentity{}, s.fail("get stream identity", key, ErrLeaseNotFound)
+	}
+	id, err := decodeIdentity(stream, out.Item)
+	if err != nil {
+		return StreamIdentity{}, s.fail("get stream identity", key, err)
+	}
+	return id, nil
+}
+
+func decodeIdentity(stream string, item map[string]types.AttributeValue) (StreamIdentity, error) {
+	arn, ok1 := item[attrStreamARN].(*types.AttributeValueMemberS)
+	created, ok2 := item[attrStreamCreate].(*types.AttributeValueMemberN)
+	if !ok1 || !ok2 {
+		return StreamIdentity{}, errorf("%w: identity row of stream %s has no string %s or number %s; delete the row (consumers record it again)", ErrCorruptLease, stream, attrStreamARN, attrStreamCreate)
+	}
+	ns, err := strconv.ParseInt(created.Value, 10, 64)
+	if err != nil {
+		return StreamIdentity{}, errorf("%w: identity row of stream %s: %s is not a whole number; delete the row (consumers record it again)", ErrCorruptLease, stream, attrStreamCreate)
+	}
+	return StreamIdentity{Stream: stream, ARN: arn.Value, Created: time.Unix(0, ns)}, nil
+}
+
+func identityItem(id StreamIdentity) map[string]types.AttributeValue {
+	item := keyAttr(identityKey(id.Stream))
+	item[attrStreamARN] = str(id.ARN)
+	item[attrStreamCreate] = num(id.Created.UnixNano())
+	return item
+}
+
+// RecordStreamIdentity implements IdentityStore with one conditional PutItem
+// (and a read when a row exists).
+func (s *DynamoStore) RecordStreamIdentity(ctx context.Context, id StreamIdentity) (StreamIdentity, bool, error) {
+	key := identityKey(id.Stream)
+	if err := checkIdentity(id); err != nil {
+		return StreamIdentity{}, false, s.fail("record stream identity", key, err)
+	}
+	_, err := s.client.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName:           aws.String(s.table),
+		Item:                identityItem(id),
+		ConditionExpression: aws.String("attribute_not_exists(lease_key)"),
+	})
+	if err == nil {
+		return StreamIdentity{Stream: id.Stream, ARN: id.ARN, Created: time.Unix(0, id.Created.UnixNano())}, true, nil
+	}
+	if _, ok := condFailed(err); !ok {
+		return StreamIdentity{}, false, s.fail("record stream identity", key, err)
+	}
+	have, err := s.StreamIdentity(ctx, id.Stream)
+	return have, false, err
+}
+
+// ResetStream implements IdentityStore: a Scan, a DeleteItem per row of the
+// stream, and a PutItem.
+func (s *DynamoStore) ResetStream(ctx context.Context, id StreamIdentity) (int, error) {
+	key := identityKey(id.Stream)
+	if err := checkIdentity(id); err != nil {
+		return 0, s.fail("reset stream", key, err)
+	}
+	var keys []string
+	var start map[string]types.AttributeValue
+	for {
+		page, err := s.client.Scan(ctx, &dynamodb.ScanInput{
+			TableName:                 aws.String(s.table),
+			ConsistentRead:            aws.Bool(true),
+			FilterExpression:          aws.String("begins_with(lease_key, :prefix)"),
+			ProjectionExpression:      aws.String(attrKey),
+			ExpressionAttributeValues: map[string]types.AttributeValue{":prefix": str(id.Stream + ":")},
+			ExclusiveStartKey:         start,
+		})
+		if err != nil {
+			return 0, s.fail("reset stream", key, err)
+		}
+		for _, item := range page.Items {
+			if k, ok := item[attrKey].(*types.AttributeValueMemberS); ok {
+				keys = append(keys, k.Value)
+			}
+		}
+		if len(page.LastEvaluatedKey) == 0 {
+			break
+		}
+		start = page.LastEvaluatedKey
+	}
+	n := 0
+	for _, k := range keys {
+		if _, err := s.client.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+			TableName: aws.String(s.table),
+			Key:       map[string]types.AttributeValue{attrKey: str(k)},
+		}); err != nil {
+			return n, s.fail("reset stream", key, errorf("delete row %q (%d of %d rows deleted; run the reset again): %w", k, n, len(keys), err))
+		}
+		if !isIdentityKey(k) && !strings.HasPrefix(k, id.Stream+":"+workerMark) {
+			n++
+		}
+	}
+	if _, err := s.client.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(s.table), Item: identityItem(id)}); err != nil {
+		return n, s.fail("reset stream", key, err)
+	}
+	return n, nil
+}
