@@ -72,6 +72,7 @@ func Run(t *testing.T, newStore func(t *testing.T) shardlease.LeaseStore) {
 		{"WorkerRejectsBadInput", workers(testWorkerBadInput)},
 		{"WorkerContextCancelled", workers(testWorkerContextCancelled)},
 	}
+	tests = append(tests, lineageTests...)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

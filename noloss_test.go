@@ -1,0 +1,529 @@
+package shardlease_test
+
+import (
+	"context"
+	"math/big"
+	"slices"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	dtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/shardlease/shardlease"
+	"github.com/shardlease/shardlease/internal/kinesisfake"
+)
+
+// fakeKinesisWorlds runs fn with the in-process Kinesis fake, against
+// MemoryStore under synctest ("fake") and against DynamoStore on dynalite in
+// real time ("dynamo"). It serves the steps kinesalite cannot take the way
+// Kinesis does: kinesalite keeps closed shards for at least 24 hours (no
+// shard ever ages out in a test), and it stamps a stream's creation time in
+// whole seconds, so a stream deleted and created again within a second is
+// indistinguishable from the old one.
+func fakeKinesisWorlds(t *testing.T, shards int32, opts func(world string) []kinesisfake.Option, fn func(t *testing.T, w *world)) {
+	if opts == nil {
+		opts = func(string) []kinesisfake.Option { return nil }
+	}
+	t.Run("fake", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			fake := kinesisfake.New(opts("fake")...)
+			w := &world{name: "fake", kin: fake, store: shardlease.NewMemoryStore(), stream: "orders",
+				lease: 10 * time.Second, renew: 10 * time.Second / 3, take: 2 * time.Second, idle: time.Second}
+			_, err := fake.CreateStream(t.Context(), &kinesis.CreateStreamInput{StreamName: aws.String(w.stream), ShardCount: aws.Int32(shards)})
+			require.NoError(t, err)
+			fn(t, w)
+		})
+	})
+	t.Run("dynamo", func(t *testing.T) {
+		if testing.Short() {
+			t.Skip("emulator tests need Node.js; -short runs the in-process world only")
+		}
+		client, table := dynamoTable(t)
+		counting := &countingDynamo{DynamoDBAPI: client}
+		store, err := shardlease.NewDynamoStore(counting, table)
+		require.NoError(t, err)
+		fake := kinesisfake.New(opts("dynamo")...)
+		w := &world{name: "dynamo", kin: fake, store: store, dynamo: counting, stream: "orders",
+			lease: 2 * time.Second, renew: 2 * time.Second / 3, take: 300 * time.Millisecond, idle: 50 * time.Millisecond}
+		_, err = fake.CreateStream(t.Context(), &kinesis.CreateStreamInput{StreamName: aws.String(w.stream), ShardCount: aws.Int32(shards)})
+		require.NoError(t, err)
+		fn(t, w)
+	})
+}
+
+// deleteRow deletes a lease row without any condition, as an operator
+// editing the table by hand does.
+func (w *world) deleteRow(t *testing.T, key shardlease.LeaseKey) {
+	t.Helper()
+	switch s := w.store.(type) {
+	case *shardlease.MemoryStore:
+		s.Delete(key)
+	case *shardlease.DynamoStore:
+		_, err := w.dynamo.DynamoDBAPI.DeleteItem(context.Background(), &dynamodb.DeleteItemInput{
+			TableName: aws.String(s.Table()),
+			Key:       map[string]dtypes.AttributeValue{"lease_key": &dtypes.AttributeValueMemberS{Value: key.String()}},
+		})
+		require.NoError(t, err)
+	default:
+		t.Fatalf("cannot delete rows of %T", s)
+	}
+}
+
+// fullStore is what the built-in stores implement.
+type fullStore interface {
+	shardlease.LeaseStore
+	shardlease.WorkerStore
+	shardlease.LineageStore
+	shardlease.IdentityStore
+}
+
+// onCreate calls after once a row was made by shard sync.
+type onCreate struct {
+	fullStore
+	after func(key shardlease.LeaseKey, parents []string)
+}
+
+func (s *onCreate) Create(ctx context.Context, k shardlease.LeaseKey, parents []string) (bool, error) {
+	created, err := s.fullStore.Create(ctx, k, parents)
+	if created {
+		s.after(k, parents)
+	}
+	return created, err
+}
+
+func (s *onCreate) CreateAt(ctx context.Context, k shardlease.LeaseKey, parents []string, start shardlease.Start) (bool, error) {
+	created, err := s.fullStore.CreateAt(ctx, k, parents, start)
+	if created {
+		s.after(k, parents)
+	}
+	return created, err
+}
+
+// split splits shard in the middle of its hash key range and returns the
+// ids of its two children.
+func (w *world) split(t *testing.T, shard string) []string {
+	t.Helper()
+	s := w.shardsOf(t)[shard]
+	lo, _ := new(big.Int).SetString(aws.ToString(s.HashKeyRange.StartingHashKey), 10)
+	hi, _ := new(big.Int).SetString(aws.ToString(s.HashKeyRange.EndingHashKey), 10)
+	mid := new(big.Int).Rsh(new(big.Int).Add(lo, hi), 1)
+	retryBusy(t, w, "split", func() error {
+		_, err := w.kin.SplitShard(context.Background(), &kinesis.SplitShardInput{
+			StreamName: aws.String(w.stream), ShardToSplit: aws.String(shard), NewStartingHashKey: aws.String(mid.String()),
+		})
+		return err
+	})
+	var children []string
+	waitFor(t, 10*time.Second, "the children listed", func() bool {
+		children = children[:0]
+		for id, c := range w.shardsOf(t) {
+			if aws.ToString(c.ParentShardId) == shard {
+				children = append(children, id)
+			}
+		}
+		return len(children) == 2
+	})
+	slices.Sort(children)
+	return children
+}
+
+// merge merges two adjacent open shards and returns the child's id.
+func (w *world) merge(t *testing.T, a, b string) string {
+	t.Helper()
+	retryBusy(t, w, "merge", func() error {
+		_, err := w.kin.MergeShards(context.Background(), &kinesis.MergeShardsInput{
+			StreamName: aws.String(w.stream), ShardToMerge: aws.String(a), AdjacentShardToMerge: aws.String(b),
+		})
+		return err
+	})
+	var child string
+	waitFor(t, 10*time.Second, "the merged child listed", func() bool {
+		for id, c := range w.shardsOf(t) {
+			if aws.ToString(c.ParentShardId) == a && aws.ToString(c.AdjacentParentShardId) == b {
+				child = id
+			}
+		}
+		return child != ""
+	})
+	return child
+}
+
+func openShards(shards map[string]types.Shard) []string {
+	var open []string
+	for id, s := range shards {
+		if s.SequenceNumberRange.EndingSequenceNumber == nil {
+			open = append(open, id)
+		}
+	}
+	slices.Sort(open)
+	return open
+}
+
+// Defect 2: a child whose parent row is gone (an operator deleted it) while
+// Kinesis still lists the parent. Before, the child counted the parent as
+// finished and started at the initial position: with Latest every record
+// written to the children after the split was lost; with TrimHorizon the
+// parent row was made again and read after the child.
+func TestNoLossParentRowDeletedBeforeChildStarts(t *testing.T) {
+	for _, pos := range []shardlease.InitialPosition{shardlease.Latest, shardlease.TrimHorizon} {
+		t.Run(string(pos), func(t *testing.T) {
+			worlds(t, 2, func(t *testing.T, w *world) {
+				p, h := &produced{}, newHandled()
+				const parent = "shardId-000000000000"
+				var once sync.Once
+				store := &onCreate{fullStore: w.store.(fullStore), after: func(k shardlease.LeaseKey, parents []string) {
+					if slices.Contains(parents, parent) {
+						once.Do(func() { w.deleteRow(t, shardlease.LeaseKey{Stream: w.stream, Shard: parent}) })
+					}
+				}}
+				kin := &positioned{KinesisAPI: w.kin, shards: map[string]bool{}}
+				a := startWorker(t, w, kin, store, h.handler("a"), w.opts("a", shardlease.WithInitialPosition(pos))...)
+				waitFor(t, 10*w.lease, "both shards read", func() bool {
+					return len(a.c.Held()) == 2 && kin.has(a.c.Held())
+				})
+				const keys = 16
+				w.put(t, p, 40, keys)
+				w.split(t, parent)
+				w.put(t, p, 100, keys)
+				waitFor(t, 60*w.lease, "every record handled", func() bool { return h.distinct() == p.count() })
+				require.NoError(t, a.stop(t))
+				assert.Empty(t, h.lost(p))
+				requireKeyOrder(t, p, h)
+			})
+		})
+	}
+}
+
+// Defect 2, the rows' side: where a child starts is decided when its row is
+// made and kept on the row.
+func TestNoLossChildStartIsKeptOnItsRow(t *testing.T) {
+	worlds(t, 1, func(t *testing.T, w *world) {
+		h := newHandled()
+		a := startWorker(t, w, w.kin, w.store, h.handler("a"), w.opts("a", shardlease.WithInitialPosition(shardlease.Latest))...)
+		waitFor(t, 10*w.lease, "the shard taken", func() bool { return len(a.c.Held()) == 1 })
+		children := w.split(t, "shardId-000000000000")
+		waitFor(t, 60*w.lease, "the children's rows", func() bool {
+			n := 0
+			for _, l := range w.leases(t) {
+				if slices.Contains(children, l.Key.Shard) {
+					n++
+				}
+			}
+			return n == 2
+		})
+		require.NoError(t, a.stop(t))
+		for _, l := range w.leases(t) {
+			switch {
+			case slices.Contains(children, l.Key.Shard):
+				assert.Equal(t, shardlease.TrimHorizon, l.Start.Position, "a child born after the first sync starts at its beginning: %s", l.Key.Shard)
+			default:
+				assert.Equal(t, shardlease.Latest, l.Start.Position, "the first sync starts at the initial position")
+			}
+		}
+	})
+}
+
+// Defect 3: a consumer switched to WithRawAggregates after a checkpoint
+// inside a KPL aggregate skipped the rest of the aggregate. In raw mode the
+// aggregate is handed over again whole.
+func TestNoLossRawAggregatesAfterCheckpointInsideAggregate(t *testing.T) {
+	worlds(t, 1, func(t *testing.T, w *world) {
+		p := &produced{}
+		w.put(t, p, 2, 1)
+		ids := aggIDs("agg", 5)
+		aggSeq := w.putAggregate(t, p, ids, "k")
+		w.put(t, p, 2, 1)
+
+		// The first worker de-aggregates and checkpoints agg-001, then stops.
+		marked := make(chan struct{})
+		var once sync.Once
+		first := func(ctx context.Context, b *shardlease.Batch) error {
+			for _, r := range b.Records {
+				if string(r.Data) == "agg-001" {
+					if err := b.Checkpoint(r); err != nil {
+						return err
+					}
+					once.Do(func() { close(marked) })
+				}
+			}
+			return nil
+		}
+		a := startWorker(t, w, w.kin, w.store, first, w.opts("a", shardlease.WithManualCheckpoints())...)
+		<-marked
+		require.NoError(t, a.stop(t))
+		row := w.leases(t)[0]
+		require.Equal(t, aggSeq, row.Checkpoint)
+		require.Equal(t, int64(1), row.SubSequence)
+
+		// The second worker reads raw aggregates.
+		var mu sync.Mutex
+		var seqs []string
+		second := func(ctx context.Context, b *shardlease.Batch) error {
+			mu.Lock()
+			defer mu.Unlock()
+			for _, r := range b.Records {
+				seqs = append(seqs, r.SequenceNumber)
+				assert.Equal(t, int64(-1), r.SubSequenceNumber, "raw records are whole")
+			}
+			return nil
+		}
+		b := startWorker(t, w, w.kin, w.store, second, w.opts("b", shardlease.WithRawAggregates())...)
+		waitFor(t, 30*w.lease, "the records after the aggregate", func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return len(seqs) >= 2
+		})
+		require.NoError(t, b.stop(t))
+		mu.Lock()
+		defer mu.Unlock()
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		assert.Equal(t, []string{aggSeq, p.seq[p.ids[7]], p.seq[p.ids[8]]}, seqs, "the aggregate is handed over again whole, then the rest")
+	})
+}
+
+// Defect 4: Latest on a fresh table after a recent split read the children
+// of the closed shard from TRIM_HORIZON, handing over records written before
+// the consumer started.
+func TestNoLossLatestOnFreshTableAfterSplit(t *testing.T) {
+	worlds(t, 1, func(t *testing.T, w *world) {
+		old := &produced{}
+		w.put(t, old, 20, 8)
+		children := w.split(t, "shardId-000000000000")
+		w.put(t, old, 200, 8)
+
+		h := newHandled()
+		kin := &positioned{KinesisAPI: w.kin, shards: map[string]bool{}}
+		a := startWorker(t, w, kin, w.store, h.handler("a"), w.opts("a", shardlease.WithInitialPosition(shardlease.Latest))...)
+		waitFor(t, 30*w.lease, "the children read", func() bool { return kin.has(children) })
+		fresh := &produced{n: 1000}
+		w.put(t, fresh, 30, 8)
+		waitFor(t, 30*w.lease, "the new records handled", func() bool { return len(h.lost(fresh)) == 0 })
+		require.NoError(t, a.stop(t))
+		old.mu.Lock()
+		defer old.mu.Unlock()
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		reread := 0
+		for _, id := range old.ids {
+			if h.times[id] > 0 {
+				reread++
+			}
+		}
+		assert.Zero(t, reread, "records written before a consumer that asked for the tip started are not handed over")
+	})
+}
+
+// Defect 5, shard sync's side: rows made without parents (imported from
+// another library, or of an earlier release) get the parents Kinesis lists
+// while nobody has read them, so a child still waits for its parent.
+func TestNoLossMissingParentsFilledIn(t *testing.T) {
+	worlds(t, 1, func(t *testing.T, w *world) {
+		p, h := &produced{}, newHandled()
+		const keys = 8
+		w.put(t, p, 60, keys)
+		children := w.split(t, "shardId-000000000000")
+		w.put(t, p, 60, keys)
+		for id := range w.shardsOf(t) {
+			_, err := w.store.Create(context.Background(), shardlease.LeaseKey{Stream: w.stream, Shard: id}, nil)
+			require.NoError(t, err)
+		}
+		a := startWorker(t, w, w.kin, w.store, h.handler("a"), w.opts("a")...)
+		waitFor(t, 60*w.lease, "every record handled", func() bool { return h.distinct() == p.count() })
+		require.NoError(t, a.stop(t))
+		for _, l := range w.leases(t) {
+			if slices.Contains(children, l.Key.Shard) {
+				assert.Equal(t, []string{"shardId-000000000000"}, l.Parents, "parents filled in on %s", l.Key.Shard)
+			}
+		}
+		assert.Empty(t, h.lost(p))
+		requireKeyOrder(t, p, h)
+	})
+}
+
+// Defect 1: a stream deleted and created again under the same name. Kinesis
+// reuses shard ids, so the new stream's shards inherited the old rows'
+// checkpoints and records were skipped. The consumer now refuses to start
+// with an error saying what happened and what to do; after the operator's
+// reset (shardlease adopt-stream) the new stream is read whole.
+func TestNoLossRecreatedStreamRefused(t *testing.T) {
+	fakeKinesisWorlds(t, 1, nil, func(t *testing.T, w *world) {
+		fake := w.kin.(*kinesisfake.Fake)
+		before, h := &produced{}, newHandled()
+		w.put(t, before, 30, 4)
+		a := startWorker(t, w, w.kin, w.store, h.handler("a"), w.opts("a")...)
+		waitFor(t, 30*w.lease, "the old stream read", func() bool { return h.distinct() == before.count() })
+		require.NoError(t, a.stop(t))
+
+		_, err := fake.DeleteStream(t.Context(), &kinesis.DeleteStreamInput{StreamName: aws.String(w.stream)})
+		require.NoError(t, err)
+		time.Sleep(time.Second) // a real deletion takes seconds; creation times differ
+		_, err = fake.CreateStream(t.Context(), &kinesis.CreateStreamInput{StreamName: aws.String(w.stream), ShardCount: aws.Int32(1)})
+		require.NoError(t, err)
+		after, h2 := &produced{n: 1000}, newHandled()
+		w.put(t, after, 20, 4)
+
+		b := startWorker(t, w, w.kin, w.store, h2.handler("b"), w.opts("b")...)
+		var runErr error
+		select {
+		case runErr = <-b.done:
+			close(b.done)
+		case <-time.After(10 * w.take):
+			t.Fatalf("the consumer started on the rows of the deleted stream; handled %d of the new stream's %d records", h2.distinct(), after.count())
+		}
+		require.ErrorIs(t, runErr, shardlease.ErrStreamRecreated)
+		var re *shardlease.StreamRecreatedError
+		require.ErrorAs(t, runErr, &re)
+		assert.Contains(t, runErr.Error(), "shardlease adopt-stream")
+		if ds, ok := w.store.(*shardlease.DynamoStore); ok {
+			assert.Contains(t, runErr.Error(), ds.Table())
+		}
+		assert.Zero(t, h2.distinct(), "nothing handled from the old checkpoints")
+
+		// The operator's reset: delete the old rows, record the new stream.
+		now, err := shardlease.DescribeIdentity(t.Context(), fake, w.stream)
+		require.NoError(t, err)
+		n, err := w.store.(shardlease.IdentityStore).ResetStream(t.Context(), now)
+		require.NoError(t, err)
+		assert.Equal(t, 1, n)
+		c := startWorker(t, w, w.kin, w.store, h2.handler("c"), w.opts("c")...)
+		waitFor(t, 30*w.lease, "the new stream read whole", func() bool { return len(h2.lost(after)) == 0 })
+		require.NoError(t, c.stop(t))
+	})
+}
+
+// countIterators counts GetShardIterator calls by shard.
+type countIterators struct {
+	shardlease.KinesisAPI
+	mu    sync.Mutex
+	calls map[string]int
+}
+
+func (k *countIterators) GetShardIterator(ctx context.Context, in *kinesis.GetShardIteratorInput, o ...func(*kinesis.Options)) (*kinesis.GetShardIteratorOutput, error) {
+	k.mu.Lock()
+	k.calls[aws.ToString(in.ShardId)]++
+	k.mu.Unlock()
+	return k.KinesisAPI.GetShardIterator(ctx, in, o...)
+}
+
+func (k *countIterators) count(shard string) int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.calls[shard]
+}
+
+// Defect 1, the reader's side: a checkpoint Kinesis rejects (here a
+// sequence number of another shard, as an edited row or a re-created stream
+// leaves) was retried forever with a warning while the lease was renewed.
+// It is now a counted error: the shard is released and not taken again
+// until the next shard sync interval.
+func TestNoLossRejectedCheckpointIsCounted(t *testing.T) {
+	worlds(t, 2, func(t *testing.T, w *world) {
+		p := &produced{}
+		w.put(t, p, 20, 8)
+		var other string
+		p.mu.Lock()
+		for _, id := range p.byShard["shardId-000000000001"] {
+			other = p.seq[id]
+		}
+		p.mu.Unlock()
+		require.NotEmpty(t, other)
+		ctx := context.Background()
+		key := shardlease.LeaseKey{Stream: w.stream, Shard: "shardId-000000000000"}
+		_, err := w.store.Create(ctx, key, nil)
+		require.NoError(t, err)
+		l, err := w.store.Acquire(ctx, key, "operator", 0)
+		require.NoError(t, err)
+		l, err = w.store.Checkpoint(ctx, l, other, -1, time.Now())
+		require.NoError(t, err)
+		_, err = w.store.Release(ctx, l)
+		require.NoError(t, err)
+
+		h := newHandled()
+		kin := &countIterators{KinesisAPI: w.kin, calls: map[string]int{}}
+		syncEvery := 20 * w.take
+		a := startWorker(t, w, kin, w.store, h.handler("a"), w.opts("a", shardlease.WithShardSyncInterval(syncEvery))...)
+		waitFor(t, 10*w.lease, "the checkpoint rejected", func() bool { return a.c.Stats().CheckpointsRejected >= 1 })
+		waitFor(t, 10*w.lease, "the lease released", func() bool {
+			row, err := w.store.Get(ctx, key)
+			return err == nil && row.Owner == ""
+		})
+		calls := kin.count(key.Shard)
+		// Several take rounds pass within half a shard sync interval; the
+		// shard is not tried again during them.
+		deadline := time.Now().Add(syncEvery / 2)
+		for time.Now().Before(deadline) {
+			time.Sleep(w.take)
+		}
+		assert.Equal(t, calls, kin.count(key.Shard), "no new attempt before the next shard sync interval")
+		assert.LessOrEqual(t, a.c.Stats().CheckpointsRejected, int64(1))
+		row, err := w.store.Get(ctx, key)
+		require.NoError(t, err)
+		assert.Equal(t, other, row.Checkpoint, "the checkpoint is kept for the operator")
+		require.NoError(t, a.stop(t))
+	})
+}
+
+// Cleanup: rows of finished shards are deleted once Kinesis no longer lists
+// them and every child has a checkpoint of its own. After 100 split/merge
+// cycles with shards aging out, the table holds only the open shards and the
+// finished parents still needed, and nothing was lost.
+func TestNoLossCleanupAfterSplitMergeCycles(t *testing.T) {
+	retention := map[string]time.Duration{"fake": time.Minute, "dynamo": 5 * time.Second}
+	opts := func(world string) []kinesisfake.Option {
+		return []kinesisfake.Option{kinesisfake.WithRetention(retention[world])}
+	}
+	fakeKinesisWorlds(t, 1, opts, func(t *testing.T, w *world) {
+		cycles := 100
+		if w.name != "fake" {
+			cycles = 10 // real time: each cycle waits for the readers
+		}
+		retention := retention[w.name]
+		p, h := &produced{}, newHandled()
+		a := startWorker(t, w, w.kin, w.store, h.handler("a"), w.opts("a")...)
+		const keys = 16
+		open := "shardId-000000000000"
+		maxRows := 0
+		for range cycles {
+			kids := w.split(t, open)
+			w.put(t, p, 20, keys)
+			open = w.merge(t, kids[0], kids[1])
+			w.put(t, p, 20, keys)
+			waitFor(t, 60*w.lease, "every record handled", func() bool { return h.distinct() == p.count() })
+			// The next reshard comes a third of the retention later (a
+			// stream resharded every 8 hours keeps closed shards 24 hours).
+			time.Sleep(retention / 3)
+			maxRows = max(maxRows, len(w.leases(t)))
+		}
+		// Wait for the last closed shards to age out and the next shard syncs.
+		waitFor(t, retention+30*w.take, "only the open shard's row left", func() bool {
+			ls := w.leases(t)
+			return len(ls) == 1 && ls[0].Key.Shard == open
+		})
+		require.NoError(t, a.stop(t))
+		assert.Empty(t, h.lost(p))
+		requireKeyOrder(t, p, h)
+		deleted := a.c.Stats().FinishedRowsDeleted
+		if w.name == "fake" {
+			assert.Equal(t, int64(3*cycles), deleted, "every closed shard's row deleted once")
+		} else {
+			// A delete whose reply was lost, retried by the SDK, finds the
+			// row gone and is not counted.
+			assert.True(t, deleted > 0 && deleted <= int64(3*cycles), "%d deletions counted for %d closed shards", deleted, 3*cycles)
+		}
+		// Kinesis lists the shards closed within the retention (about three
+		// cycles of three); rows of shards that aged out wait at most a shard
+		// sync interval more.
+		assert.LessOrEqual(t, maxRows, 3*5+1, "the table does not grow with the cycles")
+		t.Logf("%d cycles, %d shards made; at most %d rows at the end of a cycle", cycles, 1+3*cycles, maxRows)
+	})
+}
+
