@@ -526,4 +526,3 @@ func TestNoLossCleanupAfterSplitMergeCycles(t *testing.T) {
 		t.Logf("%d cycles, %d shards made; at most %d rows at the end of a cycle", cycles, 1+3*cycles, maxRows)
 	})
 }
-
