@@ -190,7 +190,9 @@ func TestPoisonDeadLetterFails(t *testing.T) {
 		poison := p.ids[4]
 		h := newPoisonHandler(poison)
 		h.deadAccept = false
-		wk := startWorker(t, w, w.kin, w.store, h.handle, w.opts("a", shardlease.WithMaxAttempts(2), shardlease.WithDeadLetter(h.deadLetter))...)
+		rec := newRecorder()
+		wk := startWorker(t, w, w.kin, w.store, h.handle, w.opts("a", shardlease.WithMaxAttempts(2), shardlease.WithDeadLetter(h.deadLetter),
+			shardlease.WithMeterProvider(rec))...)
 		waitFor(t, 30*w.lease, "the callback failed twice", func() bool { _, _, _, n := h.snapshot(); return n >= 2 })
 		w.put(t, p, 5, 5)
 		waitFor(t, 60*w.lease, "the callback failed three more times", func() bool { _, _, _, n := h.snapshot(); return n >= 5 })
@@ -204,6 +206,7 @@ func TestPoisonDeadLetterFails(t *testing.T) {
 			assert.Zero(t, handled[id], "record %s after the stuck batch was handled", id)
 		}
 		assert.Zero(t, wk.c.Stats().RecordsDeadLettered)
+		assert.Contains(t, rec.collect(t)["shardlease.retry.stuck"], shard, "a shard whose callback fails is reported stuck")
 
 		h.mu.Lock()
 		h.deadAccept = true

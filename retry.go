@@ -89,11 +89,7 @@ func (r *leaseRunner) retrying(b *Batch, since time.Time, attempt int, err error
 	first := b.Records[0]
 	now := time.Now()
 	r.stuckMu.Lock()
-	s := r.stuckAt
-	if s == nil {
-		s = &stuckState{since: since, seq: first.SequenceNumber, arrival: first.ApproximateArrivalTimestamp}
-		r.stuckAt = s
-	}
+	s := r.stuckOn(first, since)
 	due := r.c.cfg.maxAttempts == 0 && attempt >= stuckLogAfter && (s.logged.IsZero() || now.Sub(s.logged) >= stuckLogEvery)
 	if due {
 		s.logged = now
@@ -108,6 +104,15 @@ func (r *leaseRunner) retrying(b *Batch, since time.Time, attempt int, err error
 		args = append(args, "ages_out_in", left.Round(time.Second))
 	}
 	r.log.Error("shard stuck: the handler keeps failing on a batch and it is retried without a limit (see WithMaxAttempts); records that age out of the stream before it succeeds are lost", args...)
+}
+
+// stuckOn returns the stuck state, starting it (stuck on rec since since)
+// if there is none. r.stuckMu is held.
+func (r *leaseRunner) stuckOn(rec Record, since time.Time) *stuckState {
+	if r.stuckAt == nil {
+		r.stuckAt = &stuckState{since: since, seq: rec.SequenceNumber, arrival: rec.ApproximateArrivalTimestamp}
+	}
+	return r.stuckAt
 }
 
 // unstuck clears the stuck state once the batch is done.
@@ -230,6 +235,7 @@ func (r *leaseRunner) giveUp(b *Batch, err error) bool {
 // reports false when the runner must stop first.
 func (r *leaseRunner) deadLetter(recs []Record, err error) bool {
 	bo := backoff.Backoff{Min: r.c.cfg.retryMin, Max: r.c.cfg.retryMax}
+	since := time.Now()
 	for {
 		if !r.mayHand() {
 			return false
@@ -238,6 +244,11 @@ func (r *leaseRunner) deadLetter(recs []Record, err error) bool {
 		if cerr == nil {
 			break
 		}
+		// Stuck until the callback succeeds: report it as such.
+		r.stuckMu.Lock()
+		r.stuckOn(recs[0], since)
+		r.stuckMu.Unlock()
+		r.c.learnRetention()
 		r.log.Error("dead-letter callback failed; calling it again, the checkpoint stays before the records",
 			"records", len(recs), "first", recs[0].SequenceNumber, "attempt", bo.Attempts()+1, "err", cerr)
 		if !r.pause(bo.Next()) {
