@@ -117,14 +117,27 @@ func (r *leaseRunner) stopped(reason StopReason) {
 		return
 	}
 	if reason == "" {
+		asked := false
+		select {
+		case <-r.quit:
+			asked = true
+		default:
+		}
 		switch {
 		case r.lost.Load():
 			reason = StopLost
 		case r.handedOff.Load():
 			reason = StopHandedOff
-		default:
+		case asked:
 			reason = StopShuttingDown
+		default:
+			// No write succeeded for a lease duration: the lease may be
+			// another worker's already.
+			reason = StopLost
 		}
+	}
+	if reason == StopLost {
+		r.leaseCancel() // the handler's context ends before the hook runs
 	}
 	r.log.Debug("stopping the shard", "reason", string(reason))
 	fn := r.c.cfg.hooks.OnStop

@@ -2,10 +2,13 @@ package shardlease_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/big"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -233,7 +236,7 @@ func TestHooksLostLease(t *testing.T) {
 		})
 		waitFor(t, 10*w.lease, "a's stop hook", func() bool {
 			events, _ := s.of("a", shard)
-			return len(events) > 0 && strings.HasPrefix(events[len(events)-1], "stop")
+			return slices.ContainsFunc(events, func(e string) bool { return strings.HasPrefix(e, "stop") })
 		})
 		require.NoError(t, a.stop(t))
 		events, _ := s.of("a", shard)
@@ -298,5 +301,63 @@ func TestHooksShardEnd(t *testing.T) {
 		}
 		assert.Equal(t, 2, children)
 		s.requireDeliveredOnce(t, p)
+	})
+}
+
+// failingWrites fails the holder's writes, without refusing them, while
+// fail is set: the lease runs out on the holder's clock.
+type failingWrites struct {
+	shardlease.LeaseStore
+	fail atomic.Bool
+}
+
+var errUnreachable = errors.New("connection reset")
+
+func (s *failingWrites) Renew(ctx context.Context, l shardlease.Lease, e time.Time) (shardlease.Lease, error) {
+	if s.fail.Load() {
+		return shardlease.Lease{}, errUnreachable
+	}
+	return s.LeaseStore.Renew(ctx, l, e)
+}
+
+func (s *failingWrites) Checkpoint(ctx context.Context, l shardlease.Lease, cp string, sub int64, e time.Time) (shardlease.Lease, error) {
+	if s.fail.Load() {
+		return shardlease.Lease{}, errUnreachable
+	}
+	return s.LeaseStore.Checkpoint(ctx, l, cp, sub, e)
+}
+
+// A lease that runs out because no write succeeded for a lease duration
+// stops as lost: the handler's context is cancelled before the stop hook.
+func TestHooksLeaseRunsOut(t *testing.T) {
+	worlds(t, 1, func(t *testing.T, w *world) {
+		p := &produced{}
+		w.put(t, p, 10, 5)
+		shard := onlyShard(t, p)
+		s := newBuffering()
+		store := &failingWrites{LeaseStore: w.store}
+		a := startWorker(t, w, w.kin, store, s.handler("a"), w.opts("a", shardlease.WithManualCheckpoints(), s.hooks("a"))...)
+		waitFor(t, 30*w.lease, "a buffers every record", func() bool { return s.bufferedCount() == 10 })
+		store.fail.Store(true)
+		waitFor(t, 10*w.lease, "a's stop hook", func() bool {
+			events, _ := s.of("a", shard)
+			return slices.ContainsFunc(events, func(e string) bool { return strings.HasPrefix(e, "stop") })
+		})
+		store.fail.Store(false)
+		require.NoError(t, a.stop(t))
+		events, _ := s.of("a", shard)
+		for i, e := range events {
+			if strings.HasPrefix(e, "stop") {
+				events = events[:i+1]
+				break
+			}
+		}
+		requireRun(t, events, shardlease.StopLost)
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		assert.ErrorIs(t, s.lostCtxErr, context.Canceled, "the handler's context was cancelled before the stop hook")
+		for id, n := range s.delivered {
+			assert.Equal(t, 1, n, "record %s delivered once: the lost run dropped its buffer", id)
+		}
 	})
 }
