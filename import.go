@@ -549,7 +549,8 @@ func checkForeignSchema(ctx context.Context, client DynamoDBAPI, format ImportFo
 	out, err := client.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)})
 	if err != nil {
 		if isNotFound(err) {
-			return &TableError{Table: table, Err: errorf("%w: import expected a %s table with the string partition key %q here; check the table name and region: %w", ErrTableNotFound, format, want, err)}
+			return &TableError{Table: table, Err: &sourceNotFound{err: err,
+				msg: fmt.Sprintf("not found: import expected a %s table with the string partition key %q here; check the table name and region: %s", format, want, bare(err))}}
 		}
 		return &TableError{Table: table, Err: errorf("describe: %w", err)}
 	}
@@ -572,6 +573,18 @@ func checkForeignSchema(ctx context.Context, client DynamoDBAPI, format ImportFo
 	}
 	return e
 }
+
+// sourceNotFound is the error for a missing source table. It matches
+// ErrTableNotFound, whose text speaks of the lease table, without
+// repeating that text.
+type sourceNotFound struct {
+	msg string
+	err error // the SDK's error
+}
+
+func (e *sourceNotFound) Error() string        { return e.msg }
+func (e *sourceNotFound) Unwrap() error        { return e.err }
+func (e *sourceNotFound) Is(target error) bool { return target == ErrTableNotFound }
 
 // scanForeign reads every row of table and returns the rows to report,
 // ordered by shard id.

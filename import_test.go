@@ -163,7 +163,8 @@ func TestImportTableErrors(t *testing.T) {
 	_, err := shardlease.Import(ctx, raw, handMadeStream(), shardlease.ImportKinsumer, missing, s, "orders")
 	require.ErrorIs(t, err, shardlease.ErrTableNotFound)
 	require.ErrorContains(t, err, "table "+missing+": ")
-	require.ErrorContains(t, err, `import expected a kinsumer table with the string partition key "Shard" here`)
+	require.ErrorContains(t, err, "shardlease: table "+missing+`: not found: import expected a kinsumer table with the string partition key "Shard" here; check the table name and region: `)
+	require.NotContains(t, err.Error(), "lease table", "the other library's table is not a lease table")
 
 	kcl := foreignTable(t, raw, "kcl-app", "leaseKey")
 	_, err = shardlease.Import(ctx, raw, handMadeStream(), shardlease.ImportKinsumer, kcl, s, "orders")
