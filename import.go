@@ -148,6 +148,8 @@ type ImportCheck struct {
 	Problem    string // what Kinesis (or the shard's sequence number range) says
 }
 
+// Error lists the shards and checkpoints that do not fit and says what to
+// check.
 func (e *ImportMismatchError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "shardlease: import %s table %s into stream %s: nothing was written: the rows do not fit the stream", e.Format, e.FromTable, e.Stream)
@@ -191,6 +193,8 @@ type ImportSchemaError struct {
 	LooksLike string       // the format the key matches, "a shardlease lease table", or ""
 }
 
+// Error names the table's key, the format it looks like and the formats
+// Import reads.
 func (e *ImportSchemaError) Error() string {
 	var known []string
 	for _, f := range ImportFormats() {
