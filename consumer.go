@@ -138,6 +138,9 @@ func NewConsumer(client KinesisAPI, store LeaseStore, stream string, handler Han
 	case handler == nil:
 		return nil, errorf("%w: stream %s: the handler is nil; pass a func(ctx, *shardlease.Batch) error", ErrInvalidConfig, stream)
 	}
+	if err := checkRegion(client); err != nil {
+		return nil, errorf("stream %s: %w", stream, err)
+	}
 	cfg, err := buildConfig(stream, opts)
 	if err != nil {
 		return nil, err
@@ -526,7 +529,7 @@ func listShards(ctx context.Context, kin KinesisAPI, stream string, cfg config) 
 					continue
 				}
 			}
-			return nil, errorf("shardlease: stream %s: list shards: %w", stream, err)
+			return nil, errorf("shardlease: stream %s: list shards: %w", stream, credentialsHint(err))
 		}
 		bo.Reset()
 		out = append(out, page.Shards...)

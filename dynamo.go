@@ -18,6 +18,7 @@ import (
 
 // DynamoDBAPI is the part of the DynamoDB client the store calls.
 // *dynamodb.Client satisfies it; wrap one to count calls or inject faults.
+// The store never creates tables: CreateTable takes a CreateTableAPI.
 type DynamoDBAPI interface {
 	GetItem(ctx context.Context, params *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
 	PutItem(ctx context.Context, params *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
@@ -25,10 +26,19 @@ type DynamoDBAPI interface {
 	DeleteItem(ctx context.Context, params *dynamodb.DeleteItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
 	Scan(ctx context.Context, params *dynamodb.ScanInput, optFns ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error)
 	DescribeTable(ctx context.Context, params *dynamodb.DescribeTableInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error)
-	CreateTable(ctx context.Context, params *dynamodb.CreateTableInput, optFns ...func(*dynamodb.Options)) (*dynamodb.CreateTableOutput, error)
 }
 
-var _ DynamoDBAPI = (*dynamodb.Client)(nil)
+// CreateTableAPI is the part of the DynamoDB client CreateTable calls.
+// *dynamodb.Client satisfies it.
+type CreateTableAPI interface {
+	CreateTable(ctx context.Context, params *dynamodb.CreateTableInput, optFns ...func(*dynamodb.Options)) (*dynamodb.CreateTableOutput, error)
+	DescribeTable(ctx context.Context, params *dynamodb.DescribeTableInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error)
+}
+
+var (
+	_ DynamoDBAPI    = (*dynamodb.Client)(nil)
+	_ CreateTableAPI = (*dynamodb.Client)(nil)
+)
 
 // Attribute names of a lease row.
 const (
@@ -79,6 +89,9 @@ func NewDynamoStore(client DynamoDBAPI, table string, opts ...StoreOption) (*Dyn
 	if err := ValidateTableName(table); err != nil {
 		return nil, err
 	}
+	if err := checkRegion(client); err != nil {
+		return nil, &TableError{Table: table, Err: err}
+	}
 	s := &DynamoStore{client: client, table: table}
 	for _, o := range opts {
 		o(&s.cfg)
@@ -128,7 +141,7 @@ func (s *DynamoStore) CheckTable(ctx context.Context) error {
 		if isNotFound(err) {
 			return tableNotFound(s.table, err)
 		}
-		return &TableError{Table: s.table, Err: errorf("describe: %w", err)}
+		return &TableError{Table: s.table, Err: errorf("describe: %w", credentialsHint(err))}
 	}
 	if err := checkSchema(s.table, out.Table); err != nil {
 		return err
@@ -172,12 +185,15 @@ func hasStringHashKey(d *types.TableDescription, name string) (have string, ok b
 // waits until it is active. It succeeds without change when the table exists
 // already with the right key schema, and fails with ErrBadTableSchema when it
 // exists with another.
-func CreateTable(ctx context.Context, client DynamoDBAPI, name string) error {
+func CreateTable(ctx context.Context, client CreateTableAPI, name string) error {
 	if client == nil {
 		return errorf("%w: DynamoDB client is nil", ErrInvalidConfig)
 	}
 	if err := ValidateTableName(name); err != nil {
 		return err
+	}
+	if err := checkRegion(client); err != nil {
+		return &TableError{Table: name, Err: err}
 	}
 	_, err := client.CreateTable(ctx, &dynamodb.CreateTableInput{
 		TableName:            aws.String(name),
@@ -187,7 +203,7 @@ func CreateTable(ctx context.Context, client DynamoDBAPI, name string) error {
 	})
 	var inUse *types.ResourceInUseException
 	if err != nil && !errors.As(err, &inUse) {
-		return &TableError{Table: name, Err: errorf("create: %w", err)}
+		return &TableError{Table: name, Err: errorf("create: %w", credentialsHint(err))}
 	}
 	delay := 50 * time.Millisecond
 	for {

@@ -119,7 +119,7 @@ func TestDynamoMisconfiguration(t *testing.T) {
 	assert.Contains(t, err.Error(), "table "+wrong)
 	assert.Contains(t, err.Error(), `HASH id (N)`)
 	assert.Contains(t, err.Error(), `the string partition key "lease_key"`)
-	err = shardlease.CreateTable(ctx, client, wrong)
+	err = shardlease.CreateTable(ctx, client.(*dynamodb.Client), wrong)
 	require.ErrorIs(t, err, shardlease.ErrBadTableSchema, "CreateTable refuses an existing table with another schema")
 
 	_, err = shardlease.NewDynamoStore(client, "")

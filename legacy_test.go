@@ -101,7 +101,7 @@ func loadRows(t *testing.T, client shardlease.DynamoDBAPI, table, file string) {
 func foreignTable(t *testing.T, client shardlease.DynamoDBAPI, prefix, key string) string {
 	t.Helper()
 	name := emulator.UniqueName(prefix)
-	_, err := client.CreateTable(t.Context(), &dynamodb.CreateTableInput{
+	_, err := client.(*dynamodb.Client).CreateTable(t.Context(), &dynamodb.CreateTableInput{
 		TableName:            aws.String(name),
 		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String(key), AttributeType: types.ScalarAttributeTypeS}},
 		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String(key), KeyType: types.KeyTypeHash}},

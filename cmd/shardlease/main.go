@@ -19,8 +19,10 @@ import (
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 
 	"github.com/shardlease/shardlease"
+	"github.com/shardlease/shardlease/internal/awshint"
 )
 
 // Exit codes.
@@ -54,6 +56,9 @@ type env struct {
 	// watching, when set, is called by release with the lease it has read
 	// and is about to watch.
 	watching func(shardlease.Lease)
+	// emulatorsReady, when set, is called by emulators with the endpoints
+	// once both emulators run.
+	emulatorsReady func(dynamoEndpoint, kinesisEndpoint string)
 }
 
 // ownerID returns the owner id the command's writes carry.
@@ -79,10 +84,15 @@ type command struct {
 	// flags defines the command's flags on fs and returns the function that
 	// runs it once they are parsed.
 	flags func(fs *flag.FlagSet, c *cli) func(ctx context.Context) error
+	// service is the AWS service whose endpoint -endpoint sets: "DynamoDB"
+	// (the default) or "Kinesis"; "none" for a command that calls no AWS
+	// service and has neither -region nor -endpoint.
+	service string
 }
 
 // commands lists the subcommands in the order help shows them.
-var commands = []*command{createTableCommand, listCommand, resetCommand, releaseCommand}
+var commands = []*command{createTableCommand, listCommand, resetCommand, releaseCommand,
+	emulatorsCommand, createStreamCommand, putCommand}
 
 func findCommand(name string) *command {
 	for _, c := range commands {
@@ -164,24 +174,67 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, e env) in
 			printUsage(stdout, c, fs)
 			return exitOK
 		}
-		fmt.Fprintf(stderr, "shardlease %s: %v\nRun 'shardlease %s -h' for usage.\n", c.name, err, c.name)
-		return exitUsage
+		return st.fail(c, usagef("%v", err), jsonWanted(fs, args[1:]))
 	}
+	asJSON := jsonWanted(fs, args[1:])
 	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "shardlease %s: unexpected argument %q; every value is given with a flag\nRun 'shardlease %s -h' for usage.\n", c.name, fs.Arg(0), c.name)
-		return exitUsage
+		return st.fail(c, usagef("unexpected argument %q; every value is given with a flag", fs.Arg(0)), asJSON)
 	}
 	defer st.closeClient()
 	if err := exec(ctx); err != nil {
-		var ue *usageError
-		if errors.As(err, &ue) {
-			fmt.Fprintf(stderr, "shardlease %s: %s\nRun 'shardlease %s -h' for usage.\n", c.name, errText(err), c.name)
-			return exitUsage
-		}
-		fmt.Fprintf(stderr, "shardlease %s: %s\n", c.name, errText(err))
-		return exitError
+		return st.fail(c, err, asJSON)
 	}
 	return exitOK
+}
+
+// jsonError is what a command run with -json prints on stdout when it
+// fails, instead of its result.
+type jsonError struct {
+	Command string `json:"command"`
+	Error   string `json:"error"`
+	// Usage is set when the command line is wrong (exit status 2).
+	Usage    bool `json:"usage"`
+	ExitCode int  `json:"exit_code"`
+}
+
+// fail reports err and returns the exit status: as a JSON object on stdout
+// with -json (and the message on stderr as well), as text on stderr
+// otherwise.
+func (st *cli) fail(c *command, err error, asJSON bool) int {
+	var ue *usageError
+	usage := errors.As(err, &ue)
+	code := exitError
+	if usage {
+		code = exitUsage
+	}
+	if asJSON {
+		_ = st.printJSON(jsonError{Command: c.name, Error: errText(err), Usage: usage, ExitCode: code})
+	}
+	if usage {
+		fmt.Fprintf(st.stderr, "shardlease %s: %s\nRun 'shardlease %s -h' for usage.\n", c.name, errText(err), c.name)
+	} else {
+		fmt.Fprintf(st.stderr, "shardlease %s: %s\n", c.name, errText(err))
+	}
+	return code
+}
+
+// jsonWanted reports whether the command has -json and it was set, also
+// when parsing stopped before reaching it.
+func jsonWanted(fs *flag.FlagSet, args []string) bool {
+	f := fs.Lookup("json")
+	if f == nil {
+		return false
+	}
+	if f.Value.String() == "true" {
+		return true
+	}
+	for _, a := range args {
+		switch a {
+		case "-json", "--json", "-json=true", "--json=true":
+			return true
+		}
+	}
+	return false
 }
 
 // newFlagSet returns c's flag set with the flags every command has. It
@@ -190,13 +243,21 @@ func newFlagSet(c *command, st *cli) *flag.FlagSet {
 	fs := flag.NewFlagSet("shardlease "+c.name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
-	fs.StringVar(&st.region, "region", "", "AWS `region` (default: from AWS_REGION or the shared config)")
-	fs.StringVar(&st.endpoint, "endpoint", "", "DynamoDB endpoint `URL`, e.g. http://localhost:8000 for a local emulator (default: from AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL, or the region's)")
+	switch c.service {
+	case "none":
+	case "Kinesis":
+		fs.StringVar(&st.region, "region", "", "AWS `region` (default: from AWS_REGION or the shared config)")
+		fs.StringVar(&st.endpoint, "endpoint", "", "Kinesis endpoint `URL`, e.g. http://127.0.0.1:4567 for a local emulator (default: from AWS_ENDPOINT_URL_KINESIS, AWS_ENDPOINT_URL, or the region's)")
+	default:
+		fs.StringVar(&st.region, "region", "", "AWS `region` (default: from AWS_REGION or the shared config)")
+		fs.StringVar(&st.endpoint, "endpoint", "", "DynamoDB endpoint `URL`, e.g. http://127.0.0.1:8000 for a local emulator (default: from AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL, or the region's)")
+	}
 	return fs
 }
 
 func printCommands(w io.Writer) {
-	fmt.Fprint(w, "shardlease inspects and repairs the lease table of shardlease consumers.\n\nUsage:\n\n\tshardlease <command> [flags]\n\nCommands:\n\n")
+	fmt.Fprint(w, "shardlease inspects and repairs the lease table of shardlease consumers,\n"+
+		"and runs DynamoDB and Kinesis emulators for local development.\n\nUsage:\n\n\tshardlease <command> [flags]\n\nCommands:\n\n")
 	for _, c := range commands {
 		fmt.Fprintf(w, "\t%-13s %s\n", c.name, c.summary)
 	}
@@ -225,13 +286,51 @@ func requireFlags(flags ...string) error {
 // dynamo returns a DynamoDB client built from the SDK's default
 // configuration, with -region and -endpoint applied.
 func (st *cli) dynamo(ctx context.Context) (*dynamodb.Client, error) {
+	cfg, err := st.awsConfig(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) {
+		if st.endpoint != "" {
+			o.BaseEndpoint = aws.String(st.endpoint)
+		}
+	}), nil
+}
+
+// kinesis returns a Kinesis client built from the SDK's default
+// configuration, with -region and -endpoint applied.
+func (st *cli) kinesis(ctx context.Context) (*kinesis.Client, error) {
+	cfg, err := st.awsConfig(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return kinesis.NewFromConfig(cfg, func(o *kinesis.Options) {
+		if st.endpoint != "" {
+			o.BaseEndpoint = aws.String(st.endpoint)
+		}
+	}), nil
+}
+
+// withCredentialsHint adds what to do to an error that says the SDK found
+// no credentials.
+func withCredentialsHint(err error) error {
+	if awshint.IsNoCredentials(err) {
+		return fmt.Errorf("%s: %w", awshint.NoCredentials, err)
+	}
+	return err
+}
+
+// awsConfig loads the SDK's default configuration with -region applied.
+// With an endpoint but no region it signs with us-east-1, which emulators
+// ignore.
+func (st *cli) awsConfig(ctx context.Context) (aws.Config, error) {
 	var opts []func(*config.LoadOptions) error
 	if st.region != "" {
 		opts = append(opts, config.WithRegion(st.region))
 	}
 	cfg, err := config.LoadDefaultConfig(ctx, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("load AWS configuration: %w", err)
+		return cfg, fmt.Errorf("load AWS configuration: %w", err)
 	}
 	// Use the transport the SDK configured (AWS_CA_BUNDLE and all), but
 	// keep hold of it so its connections are closed when the command ends.
@@ -241,15 +340,11 @@ func (st *cli) dynamo(ctx context.Context) (*dynamodb.Client, error) {
 	}
 	if cfg.Region == "" {
 		if st.endpoint == "" {
-			return nil, errors.New("no AWS region configured: pass -region or set AWS_REGION")
+			return cfg, errors.New("no AWS region configured: pass -region or set AWS_REGION (for local emulators any region will do, e.g. us-east-1)")
 		}
 		cfg.Region = "us-east-1" // an emulator ignores it, but requests are signed with one
 	}
-	return dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) {
-		if st.endpoint != "" {
-			o.BaseEndpoint = aws.String(st.endpoint)
-		}
-	}), nil
+	return cfg, nil
 }
 
 // store returns a store over table after checking that the table exists

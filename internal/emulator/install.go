@@ -3,6 +3,7 @@ package emulator
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -29,14 +30,23 @@ const installDirName = ".emulators"
 const installTimeout = 5 * time.Minute
 
 // missingNodeHint is appended to every error caused by a missing Node.js.
-const missingNodeHint = "install Node.js 20 and npm, e.g. apt-get install nodejs npm; " +
-	"go test -short ./... runs only the in-process tests and needs neither"
+const missingNodeHint = "install Node.js 20 and npm, e.g. apt-get install nodejs npm " +
+	"(go test -short ./... runs only the in-process tests and needs neither)"
 
 // installStamp is written after a successful install and names what was
 // installed, so that a later run (or a parallel test binary) can skip npm.
 var installStamp = fmt.Sprintf("dynalite@%s kinesalite@%s\n", DynaliteVersion, KinesaliteVersion)
 
-// serverScript starts one emulator on an ephemeral loopback port, prints the
+// scriptName is the server script's file name in the install directory. It
+// carries a hash of the script, so that binaries built from different
+// versions of this package can share one install directory.
+var scriptName = func() string {
+	sum := sha256.Sum256([]byte(serverScript))
+	return fmt.Sprintf("serve-%x.js", sum[:6])
+}()
+
+// serverScript starts one emulator on a loopback port (the second argument;
+// 0 or none: an ephemeral one), prints the
 // port on stdout and exits when its stdin closes, so a test binary that dies
 // never leaves a node process behind.
 const serverScript = `'use strict'
@@ -59,7 +69,7 @@ process.on('uncaughtException', (err) => {
   process.stderr.write(String(err && err.stack || err) + '\n')
   process.exit(1)
 })
-server.listen(0, '127.0.0.1', () => { process.stdout.write(server.address().port + '\n') })
+server.listen(Number(process.argv[3] || 0), '127.0.0.1', () => { process.stdout.write(server.address().port + '\n') })
 process.stdin.on('end', () => process.exit(0))
 process.stdin.on('error', () => process.exit(0))
 process.stdin.resume()
@@ -98,15 +108,19 @@ func lookNode() error {
 // unless they are already there, writes the server script, and returns the
 // directory. It holds an exclusive lock on .emulators/.lock throughout, so
 // parallel test binaries install once and never see a half-done install.
-func ensureInstalled(ctx context.Context) (string, error) {
+//
+// A non-empty dir is used instead of <module root>/.emulators.
+func ensureInstalled(ctx context.Context, dir string) (string, error) {
 	if err := lookNode(); err != nil {
 		return "", err
 	}
-	root, err := moduleRoot()
-	if err != nil {
-		return "", err
+	if dir == "" {
+		root, err := moduleRoot()
+		if err != nil {
+			return "", err
+		}
+		dir = filepath.Join(root, installDirName)
 	}
-	dir := filepath.Join(root, installDirName)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", fmt.Errorf("emulator: create %s: %w", dir, err)
 	}
@@ -121,7 +135,7 @@ func ensureInstalled(ctx context.Context) (string, error) {
 			return "", err
 		}
 	}
-	script := filepath.Join(dir, "serve.js")
+	script := filepath.Join(dir, scriptName)
 	if b, err := os.ReadFile(script); err != nil || string(b) != serverScript {
 		if err := os.WriteFile(script, []byte(serverScript), 0o644); err != nil {
 			return "", fmt.Errorf("emulator: write %s: %w", script, err)

@@ -44,7 +44,7 @@ type Server struct {
 // once (no CREATING or DELETING delay); data lives in memory. ctx bounds the
 // install and the start only; the server runs until Close.
 func StartDynalite(ctx context.Context) (*Server, error) {
-	return start(ctx, "dynalite")
+	return start(ctx, "dynalite", Options{})
 }
 
 // StartKinesalite installs kinesalite (on first use) and starts it on an
@@ -52,15 +52,41 @@ func StartDynalite(ctx context.Context) (*Server, error) {
 // limit is high enough for any test; data lives in memory. ctx bounds the
 // install and the start only; the server runs until Close.
 func StartKinesalite(ctx context.Context) (*Server, error) {
-	return start(ctx, "kinesalite")
+	return start(ctx, "kinesalite", Options{})
 }
 
-func start(ctx context.Context, name string) (*Server, error) {
-	dir, err := ensureInstalled(ctx)
+// Options changes where an emulator is installed and which port it listens
+// on; the zero value is what the tests use.
+type Options struct {
+	// Dir holds the npm installation and the server script. Default:
+	// .emulators at the module root (found from the working directory).
+	Dir string
+	// Port is the port on 127.0.0.1 to listen on. Default 0: a free one.
+	Port int
+}
+
+// StartDynaliteWith is StartDynalite with options.
+func StartDynaliteWith(ctx context.Context, o Options) (*Server, error) {
+	return start(ctx, "dynalite", o)
+}
+
+// StartKinesaliteWith is StartKinesalite with options.
+func StartKinesaliteWith(ctx context.Context, o Options) (*Server, error) {
+	return start(ctx, "kinesalite", o)
+}
+
+// ErrPortInUse means the port asked for in Options is taken.
+var ErrPortInUse = errors.New("emulator: port in use")
+
+func start(ctx context.Context, name string, o Options) (*Server, error) {
+	if o.Port < 0 || o.Port > 65535 {
+		return nil, fmt.Errorf("emulator: %s: port %d is not in 0..65535", name, o.Port)
+	}
+	dir, err := ensureInstalled(ctx, o.Dir)
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command("node", filepath.Join(dir, "serve.js"), name)
+	cmd := exec.Command("node", filepath.Join(dir, scriptName), name, strconv.Itoa(o.Port))
 	cmd.Dir = dir
 	setParentDeathSignal(cmd)
 	stdin, err := cmd.StdinPipe()
@@ -86,6 +112,10 @@ func start(ctx context.Context, name string) (*Server, error) {
 	select {
 	case line = <-port.ch:
 	case <-s.exited:
+		if strings.Contains(out.String(), "EADDRINUSE") {
+			return nil, fmt.Errorf("%w: %s cannot listen on 127.0.0.1:%d: another process listens there; stop it or choose another port",
+				ErrPortInUse, name, o.Port)
+		}
 		return nil, fmt.Errorf("emulator: %s exited before it reported its port (%v); its output:\n%s\n"+
 			"if a module is missing or broken, delete %s and run the tests again",
 			name, s.err, out.String(), dir)
@@ -104,6 +134,10 @@ func start(ctx context.Context, name string) (*Server, error) {
 	s.Endpoint = "http://127.0.0.1:" + strconv.Itoa(p)
 	return s, nil
 }
+
+// Exited is closed when the server process has exited, by Close or on its
+// own.
+func (s *Server) Exited() <-chan struct{} { return s.exited }
 
 // kill ends the process and waits for it; used when a start fails.
 func (s *Server) kill() {

@@ -220,13 +220,6 @@ func (f *faultDynamo) DescribeTable(ctx context.Context, p *dynamodb.DescribeTab
 	return f.next.DescribeTable(ctx, p, o...)
 }
 
-func (f *faultDynamo) CreateTable(ctx context.Context, p *dynamodb.CreateTableInput, o ...func(*dynamodb.Options)) (*dynamodb.CreateTableOutput, error) {
-	if err := f.in.down(); err != nil {
-		return nil, err
-	}
-	return f.next.CreateTable(ctx, p, o...)
-}
-
 // faultKinesis injects faults into one worker's Kinesis calls.
 type faultKinesis struct {
 	next shardlease.KinesisAPI

@@ -290,7 +290,11 @@ func (s *soak) since() float64 { return time.Since(s.start).Seconds() }
 func (s *soak) setup(ctx context.Context) error {
 	cfg := s.cfg
 	if cfg.Dynamo != nil {
-		if err := shardlease.CreateTable(ctx, cfg.Dynamo, cfg.Table); err != nil {
+		creator, ok := cfg.Dynamo.(shardlease.CreateTableAPI)
+		if !ok {
+			return fmt.Errorf("soak: the DynamoDB client %T cannot create the table %s", cfg.Dynamo, cfg.Table)
+		}
+		if err := shardlease.CreateTable(ctx, creator, cfg.Table); err != nil {
 			return err
 		}
 	} else {
