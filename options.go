@@ -141,7 +141,12 @@ func WithManualCheckpoints() Option { return func(c *config) { c.manualCheckpoin
 // instead of de-aggregating them.
 func WithRawAggregates() Option { return func(c *config) { c.rawAggregates = true } }
 
-// WithLogger sets the logger. Default: silent.
+// WithLogger sets the logger. Default: slog.Default() at the time
+// NewConsumer is called. Lease changes are logged at Info (a fleet that is
+// not deploying or failing logs nothing), take rounds and checkpoints at
+// Debug, retried failures at Warn, and what needs a person at Error (a
+// handler panic: once per panic site and batch, with its stack). Pass
+// slog.New(slog.DiscardHandler) to silence the consumer.
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
 
 // WithWallClock sets the wall clock used for the lease_expiry attribute that
@@ -245,7 +250,7 @@ func buildConfig(stream string, opts []Option) (config, error) {
 		return c, err
 	}
 	if c.logger == nil {
-		c.logger = slog.New(slog.DiscardHandler)
+		c.logger = slog.Default()
 	}
 	return c, nil
 }

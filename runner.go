@@ -100,6 +100,9 @@ type leaseRunner struct {
 	lastWrite  time.Time // when the last successful write was sent (keeper only)
 
 	behind atomic.Int64 // MillisBehindLatest of the last read; -1 before the first
+	// panicSeen is the panic site and batch of the last handler panic
+	// logged at Error (see logPanic); handler goroutine only.
+	panicSeen string
 	// unsure is the keeper's last write, which failed without a refusal:
 	// it may have landed with only its reply lost. It is sent again as it
 	// was, so that the store can recognise it as this worker's own write.
@@ -511,7 +514,9 @@ func (r *leaseRunner) handle(b *Batch) bool {
 		if err == nil {
 			return true
 		}
-		r.log.Warn("handler failed; retrying the batch", "records", len(b.Records), "first", b.Records[0].SequenceNumber, "attempt", bo.Attempts()+1, "err", err)
+		if pe := (*PanicError)(nil); !errors.As(err, &pe) { // a panic was logged by logPanic
+			r.log.Warn("handler failed; retrying the batch", "records", len(b.Records), "first", b.Records[0].SequenceNumber, "attempt", bo.Attempts()+1, "err", err)
+		}
 		if cfg.maxAttempts > 0 && bo.Attempts()+1 >= cfg.maxAttempts {
 			return r.giveUp(b, err)
 		}
@@ -550,7 +555,7 @@ func (r *leaseRunner) call(b *Batch) (err error) {
 		if v := recover(); v != nil {
 			r.c.stats.panics.Add(1)
 			pe := &PanicError{Stream: b.Stream, ShardID: b.ShardID, Value: v, Stack: debug.Stack()}
-			r.log.Error("handler panicked", "panic", fmt.Sprint(v), "stack", string(pe.Stack))
+			r.logPanic(b, v, panicStack())
 			err = pe
 		}
 	}()

@@ -49,7 +49,7 @@ Example:
 			if st.endpoint == "" && os.Getenv("AWS_ENDPOINT_URL_KINESIS") == "" && os.Getenv("AWS_ENDPOINT_URL") == "" {
 				return usagef("no Kinesis endpoint: create-stream is for local emulators; pass -endpoint or set AWS_ENDPOINT_URL_KINESIS (printed by 'shardlease emulators')")
 			}
-			client, err := st.kinesis(ctx)
+			client, err := st.kinesisClient(ctx)
 			if err != nil {
 				return err
 			}

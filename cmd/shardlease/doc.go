@@ -1,5 +1,10 @@
 // Command shardlease inspects and repairs the lease table that shardlease
-// consumers share in DynamoDB.
+// consumers share in DynamoDB, and runs DynamoDB and Kinesis emulators for
+// local development.
+//
+// Install it with
+//
+//	go install github.com/shardlease/shardlease/cmd/shardlease@latest
 //
 // Usage:
 //
@@ -13,6 +18,9 @@
 //	release       free a lease whose holder is dead
 //	import        copy progress from a kinsumer, vmware-go-kcl-v2 or Java KCL table into
 //	              the lease table, checked against the stream first
+//	emulators     run DynamoDB and Kinesis emulators on this machine (Node.js and npm needed)
+//	create-stream create a Kinesis stream on a local emulator
+//	put           write test records to a Kinesis stream
 //
 // Run "shardlease <command> -h" for a command's flags and an example.
 //
@@ -48,6 +56,7 @@
 // # Exit status
 //
 // 0 on success, 1 when the command failed or refused, 2 for a usage error.
-// With -json, results are printed to standard output as JSON; errors always
-// go to standard error.
+// With -json, results are printed to standard output as JSON, and so are
+// errors: {"command": ..., "error": ..., "usage": ..., "exit_code": ...}.
+// Errors also go to standard error as text.
 package main

@@ -297,9 +297,9 @@ func (st *cli) dynamo(ctx context.Context) (*dynamodb.Client, error) {
 	}), nil
 }
 
-// kinesis returns a Kinesis client built from the SDK's default
+// kinesisClient returns a Kinesis client built from the SDK's default
 // configuration, with -region and -endpoint applied.
-func (st *cli) kinesis(ctx context.Context) (*kinesis.Client, error) {
+func (st *cli) kinesisClient(ctx context.Context) (*kinesis.Client, error) {
 	cfg, err := st.awsConfig(ctx)
 	if err != nil {
 		return nil, err

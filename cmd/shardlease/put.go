@@ -43,7 +43,7 @@ Example:
 			if *count < 1 {
 				return usagef("-count %d: write at least 1 record", *count)
 			}
-			client, err := st.kinesis(ctx)
+			client, err := st.kinesisClient(ctx)
 			if err != nil {
 				return err
 			}
