@@ -14,8 +14,9 @@ const (
 	// StopHandedOff: another worker asked for the lease (balancing) and it is
 	// released to that worker after the stop hook.
 	StopHandedOff StopReason = "handed off"
-	// StopShuttingDown: Run's context was cancelled; the lease is released
-	// after the stop hook.
+	// StopShuttingDown: Run's context was cancelled (or the shard can no
+	// longer be read, as when it was deleted); the lease is released after
+	// the stop hook.
 	StopShuttingDown StopReason = "shutting down"
 	// StopLost: the lease was lost (another worker took it, or no renewal
 	// succeeded for a lease duration). The handler's context is cancelled
@@ -128,7 +129,9 @@ func (r *leaseRunner) stopped(reason StopReason) {
 			reason = StopLost
 		case r.handedOff.Load():
 			reason = StopHandedOff
-		case asked:
+		case asked || r.valid():
+			// Asked to stop, or the reader ended by itself (the shard is
+			// gone): the lease is released after the hook.
 			reason = StopShuttingDown
 		default:
 			// No write succeeded for a lease duration: the lease may be
