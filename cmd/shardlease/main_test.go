@@ -375,6 +375,46 @@ func TestRelease(t *testing.T) {
 		assert.Contains(t, r.stdout, `"action": "already_free"`)
 	})
 
+	t.Run("already free says so, without watching", func(t *testing.T) {
+		watched := false
+		r := f.run(t, env{watching: func(shardlease.Lease) { watched = true }}, "release", "-stream", stream, "-shard", shard(2))
+		require.Equal(t, 0, r.code, r.stderr)
+		assert.Equal(t, stream+":"+shard(2)+" is free already (counter 3); nothing changed\n", r.stdout)
+		assert.NotContains(t, r.stderr, "watching")
+		assert.False(t, watched)
+	})
+
+	t.Run("wait with force is a usage error", func(t *testing.T) {
+		held := f.held(t, key(4), "worker-live")
+		r := f.run(t, env{}, "release", "-stream", stream, "-shard", shard(4), "-force", "-wait", "30s")
+		assert.Equal(t, 2, r.code)
+		assert.Contains(t, r.stderr, "shardlease release: -wait and -force exclude each other")
+		assert.Equal(t, held, f.get(t, key(4)), "nothing changed")
+	})
+
+	t.Run("json errors", func(t *testing.T) {
+		r := f.run(t, env{}, "release", "-stream", stream, "-shard", shard(4), "-force", "-wait", "30s", "-json")
+		assert.Equal(t, 2, r.code)
+		var e jsonError
+		require.NoError(t, json.Unmarshal([]byte(r.stdout), &e), r.stdout)
+		assert.Equal(t, jsonError{Command: "release", Error: "-wait and -force exclude each other: -force releases at once without watching; drop one of them", Usage: true, ExitCode: 2}, e)
+
+		r = f.run(t, env{}, "release", "-stream", stream, "-shard", "shardId-000000000099", "-force", "-json")
+		assert.Equal(t, 1, r.code)
+		require.NoError(t, json.Unmarshal([]byte(r.stdout), &e), r.stdout)
+		assert.Equal(t, "release", e.Command)
+		assert.False(t, e.Usage)
+		assert.Equal(t, 1, e.ExitCode)
+		assert.Contains(t, e.Error, "lease not found")
+		assert.NotContains(t, e.Error, "shardlease: ")
+
+		// A flag error before -json is parsed is JSON too.
+		r = f.run(t, env{}, "release", "-bogus", "-json")
+		assert.Equal(t, 2, r.code)
+		require.NoError(t, json.Unmarshal([]byte(r.stdout), &e), r.stdout)
+		assert.Contains(t, e.Error, "flag provided but not defined: -bogus")
+	})
+
 	t.Run("wait must be positive", func(t *testing.T) {
 		r := f.run(t, env{}, "release", "-stream", stream, "-shard", shard(2), "-wait", "0s")
 		assert.Equal(t, 2, r.code)

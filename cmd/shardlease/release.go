@@ -32,9 +32,10 @@ counter. If the counter stays still, the holder is dead and the lease is
 released; if it moves, the command refuses and changes nothing. Make -wait
 longer than the consumers' lease duration (default 10s).
 
-With -force the lease is released at once, without watching. A live holder
-then finds its next renewal or checkpoint refused ("lease lost") and stops
-reading the shard.
+With -force the lease is released at once, without watching (so -wait and
+-force exclude each other). A live holder then finds its next renewal or
+checkpoint refused ("lease lost") and stops reading the shard. A lease that
+is free already is reported as such, and nothing is watched or written.
 
 The release is two fenced writes: acquire with the counter watched (under
 the owner id shardlease-cli@HOSTNAME), then release. If the holder writes in
@@ -59,6 +60,11 @@ Example:
 			if err != nil {
 				return err
 			}
+			waitSet := false
+			fs.Visit(func(f *flag.Flag) { waitSet = waitSet || f.Name == "wait" })
+			if *force && waitSet {
+				return usagef("-wait and -force exclude each other: -force releases at once without watching; drop one of them")
+			}
 			if *wait <= 0 && !*force {
 				return usagef("-wait %v: must be positive (longer than the consumers' lease duration), or pass -force", *wait)
 			}
@@ -66,12 +72,19 @@ Example:
 			if err != nil {
 				return err
 			}
-			r := releaser{store: store, owner: st.env.ownerID(), wait: *wait, poll: st.env.poll, watching: st.env.watching}
+			r := releaser{store: store, owner: st.env.ownerID(), wait: *wait, poll: st.env.poll}
 			if *force {
 				r.wait = 0
 			}
-			if !*asJSON && !*force {
-				fmt.Fprintf(st.stderr, "watching %s for %v ...\n", key, r.wait)
+			// Said once the lease was read and found held: a free lease
+			// needs no watching.
+			r.watching = func(l shardlease.Lease) {
+				if !*asJSON {
+					fmt.Fprintf(st.stderr, "%s is held by %s at counter %d; watching it for %v ...\n", key, l.Owner, l.Counter, r.wait)
+				}
+				if st.env.watching != nil {
+					st.env.watching(l)
+				}
 			}
 			res, err := r.release(ctx, key)
 			if err != nil {
