@@ -21,6 +21,8 @@
 //	emulators     run DynamoDB and Kinesis emulators on this machine (Node.js and npm needed)
 //	create-stream create a Kinesis stream on a local emulator
 //	put           write test records to a Kinesis stream
+//	adopt-stream  after a stream was deleted and created again: drop the old rows,
+//	              record the new stream
 //
 // Run "shardlease <command> -h" for a command's flags and an example.
 //
@@ -36,8 +38,13 @@
 //	-endpoint URL       overrides the DynamoDB endpoint (and the environment's)
 //
 // import also reads the stream (ListShards, GetShardIterator) to check the
-// rows against it; its -kinesis-endpoint URL (or AWS_ENDPOINT_URL_KINESIS)
-// points that client at another endpoint.
+// rows against it, and adopt-stream describes it (DescribeStreamSummary);
+// their -kinesis-endpoint URL (or AWS_ENDPOINT_URL_KINESIS) points that
+// client at another endpoint.
+//
+// adopt-stream deletes rows without fencing: stop every consumer of the
+// stream first (they refuse to run on the rows of a re-created stream
+// anyway).
 //
 // # Writes are fenced
 //

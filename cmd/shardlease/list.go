@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -32,13 +33,20 @@ Lists every lease of STREAM in the lease table, ordered by shard id:
 	EXPIRY      when the holder thinks its lease runs out, by the holder's own
 	            clock: for information only, never trusted (clocks skew)
 
-A last line names the workers that hold no lease but keep a worker row
+A line below the table names the finished shards (SHARD_END) whose rows
+wait for cleanup: a consumer deletes such a row once Kinesis no longer lists
+the shard (its records aged out of the stream's retention) and every child
+has a checkpoint of its own; children still waiting to start are named. A
+last line names the workers that hold no lease but keep a worker row
 (running, or stopped within a lease duration), with their row's counter.
 
 With -json it prints an array of objects with the fields stream, shard,
 lease_key, owner ("" when free), held, counter, checkpoint ("" when none),
 sub_sequence (null unless inside an aggregated record), parents,
-handoff_to ("" when none) and holder_expiry (RFC 3339, null when not set).
+handoff_to ("" when none), holder_expiry (RFC 3339, null when not set),
+start (where a reader starts while there is no checkpoint: TRIM_HORIZON,
+LATEST or "AT_TIMESTAMP <RFC 3339>"; "" when the row does not say) and
+waiting_for_cleanup (true for a finished shard's row).
 
 Example:
 
@@ -91,6 +99,9 @@ Example:
 			if err := tw.Flush(); err != nil {
 				return err
 			}
+			if waiting := cleanupText(leases); waiting != "" {
+				fmt.Fprintf(st.stdout, "finished, waiting for cleanup: %s\n", waiting)
+			}
 			if len(idle) > 0 {
 				fmt.Fprintf(st.stdout, "workers holding no lease: %s\n", strings.Join(idle, ", "))
 			}
@@ -113,6 +124,8 @@ type leaseJSON struct {
 	Parents      []string `json:"parents"`
 	HandoffTo    string   `json:"handoff_to"`
 	HolderExpiry *string  `json:"holder_expiry"`
+	Start        string   `json:"start"`
+	Waiting      bool     `json:"waiting_for_cleanup"`
 }
 
 func toLeaseJSON(l shardlease.Lease) leaseJSON {
@@ -126,6 +139,8 @@ func toLeaseJSON(l shardlease.Lease) leaseJSON {
 		Checkpoint: l.Checkpoint,
 		Parents:    l.Parents,
 		HandoffTo:  l.HandoffTo,
+		Start:      l.Start.String(),
+		Waiting:    l.Finished(),
 	}
 	if j.Parents == nil {
 		j.Parents = []string{}
@@ -163,4 +178,27 @@ func dash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// cleanupText names the finished rows, each with the children that have not
+// started yet, or "" when there are none.
+func cleanupText(leases []shardlease.Lease) string {
+	var out []string
+	for _, l := range leases {
+		if !l.Finished() {
+			continue
+		}
+		var waiting []string
+		for _, c := range leases {
+			if slices.Contains(c.Parents, l.Key.Shard) && c.Checkpoint == "" {
+				waiting = append(waiting, c.Key.Shard)
+			}
+		}
+		if len(waiting) > 0 {
+			out = append(out, fmt.Sprintf("%s (child %s not started)", l.Key.Shard, strings.Join(waiting, ", ")))
+		} else {
+			out = append(out, l.Key.Shard+" (until Kinesis no longer lists it)")
+		}
+	}
+	return strings.Join(out, ", ")
 }

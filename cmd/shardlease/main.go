@@ -59,6 +59,9 @@ type env struct {
 	// emulatorsReady, when set, is called by emulators with the endpoints
 	// once both emulators run.
 	emulatorsReady func(dynamoEndpoint, kinesisEndpoint string)
+	// describer, when set, answers adopt-stream's DescribeStreamSummary
+	// instead of a Kinesis client.
+	describer shardlease.StreamDescriber
 }
 
 // ownerID returns the owner id the command's writes carry.
