@@ -127,14 +127,17 @@ func startFor(s types.Shard, firstSync bool, cfg config) Start {
 	return Start{Position: TrimHorizon}
 }
 
+// started reports whether a reader took l: it was taken or holds a
+// checkpoint, which happens only once every parent is finished.
+func started(l Lease) bool { return l.Checkpoint != "" || l.Owner != "" }
+
 // finishedByChildren reports whether a closed shard that has no row was
-// evidently read to its end: one of its children has a row that was taken
-// or holds a checkpoint, which happens only once every parent is finished.
-// Such a row was deleted (by an operator, or by cleanup) and is not made
-// again.
+// evidently read to its end: one of its children has a row that was
+// started. Such a row was deleted (by an operator, or by cleanup) and is not
+// made again.
 func finishedByChildren(id string, v shardView, rows map[string]Lease) bool {
 	for _, child := range v.children[id] {
-		if l, ok := rows[child]; ok && (l.Checkpoint != "" || l.Owner != "") {
+		if l, ok := rows[child]; ok && started(l) {
 			return true
 		}
 	}
@@ -235,21 +238,36 @@ func (co *coordinator) fillLineage(ctx context.Context, ls LineageStore, existin
 }
 
 // parentsDone reports whether every parent of l is finished: its row holds
-// ShardEnd, or it has no row and Kinesis no longer lists it (its records
-// aged out, and cleanup deleted its row once every child had started). A
-// parent Kinesis still lists but that has no row is not finished: shard
-// sync makes its row, and it is read first.
+// ShardEnd, or it has no row and either Kinesis no longer lists it (its
+// records aged out, and cleanup deleted its row once every child had
+// started) or one of its children was started (its row was deleted by
+// hand after it finished). A parent Kinesis still lists, without a row and
+// without a started child, is not finished: shard sync makes its row again,
+// and it is read first.
 func parentsDone(l Lease, byShard map[string]Lease, listed map[string]types.Shard) bool {
 	for _, p := range l.Parents {
-		pl, ok := byShard[p]
-		if ok && pl.Checkpoint != ShardEnd {
-			return false
+		if pl, ok := byShard[p]; ok {
+			if pl.Checkpoint != ShardEnd {
+				return false
+			}
+			continue
 		}
-		if _, isListed := listed[p]; !ok && isListed {
+		if _, isListed := listed[p]; isListed && !childStarted(p, byShard) {
 			return false
 		}
 	}
 	return true
+}
+
+// childStarted reports whether a row naming parent among its parents was
+// started.
+func childStarted(parent string, byShard map[string]Lease) bool {
+	for _, c := range byShard {
+		if started(c) && slices.Contains(c.Parents, parent) {
+			return true
+		}
+	}
+	return false
 }
 
 // startInput positions in at start.

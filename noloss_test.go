@@ -526,3 +526,41 @@ func TestNoLossCleanupAfterSplitMergeCycles(t *testing.T) {
 		t.Logf("%d cycles, %d shards made; at most %d rows at the end of a cycle", cycles, 1+3*cycles, maxRows)
 	})
 }
+
+// Cleanup by hand: an operator deletes the row of a finished shard that
+// Kinesis still lists, after its children started. The row is not made
+// again (its records are not read twice), and the children are still taken
+// by the next worker.
+func TestNoLossFinishedRowDeletedByHand(t *testing.T) {
+	worlds(t, 1, func(t *testing.T, w *world) {
+		p, h := &produced{}, newHandled()
+		const parent = "shardId-000000000000"
+		a := startWorker(t, w, w.kin, w.store, h.handler("a"), w.opts("a")...)
+		w.put(t, p, 20, 8)
+		children := w.split(t, parent)
+		w.put(t, p, 40, 8)
+		waitFor(t, 60*w.lease, "every record handled", func() bool { return h.distinct() == p.count() })
+		waitFor(t, 10*w.lease, "the children checkpointed", func() bool {
+			n := 0
+			for _, l := range w.leases(t) {
+				if slices.Contains(children, l.Key.Shard) && l.Checkpoint != "" {
+					n++
+				}
+			}
+			return n == 2
+		})
+		require.NoError(t, a.stop(t))
+		w.deleteRow(t, shardlease.LeaseKey{Stream: w.stream, Shard: parent})
+
+		before := h.batches.Load()
+		b := startWorker(t, w, w.kin, w.store, h.handler("b"), w.opts("b")...)
+		w.put(t, p, 40, 8)
+		waitFor(t, 60*w.lease, "every record handled", func() bool { return h.distinct() == p.count() })
+		require.NoError(t, b.stop(t))
+		for _, l := range w.leases(t) {
+			assert.NotEqual(t, parent, l.Key.Shard, "the finished row is not made again")
+		}
+		assert.Zero(t, h.duplicates(), "nothing read twice (%d batches after the restart)", h.batches.Load()-before)
+		requireKeyOrder(t, p, h)
+	})
+}

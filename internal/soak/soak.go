@@ -227,6 +227,7 @@ type soak struct {
 	all       []*incarnation
 	gens      []int
 	restarts  sync.WaitGroup
+	operator  sync.WaitGroup        // the operator's edits of the table
 	handled   map[string][]handling // id → handlings
 	keyOrder  map[string][]string   // key → ids in first-handling order
 	produced  []string              // ids in write order
@@ -268,6 +269,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	bg.Go(func() { s.chaos(chaosCtx) })
 	<-chaosCtx.Done()
 	bg.Wait()
+	s.operator.Wait()
 	s.faultsOn.Store(false)
 	s.restarts.Wait()
 	fmt.Fprintf(cfg.Events, "%6.1fs faults off, producer stopped after %d records; draining\n", s.since(), len(s.produced))
@@ -582,7 +584,7 @@ func (s *soak) chaos(ctx context.Context) {
 	for range max(2, n*2/3) {
 		evs = append(evs, event{at: s.jitter(window), kind: EvPause, slot: s.rng.IntN(cfg.Workers), d: cfg.Lease*3/2 + time.Duration(s.rng.Float64()*float64(cfg.Lease))})
 	}
-	evs = append(evs, event{at: window / 3, kind: EvSplit}, event{at: window * 2 / 3, kind: EvMerge})
+	evs = append(evs, event{at: window / 3, kind: EvSplit}, event{at: window * 2 / 3, kind: EvMerge}, event{at: window * 5 / 6, kind: EvDeleteFinished})
 	slices.SortStableFunc(evs, func(a, b event) int { return int(a.at - b.at) })
 	for _, ev := range evs {
 		t := time.NewTimer(time.Until(s.start.Add(ev.at)))
@@ -602,6 +604,8 @@ func (s *soak) chaos(ctx context.Context) {
 			if !inc.crashed.Load() {
 				inc.pauseNext.CompareAndSwap(0, int64(ev.d)) // counted when it happens
 			}
+		case EvDeleteFinished:
+			s.operator.Go(func() { s.deleteFinished(ctx) })
 		case EvSplit, EvMerge:
 			if err := s.reshard(ctx, ev.kind); err != nil {
 				fmt.Fprintf(cfg.Events, "%6.1fs %s failed: %v\n", s.since(), ev.kind, err)
