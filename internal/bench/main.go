@@ -56,6 +56,10 @@ type sizes struct {
 	balanceN int
 	// scale (dynalite)
 	scaleLeases, scaleRows int
+	// fleet (dynalite): the window each fleet is measured over, and the size
+	// of the large fleet
+	fleetWindow               time.Duration
+	fleetShards, fleetWorkers int
 }
 
 type env struct {
@@ -80,7 +84,7 @@ func okp(b bool) *bool { return &b }
 func main() {
 	quick := flag.Bool("quick", false, "smaller sizes and windows (finishes in under two minutes)")
 	jsonOut := flag.String("json", "", "also write the rows as JSON to this file")
-	only := flag.String("only", "", "comma-separated sections to run (throughput,overhead,cost,failover,balance,scale); default all")
+	only := flag.String("only", "", "comma-separated sections to run (throughput,overhead,cost,failover,balance,scale,fleet); default all")
 	flag.Parse()
 
 	sz := sizes{
@@ -88,11 +92,14 @@ func main() {
 		costLeases: 4, costWindow: 60 * time.Second,
 		lease: time.Second, trials: 10, balanceN: 64,
 		scaleLeases: 1000, scaleRows: 10000,
+		fleetWindow: 60 * time.Second, fleetShards: 1000, fleetWorkers: 100,
 	}
 	if *quick {
 		sz.recordsPerShard, sz.batch, sz.overheadRecords = 1500, 250, 200_000
 		sz.costWindow = 20 * time.Second
 		sz.trials = 3
+		sz.fleetWindow = 20 * time.Second
+		sz.fleetShards, sz.fleetWorkers = 250, 25
 	}
 	start := time.Now()
 	e := &env{sz: sz, progress: os.Stderr}
@@ -134,9 +141,9 @@ func run(e *env, only string) error {
 		}
 		return false
 	}
-	needDynamo := want("throughput") || want("cost") || want("scale")
+	needDynamo := want("throughput") || want("cost") || want("scale") || want("fleet")
 	needKinesis := want("throughput")
-	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	if needDynamo {
 		s, err := emulator.StartDynalite(ctx)
@@ -164,6 +171,7 @@ func run(e *env, only string) error {
 		{"failover", measureFailover},
 		{"balance", measureBalance},
 		{"scale", measureScale},
+		{"fleet", measureFleet},
 	}
 	for _, s := range steps {
 		if !want(s.name) {

@@ -1,0 +1,269 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+
+	"github.com/shardlease/shardlease"
+	"github.com/shardlease/shardlease/internal/crash"
+	"github.com/shardlease/shardlease/internal/dyncount"
+	"github.com/shardlease/shardlease/internal/emulator"
+	"github.com/shardlease/shardlease/internal/kinesisfake"
+)
+
+// fleet is a number of in-process workers sharing one stream of the
+// in-process Kinesis fake, with their lease table on dynalite, every DynamoDB
+// call going through one counting client that sums consumed capacity.
+type fleet struct {
+	fake    *kinesisfake.Fake
+	dyn     *dyncount.Client
+	store   *shardlease.DynamoStore
+	stream  string
+	shards  int
+	lease   time.Duration
+	workers []*fleetWorker
+}
+
+type fleetWorker struct {
+	run *running
+	sw  *crash.Switch
+}
+
+func newFleet(ctx context.Context, e *env, shards int, lease time.Duration) (*fleet, error) {
+	f := &fleet{fake: kinesisfake.New(), stream: "fleet", shards: shards, lease: lease}
+	if _, err := f.fake.CreateStream(ctx, &kinesis.CreateStreamInput{StreamName: aws.String(f.stream), ShardCount: aws.Int32(int32(shards))}); err != nil {
+		return nil, err
+	}
+	// A record on every shard, so that every row carries a checkpoint (and
+	// has the size it has in use).
+	if err := fill(ctx, f.fake, f.stream, shards, 1, 16); err != nil {
+		return nil, err
+	}
+	dc := emulator.NewDynamoClient(e.dynamo)
+	table := emulator.UniqueName("fleet")
+	if err := shardlease.CreateTable(ctx, dc, table); err != nil {
+		return nil, err
+	}
+	f.dyn = &dyncount.Client{DynamoDBAPI: dc, Capacity: true}
+	store, err := shardlease.NewDynamoStore(f.dyn, table)
+	f.store = store
+	return f, err
+}
+
+// start starts one more worker; its calls fail like a dead process's once
+// its switch is thrown.
+func (f *fleet) start() error {
+	sw := &crash.Switch{}
+	id := fmt.Sprintf("w%03d", len(f.workers))
+	r, err := startConsumer(crash.Kinesis(f.fake, sw), crash.Store(f.store, sw), f.stream,
+		func(context.Context, *shardlease.Batch) error { return nil },
+		shardlease.WithOwnerID(id), shardlease.WithLeaseDuration(f.lease),
+		shardlease.WithShutdownTimeout(f.lease), shardlease.WithRetryBackoff(f.lease/50, f.lease/5))
+	if err != nil {
+		return err
+	}
+	f.workers = append(f.workers, &fleetWorker{run: r, sw: sw})
+	return nil
+}
+
+func (f *fleet) stop() {
+	var wg sync.WaitGroup
+	for _, w := range f.workers {
+		wg.Go(func() { _ = w.run.stop() })
+	}
+	wg.Wait()
+}
+
+// live returns the workers not crashed.
+func (f *fleet) live() []*fleetWorker {
+	var out []*fleetWorker
+	for _, w := range f.workers {
+		if !w.sw.Down() {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// balanced reports whether the live workers hold every lease between them,
+// once each, with loads that differ by at most one.
+func (f *fleet) balanced() bool {
+	seen := map[string]bool{}
+	lo, hi := f.shards, 0
+	for _, w := range f.live() {
+		held := w.run.c.Held()
+		for _, s := range held {
+			if seen[s] {
+				return false
+			}
+			seen[s] = true
+		}
+		lo, hi = min(lo, len(held)), max(hi, len(held))
+	}
+	return len(seen) == f.shards && hi-lo <= 1
+}
+
+// fleetUsage is what a fleet consumed over a window.
+type fleetUsage struct {
+	readUnits, writeUnits float64
+	reads, writes         int64
+	window                time.Duration
+}
+
+// measureUsage counts the fleet's DynamoDB use over window.
+func (f *fleet) measureUsage(window time.Duration) fleetUsage {
+	r0, w0, n0, m0 := f.dyn.ReadUnits(), f.dyn.WriteUnits(), f.dyn.Reads(), f.dyn.Writes()
+	t0 := time.Now()
+	time.Sleep(window)
+	return fleetUsage{
+		readUnits: f.dyn.ReadUnits() - r0, writeUnits: f.dyn.WriteUnits() - w0,
+		reads: f.dyn.Reads() - n0, writes: f.dyn.Writes() - m0, window: time.Since(t0),
+	}
+}
+
+// runFleet starts n workers over shards, waits until they are balanced and
+// measures their use over window.
+func runFleet(ctx context.Context, e *env, shards, n int, lease, window time.Duration) (fleetUsage, error) {
+	f, err := newFleet(ctx, e, shards, lease)
+	if err != nil {
+		return fleetUsage{}, err
+	}
+	defer f.stop()
+	for range n {
+		if err := f.start(); err != nil {
+			return fleetUsage{}, err
+		}
+	}
+	if !waitUntil(20*lease, f.balanced) {
+		return fleetUsage{}, fmt.Errorf("%d workers over %d shards not balanced within %v", n, shards, 20*lease)
+	}
+	// One more lease duration, so that start-up writes (worker rows,
+	// acquires, handoffs) are over.
+	time.Sleep(lease)
+	return f.measureUsage(window), nil
+}
+
+// fleetFailover runs n workers over shards on dynalite, crashes one and
+// returns how long until the others hold every lease it held.
+func fleetFailover(ctx context.Context, e *env, shards, n int, lease time.Duration, victim int) (time.Duration, error) {
+	f, err := newFleet(ctx, e, shards, lease)
+	if err != nil {
+		return 0, err
+	}
+	defer f.stop()
+	for range n {
+		if err := f.start(); err != nil {
+			return 0, err
+		}
+	}
+	if !waitUntil(20*lease, f.balanced) {
+		return 0, fmt.Errorf("%d workers over %d shards not balanced within %v", n, shards, 20*lease)
+	}
+	time.Sleep(lease / 2)
+	v := f.workers[victim]
+	lost := v.run.c.Held()
+	t0 := time.Now()
+	v.sw.Crash()
+	held := func() bool {
+		have := map[string]bool{}
+		for _, w := range f.live() {
+			for _, s := range w.run.c.Held() {
+				have[s] = true
+			}
+		}
+		for _, s := range lost {
+			if !have[s] {
+				return false
+			}
+		}
+		return true
+	}
+	if !waitUntil(10*lease, held) {
+		return 0, fmt.Errorf("the leases of the crashed worker were not held again within %v", 10*lease)
+	}
+	return time.Since(t0), nil
+}
+
+// measureFleet measures what coordination costs as the fleet grows: the
+// lease table's consumed read capacity with 64 shards and 2, 8 and 32
+// workers, and with many shards and workers; writes per lease; crash
+// failover of a plain and of the coordinating worker.
+func measureFleet(ctx context.Context, e *env) error {
+	const sec = "fleet (dynalite, consumed capacity; in-process workers and Kinesis fake)"
+	lease := defLease
+	window := e.sz.fleetWindow
+	timing := fmt.Sprintf("default timings (lease %v, renew %v, take %v)", lease, defRenew.Round(10*time.Millisecond), defTake)
+
+	perMin := map[int]float64{}
+	var writesPerLease float64
+	for _, n := range []int{2, 8, 32} {
+		u, err := runFleet(ctx, e, 64, n, lease, window)
+		if err != nil {
+			return err
+		}
+		perMin[n] = u.readUnits / u.window.Minutes()
+		note := ""
+		if n == 2 {
+			note = fmt.Sprintf("64 shards; %s; read capacity units DynamoDB reported (ReturnConsumedCapacity), summed over every GetItem and Scan page of the fleet for %v after the workers were balanced", timing, window)
+		}
+		e.add(row{Section: sec, Metric: fmt.Sprintf("64 shards, %d workers: read units per minute", n), Value: perMin[n], Unit: "RCU/min",
+			Shown: fmt.Sprintf("%.0f (%.0f reads)", perMin[n], float64(u.reads)/u.window.Minutes()), Target: "-", Note: note})
+		if n == 8 {
+			writesPerLease = float64(u.writes) / 64 / u.window.Minutes()
+		}
+	}
+	ratio := perMin[32] / perMin[2]
+	e.add(row{Section: sec, Metric: "64 shards: read units, 32 workers / 2 workers", Value: ratio, Unit: "ratio",
+		Shown: fmt.Sprintf("%.2f", ratio), Target: "<= 1.5", OK: okp(ratio <= 1.5)})
+
+	shards, workers := e.sz.fleetShards, e.sz.fleetWorkers
+	u, err := runFleet(ctx, e, shards, workers, lease, window)
+	if err != nil {
+		return err
+	}
+	v := u.readUnits / float64(shards) / u.window.Minutes()
+	e.add(row{Section: sec, Metric: fmt.Sprintf("%d shards, %d workers: read units per shard per minute", shards, workers), Value: v, Unit: "RCU/shard/min",
+		Shown: fmt.Sprintf("%.2f", v), Target: "<= 0.4", OK: okp(v <= 0.4),
+		Note: fmt.Sprintf("%s; the issue's size is 1000 shards and 100 workers (full run)", timing)})
+
+	e.add(row{Section: sec, Metric: "64 shards, 8 workers: writes per lease per minute", Value: writesPerLease, Unit: "writes/lease/min",
+		Shown: fmt.Sprintf("%.1f", writesPerLease), Target: "<= 18", OK: okp(writesPerLease <= 18.05),
+		Note: "every PutItem, UpdateItem and DeleteItem of the fleet (renewals, worker rows, coordination), per lease; no records, so no checkpoint adds to it (checkpoints ride on renewals)"})
+
+	// Crash failover on dynalite with the emulator timings.
+	fl := 2 * time.Second
+	for _, which := range []struct {
+		metric string
+		victim int
+		target float64
+	}{
+		{"crash of a plain worker: leases held again, in lease durations (worst)", 1, 1.5},
+		{"crash of the coordinating worker: the same (worst)", 0, 2.5},
+	} {
+		var ds []time.Duration
+		for range e.sz.trials {
+			d, err := fleetFailover(ctx, e, 16, 4, fl, which.victim)
+			if err != nil {
+				return err
+			}
+			ds = append(ds, d)
+		}
+		slices.Sort(ds)
+		worst := ds[len(ds)-1].Seconds() / fl.Seconds()
+		note := ""
+		if which.victim == 0 {
+			note = "today every worker lists the table and decides for itself: no worker coordinates the others, so this is a crash of any worker"
+		} else {
+			note = fmt.Sprintf("4 workers over 16 shards on dynalite, lease %v, renew %v, take %v; %d trials; from the moment every call of one worker fails until the others hold each of its leases", fl, (fl / 3).Round(time.Millisecond), fl/5, e.sz.trials)
+		}
+		e.add(row{Section: sec, Metric: which.metric, Value: worst, Unit: "lease durations",
+			Shown: fmt.Sprintf("%.2f", worst), Target: fmt.Sprintf("<= %.1f", which.target), OK: okp(worst <= which.target), Note: note})
+	}
+	return nil
+}
