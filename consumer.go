@@ -67,6 +67,7 @@ type Consumer struct {
 	// retention is the stream's retention period, learned when a shard
 	// first gets stuck (retry.go).
 	retention retention
+	fanOut    *fanOut // nil unless WithEnhancedFanOut
 }
 
 type counters struct {
@@ -74,6 +75,7 @@ type counters struct {
 	taken, handedIn, lost, released, writeFailures, asked      atomic.Int64
 	deadLettered                                               atomic.Int64
 	cleaned, rejected                                          atomic.Int64
+	subscriptions                                              atomic.Int64
 }
 
 // Stats is a snapshot of a consumer's counters since it was created.
@@ -107,6 +109,9 @@ type Stats struct {
 	// CheckpointsRejected counts checkpoints Kinesis refused to position a
 	// reader at (see ErrCheckpointRejected).
 	CheckpointsRejected int64
+	// Subscriptions counts the SubscribeToShard calls that succeeded (with
+	// WithEnhancedFanOut; each lasts up to five minutes).
+	Subscriptions int64
 }
 
 // Stats returns the consumer's counters.
@@ -122,6 +127,7 @@ func (c *Consumer) Stats() Stats {
 		WriteFailures:       s.writeFailures.Load(),
 		RecordsDeadLettered: s.deadLettered.Load(),
 		FinishedRowsDeleted: s.cleaned.Load(), CheckpointsRejected: s.rejected.Load(),
+		Subscriptions: s.subscriptions.Load(),
 	}
 }
 
@@ -145,12 +151,16 @@ func NewConsumer(client KinesisAPI, store LeaseStore, stream string, handler Han
 	if err != nil {
 		return nil, err
 	}
+	fo, err := newFanOut(client, stream, cfg)
+	if err != nil {
+		return nil, err
+	}
 	ins, err := newInstruments(cfg.meterProvider, stream, cfg.ownerID)
 	if err != nil {
 		return nil, errorf("%w: stream %s: creating metric instruments: %w", ErrInvalidConfig, stream, err)
 	}
 	return &Consumer{
-		kin: client, store: store, stream: stream, handler: handler, cfg: cfg, ins: ins,
+		kin: client, store: store, stream: stream, handler: handler, cfg: cfg, ins: ins, fanOut: fo,
 		log:  cfg.logger.With("stream", stream, "owner", cfg.ownerID),
 		held: make(map[string]*leaseRunner),
 	}, nil
@@ -271,6 +281,16 @@ func (c *Consumer) Run(ctx context.Context) error {
 		c.log.Warn("shard sync failed at start; retrying", "attempt", bo.Attempts()+1, "err", err)
 		if !bo.Sleep(ctx) {
 			return nil
+		}
+	}
+	if c.fanOut != nil {
+		// Registered (or found) before any lease is taken.
+		if err := c.fanOut.register(ctx, c); err != nil {
+			co.removeRow(context.WithoutCancel(ctx))
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
 		}
 	}
 	err = co.loop(ctx)

@@ -56,6 +56,8 @@ type config struct {
 	maxAttempts      int            // retry.go
 	deadLetter       DeadLetterFunc // retry.go
 	hooks            ShardHooks     // hooks.go
+	fanOutName       string         // WithEnhancedFanOut
+	fanOutSet        bool
 
 	// set explicitly, to tell defaults from choices
 	renewSet, takeSet, flushSet bool

@@ -19,5 +19,8 @@ type shardReader interface {
 
 // newReader returns the reader of the configured mode for r.
 func (c *Consumer) newReader(r *leaseRunner) shardReader {
+	if c.fanOut != nil {
+		return fanOutReader{r}
+	}
 	return pollingReader{r}
 }

@@ -117,6 +117,7 @@ func (f *Fake) DeleteStream(ctx context.Context, params *kinesis.DeleteStreamInp
 	if _, err := f.lookup(name); err != nil {
 		return nil, err
 	}
+	f.streams[name].poke()
 	delete(f.streams, name)
 	return &kinesis.DeleteStreamOutput{}, nil
 }

@@ -3,8 +3,9 @@
 //
 // A [Fake] implements the Kinesis calls a consumer and its tests make, with
 // the SDK's exact signatures, input and output types and typed exceptions, so
-// errors.As behaves as it does with *kinesis.Client. It starts no goroutine,
-// never blocks, and reads time only through time.Now, so inside a
+// errors.As behaves as it does with *kinesis.Client. It starts no goroutine
+// and never blocks (except SubscribeToShard, whose subscription is served by
+// a goroutine of its own; see fanout.go), and reads time only through time.Now, so inside a
 // testing/synctest bubble the bubble's fake clock drives iterator expiry,
 // arrival timestamps and the read rate limit.
 //
@@ -40,6 +41,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 )
 
@@ -118,6 +120,10 @@ type Fake struct {
 	calls       map[string]int
 	streams     map[string]*stream
 	incarnation uint64 // distinguishes a re-created stream from the deleted one
+
+	consumers   []*streamConsumer // registered enhanced fan-out consumers
+	subLifetime time.Duration
+	wire        *kinesis.Client // decodes SubscribeToShard responses; see fanout.go
 }
 
 // New returns an empty Fake: no streams, the read limit on, no faults.

@@ -148,6 +148,7 @@ func (st *stream) put(h *big.Int, key string, data []byte) (*shard, string) {
 		ApproximateArrivalTimestamp: &arrival,
 		EncryptionType:              types.EncryptionTypeNone,
 	})
+	st.poke()
 	return s, seq
 }
 

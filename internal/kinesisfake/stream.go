@@ -31,7 +31,8 @@ type stream struct {
 	incarnation uint64
 	created     time.Time
 	counter     uint64
-	shards      []*shard // index is the shard's number
+	shards      []*shard      // index is the shard's number
+	changed     chan struct{} // closed at the next change; see changes
 }
 
 type shard struct {
@@ -97,6 +98,25 @@ func (st *stream) addShard(start, end *big.Int, parent, adjacent string, now tim
 func (st *stream) close(s *shard, now time.Time) {
 	s.endSeq = st.nextSeq(s.num)
 	s.closedAt = now
+	st.poke()
+}
+
+// poke wakes the subscriptions waiting for the stream to change. f.mu must
+// be held.
+func (st *stream) poke() {
+	if st.changed != nil {
+		close(st.changed)
+		st.changed = nil
+	}
+}
+
+// changes returns a channel closed at the stream's next change (a record
+// put, a shard closed). f.mu must be held.
+func (st *stream) changes() <-chan struct{} {
+	if st.changed == nil {
+		st.changed = make(chan struct{})
+	}
+	return st.changed
 }
 
 func (st *stream) shard(id string) *shard {

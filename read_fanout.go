@@ -1,0 +1,170 @@
+package shardlease
+
+import (
+	"context"
+	"errors"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/shardlease/shardlease/internal/backoff"
+)
+
+// fanOutReader reads a shard with SubscribeToShard (enhanced fan-out). A
+// subscription delivers events for up to five minutes and then ends; the
+// reader subscribes again after the last event's continuation sequence
+// number, at once after a normal end and with backoff after an error.
+type fanOutReader struct{ *leaseRunner }
+
+// read reads the shard one batch (one event's records) ahead of the
+// handler. The subscription in hand is closed before read returns.
+func (r fanOutReader) read(ctx context.Context, out chan<- *Batch) {
+	defer close(out)
+	fo := r.c.fanOut
+	bo := backoff.Backoff{Min: r.c.cfg.retryMin, Max: r.c.cfg.retryMax}
+	r.mu.Lock()
+	lastSeq, lastSub := r.lease.Checkpoint, r.lease.SubSequence
+	r.mu.Unlock()
+	send := func(b *Batch) bool {
+		select {
+		case out <- b:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
+	if lastSeq == ShardEnd {
+		send(&Batch{Stream: r.key.Stream, ShardID: r.shard, r: r.leaseRunner, end: true})
+		return
+	}
+	// cont is the continuation sequence number of the last event: the next
+	// subscription starts after it.
+	cont := ""
+	for ctx.Err() == nil {
+		in := &kinesis.SubscribeToShardInput{ConsumerARN: aws.String(fo.arn), ShardId: aws.String(r.shard), StartingPosition: r.startingPosition(lastSeq, lastSub, cont)}
+		sub, err := fo.kin.SubscribeToShard(ctx, in)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			var inUse *types.ResourceInUseException
+			var rnf *types.ResourceNotFoundException
+			switch {
+			case errors.As(err, &inUse):
+				// The previous holder's subscription (or this reader's
+				// own last one) is still open on the service's side.
+				r.log.Debug("SubscribeToShard refused: a subscription is still open; retrying", "err", err)
+			case errors.As(err, &rnf) && r.shardGone(ctx):
+				r.log.Error("shard is no longer in the stream (its records expired before they were read); marking it finished")
+				send(&Batch{Stream: r.key.Stream, ShardID: r.shard, r: r.leaseRunner, end: true})
+				return
+			default:
+				r.log.Warn("SubscribeToShard failed; backing off", "err", err)
+			}
+			bo.Sleep(ctx)
+			continue
+		}
+		r.c.stats.subscriptions.Add(1)
+		stream := sub.GetStream()
+		ok, end, err := r.drain(ctx, stream, send, &lastSeq, &lastSub, &cont)
+		_ = stream.Close()
+		if err == nil {
+			err = stream.Err()
+		}
+		if !ok || end {
+			return
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			r.log.Warn("subscription ended with an error; subscribing again after a backoff", "err", err)
+			bo.Sleep(ctx)
+			continue
+		}
+		// The service ends every subscription after five minutes.
+		r.log.Debug("subscription ended; subscribing again", "after", cont)
+		bo.Reset()
+	}
+}
+
+// drain hands the events of one subscription on as batches until the
+// subscription ends. ok is false when the reader must stop (ctx is done);
+// end reports that the shard was read to its end.
+func (r fanOutReader) drain(ctx context.Context, stream *kinesis.SubscribeToShardEventStream, send func(*Batch) bool, lastSeq *string, lastSub *int64, cont *string) (ok, end bool, err error) {
+	for {
+		var ev types.SubscribeToShardEventStream
+		select {
+		case <-ctx.Done():
+			return false, false, nil
+		case got, open := <-stream.Events():
+			if !open {
+				return true, false, nil
+			}
+			ev = got
+		}
+		e, isEvent := ev.(*types.SubscribeToShardEventStreamMemberSubscribeToShardEvent)
+		if !isEvent {
+			continue
+		}
+		v := e.Value
+		if v.MillisBehindLatest != nil {
+			r.behind.Store(*v.MillisBehindLatest)
+		}
+		recs := r.c.convert(v.Records, *lastSeq, *lastSub, r.log)
+		if n := len(v.Records); n > 0 {
+			*lastSeq, *lastSub = aws.ToString(v.Records[n-1].SequenceNumber), -1
+		}
+		// The last event of a closed shard has child shards and no
+		// continuation sequence number.
+		end = v.ContinuationSequenceNumber == nil || *v.ContinuationSequenceNumber == ""
+		if !end {
+			*cont = *v.ContinuationSequenceNumber
+		}
+		if len(recs) > 0 || end {
+			if !send(&Batch{Stream: r.key.Stream, ShardID: r.shard, Records: recs, MillisBehindLatest: aws.ToInt64(v.MillisBehindLatest), r: r.leaseRunner, end: end}) {
+				return false, false, nil
+			}
+		}
+		if end {
+			return true, true, nil
+		}
+	}
+}
+
+// startingPosition is where a subscription starts: after the last event's
+// continuation sequence number; else at the lease's checkpoint (at it when
+// the checkpoint is inside an aggregate not read again yet, whose processed
+// user records convert then skips); else at the initial position.
+func (r fanOutReader) startingPosition(seq string, sub int64, cont string) *types.StartingPosition {
+	cfg := r.c.cfg
+	switch {
+	case cont != "" && sub < 0:
+		return &types.StartingPosition{Type: types.ShardIteratorTypeAfterSequenceNumber, SequenceNumber: aws.String(cont)}
+	case seq != "" && sub >= 0:
+		return &types.StartingPosition{Type: types.ShardIteratorTypeAtSequenceNumber, SequenceNumber: aws.String(seq)}
+	case seq != "":
+		return &types.StartingPosition{Type: types.ShardIteratorTypeAfterSequenceNumber, SequenceNumber: aws.String(seq)}
+	case r.fromStart:
+		return &types.StartingPosition{Type: types.ShardIteratorTypeTrimHorizon}
+	case cfg.position == AtTimestamp:
+		return &types.StartingPosition{Type: types.ShardIteratorTypeAtTimestamp, Timestamp: aws.Time(cfg.startTimestamp)}
+	default:
+		return &types.StartingPosition{Type: types.ShardIteratorType(cfg.position)}
+	}
+}
+
+// shardGone reports whether the stream is there and the shard is not.
+func (r *leaseRunner) shardGone(ctx context.Context) bool {
+	shards, err := listShards(ctx, r.c.kin, r.key.Stream, r.c.cfg)
+	if err != nil {
+		return false
+	}
+	for _, s := range shards {
+		if aws.ToString(s.ShardId) == r.shard {
+			return false
+		}
+	}
+	return true
+}
