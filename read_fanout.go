@@ -6,10 +6,22 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/schemas"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+	"github.com/aws/smithy-go/transport/http/protocol/awsjson"
 
 	"github.com/shardlease/shardlease/internal/backoff"
 )
+
+// ownCodec gives one SubscribeToShard call a protocol of its own. The SDK's
+// client shares one event-stream codec (with its scratch state) between all
+// its subscriptions, a data race once several are open at once
+// (aws/smithy-go issue 714).
+func ownCodec(o *kinesis.Options) {
+	if _, ok := o.Protocol.(*awsjson.Protocol); ok {
+		o.Protocol = awsjson.New11(schemas.Kinesis_20131202)
+	}
+}
 
 // fanOutReader reads a shard with SubscribeToShard (enhanced fan-out). A
 // subscription delivers events for up to five minutes and then ends; the
@@ -43,7 +55,7 @@ func (r fanOutReader) read(ctx context.Context, out chan<- *Batch) {
 	cont := ""
 	for ctx.Err() == nil {
 		in := &kinesis.SubscribeToShardInput{ConsumerARN: aws.String(fo.arn), ShardId: aws.String(r.shard), StartingPosition: r.startingPosition(lastSeq, lastSub, cont)}
-		sub, err := fo.kin.SubscribeToShard(ctx, in)
+		sub, err := fo.kin.SubscribeToShard(ctx, in, ownCodec)
 		if err != nil {
 			if ctx.Err() != nil {
 				return

@@ -20,7 +20,20 @@ import (
 const (
 	DynaliteVersion   = "4.0.0"
 	KinesaliteVersion = "3.3.3"
+	// KinesisLocalVersion is kinesis-local (kinesis-mock), which serves
+	// enhanced fan-out (RegisterStreamConsumer, SubscribeToShard); see
+	// FanOut.
+	KinesisLocalVersion = "0.6.2"
 )
+
+// packages are the npm packages installed, with their pinned versions. A
+// package missing from an existing install (one added since) makes
+// ensureInstalled run npm install again, which adds it.
+var packages = map[string]string{
+	"dynalite":      DynaliteVersion,
+	"kinesalite":    KinesaliteVersion,
+	"kinesis-local": KinesisLocalVersion,
+}
 
 // installDirName is the directory at the module root that holds the npm
 // installation and the server script; .gitignore lists it.
@@ -35,6 +48,9 @@ const missingNodeHint = "install Node.js 20 and npm, e.g. apt-get install nodejs
 
 // installStamp is written after a successful install and names what was
 // installed, so that a later run (or a parallel test binary) can skip npm.
+// It names the first two emulators only (as it did before kinesis-local was
+// added), so that an older checkout sharing the directory does not take the
+// install for a foreign one; installed checks every package's version.
 var installStamp = fmt.Sprintf("dynalite@%s kinesalite@%s\n", DynaliteVersion, KinesaliteVersion)
 
 // scriptName is the server script's file name in the install directory. It
@@ -74,6 +90,52 @@ process.stdin.on('end', () => process.exit(0))
 process.stdin.on('error', () => process.exit(0))
 process.stdin.resume()
 `
+
+// kinesisLocalScript starts kinesis-local as serverScript starts the others.
+// It is a file of its own (named by its hash, as serverScript is).
+const kinesisLocalScript = `'use strict'
+// Written by the test harness (internal/emulator); rewritten on every start.
+// kinesis-local reads its ports from the environment: take two free ones,
+// start it from its own directory (it reads server.json from there), and
+// print the plain HTTP port once it accepts connections.
+function serveKinesisLocal() {
+  const net = require('net')
+  const path = require('path')
+  const freePort = () => new Promise((resolve, reject) => {
+    const s = net.createServer()
+    s.on('error', reject)
+    s.listen(0, '127.0.0.1', () => { const p = s.address().port; s.close(() => resolve(p)) })
+  })
+  process.stdin.on('end', () => process.exit(0))
+  process.stdin.on('error', () => process.exit(0))
+  process.stdin.resume()
+  Promise.all([freePort(), freePort()]).then(([plain, tls]) => {
+    const d = '10ms'
+    Object.assign(process.env, {
+      KINESIS_MOCK_PLAIN_PORT: String(plain), KINESIS_MOCK_TLS_PORT: String(tls),
+      CREATE_STREAM_DURATION: d, DELETE_STREAM_DURATION: d, REGISTER_STREAM_CONSUMER_DURATION: d,
+      DEREGISTER_STREAM_CONSUMER_DURATION: d, MERGE_SHARDS_DURATION: d, SPLIT_SHARD_DURATION: d,
+      UPDATE_SHARD_COUNT_DURATION: d, SHARD_LIMIT: '100000', LOG_LEVEL: 'ERROR', SHOULD_PERSIST_DATA: 'false',
+    })
+    const dir = path.dirname(require.resolve('kinesis-local/package.json'))
+    process.chdir(dir)
+    require(path.join(dir, 'main.js'))
+    const poll = () => {
+      const c = net.connect(plain, '127.0.0.1')
+      c.on('connect', () => { c.destroy(); process.stdout.write(plain + '\n') })
+      c.on('error', () => setTimeout(poll, 50))
+    }
+    poll()
+  }, (err) => { process.stderr.write(String(err) + '\n'); process.exit(1) })
+}
+serveKinesisLocal()
+`
+
+// kinesisLocalScriptName is kinesisLocalScript's file name; see scriptName.
+var kinesisLocalScriptName = func() string {
+	sum := sha256.Sum256([]byte(kinesisLocalScript))
+	return fmt.Sprintf("serve-kinesis-local-%x.js", sum[:6])
+}()
 
 // moduleRoot returns the nearest directory at or above the working directory
 // that holds go.mod.
@@ -135,10 +197,12 @@ func ensureInstalled(ctx context.Context, dir string) (string, error) {
 			return "", err
 		}
 	}
-	script := filepath.Join(dir, scriptName)
-	if b, err := os.ReadFile(script); err != nil || string(b) != serverScript {
-		if err := os.WriteFile(script, []byte(serverScript), 0o644); err != nil {
-			return "", fmt.Errorf("emulator: write %s: %w", script, err)
+	for name, text := range map[string]string{scriptName: serverScript, kinesisLocalScriptName: kinesisLocalScript} {
+		script := filepath.Join(dir, name)
+		if b, err := os.ReadFile(script); err != nil || string(b) != text {
+			if err := os.WriteFile(script, []byte(text), 0o644); err != nil {
+				return "", fmt.Errorf("emulator: write %s: %w", script, err)
+			}
 		}
 	}
 	return dir, nil
@@ -151,8 +215,12 @@ func installed(dir string) bool {
 	if err != nil || string(stamp) != installStamp {
 		return false
 	}
-	return packageVersion(dir, "dynalite") == DynaliteVersion &&
-		packageVersion(dir, "kinesalite") == KinesaliteVersion
+	for pkg, want := range packages {
+		if packageVersion(dir, pkg) != want {
+			return false
+		}
+	}
+	return true
 }
 
 // packageVersion returns the version of an installed npm package, or "".
@@ -183,10 +251,11 @@ func npmInstall(ctx context.Context, dir string) error {
   "description": "DynamoDB and Kinesis emulators for the tests; installed by internal/emulator",
   "dependencies": {
     "dynalite": %q,
-    "kinesalite": %q
+    "kinesalite": %q,
+    "kinesis-local": %q
   }
 }
-`, DynaliteVersion, KinesaliteVersion)
+`, DynaliteVersion, KinesaliteVersion, KinesisLocalVersion)
 	if err := os.WriteFile(filepath.Join(dir, "package.json"), []byte(manifest), 0o644); err != nil {
 		return fmt.Errorf("emulator: write %s/package.json: %w", dir, err)
 	}
@@ -203,12 +272,12 @@ func npmInstall(ctx context.Context, dir string) error {
 		if ctx.Err() != nil {
 			err = fmt.Errorf("%w (gave up after %s)", err, installTimeout)
 		}
-		return fmt.Errorf("emulator: npm install dynalite@%s kinesalite@%s in %s failed: %w\n%s\n"+
+		return fmt.Errorf("emulator: npm install dynalite@%s kinesalite@%s kinesis-local@%s in %s failed: %w\n%s\n"+
 			"check that the npm registry is reachable (npm ping) and that Node.js is version 20 or newer (node --version); "+
 			"delete %s to start the install afresh",
-			DynaliteVersion, KinesaliteVersion, dir, err, strings.TrimSpace(out.String()), dir)
+			DynaliteVersion, KinesaliteVersion, KinesisLocalVersion, dir, err, strings.TrimSpace(out.String()), dir)
 	}
-	for pkg, want := range map[string]string{"dynalite": DynaliteVersion, "kinesalite": KinesaliteVersion} {
+	for pkg, want := range packages {
 		if got := packageVersion(dir, pkg); got != want {
 			return fmt.Errorf("emulator: npm install left %s at version %q in %s, want %s; delete %s and run the tests again",
 				pkg, got, dir, want, dir)

@@ -75,6 +75,16 @@ func StartKinesaliteWith(ctx context.Context, o Options) (*Server, error) {
 	return start(ctx, "kinesalite", o)
 }
 
+// StartKinesisLocal installs kinesis-local (on first use) and starts it on
+// an ephemeral port of 127.0.0.1, with every CREATING, UPDATING and DELETING
+// state lasting 10ms. It serves enhanced fan-out, but its SubscribeToShard
+// responses lack the initial-response event the SDK requires: use FanOut or
+// StartFanOutShim, which put a shim in front of it. ctx bounds the install
+// and the start only; the server runs until Close.
+func StartKinesisLocal(ctx context.Context) (*Server, error) {
+	return start(ctx, "kinesis-local", Options{})
+}
+
 // ErrPortInUse means the port asked for in Options is taken.
 var ErrPortInUse = errors.New("emulator: port in use")
 
@@ -86,7 +96,11 @@ func start(ctx context.Context, name string, o Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command("node", filepath.Join(dir, scriptName), name, strconv.Itoa(o.Port))
+	args := []string{filepath.Join(dir, scriptName), name, strconv.Itoa(o.Port)}
+	if name == "kinesis-local" {
+		args = []string{filepath.Join(dir, kinesisLocalScriptName)}
+	}
+	cmd := exec.Command("node", args...)
 	cmd.Dir = dir
 	setParentDeathSignal(cmd)
 	stdin, err := cmd.StdinPipe()

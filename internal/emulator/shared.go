@@ -115,7 +115,7 @@ func Kinesis(t testing.TB) *kinesis.Client {
 // not return.
 func Main(m *testing.M) {
 	code := m.Run()
-	for _, s := range []*shared{sharedDynamo, sharedKinesis} {
+	for _, s := range []*shared{sharedDynamo, sharedKinesis, sharedKinesisLocal} {
 		if err := s.close(); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			code = max(code, 1)

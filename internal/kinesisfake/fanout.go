@@ -15,8 +15,10 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/schemas"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 	"github.com/aws/smithy-go"
+	"github.com/aws/smithy-go/transport/http/protocol/awsjson"
 
 	"github.com/shardlease/shardlease/internal/eventwire"
 )
@@ -47,6 +49,14 @@ const heartbeat = time.Second
 // delivers events before it ends normally (default [SubscriptionLifetime]).
 func WithSubscriptionLifetime(d time.Duration) Option {
 	return func(f *Fake) { f.subLifetime = d }
+}
+
+// SetSubscriptionLifetime changes the lifetime of the subscriptions made
+// from now on; see [WithSubscriptionLifetime].
+func (f *Fake) SetSubscriptionLifetime(d time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.subLifetime = d
 }
 
 // streamConsumer is a registered enhanced fan-out consumer.
@@ -216,7 +226,10 @@ func (f *Fake) SubscribeToShard(ctx context.Context, params *kinesis.SubscribeTo
 	}
 	wire := f.wire
 	f.mu.Unlock()
-	return wire.SubscribeToShard(ctx, params)
+	// A protocol of its own per call: the SDK's client shares one event-stream
+	// codec between its open subscriptions (aws/smithy-go issue 714).
+	own := func(o *kinesis.Options) { o.Protocol = awsjson.New11(schemas.Kinesis_20131202) }
+	return wire.SubscribeToShard(ctx, params, append(slices.Clip(optFns), own)...)
 }
 
 // wireClient serves the SubscribeToShard requests of the fake's own SDK
@@ -359,7 +372,9 @@ func (s *subscription) serve(ctx context.Context) {
 	if eventwire.WriteInitialResponse(s.w) != nil {
 		return
 	}
+	f.mu.Lock()
 	lifetime := f.subLifetime
+	f.mu.Unlock()
 	if lifetime <= 0 {
 		lifetime = SubscriptionLifetime
 	}
@@ -408,6 +423,7 @@ func (s *subscription) serve(ctx context.Context) {
 		} else {
 			ev.ContinuationSequenceNumber = ptr(sh.startSeq)
 		}
+		more := to < len(sh.records)
 		changed := st.changes()
 		hook := f.faults
 		shardID := sh.id
@@ -434,8 +450,8 @@ func (s *subscription) serve(ctx context.Context) {
 		if closed {
 			return
 		}
-		if to < len(sh.records) {
-			continue // more to send at once
+		if more {
+			continue // send the rest at once
 		}
 		select {
 		case <-changed:
