@@ -304,10 +304,8 @@ func TestFanOutResumesFromACheckpointInsideAnAggregate(t *testing.T) {
 // skipped or handed twice.
 func TestFanOutResubscribesAfterTheSubscriptionEnds(t *testing.T) {
 	fanOutWorlds(t, 1, func(t *testing.T, w *fanWorld) {
-		life := 10 * w.idle
-		if w.name == "fake" {
-			life = 3 * time.Second
-		}
+		// kinesis-local sends an event a second.
+		life := 3 * time.Second
 		w.lifetime(life)
 		p := &produced{}
 		h := newHandled()

@@ -3,6 +3,7 @@ package shardlease
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
@@ -23,6 +24,11 @@ func ownCodec(o *kinesis.Options) {
 	}
 }
 
+// inUseMaxWait caps the backoff of a subscription refused because another
+// is still open (ResourceInUseException): after a handoff the previous
+// holder's subscription is gone within moments.
+const inUseMaxWait = time.Second
+
 // fanOutReader reads a shard with SubscribeToShard (enhanced fan-out). A
 // subscription delivers events for up to five minutes and then ends; the
 // reader subscribes again after the last event's continuation sequence
@@ -35,6 +41,7 @@ func (r fanOutReader) read(ctx context.Context, out chan<- *Batch) {
 	defer close(out)
 	fo := r.c.fanOut
 	bo := backoff.Backoff{Min: r.c.cfg.retryMin, Max: r.c.cfg.retryMax}
+	inUse := backoff.Backoff{Min: r.c.cfg.retryMin, Max: min(r.c.cfg.retryMax, inUseMaxWait)}
 	r.mu.Lock()
 	lastSeq, lastSub := r.lease.Checkpoint, r.lease.SubSequence
 	r.mu.Unlock()
@@ -56,45 +63,42 @@ func (r fanOutReader) read(ctx context.Context, out chan<- *Batch) {
 	for ctx.Err() == nil {
 		in := &kinesis.SubscribeToShardInput{ConsumerARN: aws.String(fo.arn), ShardId: aws.String(r.shard), StartingPosition: r.startingPosition(lastSeq, lastSub, cont)}
 		sub, err := fo.kin.SubscribeToShard(ctx, in, ownCodec)
+		if err == nil {
+			r.c.stats.subscriptions.Add(1)
+			stream := sub.GetStream()
+			var ok, end bool
+			ok, end, err = r.drain(ctx, stream, send, &lastSeq, &lastSub, &cont)
+			_ = stream.Close()
+			if err == nil {
+				err = stream.Err()
+			}
+			if !ok || end {
+				return
+			}
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return
 			}
-			var inUse *types.ResourceInUseException
 			var rnf *types.ResourceNotFoundException
 			switch {
-			case errors.As(err, &inUse):
-				// The previous holder's subscription (or this reader's
-				// own last one) is still open on the service's side.
+			case errors.As(err, new(*types.ResourceInUseException)):
+				// The previous holder's subscription (or this reader's own
+				// last one) is still open on the service's side: it goes
+				// soon, so retry soon.
 				r.log.Debug("SubscribeToShard refused: a subscription is still open; retrying", "err", err)
+				inUse.Sleep(ctx)
+				continue
 			case errors.As(err, &rnf) && r.shardGone(ctx):
 				r.log.Error("shard is no longer in the stream (its records expired before they were read); marking it finished")
 				send(&Batch{Stream: r.key.Stream, ShardID: r.shard, r: r.leaseRunner, end: true})
 				return
-			default:
-				r.log.Warn("SubscribeToShard failed; backing off", "err", err)
 			}
+			r.log.Warn("subscription failed; subscribing again after a backoff", "err", err)
 			bo.Sleep(ctx)
 			continue
 		}
-		r.c.stats.subscriptions.Add(1)
-		stream := sub.GetStream()
-		ok, end, err := r.drain(ctx, stream, send, &lastSeq, &lastSub, &cont)
-		_ = stream.Close()
-		if err == nil {
-			err = stream.Err()
-		}
-		if !ok || end {
-			return
-		}
-		if err != nil {
-			if ctx.Err() != nil {
-				return
-			}
-			r.log.Warn("subscription ended with an error; subscribing again after a backoff", "err", err)
-			bo.Sleep(ctx)
-			continue
-		}
+		inUse.Reset()
 		// The service ends every subscription after five minutes.
 		r.log.Debug("subscription ended; subscribing again", "after", cont)
 		bo.Reset()

@@ -3,6 +3,7 @@ package emulator
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"net"
 	"net/http"
@@ -12,8 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/protocol/eventstream"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/shardlease/shardlease/internal/eventwire"
 )
@@ -30,6 +33,13 @@ var sharedKinesisLocal = &shared{name: "kinesis-local", start: StartKinesisLocal
 // SubscribeToShardEvent"); the shim writes that event, with the SDK's own
 // encoder, and then relays kinesis-local's events as they come.
 //
+// kinesis-local also never ends the subscription of a closed shard: its
+// events go on, empty, with a continuation sequence number. The service's
+// last event of a closed shard has the shard's child shards and no
+// continuation. The shim asks kinesis-local (GetRecords after the
+// continuation) whether an empty event is at the end of a closed shard and
+// sends that last event in its place.
+//
 // The shim also does what tests of a subscription's life need: it ends each
 // subscription normally after a lifetime (5 minutes on the service; set it
 // with SetSubscriptionLifetime), and SetEventFault makes it end one with an
@@ -39,6 +49,7 @@ type FanOutShim struct {
 	Endpoint string
 
 	upstream string
+	kin      *kinesis.Client // kinesis-local's
 	srv      *http.Server
 	lifetime atomic.Int64 // nanoseconds
 	mu       sync.Mutex
@@ -71,7 +82,7 @@ func StartFanOutShim(upstream string) (*FanOutShim, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &FanOutShim{Endpoint: "http://" + ln.Addr().String(), upstream: upstream, subs: map[string]int{}}
+	s := &FanOutShim{Endpoint: "http://" + ln.Addr().String(), upstream: upstream, subs: map[string]int{}, kin: NewKinesisClient(upstream)}
 	s.lifetime.Store(int64(SubscriptionLifetime))
 	s.srv = &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = s.srv.Serve(ln) }()
@@ -146,13 +157,14 @@ func (s *FanOutShim) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(w, resp.Body)
 		return
 	}
-	s.subscribe(ctx, cancel, w, resp, shardOf(body))
+	s.subscribe(ctx, cancel, w, resp, body)
 }
 
 // subscribe relays one subscription: the initial-response event first, then
 // kinesis-local's events, until the lifetime ends, a fault ends it, or either
 // side goes away.
-func (s *FanOutShim) subscribe(ctx context.Context, cancel context.CancelFunc, w http.ResponseWriter, resp *http.Response, shard string) {
+func (s *FanOutShim) subscribe(ctx context.Context, cancel context.CancelFunc, w http.ResponseWriter, resp *http.Response, body []byte) {
+	shard := shardOf(body)
 	for k, v := range resp.Header {
 		w.Header()[k] = v
 	}
@@ -188,6 +200,12 @@ func (s *FanOutShim) subscribe(ctx context.Context, cancel context.CancelFunc, w
 			return
 		}
 		if header(msg, ":event-type") == "SubscribeToShardEvent" {
+			if last, done := s.shardEnd(ctx, body, msg.Payload); done {
+				if eventwire.WriteEvent(w, last) == nil {
+					flush()
+				}
+				return
+			}
 			if !counted {
 				counted = true
 				s.mu.Lock()
@@ -229,3 +247,33 @@ func shardOf(body []byte) string {
 	return id
 }
 
+
+// shardEnd reports whether the event payload (of a subscription made with
+// request body req) is empty at the end of a closed shard, and if so returns
+// the service's last event in its place: no records, the child shards, no
+// continuation sequence number.
+func (s *FanOutShim) shardEnd(ctx context.Context, req, payload []byte) ([]byte, bool) {
+	var ev struct {
+		Records                    []json.RawMessage
+		ContinuationSequenceNumber *string
+	}
+	var in struct{ ConsumerARN, ShardId string }
+	if json.Unmarshal(payload, &ev) != nil || len(ev.Records) > 0 || ev.ContinuationSequenceNumber == nil || json.Unmarshal(req, &in) != nil {
+		return nil, false
+	}
+	// arn:aws:kinesis:region:account:stream/NAME/consumer/CONSUMER:TIME
+	_, after, _ := strings.Cut(in.ConsumerARN, ":stream/")
+	stream, _, _ := strings.Cut(after, "/consumer/")
+	it, err := s.kin.GetShardIterator(ctx, &kinesis.GetShardIteratorInput{
+		StreamName: aws.String(stream), ShardId: aws.String(in.ShardId),
+		ShardIteratorType: types.ShardIteratorTypeAfterSequenceNumber, StartingSequenceNumber: ev.ContinuationSequenceNumber,
+	})
+	if err != nil {
+		return nil, false
+	}
+	out, err := s.kin.GetRecords(ctx, &kinesis.GetRecordsInput{ShardIterator: it.ShardIterator})
+	if err != nil || len(out.Records) > 0 || out.NextShardIterator != nil {
+		return nil, false
+	}
+	return eventwire.EventJSON(types.SubscribeToShardEvent{Records: []types.Record{}, ChildShards: out.ChildShards, MillisBehindLatest: aws.Int64(0)}), true
+}
