@@ -247,7 +247,6 @@ func shardOf(body []byte) string {
 	return id
 }
 
-
 // shardEnd reports whether the event payload (of a subscription made with
 // request body req) is empty at the end of a closed shard, and if so returns
 // the service's last event in its place: no records, the child shards, no
