@@ -257,6 +257,45 @@ func (f *faultKinesis) GetRecords(ctx context.Context, p *kinesis.GetRecordsInpu
 	return kinesisCall(f.in, "GetRecords", func() (*kinesis.GetRecordsOutput, error) { return f.next.GetRecords(ctx, p, o...) })
 }
 
+// faultFanOut adds the enhanced fan-out calls to faultKinesis, with the
+// same faults. A subscription's reply is never lost (the stream would be
+// left open); a subscription open when its worker crashes is closed by the
+// worker's shutdown, as a dead process's connection would be.
+type faultFanOut struct {
+	*faultKinesis
+	fo shardlease.FanOutAPI
+}
+
+func (f *faultFanOut) DescribeStreamSummary(ctx context.Context, p *kinesis.DescribeStreamSummaryInput, o ...func(*kinesis.Options)) (*kinesis.DescribeStreamSummaryOutput, error) {
+	return fanOutCall(f.in, "DescribeStreamSummary", func() (*kinesis.DescribeStreamSummaryOutput, error) { return f.fo.DescribeStreamSummary(ctx, p, o...) })
+}
+
+func (f *faultFanOut) RegisterStreamConsumer(ctx context.Context, p *kinesis.RegisterStreamConsumerInput, o ...func(*kinesis.Options)) (*kinesis.RegisterStreamConsumerOutput, error) {
+	return fanOutCall(f.in, "RegisterStreamConsumer", func() (*kinesis.RegisterStreamConsumerOutput, error) { return f.fo.RegisterStreamConsumer(ctx, p, o...) })
+}
+
+func (f *faultFanOut) DescribeStreamConsumer(ctx context.Context, p *kinesis.DescribeStreamConsumerInput, o ...func(*kinesis.Options)) (*kinesis.DescribeStreamConsumerOutput, error) {
+	return fanOutCall(f.in, "DescribeStreamConsumer", func() (*kinesis.DescribeStreamConsumerOutput, error) { return f.fo.DescribeStreamConsumer(ctx, p, o...) })
+}
+
+func (f *faultFanOut) SubscribeToShard(ctx context.Context, p *kinesis.SubscribeToShardInput, o ...func(*kinesis.Options)) (*kinesis.SubscribeToShardOutput, error) {
+	return fanOutCall(f.in, "SubscribeToShard", func() (*kinesis.SubscribeToShardOutput, error) { return f.fo.SubscribeToShard(ctx, p, o...) })
+}
+
+func fanOutCall[O any](in *injector, op string, call func() (*O, error)) (*O, error) {
+	if err := in.down(); err != nil {
+		return nil, err
+	}
+	kind := in.pick(false)
+	if err := in.down(); err != nil {
+		return nil, err
+	}
+	if ferr, _ := kinesisFault(kind, op); ferr != nil {
+		return nil, ferr
+	}
+	return call()
+}
+
 // faultStore injects the same faults into a LeaseStore, for the in-process
 // world, which has no DynamoDB client to wrap.
 type faultStore struct {

@@ -12,6 +12,8 @@ import (
 // its figure.
 type Result struct {
 	World                      string
+	Mode                       string // "polling" or "fan-out"
+	Subscriptions              int64  // SubscribeToShard calls that succeeded (fan-out)
 	Seed                       uint64
 	Workers, Shards            int
 	Duration, Lease            time.Duration
@@ -44,7 +46,7 @@ func (r *Result) OK() bool { return len(r.Problems) == 0 }
 
 func (s *soak) result(ctx context.Context, drained bool) *Result {
 	cfg := s.cfg
-	r := &Result{World: cfg.World(), Seed: cfg.Seed, Workers: cfg.Workers, Shards: cfg.Shards, Duration: cfg.Duration,
+	r := &Result{World: cfg.World(), Mode: cfg.mode(), Seed: cfg.Seed, Workers: cfg.Workers, Shards: cfg.Shards, Duration: cfg.Duration,
 		Lease: cfg.Lease, Elapsed: time.Since(s.start), Injected: s.counts.snapshot(), Drained: drained}
 	problem := func(format string, args ...any) { r.Problems = append(r.Problems, fmt.Sprintf(format, args...)) }
 
@@ -70,6 +72,9 @@ func (s *soak) result(ctx context.Context, drained bool) *Result {
 	defer s.mu.Unlock()
 	r.Produced = len(s.produced)
 	r.Unknown = s.unknown
+	for _, inc := range s.all {
+		r.Subscriptions += inc.consumer.Stats().Subscriptions
+	}
 	r.NonHolder = len(s.nonHolder)
 	for i, e := range s.nonHolder {
 		if i < 5 {
@@ -189,8 +194,8 @@ func (s *soak) result(ctx context.Context, drained bool) *Result {
 // Table prints the faults injected and each invariant with its figure.
 func (r *Result) Table() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "soak: world=%s seed=%d workers=%d shards=%d duration=%v lease=%v elapsed=%v\n",
-		r.World, r.Seed, r.Workers, r.Shards, r.Duration, r.Lease, r.Elapsed.Round(time.Millisecond))
+	fmt.Fprintf(&b, "soak: world=%s mode=%s seed=%d workers=%d shards=%d duration=%v lease=%v elapsed=%v\n",
+		r.World, r.Mode, r.Seed, r.Workers, r.Shards, r.Duration, r.Lease, r.Elapsed.Round(time.Millisecond))
 	fmt.Fprintf(&b, "\n%-58s %8s\n", "faults injected", "count")
 	kinds := make([]string, 0, len(r.Injected))
 	for k := range r.Injected {

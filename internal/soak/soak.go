@@ -76,6 +76,11 @@ type Config struct {
 	// none.
 	PoisonEvery int
 
+	// FanOut, when set, makes the consumers read with enhanced fan-out
+	// through the stream consumer of that name (WithEnhancedFanOut) instead
+	// of polling; Kinesis must then implement shardlease.FanOutAPI.
+	FanOut string
+
 	// Kinesis is the service the stream is created in.
 	Kinesis Kinesis
 	// Dynamo is the DynamoDB service of the emulator world; when nil, the
@@ -99,6 +104,9 @@ func (c *Config) defaults() error {
 	}
 	if c.Dynamo != nil && c.Table == "" {
 		return errors.New("soak: Table must be set with Dynamo")
+	}
+	if _, ok := c.Kinesis.(shardlease.FanOutAPI); c.FanOut != "" && !ok {
+		return fmt.Errorf("soak: FanOut needs a Kinesis with the enhanced fan-out calls (shardlease.FanOutAPI); %T has not", c.Kinesis)
 	}
 	if c.Rate <= 0 {
 		c.Rate = 50
@@ -136,6 +144,13 @@ func (c *Config) World() string {
 		return "emulator"
 	}
 	return "fake"
+}
+
+func (c *Config) mode() string {
+	if c.FanOut != "" {
+		return "fan-out"
+	}
+	return "polling"
 }
 
 // Event kinds counted in the result table.
@@ -368,10 +383,15 @@ func (s *soak) launch(slot int) {
 		store = &faultStore{next: &auditStore{LeaseStore: s.memory, WorkerStore: s.memory, a: s.audit, by: inc.id}, in: mk("dynamodb", 1)}
 	}
 	store = &troubleStore{LeaseStore: store, inc: inc}
-	kin := &faultKinesis{next: cfg.Kinesis, in: mk("kinesis", 2)}
+	var kin shardlease.KinesisAPI = &faultKinesis{next: cfg.Kinesis, in: mk("kinesis", 2)}
+	var mode []shardlease.Option
+	if cfg.FanOut != "" {
+		kin = &faultFanOut{faultKinesis: kin.(*faultKinesis), fo: cfg.Kinesis.(shardlease.FanOutAPI)}
+		mode = append(mode, shardlease.WithEnhancedFanOut(cfg.FanOut))
+	}
 	lease := cfg.Lease
 	take := lease * 3 / 20
-	c, err := shardlease.NewConsumer(kin, store, cfg.Stream, s.handler(inc),
+	c, err := shardlease.NewConsumer(kin, store, cfg.Stream, s.handler(inc), append(mode,
 		shardlease.WithOwnerID(inc.id),
 		shardlease.WithLeaseDuration(lease),
 		shardlease.WithRenewInterval(lease/3),
@@ -384,7 +404,7 @@ func (s *soak) launch(slot int) {
 		shardlease.WithLogger(cfg.Log.With("worker", inc.id)),
 		shardlease.WithMaxAttempts(MaxAttempts),
 		shardlease.WithDeadLetter(s.deadLetter(inc)),
-	)
+	)...)
 	if err != nil {
 		panic(err) // the options above are valid for any positive lease
 	}

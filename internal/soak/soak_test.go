@@ -62,6 +62,18 @@ func TestSoak(t *testing.T) {
 			}
 		})
 	})
+	t.Run("fake-fanout", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			res, err := soak.Run(t.Context(), soak.Config{
+				Seed: 1, Workers: 4, Shards: 6, Duration: 10 * time.Minute, Rate: 20, Lease: 10 * time.Second,
+				Kinesis: kinesisfake.New(), Stream: "orders", Events: logWriter{t}, FanOut: "orders-app",
+			})
+			check(t, res, err)
+			if res.Subscriptions == 0 {
+				t.Errorf("no shard was read by subscription")
+			}
+		})
+	})
 	t.Run("emulator", func(t *testing.T) {
 		if testing.Short() {
 			t.Skip("needs the emulators; -short runs the in-process world only")

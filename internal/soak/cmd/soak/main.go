@@ -42,6 +42,7 @@ func run() int {
 		poison   = flag.Int("poison-every", 50, "every n-th record is one the handler always fails on (dead-lettered); -1 for none")
 		events   = flag.Bool("events", true, "print each crash, pause and reshard as it happens")
 		verbose  = flag.Bool("v", false, "print the library's logs (info and up)")
+		fanOut   = flag.String("fanout", "", "read with enhanced fan-out through the stream consumer of this name instead of polling; the emulator world then runs kinesis-local behind the fan-out shim instead of kinesalite")
 	)
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
@@ -50,7 +51,7 @@ func run() int {
 	cfg := soak.Config{
 		Seed: *seed, Workers: *workers, Shards: *shards, Duration: *duration,
 		Rate: *rate, Keys: *keys, FaultRate: *faults, Lease: *lease, PoisonEvery: *poison,
-		Stream: emulator.UniqueName("soak"), Table: emulator.UniqueName("soak-leases"),
+		Stream: emulator.UniqueName("soak"), Table: emulator.UniqueName("soak-leases"), FanOut: *fanOut,
 	}
 	if *events {
 		cfg.Events = os.Stdout
@@ -69,7 +70,11 @@ func run() int {
 			return 2
 		}
 		defer closeServer(db)
-		ks, err := emulator.StartKinesalite(ctx)
+		start := emulator.StartKinesalite
+		if *fanOut != "" {
+			start = emulator.StartKinesisLocal
+		}
+		ks, err := start(ctx)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 2
@@ -77,6 +82,15 @@ func run() int {
 		defer closeServer(ks)
 		cfg.Dynamo = emulator.NewDynamoClient(db.Endpoint)
 		cfg.Kinesis = emulator.NewKinesisClient(ks.Endpoint)
+		if *fanOut != "" {
+			shim, err := emulator.StartFanOutShim(ks.Endpoint)
+			if err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				return 2
+			}
+			defer shim.Close()
+			cfg.Kinesis = shim.Client()
+		}
 	default:
 		fmt.Fprintf(os.Stderr, "soak: -world %q: use fake or emulator\n", *world)
 		return 2
