@@ -271,11 +271,15 @@ func (f *faultFanOut) DescribeStreamSummary(ctx context.Context, p *kinesis.Desc
 }
 
 func (f *faultFanOut) RegisterStreamConsumer(ctx context.Context, p *kinesis.RegisterStreamConsumerInput, o ...func(*kinesis.Options)) (*kinesis.RegisterStreamConsumerOutput, error) {
-	return fanOutCall(f.in, "RegisterStreamConsumer", func() (*kinesis.RegisterStreamConsumerOutput, error) { return f.fo.RegisterStreamConsumer(ctx, p, o...) })
+	return fanOutCall(f.in, "RegisterStreamConsumer", func() (*kinesis.RegisterStreamConsumerOutput, error) {
+		return f.fo.RegisterStreamConsumer(ctx, p, o...)
+	})
 }
 
 func (f *faultFanOut) DescribeStreamConsumer(ctx context.Context, p *kinesis.DescribeStreamConsumerInput, o ...func(*kinesis.Options)) (*kinesis.DescribeStreamConsumerOutput, error) {
-	return fanOutCall(f.in, "DescribeStreamConsumer", func() (*kinesis.DescribeStreamConsumerOutput, error) { return f.fo.DescribeStreamConsumer(ctx, p, o...) })
+	return fanOutCall(f.in, "DescribeStreamConsumer", func() (*kinesis.DescribeStreamConsumerOutput, error) {
+		return f.fo.DescribeStreamConsumer(ctx, p, o...)
+	})
 }
 
 func (f *faultFanOut) SubscribeToShard(ctx context.Context, p *kinesis.SubscribeToShardInput, o ...func(*kinesis.Options)) (*kinesis.SubscribeToShardOutput, error) {
