@@ -66,15 +66,18 @@ func foreignKey(format ImportFormat) string {
 	return "leaseKey"
 }
 
+// ImportAction is what Import did with one shard (ImportResult.Action).
+type ImportAction string
+
 // Import actions reported in ImportResult.Action.
 const (
 	// ImportCopied: the shard's progress was written into its row.
-	ImportCopied = "copied"
+	ImportCopied ImportAction = "copied"
 	// ImportSkipped: the source row was read and nothing was written.
-	ImportSkipped = "skipped"
+	ImportSkipped ImportAction = "skipped"
 	// ImportNotInSource: the stream lists the shard, but the source table
 	// has no row for it; Reason says where a consumer starts it.
-	ImportNotInSource = "not in source"
+	ImportNotInSource ImportAction = "not in source"
 )
 
 // ImportResult is what Import did with one shard.
@@ -87,7 +90,7 @@ type ImportResult struct {
 	// It is empty for a shard not in the source.
 	Checkpoint string
 	// Action is ImportCopied, ImportSkipped or ImportNotInSource.
-	Action string
+	Action ImportAction
 	// Reason says why a shard was skipped, what was written, or where a
 	// consumer starts a shard that the source has no progress for.
 	Reason string
@@ -493,7 +496,7 @@ func checkCheckpoint(ctx context.Context, kin KinesisAPI, stream string, sh kine
 // reports whether it was there) unless it has some. A row that somebody
 // holds is never written: Import is not its holder, and the holder is
 // reading the shard from its own start position.
-func (s *DynamoStore) importRow(ctx context.Context, own Lease, exists bool, r foreignRow, from string) (action, reason string, err error) {
+func (s *DynamoStore) importRow(ctx context.Context, own Lease, exists bool, r foreignRow, from string) (action ImportAction, reason string, err error) {
 	key := own.Key
 	if exists && own.Checkpoint != "" {
 		return ImportSkipped, alreadyHas(own, r.checkpoint, ""), nil

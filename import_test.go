@@ -61,14 +61,14 @@ func TestImportKinsumer(t *testing.T) {
 	res := results(rep)
 	require.Equal(t, shardlease.ImportResult{Shard: "shardId-000000000000", Checkpoint: bareSeq0, Action: "copied",
 		Reason: "created row orders:shardId-000000000000 with checkpoint " + bareSeq0 + " from table " + from}, res["shardId-000000000000"])
-	require.Equal(t, "copied", res["shardId-000000000001"].Action)
+	require.Equal(t, shardlease.ImportCopied, res["shardId-000000000001"].Action)
 	require.Equal(t, shardlease.ShardEnd, res["shardId-000000000001"].Checkpoint, "Finished means the shard was consumed to its end")
-	require.Equal(t, "skipped", res["shardId-000000000002"].Action)
+	require.Equal(t, shardlease.ImportSkipped, res["shardId-000000000002"].Action)
 	require.Equal(t, "no SequenceNumber: kinsumer never checkpointed the shard; a consumer starts it at its configured initial position (WithInitialPosition)", res["shardId-000000000002"].Reason)
 	require.Equal(t, 1, rep.NotInSource)
 	require.Equal(t, shardlease.ImportResult{Shard: "shardId-000000000004", Action: shardlease.ImportNotInSource,
 		Reason: "the source table has no row for this shard; a consumer reads it from its first record once its parent shardId-000000000001 is finished"}, res["shardId-000000000004"])
-	require.Equal(t, "skipped", res["shardId-000000000003"].Action)
+	require.Equal(t, shardlease.ImportSkipped, res["shardId-000000000003"].Action)
 	require.Equal(t, "already has progress: row orders:shardId-000000000003 has checkpoint "+newerSeq+
 		", newer than the imported 49590338271534858098956753784644642512218454689500889138", res["shardId-000000000003"].Reason)
 
@@ -108,16 +108,16 @@ func TestImportKCL(t *testing.T) {
 	require.Equal(t, 3, rep.Copied)
 	require.Equal(t, 2, rep.Skipped)
 	res := results(rep)
-	require.Equal(t, "copied", res["shardId-000000000000"].Action)
+	require.Equal(t, shardlease.ImportCopied, res["shardId-000000000000"].Action)
 	require.Equal(t, "wrote checkpoint "+bareSeq0+" sub-sequence 0 from table "+from+" into row orders:shardId-000000000000, which had no checkpoint",
 		res["shardId-000000000000"].Reason)
 	require.Equal(t, shardlease.ImportResult{Shard: "shardId-000000000001", Checkpoint: shardlease.ShardEnd, Action: "copied",
 		Reason: "created row orders:shardId-000000000001 with checkpoint SHARD_END from table " + from}, res["shardId-000000000001"])
 	require.Equal(t, shardlease.ImportResult{Shard: "shardId-000000000002", Checkpoint: "TRIM_HORIZON", Action: "skipped",
 		Reason: "TRIM_HORIZON means no record was processed yet; a consumer starts it at its configured initial position (WithInitialPosition)"}, res["shardId-000000000002"])
-	require.Equal(t, "skipped", res["shardId-000000000003"].Action)
+	require.Equal(t, shardlease.ImportSkipped, res["shardId-000000000003"].Action)
 	require.Equal(t, "LATEST", res["shardId-000000000003"].Checkpoint)
-	require.Equal(t, "copied", res["shardId-000000000004"].Action)
+	require.Equal(t, shardlease.ImportCopied, res["shardId-000000000004"].Action)
 
 	rows, err := s.List(ctx, "orders")
 	require.NoError(t, err)

@@ -6,14 +6,12 @@ import (
 	"fmt"
 	"strings"
 	"time"
-
-	"github.com/shardlease/shardlease/internal/seqnum"
 )
 
 // ShardEnd is the checkpoint written once every record of a closed shard has
 // been processed. A child shard is not read until each of its parents holds
 // it (or the parent's row is gone).
-const ShardEnd = seqnum.ShardEnd
+const ShardEnd = "SHARD_END"
 
 // LeaseKey names one lease: a shard of a stream. Its string form, used as the
 // DynamoDB partition key, is "stream:shard".

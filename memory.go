@@ -33,9 +33,10 @@ func NewMemoryStore() *MemoryStore {
 	return &MemoryStore{rows: make(map[LeaseKey]Lease), workers: make(map[string]map[string]int64), identities: make(map[string]StreamIdentity)}
 }
 
-// OnWrite registers fn to be called, under the store's lock, after every
-// successful write with the row before and after it. It lets tests audit
-// that only a lease's holder ever writes to it. fn must not call the store.
+// OnWrite is a test hook: services do not need it. It registers fn to be
+// called, under the store's lock, after every successful write with the row
+// before and after it, so that a test can audit that only a lease's holder
+// ever writes to it. fn must not call the store.
 func (m *MemoryStore) OnWrite(fn func(op string, before, after Lease)) {
 	m.mu.Lock()
 	m.hook = fn

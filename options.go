@@ -60,13 +60,13 @@ type config struct {
 	fanOutSet        bool
 
 	// set explicitly, to tell defaults from choices
-	renewSet, takeSet, flushSet bool
+	renewSet, takeSet, flushSet, ownerSet bool
 }
 
 // WithOwnerID sets the owner id written into the leases this consumer holds.
-// It must be unique per running process. Default: the host name plus a random
-// suffix.
-func WithOwnerID(id string) Option { return func(c *config) { c.ownerID = id } }
+// It must be unique per running process; an empty id makes NewConsumer fail.
+// Default: the host name plus a random suffix.
+func WithOwnerID(id string) Option { return func(c *config) { c.ownerID, c.ownerSet = id, true } }
 
 // WithLeaseDuration sets how long a lease whose counter has not moved stays
 // with its holder before another worker may take it, as measured on the
@@ -151,8 +151,10 @@ func WithRawAggregates() Option { return func(c *config) { c.rawAggregates = tru
 // slog.New(slog.DiscardHandler) to silence the consumer.
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
 
-// WithWallClock sets the wall clock used for the lease_expiry attribute that
-// operators read. It is never used for a decision. Default time.Now.
+// WithWallClock is a test hook: services do not need it. It replaces the
+// wall clock used only for the lease_expiry attribute that operators read,
+// which is never used for a decision; tests and the soak skew it to prove
+// that. Default time.Now.
 func WithWallClock(now func() time.Time) Option { return func(c *config) { c.wallClock = now } }
 
 // WithRetryBackoff sets the shortest and longest delay between retries of a
@@ -198,7 +200,7 @@ func buildConfig(stream string, opts []Option) (config, error) {
 	if !c.flushSet {
 		c.checkpointFlush = c.renewInterval
 	}
-	if c.ownerID == "" {
+	if c.ownerID == "" && !c.ownerSet {
 		c.ownerID = defaultOwnerID()
 	}
 	bad := func(format string, args ...any) error {
@@ -236,6 +238,8 @@ func buildConfig(stream string, opts []Option) (config, error) {
 		return c, bad("WithRetryBackoff(%v, %v): both must be positive and the first not above the second", c.retryMin, c.retryMax)
 	case c.wallClock == nil:
 		return c, bad("WithWallClock(nil): pass a clock such as time.Now")
+	case c.ownerID == "":
+		return c, bad("WithOwnerID(\"\"): the owner id is empty; pass one unique per process, or leave the option out for the host name plus a random suffix")
 	case len(c.ownerID) > 256:
 		return c, bad("WithOwnerID: the owner id is %d bytes long; use at most 256", len(c.ownerID))
 	}

@@ -147,7 +147,7 @@ func toImportJSON(r *shardlease.ImportReport) importJSON {
 		Copied: r.Copied, Skipped: r.Skipped, NotInSource: r.NotInSource, Results: make([]importResultJSON, 0, len(r.Results)),
 	}
 	for _, res := range r.Results {
-		j.Results = append(j.Results, importResultJSON{Shard: res.Shard, Action: res.Action, Checkpoint: res.Checkpoint, Reason: res.Reason})
+		j.Results = append(j.Results, importResultJSON{Shard: res.Shard, Action: string(res.Action), Checkpoint: res.Checkpoint, Reason: res.Reason})
 	}
 	return j
 }
