@@ -43,7 +43,12 @@
 // holder finishes its batch, checkpoints and releases to the taker), so no
 // record is handed to two workers. A shard born of a split or merge is not
 // read until its parents are read to their end, which keeps the order of
-// records of one partition key.
+// records of one partition key. Where a shard starts is decided when its row
+// is made and kept on the row (see LineageStore); the row of a finished shard
+// is deleted once Kinesis no longer lists the shard and every child has a
+// checkpoint. Each stream has an identity row ("stream:#identity", see
+// IdentityStore): a consumer refuses to run on the rows of a stream that was
+// deleted and created again (ErrStreamRecreated).
 //
 // # Records that keep failing
 //
@@ -68,6 +73,8 @@
 //	parent_shards   SS  parents of a shard born of a split or merge
 //	lease_expiry    N   unix ms, the holder's estimate; never used for a decision
 //	handoff_to      S   owner id a live holder was asked to hand the lease to
+//	start_position  S   where a reader starts while there is no checkpoint
+//	start_timestamp N   unix ms, with AT_TIMESTAMP
 //
 // # Upgrading from older rows
 //

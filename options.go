@@ -12,9 +12,10 @@ import (
 )
 
 // InitialPosition is where a consumer starts reading a shard that has no
-// checkpoint and no tracked parent. Children of a split or merge whose
-// parents were read always start at TrimHorizon, so nothing written after
-// the reshard is skipped.
+// checkpoint, for the shards of a stream it syncs for the first time (a
+// table without rows of the stream). A shard that appears later (a child of
+// a split or merge) starts at TrimHorizon, so nothing written after the
+// reshard is skipped. The start is recorded on the row when it is made.
 type InitialPosition string
 
 // Initial positions.
