@@ -150,14 +150,14 @@ func finishedByChildren(id string, v shardView, rows map[string]Lease) bool {
 // longer matter (see cleanup).
 func (co *coordinator) syncShards(ctx context.Context) error {
 	c := co.c
-	if err := co.checkIdentity(ctx); err != nil {
-		return err
+	// The stream's identity is checked while the shards and rows are
+	// listed (it costs a round trip or two), and before any row is made.
+	identity := make(chan error, 1)
+	go func() { identity <- co.checkIdentity(ctx) }()
+	shards, existing, err := co.listBoth(ctx)
+	if idErr := <-identity; idErr != nil {
+		return idErr
 	}
-	shards, err := listShards(ctx, c.kin, c.stream, c.cfg)
-	if err != nil {
-		return err
-	}
-	existing, err := c.store.List(ctx, c.stream)
 	if err != nil {
 		return err
 	}
@@ -201,6 +201,17 @@ func (co *coordinator) syncShards(ctx context.Context) error {
 	co.fillLineage(ctx, ls, existing, view)
 	co.cleanup(ctx, ls, existing, view)
 	return nil
+}
+
+// listBoth lists the stream's shards and its rows.
+func (co *coordinator) listBoth(ctx context.Context) ([]types.Shard, []Lease, error) {
+	c := co.c
+	shards, err := listShards(ctx, c.kin, c.stream, c.cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	existing, err := c.store.List(ctx, c.stream)
+	return shards, existing, err
 }
 
 // fillLineage records the parents Kinesis lists, and where to start, on
