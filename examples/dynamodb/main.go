@@ -13,14 +13,15 @@
 // Start it twice, in two terminals, to watch the shards being shared; stop
 // one and the other takes its shards over.
 //
-// Against local emulators (dynalite and kinesalite, say), point the SDK at
-// them with AWS_ENDPOINT_URL (one endpoint for every service) or with
-// AWS_ENDPOINT_URL_DYNAMODB and AWS_ENDPOINT_URL_KINESIS, which the SDK's
-// default configuration reads itself. Emulators need a region and some
+// Against local emulators, start them with "shardlease emulators" (see the
+// README's Local development) and set the environment it prints: the SDK's
+// default configuration reads AWS_ENDPOINT_URL_DYNAMODB and
+// AWS_ENDPOINT_URL_KINESIS itself. Emulators need a region and some
 // credentials to sign with, but check neither:
 //
 //	export AWS_REGION=us-east-1 AWS_ACCESS_KEY_ID=local AWS_SECRET_ACCESS_KEY=local
-//	export AWS_ENDPOINT_URL_DYNAMODB=http://localhost:4567 AWS_ENDPOINT_URL_KINESIS=http://localhost:4568
+//	export AWS_ENDPOINT_URL_DYNAMODB=http://127.0.0.1:8000 AWS_ENDPOINT_URL_KINESIS=http://127.0.0.1:4567
+//	shardlease create-stream -stream demo -shards 2
 //	go run ./examples/dynamodb -stream demo -table demo-leases -create-table -produce 20 -print
 //
 // The stream must exist (this program does not create streams). -produce N
