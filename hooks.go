@@ -106,6 +106,9 @@ func (r *leaseRunner) started() {
 		if r.fromStart {
 			s.Position = TrimHorizon
 		}
+		if st := r.start(); !st.IsZero() {
+			s.Position = st.Position
+		}
 	}
 	defer r.recoverHook("OnStart")
 	fn(r.leaseCtx, s)

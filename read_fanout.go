@@ -89,6 +89,8 @@ func (r fanOutReader) read(ctx context.Context, out chan<- *Batch) {
 				r.log.Debug("SubscribeToShard refused: a subscription is still open; retrying", "err", err)
 				inUse.Sleep(ctx)
 				continue
+			case cont == "" && r.checkpointRejected(err, lastSeq, lastSub):
+				return
 			case errors.As(err, &rnf) && r.shardGone(ctx):
 				r.log.Error("shard is no longer in the stream (its records expired before they were read); marking it finished")
 				send(&Batch{Stream: r.key.Stream, ShardID: r.shard, r: r.leaseRunner, end: true})
@@ -152,7 +154,8 @@ func (r fanOutReader) drain(ctx context.Context, stream *kinesis.SubscribeToShar
 // startingPosition is where a subscription starts: after the last event's
 // continuation sequence number; else at the lease's checkpoint (at it when
 // the checkpoint is inside an aggregate not read again yet, whose processed
-// user records convert then skips); else at the initial position.
+// user records convert then skips); else where the row says the shard
+// starts; else at the initial position.
 func (r fanOutReader) startingPosition(seq string, sub int64, cont string) *types.StartingPosition {
 	cfg := r.c.cfg
 	switch {
@@ -162,6 +165,13 @@ func (r fanOutReader) startingPosition(seq string, sub int64, cont string) *type
 		return &types.StartingPosition{Type: types.ShardIteratorTypeAtSequenceNumber, SequenceNumber: aws.String(seq)}
 	case seq != "":
 		return &types.StartingPosition{Type: types.ShardIteratorTypeAfterSequenceNumber, SequenceNumber: aws.String(seq)}
+	case !r.start().IsZero():
+		st := r.start()
+		pos := &types.StartingPosition{Type: types.ShardIteratorType(st.Position)}
+		if st.Position == AtTimestamp {
+			pos.Timestamp = aws.Time(st.Timestamp)
+		}
+		return pos
 	case r.fromStart:
 		return &types.StartingPosition{Type: types.ShardIteratorTypeTrimHorizon}
 	case cfg.position == AtTimestamp:
