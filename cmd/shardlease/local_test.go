@@ -92,3 +92,21 @@ func TestEmulatorsPortInUse(t *testing.T) {
 	assert.Equal(t, 2, r.code)
 	assert.Contains(t, r.stderr, "the two emulators need two ports")
 }
+
+// With no credentials anywhere, a command says what to set instead of
+// passing on the SDK's text alone.
+func TestNoCredentials(t *testing.T) {
+	awsEnv(t)
+	for _, k := range []string{"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_CONTAINER_CREDENTIALS_FULL_URI", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI"} {
+		unsetenv(t, k)
+	}
+	for _, args := range [][]string{
+		{"list", "-table", "orders-leases", "-stream", "orders", "-endpoint", "http://127.0.0.1:1"},
+		{"put", "-stream", "orders", "-endpoint", "http://127.0.0.1:1"},
+	} {
+		r := runCLI(t, env{}, args...)
+		assert.Equal(t, 1, r.code, args)
+		assert.Contains(t, r.stderr, "no AWS credentials were found: on AWS, set AWS_PROFILE", args)
+		assert.Contains(t, r.stderr, "AWS_ACCESS_KEY_ID=local AWS_SECRET_ACCESS_KEY=local", args)
+	}
+}
