@@ -3,6 +3,8 @@ package shardlease
 import (
 	"context"
 	"slices"
+
+	"go.opentelemetry.io/otel/metric"
 )
 
 // Finished reports whether l's shard was read to its end.
@@ -58,7 +60,31 @@ func (co *coordinator) cleanup(ctx context.Context, ls LineageStore, existing []
 			c.log.Warn("deleting the row of a finished shard failed; retrying at the next shard sync", "shard", l.Key.Shard, "err", err)
 		case deleted:
 			c.stats.cleaned.Add(1)
+			c.ins.cleaned.Add(bg, 1, c.ins.attrs())
 			c.log.Info("deleted the row of a finished shard that Kinesis no longer lists", "shard", l.Key.Shard, "counter", l.Counter)
 		}
 	}
+}
+
+// lineageInstruments are the metrics of cleanup and rejected checkpoints.
+type lineageInstruments struct {
+	cleaned  metric.Int64Counter
+	rejected metric.Int64Counter
+}
+
+func newLineageInstruments(m metric.Meter) (lineageInstruments, error) {
+	var li lineageInstruments
+	var err1, err2 error
+	li.cleaned, err1 = m.Int64Counter("shardlease.leases.cleaned", metric.WithDescription("Rows of finished shards deleted."))
+	li.rejected, err2 = m.Int64Counter("shardlease.checkpoints.rejected", metric.WithDescription("Checkpoints Kinesis refused to read after."))
+	if err1 != nil {
+		return li, err1
+	}
+	return li, err2
+}
+
+// rejectedCheckpoint counts a checkpoint Kinesis refused on shard.
+func (c *Consumer) rejectedCheckpoint(shard string) {
+	c.stats.rejected.Add(1)
+	c.ins.rejected.Add(bg, 1, c.ins.attrs(shardAttr(shard)))
 }

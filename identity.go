@@ -182,7 +182,7 @@ func (r *leaseRunner) checkpointRejected(err error, seq string, sub int64) bool 
 		return false
 	}
 	r.rejected.Store(true)
-	r.c.stats.rejected.Add(1)
+	r.c.rejectedCheckpoint(r.shard)
 	err = errorf("%w: stream %s shard %s: Kinesis refused to read after checkpoint %s (sub-sequence %d): %w",
 		ErrCheckpointRejected, r.key.Stream, r.shard, seq, sub, err)
 	r.log.Error("checkpoint rejected; the shard is not read until an operator acts: if the stream was re-created, stop the consumers and run 'shardlease adopt-stream'; if the row was edited, move its checkpoint with 'shardlease reset'. Retried after a shard sync interval", "err", err)

@@ -31,6 +31,8 @@ const meterName = "github.com/shardlease/shardlease"
 //	shardlease.records.deadlettered       counter    records handed to the dead-letter callback, per shard
 //	shardlease.retry.stuck                gauge      s, per shard whose handler keeps failing on a batch, how long (observed)
 //	shardlease.retry.ages_out_in          gauge      s, per stuck shard, until its oldest unhandled record ages out (observed)
+//	shardlease.leases.cleaned             counter    rows of finished shards deleted (see LineageStore)
+//	shardlease.checkpoints.rejected       counter    checkpoints Kinesis refused to read after, per shard (see ErrCheckpointRejected)
 //
 // Every instrument carries the stream and owner attributes; per-shard ones
 // carry the shard too.
@@ -54,6 +56,7 @@ type instruments struct {
 	meter         metric.Meter
 	corrupt       metric.Int64Counter
 	retryInstruments
+	lineageInstruments
 }
 
 func newInstruments(mp metric.MeterProvider, stream, owner string) (*instruments, error) {
@@ -88,6 +91,9 @@ func newInstruments(mp metric.MeterProvider, stream, owner string) (*instruments
 		return nil, err
 	}
 	in.retryInstruments = ri
+	if in.lineageInstruments, err = newLineageInstruments(m); err != nil {
+		return nil, err
+	}
 	return in, nil
 }
 

@@ -456,7 +456,8 @@ func TestNoLossRejectedCheckpointIsCounted(t *testing.T) {
 		h := newHandled()
 		kin := &countIterators{KinesisAPI: w.kin, calls: map[string]int{}}
 		syncEvery := 20 * w.take
-		a := startWorker(t, w, kin, w.store, h.handler("a"), w.opts("a", shardlease.WithShardSyncInterval(syncEvery))...)
+		rec := newRecorder()
+		a := startWorker(t, w, kin, w.store, h.handler("a"), w.opts("a", shardlease.WithShardSyncInterval(syncEvery), shardlease.WithMeterProvider(rec))...)
 		waitFor(t, 10*w.lease, "the checkpoint rejected", func() bool { return a.c.Stats().CheckpointsRejected >= 1 })
 		waitFor(t, 10*w.lease, "the lease released", func() bool {
 			row, err := w.store.Get(ctx, key)
@@ -471,6 +472,7 @@ func TestNoLossRejectedCheckpointIsCounted(t *testing.T) {
 		}
 		assert.Equal(t, calls, kin.count(key.Shard), "no new attempt before the next shard sync interval")
 		assert.LessOrEqual(t, a.c.Stats().CheckpointsRejected, int64(1))
+		assert.Equal(t, a.c.Stats().CheckpointsRejected, rec.sum("shardlease.checkpoints.rejected", key.Shard), "the metric counts it too")
 		row, err := w.store.Get(ctx, key)
 		require.NoError(t, err)
 		assert.Equal(t, other, row.Checkpoint, "the checkpoint is kept for the operator")
@@ -494,7 +496,8 @@ func TestNoLossCleanupAfterSplitMergeCycles(t *testing.T) {
 		}
 		retention := retention[w.name]
 		p, h := &produced{}, newHandled()
-		a := startWorker(t, w, w.kin, w.store, h.handler("a"), w.opts("a")...)
+		rec := newRecorder()
+		a := startWorker(t, w, w.kin, w.store, h.handler("a"), w.opts("a", shardlease.WithMeterProvider(rec))...)
 		const keys = 16
 		open := "shardId-000000000000"
 		maxRows := 0
@@ -518,6 +521,7 @@ func TestNoLossCleanupAfterSplitMergeCycles(t *testing.T) {
 		assert.Empty(t, h.lost(p))
 		requireKeyOrder(t, p, h)
 		deleted := a.c.Stats().FinishedRowsDeleted
+		assert.Equal(t, deleted, rec.sum("shardlease.leases.cleaned", ""), "the metric counts every deletion")
 		if w.name == "fake" {
 			assert.Equal(t, int64(3*cycles), deleted, "every closed shard's row deleted once")
 		} else {
