@@ -139,7 +139,7 @@ func TestBadInputOptions(t *testing.T) {
 		{"nil wall clock", []shardlease.Option{shardlease.WithWallClock(nil)},
 			[]string{"WithWallClock(nil)", "time.Now"}},
 		{"owner id too long", []shardlease.Option{shardlease.WithOwnerID(strings.Repeat("o", 257))},
-			[]string{"owner id is 257 bytes long", "use at most 256"}},
+			[]string{"owner id is 257 bytes long", "use at most 239"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := shardlease.NewConsumer(kinesisfake.New(), shardlease.NewMemoryStore(), "orders", nopHandler, tc.opts...)

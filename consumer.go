@@ -161,13 +161,16 @@ func NewConsumer(client KinesisAPI, store LeaseStore, stream string, handler Han
 	}
 	return &Consumer{
 		kin: client, store: store, stream: stream, handler: handler, cfg: cfg, ins: ins, fanOut: fo,
-		log:  cfg.logger.With("stream", stream, "owner", cfg.ownerID),
+		log:  cfg.logger.With("stream", stream, "owner", cfg.identity),
 		held: make(map[string]*leaseRunner),
 	}, nil
 }
 
-// OwnerID returns the owner id this consumer writes into its leases.
-func (c *Consumer) OwnerID() string { return c.cfg.ownerID }
+// OwnerID returns the identity this consumer writes into the rows it holds:
+// the owner id given with WithOwnerID (or the default) plus this consumer's
+// random incarnation, e.g. "pod-0#a1b2c3d4e5f60718". OwnerName recovers the
+// configured id from it.
+func (c *Consumer) OwnerID() string { return c.cfg.identity }
 
 // Stream returns the name of the stream.
 func (c *Consumer) Stream() string { return c.stream }
@@ -255,7 +258,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 		resync:  make(chan struct{}, 1),
 		pending: make(map[string]time.Time),
 		refused: make(map[string]time.Time),
-		rng:     rand.New(rand.NewPCG(ownerSeed(c.cfg.ownerID), 1)),
+		rng:     rand.New(rand.NewPCG(ownerSeed(c.cfg.identity), 1)),
 	}
 	co.ws, _ = c.store.(WorkerStore)
 	// Show this worker to the others before anything else, so that workers
@@ -362,7 +365,7 @@ func (co *coordinator) heartbeat(ctx context.Context) error {
 	}
 	c := co.c
 	sent := time.Now()
-	w, err := co.ws.Heartbeat(ctx, c.stream, c.cfg.ownerID)
+	w, err := co.ws.Heartbeat(ctx, c.stream, c.cfg.identity)
 	if err != nil {
 		co.unsure = true
 		if ctx.Err() != nil {
@@ -391,7 +394,7 @@ func (co *coordinator) removeRow(ctx context.Context) {
 	if co.unsure {
 		// Learn the counter with one more heartbeat: the delete is
 		// conditional on it.
-		w, err := co.ws.Heartbeat(ctx, c.stream, c.cfg.ownerID)
+		w, err := co.ws.Heartbeat(ctx, c.stream, c.cfg.identity)
 		if err != nil {
 			c.log.Warn(gaveUp, "err", err)
 			return
@@ -597,7 +600,7 @@ func (co *coordinator) takeRound(ctx context.Context) error {
 		return nil
 	}
 	now := time.Now()
-	me := c.cfg.ownerID
+	me := c.cfg.identity
 	byShard := make(map[string]Lease, len(leases))
 	seen := make(map[string]bool, len(leases))
 	for _, l := range leases {
@@ -822,7 +825,7 @@ func (co *coordinator) liveWorkers(ctx context.Context, workers []Worker, now ti
 	seen := make(map[string]bool, len(workers))
 	for _, w := range workers {
 		seen[w.Owner] = true
-		if w.Owner == c.cfg.ownerID {
+		if w.Owner == c.cfg.identity {
 			continue
 		}
 		if o := watch(co.wobs, w.Owner, w.Counter, w.Owner, now); now.Sub(o.changed) < c.cfg.leaseDuration {
@@ -846,7 +849,7 @@ func (co *coordinator) liveWorkers(ctx context.Context, workers []Worker, now ti
 // they are taking leases, and together take every lease once instead of
 // racing for the last few.
 func (co *coordinator) share(load map[string]int, leases int) (target, ceiling int) {
-	me := co.c.cfg.ownerID
+	me := co.c.cfg.identity
 	n := len(load)
 	floor, extra := leases/n, leases%n
 	ceiling = (leases + n - 1) / n
@@ -880,7 +883,7 @@ func (co *coordinator) share(load map[string]int, leases int) (target, ceiling i
 // lease is timed from a write of this worker's, as other workers time it.
 func (co *coordinator) take(ctx context.Context, l Lease, byShard map[string]Lease, now time.Time) (bool, error) {
 	c := co.c
-	me := c.cfg.ownerID
+	me := c.cfg.identity
 	sent := time.Now()
 	got, err := c.store.Acquire(ctx, l.Key, me, l.Counter)
 	if err != nil {

@@ -157,7 +157,7 @@ func TestConsumerStaleWorkerCheckpointRefused(t *testing.T) {
 		// While a is inside its handler, a thief takes the lease with the
 		// counter it observes, as a worker that believed a dead would.
 		cur := w.leases(t)[0]
-		require.Equal(t, "a", cur.Owner)
+		require.Equal(t, "a", shardlease.OwnerName(cur.Owner))
 		stolen, err := w.store.Acquire(context.Background(), cur.Key, "thief", cur.Counter)
 		require.NoError(t, err)
 		close(release)

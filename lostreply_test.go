@@ -41,7 +41,7 @@ func TestConsumerLostReplyKeepsLease(t *testing.T) {
 		waitFor(t, 10*w.lease, "the "+what+" whose reply is lost", func() bool { return !wrapped.armed.Load() })
 		waitFor(t, 10*w.lease, "two more writes by a", func() bool { return w.leases(t)[0].Counter >= before+3 })
 		assert.Zero(t, a.c.Stats().LeasesLost, "a lost reply to the %s cost the lease", what)
-		assert.Equal(t, "a", w.leases(t)[0].Owner)
+		assert.Equal(t, "a", shardlease.OwnerName(w.leases(t)[0].Owner))
 	}
 	waitFor(t, 10*w.lease, "every record handled", func() bool { return h.distinct() == 5 })
 	require.NoError(t, a.stop(t))

@@ -35,6 +35,7 @@ type Option func(*config)
 
 type config struct {
 	ownerID          string
+	identity         string // ownerID plus this run's incarnation: what rows name
 	leaseDuration    time.Duration
 	renewInterval    time.Duration
 	takeInterval     time.Duration
@@ -64,9 +65,12 @@ type config struct {
 	renewSet, takeSet, flushSet, ownerSet bool
 }
 
-// WithOwnerID sets the owner id written into the leases this consumer holds.
-// It must be unique per running process; an empty id makes NewConsumer fail.
-// Default: the host name plus a random suffix.
+// WithOwnerID sets the owner id that names this consumer in logs, metrics
+// and the leases it holds; an empty id makes NewConsumer fail. Each run adds
+// a random 64-bit incarnation to it in the rows it writes
+// ("pod-0#a1b2c3d4e5f60718"), so an id reused by two processes at once (a
+// restarted pod whose predecessor still runs) never makes them share a
+// lease. Default: the host name plus a random suffix.
 func WithOwnerID(id string) Option { return func(c *config) { c.ownerID, c.ownerSet = id, true } }
 
 // WithLeaseDuration sets how long a lease whose counter has not moved stays
@@ -164,6 +168,10 @@ func WithRetryBackoff(minDelay, maxDelay time.Duration) Option {
 	return func(c *config) { c.retryMin, c.retryMax = minDelay, maxDelay }
 }
 
+// maxOwnerID is the longest owner id: with its incarnation it stays within
+// 256 bytes.
+const maxOwnerID = 256 - len(incarnationMark) - 2*incarnationBytes
+
 func defaultOwnerID() string {
 	host, err := os.Hostname()
 	if err != nil || host == "" {
@@ -204,6 +212,7 @@ func buildConfig(stream string, opts []Option) (config, error) {
 	if c.ownerID == "" && !c.ownerSet {
 		c.ownerID = defaultOwnerID()
 	}
+	c.identity = newIncarnation(c.ownerID)
 	bad := func(format string, args ...any) error {
 		return errorf("%w: stream %s: %s", ErrInvalidConfig, stream, fmt.Sprintf(format, args...))
 	}
@@ -241,8 +250,8 @@ func buildConfig(stream string, opts []Option) (config, error) {
 		return c, bad("WithWallClock(nil): pass a clock such as time.Now")
 	case c.ownerID == "":
 		return c, bad("WithOwnerID(\"\"): the owner id is empty; pass one unique per process, or leave the option out for the host name plus a random suffix")
-	case len(c.ownerID) > 256:
-		return c, bad("WithOwnerID: the owner id is %d bytes long; use at most 256", len(c.ownerID))
+	case len(c.ownerID) > maxOwnerID:
+		return c, bad("WithOwnerID: the owner id is %d bytes long; use at most %d (the rows carry it with a 17-byte incarnation)", len(c.ownerID), maxOwnerID)
 	}
 	switch c.position {
 	case TrimHorizon, Latest:

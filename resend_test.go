@@ -101,7 +101,7 @@ func TestConsumerResentWriteDatesLeaseFromFirstAttempt(t *testing.T) {
 		var mu sync.Mutex
 		var takenByB time.Time
 		mem.OnWrite(func(op string, before, after shardlease.Lease) {
-			if op == "acquire" && after.Owner == "b" {
+			if op == "acquire" && shardlease.OwnerName(after.Owner) == "b" {
 				mu.Lock()
 				takenByB = time.Now()
 				mu.Unlock()

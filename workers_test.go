@@ -23,7 +23,7 @@ func (w *world) workerRows(t *testing.T) map[string]int64 {
 	require.NoError(t, err)
 	out := map[string]int64{}
 	for _, r := range rows {
-		out[r.Owner] = r.Counter
+		out[shardlease.OwnerName(r.Owner)] = r.Counter
 	}
 	return out
 }

@@ -340,10 +340,12 @@ func (s *countingStore) RequestHandoff(ctx context.Context, l shardlease.Lease, 
 	return s.LeaseStore.RequestHandoff(ctx, l, taker)
 }
 
+// heldBy maps each owner id (as configured, without its incarnation) to
+// the shards it holds.
 func heldBy(ls []shardlease.Lease) map[string][]string {
 	out := map[string][]string{}
 	for _, l := range ls {
-		out[l.Owner] = append(out[l.Owner], l.Key.Shard)
+		out[shardlease.OwnerName(l.Owner)] = append(out[shardlease.OwnerName(l.Owner)], l.Key.Shard)
 	}
 	for _, v := range out {
 		slices.Sort(v)

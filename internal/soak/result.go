@@ -107,7 +107,7 @@ func (s *soak) result(ctx context.Context, drained bool) *Result {
 			switch {
 			case h.afterPause || first.afterPause:
 				r.DupPause++ // a frozen worker went on with its batch in hand
-			case s.audit.checkpointedPast(cfg.Stream+":"+first.shard, first.by.id, first.seq, h.at):
+			case s.audit.checkpointedPast(cfg.Stream+":"+first.shard, first.by.consumer.OwnerID(), first.seq, h.at):
 				r.DupUnexplained++
 				if r.DupUnexplained <= 5 {
 					problem("duplicate of %s: first handled by %s on %s at %v, which checkpointed past it before %s handled it again on %s at %v",

@@ -464,7 +464,7 @@ func (s *soak) handler(inc *incarnation) shardlease.Handler {
 			return errCrashed
 		}
 		key := shardlease.LeaseKey{Stream: b.Stream, Shard: b.ShardID}.String()
-		if owner, to := s.audit.holder(key); owner != inc.id && to != inc.id {
+		if owner, to := s.audit.holder(key); owner != inc.consumer.OwnerID() && to != inc.consumer.OwnerID() {
 			s.mu.Lock()
 			s.nonHolder = append(s.nonHolder, fmt.Sprintf("%s handed %d records of %s from %s while the row's owner was %q", inc.id, len(b.Records), b.ShardID, b.Records[0].SequenceNumber, owner))
 			s.mu.Unlock()
