@@ -617,8 +617,10 @@ func (co *coordinator) takeRound(ctx context.Context) error {
 			c.answerHandoff(l.Key.Shard, l.HandoffTo)
 		}
 	}
+	// A lease is expired once its counter stood still for the longer of
+	// this worker's lease duration and the holder's, written on the row.
 	expired := func(l Lease) bool {
-		return l.Owner != "" && l.Owner != me && now.Sub(co.obs[l.Key.Shard].changed) >= c.cfg.leaseDuration
+		return l.Owner != "" && l.Owner != me && now.Sub(co.obs[l.Key.Shard].changed) >= expiresAfter(l, c.cfg.leaseDuration)
 	}
 
 	// Work that can be read now: not finished, and every parent finished.
@@ -656,8 +658,8 @@ func (co *coordinator) takeRound(ctx context.Context) error {
 	target, ceiling := co.share(load, len(active))
 	c.log.Debug("take round", "leases", len(active), "owners", len(load), "target", target, "ceiling", ceiling, "held", len(held))
 	// mine counts the leases this worker runs; the handoffs it asked for
-	// count separately (waiting), so that one that goes unanswered can be
-	// taken over below instead of filling the share forever.
+	// count separately (waiting), so that one that goes unanswered for a
+	// lease duration does not keep this worker from free and expired leases.
 	mine := 0
 	for _, l := range active {
 		if held[l.Key.Shard] {
@@ -714,14 +716,13 @@ func (co *coordinator) takeRound(ctx context.Context) error {
 		if held[l.Key.Shard] {
 			continue
 		}
-		since, asked := co.pending[l.Key.Shard]
+		// A handoff request that goes unanswered is no reason to take the
+		// lease: a holder that keeps renewing is alive (it may be finishing
+		// a long batch), and only ordinary expiry moves its lease.
 		switch {
 		case l.Owner == "":
 			free = append(free, l)
 		case expired(l):
-			stale = append(stale, l)
-		case asked && now.Sub(since) >= c.cfg.leaseDuration:
-			// The holder did not answer the handoff request in time.
 			stale = append(stale, l)
 		}
 	}
@@ -885,7 +886,7 @@ func (co *coordinator) take(ctx context.Context, l Lease, byShard map[string]Lea
 	c := co.c
 	me := c.cfg.identity
 	sent := time.Now()
-	got, err := c.store.Acquire(ctx, l.Key, me, l.Counter)
+	got, err := c.store.Acquire(WithHolderLeaseDuration(ctx, c.cfg.leaseDuration), l.Key, me, l.Counter)
 	if err != nil {
 		switch {
 		case ctx.Err() != nil:

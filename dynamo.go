@@ -50,6 +50,7 @@ const (
 	attrParents     = "parent_shards"
 	attrExpiry      = "lease_expiry"
 	attrHandoff     = "handoff_to"
+	attrDuration    = "lease_duration"
 )
 
 // DynamoStore is a LeaseStore over a DynamoDB table whose only key is the
@@ -479,12 +480,16 @@ func (s *DynamoStore) Acquire(ctx context.Context, key LeaseKey, owner string, o
 	if owner == "" {
 		return Lease{}, s.fail("acquire", key, errorf("%w: owner id is empty", ErrInvalidConfig))
 	}
+	vals := map[string]types.AttributeValue{":owner": str(owner), ":observed": num(observed), ":one": num(1)}
+	update := "SET lease_owner = :owner, lease_counter = lease_counter + :one REMOVE handoff_to, lease_expiry, lease_duration"
+	if d := HolderLeaseDuration(ctx); d > 0 {
+		update = "SET lease_owner = :owner, lease_counter = lease_counter + :one, lease_duration = :dur REMOVE handoff_to, lease_expiry"
+		vals[":dur"] = num(d.Milliseconds())
+	}
 	row, ok, exists, err := s.update(ctx, key, &dynamodb.UpdateItemInput{
-		ConditionExpression: aws.String("attribute_exists(lease_key) AND (attribute_not_exists(lease_owner) OR lease_counter = :observed)"),
-		UpdateExpression:    aws.String("SET lease_owner = :owner, lease_counter = lease_counter + :one REMOVE handoff_to, lease_expiry"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":owner": str(owner), ":observed": num(observed), ":one": num(1),
-		},
+		ConditionExpression:       aws.String("attribute_exists(lease_key) AND (attribute_not_exists(lease_owner) OR lease_counter = :observed)"),
+		UpdateExpression:          aws.String(update),
+		ExpressionAttributeValues: vals,
 	})
 	switch {
 	case err != nil:
@@ -515,6 +520,11 @@ func (s *DynamoStore) write(ctx context.Context, op string, held Lease, in *dyna
 	in.ExpressionAttributeValues[":me"] = str(held.Owner)
 	in.ExpressionAttributeValues[":mine"] = num(held.Counter)
 	in.ExpressionAttributeValues[":one"] = num(1)
+	if d := HolderLeaseDuration(ctx); d > 0 && op != "release" {
+		// SET is the first clause of every renew and checkpoint update.
+		in.UpdateExpression = aws.String(strings.Replace(aws.ToString(in.UpdateExpression), "SET ", "SET lease_duration = :dur, ", 1))
+		in.ExpressionAttributeValues[":dur"] = num(d.Milliseconds())
+	}
 	row, ok, exists, err := s.update(ctx, held.Key, in)
 	switch {
 	case err != nil:
@@ -715,6 +725,14 @@ func decodeLease(item map[string]types.AttributeValue) (Lease, error) {
 		if err := l.Start.validate(); err != nil {
 			return Lease{}, corrupt(attrStart, "TRIM_HORIZON, LATEST, or AT_TIMESTAMP with a "+attrStartTime, err)
 		}
+	}
+	if ms, present, err := numAttr(attrDuration); err != nil {
+		return Lease{}, err
+	} else if present {
+		if ms < 0 {
+			return Lease{}, corrupt(attrDuration, "a non-negative number of milliseconds", nil)
+		}
+		l.Duration = time.Duration(ms) * time.Millisecond
 	}
 	return l, nil
 }

@@ -108,6 +108,10 @@ type Lease struct {
 	// Expiry is the holder's wall-clock estimate of when the lease runs out,
 	// written for operators. It is never used for a decision: clocks skew.
 	Expiry time.Time
+	// Duration is the holder's lease duration as its last write put it on
+	// the row (see HolderLeaseDuration); zero when the row does not say.
+	// Takers wait the longer of their own lease duration and this one.
+	Duration time.Duration
 }
 
 // Held reports whether somebody holds the lease.

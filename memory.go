@@ -163,6 +163,7 @@ func (m *MemoryStore) Acquire(ctx context.Context, key LeaseKey, owner string, o
 	row.Counter++
 	row.HandoffTo = ""
 	row.Expiry = time.Time{}
+	row.Duration = HolderLeaseDuration(ctx)
 	m.wrote("acquire", before, row)
 	return cloneLease(row), nil
 }
@@ -203,6 +204,9 @@ func (m *MemoryStore) Renew(ctx context.Context, held Lease, expiry time.Time) (
 	before := row
 	row.Counter++
 	row.Expiry = expiry
+	if d := HolderLeaseDuration(ctx); d > 0 {
+		row.Duration = d
+	}
 	m.wrote("renew", before, row)
 	return cloneLease(row), nil
 }
@@ -229,6 +233,9 @@ func (m *MemoryStore) Checkpoint(ctx context.Context, held Lease, checkpoint str
 	row.Checkpoint = checkpoint
 	row.SubSequence = subSequence
 	row.Expiry = expiry
+	if d := HolderLeaseDuration(ctx); d > 0 {
+		row.Duration = d
+	}
 	m.wrote("checkpoint", before, row)
 	return cloneLease(row), nil
 }

@@ -120,3 +120,64 @@ func TestOneReaderSharedOwnerID(t *testing.T) {
 		require.NoError(t, b.stop(t))
 	})
 }
+
+// Defect: a taker whose handoff request was not answered within a lease
+// duration took the lease on the counter it had listed, from a holder that
+// was still renewing and finishing a long batch. A live holder now keeps
+// its lease until it answers.
+func TestOneReaderUnansweredHandoff(t *testing.T) {
+	worlds(t, 2, func(t *testing.T, w *world) {
+		p := &produced{}
+		h := newHandled()
+		o := newOverlaps()
+		// Batches take two lease durations; the holder may finish them
+		// before it hands over.
+		batch := 2 * w.lease
+		a := startWorker(t, w, w.kin, w.store, o.wrap(slowHandler(h, "a", batch)), w.opts("a", shardlease.WithShutdownTimeout(3*batch))...)
+		waitFor(t, 10*w.lease, "a holds both shards", func() bool { return len(a.c.Held()) == 2 })
+		w.put(t, p, 40, 8)
+		waitFor(t, 10*w.lease, "a handling both shards", func() bool { return o.calls() >= 2 })
+		b := startWorker(t, w, w.kin, w.store, o.wrap(slowHandler(h, "b", w.take)), w.opts("b")...)
+		waitFor(t, 10*w.lease, "b asks for a lease", func() bool { return b.c.Stats().HandoffsRequested > 0 })
+		waitFor(t, 4*batch, "b holds one lease", func() bool { return len(b.c.Held()) == 1 })
+
+		assert.Zero(t, o.count(), "handlers of one shard ran at once")
+		assert.Zero(t, a.c.Stats().LeasesLost, "a lost a lease while it was renewing it")
+		assert.Equal(t, int64(1), b.c.Stats().LeasesHandedIn, "b got the lease by handoff")
+		assert.Zero(t, b.c.Stats().LeasesTaken, "b took nothing from a live holder")
+		require.NoError(t, b.stop(t))
+		require.NoError(t, a.stop(t))
+	})
+}
+
+// Defect: a worker configured with a shorter lease duration judged the
+// leases of a live holder with a longer one expired and took them. The
+// holder's duration is on the row now, and takers wait the longer one.
+func TestOneReaderMixedLeaseDurations(t *testing.T) {
+	worlds(t, 1, func(t *testing.T, w *world) {
+		p := &produced{}
+		h := newHandled()
+		o := newOverlaps()
+		long := 3 * w.lease
+		// a renews every 1.5 lease durations of b's: within its own lease,
+		// but slower than b's lease duration.
+		a := startWorker(t, w, w.kin, w.store, o.wrap(slowHandler(h, "a", w.take)),
+			w.opts("a", shardlease.WithLeaseDuration(long), shardlease.WithRenewInterval(long/2), shardlease.WithShutdownTimeout(long))...)
+		waitFor(t, 10*w.lease, "a holds the shard", func() bool { return len(a.c.Held()) == 1 })
+		require.Equal(t, long, w.leases(t)[0].Duration, "the holder's lease duration is on the row")
+		stop := make(chan struct{})
+		prod := produceFor(t, w, p, w.take/2, stop)
+		b := startWorker(t, w, w.kin, w.store, o.wrap(slowHandler(h, "b", w.take)), w.opts("b")...)
+		started := time.Now()
+		waitFor(t, 10*w.lease, "four of b's lease durations", func() bool { return time.Since(started) > 4*w.lease })
+		close(stop)
+		prod.Wait()
+
+		assert.Equal(t, []string{"shardId-000000000000"}, a.c.Held(), "a keeps its lease")
+		assert.Zero(t, a.c.Stats().LeasesLost, "a lost its lease while renewing it")
+		assert.Zero(t, b.c.Stats().LeasesTaken, "b took a live holder's lease")
+		assert.Zero(t, o.count(), "handlers of one shard ran at once")
+		require.NoError(t, b.stop(t))
+		require.NoError(t, a.stop(t))
+	})
+}

@@ -284,7 +284,7 @@ func (r *leaseRunner) run(parent context.Context) {
 // them, flushes, and the final checkpoint and release.
 func (r *leaseRunner) keep(parent context.Context) {
 	cfg := r.c.cfg
-	bg := context.WithoutCancel(parent)
+	bg := WithHolderLeaseDuration(context.WithoutCancel(parent), cfg.leaseDuration)
 	tick := time.NewTicker(cfg.checkpointFlush)
 	defer tick.Stop()
 	retry := time.NewTimer(0)

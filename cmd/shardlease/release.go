@@ -80,7 +80,8 @@ Example:
 			// needs no watching.
 			r.watching = func(l shardlease.Lease) {
 				if !*asJSON {
-					fmt.Fprintf(st.stderr, "%s is held by %s at counter %d; watching it for %v ...\n", key, l.Owner, l.Counter, r.wait)
+					// The holder's lease duration, when longer, is waited.
+					fmt.Fprintf(st.stderr, "%s is held by %s at counter %d; watching it for %v ...\n", key, l.Owner, l.Counter, max(r.wait, l.Duration))
 				}
 				if st.env.watching != nil {
 					st.env.watching(l)
@@ -99,7 +100,7 @@ Example:
 			case "released_by_holder":
 				fmt.Fprintf(st.stdout, "%s was released by its holder %s during the wait (counter %d); nothing changed\n", key, res.PreviousOwner, res.Counter)
 			default:
-				how := fmt.Sprintf("its counter stayed at %d for %v", res.ObservedCounter, r.wait)
+				how := fmt.Sprintf("its counter stayed at %d for %v", res.ObservedCounter, time.Duration(res.WaitMillis)*time.Millisecond)
 				if *force {
 					how = "forced"
 				}
@@ -124,6 +125,9 @@ type releaseResult struct {
 	Checkpoint      string `json:"checkpoint"`
 	Forced          bool   `json:"forced"`
 	WaitedMillis    int64  `json:"waited_ms"`
+	// WaitMillis is how long the counter had to stay still: the longer of
+	// -wait and the holder's lease duration written on the row.
+	WaitMillis int64 `json:"wait_ms"`
 }
 
 // releaser frees a lease whose counter stays still for wait (0: at once).
@@ -150,6 +154,12 @@ func (r releaser) release(ctx context.Context, key shardlease.LeaseKey) (release
 		return res, nil
 	}
 	if !force {
+		if l.Duration > r.wait {
+			// The holder's lease duration is longer: a shorter wait could
+			// take the lease from a live holder that renews less often.
+			r.wait = l.Duration
+		}
+		res.WaitMillis = r.wait.Milliseconds()
 		start := time.Now()
 		now, err := r.watch(ctx, l)
 		res.WaitedMillis = time.Since(start).Milliseconds()

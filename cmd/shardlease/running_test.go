@@ -48,7 +48,7 @@ func TestListShowsRunningConsumer(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &rows))
 	require.Len(t, rows, 3)
 	for _, row := range rows {
-		assert.Equal(t, "running-worker", row.Owner, row.Shard)
+		assert.Equal(t, "running-worker", shardlease.OwnerName(row.Owner), row.Shard)
 		assert.True(t, row.Held, row.Shard)
 	}
 

@@ -59,6 +59,7 @@ func Run(t *testing.T, newStore func(t *testing.T) shardlease.LeaseStore) {
 		{"HandoffRefusedWhenPendingOrMoved", testHandoffRefused},
 		{"AcquireClearsHandoff", testAcquireClearsHandoff},
 		{"ContextCancelled", testContextCancelled},
+		{"HolderLeaseDurationOnRow", testHolderDuration},
 		{"WorkerHeartbeatCreatesThenBumps", workers(testWorkerHeartbeat)},
 		{"WorkerConcurrentHeartbeatsAllCount", workers(testWorkerConcurrentHeartbeats)},
 		{"WorkerListWithWorkersMatchesList", workers(testWorkerListMatchesList)},
@@ -874,4 +875,31 @@ func testWorkerContextCancelled(t *testing.T, _ shardlease.LeaseStore, ws shardl
 		assert.True(t, errors.Is(err, context.Canceled), "%s: %v", name, err)
 	}
 	assert.Equal(t, []shardlease.Worker{w}, workersOf(t, ws, st), "no call with a cancelled context wrote")
+}
+
+// The holder's lease duration carried by the context is written on the row
+// by Acquire, Renew and Checkpoint, read back by Get and List, and cleared by
+// an Acquire that carries none.
+func testHolderDuration(t *testing.T, s shardlease.LeaseStore) {
+	k := fresh(t, s)
+	ctx := shardlease.WithHolderLeaseDuration(t.Context(), 42*time.Second)
+	l, err := s.Acquire(ctx, k, "a", 0)
+	require.NoError(t, err)
+	require.Equal(t, 42*time.Second, l.Duration)
+	l, err = s.Renew(shardlease.WithHolderLeaseDuration(t.Context(), time.Minute), l, expiry)
+	require.NoError(t, err)
+	require.Equal(t, time.Minute, l.Duration)
+	l, err = s.Checkpoint(t.Context(), l, "1", -1, expiry)
+	require.NoError(t, err)
+	require.Equal(t, time.Minute, l.Duration, "a write without a duration keeps the row's")
+	got, err := s.Get(t.Context(), k)
+	require.NoError(t, err)
+	require.Equal(t, time.Minute, got.Duration)
+	ls, err := s.List(t.Context(), k.Stream)
+	require.NoError(t, err)
+	require.Len(t, ls, 1)
+	require.Equal(t, time.Minute, ls[0].Duration)
+	l, err = s.Acquire(t.Context(), k, "b", l.Counter)
+	require.NoError(t, err)
+	require.Zero(t, l.Duration, "a new holder that names no duration clears the old one")
 }
