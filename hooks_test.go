@@ -227,7 +227,7 @@ func TestHooksLostLease(t *testing.T) {
 		// Another worker takes the lease over, as if a's renewals had stopped.
 		waitFor(t, 10*w.lease, "the lease taken from a", func() bool {
 			for _, l := range w.leases(t) {
-				if l.Owner == "a" {
+				if shardlease.OwnerName(l.Owner) == "a" {
 					_, err := w.store.Acquire(context.Background(), l.Key, "thief", l.Counter)
 					return err == nil
 				}
