@@ -61,6 +61,7 @@ type Consumer struct {
 
 	mu      sync.Mutex
 	held    map[string]*leaseRunner // by shard id; owned by Run's coordinator
+	stuck   map[string]*leaseRunner // abandoned runners whose handler still runs (bounds.go)
 	running atomic.Bool
 	stats   counters
 	ins     *instruments
@@ -137,9 +138,9 @@ func NewConsumer(client KinesisAPI, store LeaseStore, stream string, handler Han
 		return nil, errorf("shardlease: NewConsumer: %w", err)
 	}
 	switch {
-	case client == nil:
+	case isNil(client):
 		return nil, errorf("%w: stream %s: the Kinesis client is nil; pass kinesis.NewFromConfig(cfg)", ErrInvalidConfig, stream)
-	case store == nil:
+	case isNil(store):
 		return nil, errorf("%w: stream %s: the lease store is nil; pass shardlease.NewDynamoStore(...) or shardlease.NewMemoryStore()", ErrInvalidConfig, stream)
 	case handler == nil:
 		return nil, errorf("%w: stream %s: the handler is nil; pass a func(ctx, *shardlease.Batch) error", ErrInvalidConfig, stream)
@@ -162,7 +163,7 @@ func NewConsumer(client KinesisAPI, store LeaseStore, stream string, handler Han
 	return &Consumer{
 		kin: client, store: store, stream: stream, handler: handler, cfg: cfg, ins: ins, fanOut: fo,
 		log:  cfg.logger.With("stream", stream, "owner", cfg.identity),
-		held: make(map[string]*leaseRunner),
+		held: make(map[string]*leaseRunner), stuck: make(map[string]*leaseRunner),
 	}, nil
 }
 
@@ -240,6 +241,9 @@ func (c *Consumer) Run(ctx context.Context) error {
 	}
 	if tc, ok := c.store.(TableChecker); ok {
 		if err := tc.CheckTable(ctx); err != nil {
+			if ctx.Err() != nil {
+				return nil // cancelled during start-up: nothing was started
+			}
 			return errorf("shardlease: stream %s: %w", c.stream, err)
 		}
 	}
@@ -266,25 +270,11 @@ func (c *Consumer) Run(ctx context.Context) error {
 	if err := co.heartbeat(ctx); err != nil {
 		return err
 	}
-	// A transient failure (throttling, a 500, a timeout) of the first shard
-	// sync is retried a few times; a missing stream or table, or a failure
-	// that persists, is returned.
-	bo := backoff.Backoff{Min: c.cfg.retryMin, Max: c.cfg.retryMax}
-	for {
-		err := co.syncShards(ctx)
-		if err == nil {
-			break
-		}
-		if ctx.Err() != nil {
-			return nil
-		}
-		if isFatal(err) || bo.Attempts() >= startupSyncAttempts {
-			return err
-		}
-		c.log.Warn("shard sync failed at start; retrying", "attempt", bo.Attempts()+1, "err", err)
-		if !bo.Sleep(ctx) {
-			return nil
-		}
+	if err := co.startup(ctx); err != nil || ctx.Err() != nil {
+		// Leave no worker row behind: the others would count this worker
+		// for a lease duration.
+		co.removeRow(context.WithoutCancel(ctx))
+		return err
 	}
 	if c.fanOut != nil {
 		// Registered (or found) before any lease is taken.
@@ -297,10 +287,42 @@ func (c *Consumer) Run(ctx context.Context) error {
 		}
 	}
 	err = co.loop(ctx)
-	co.shutdown()
-	co.removeRow(context.WithoutCancel(ctx))
+	co.shutdown(context.WithoutCancel(ctx))
 	return err
 }
+
+// startup runs the first shard sync. A transient failure (throttling, a
+// 500, a timeout) is retried within startupTimeout; a missing stream or
+// table, a corrupt row, or a failure that persists is returned. It returns
+// nil when ctx is cancelled.
+func (co *coordinator) startup(ctx context.Context) error {
+	c := co.c
+	limit := c.cfg.startupTimeout()
+	sctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	bo := backoff.Backoff{Min: c.cfg.retryMin, Max: c.cfg.retryMax}
+	for {
+		err := co.syncShards(sctx)
+		if err == nil || ctx.Err() != nil {
+			return nil
+		}
+		if isFatal(err) || errors.Is(err, ErrCorruptLease) || sctx.Err() != nil || bo.Attempts() >= startupSyncAttempts {
+			return errorf("shardlease: stream %s: start-up failed (gave up after %d attempts within %v): %w", c.stream, bo.Attempts()+1, limit, err)
+		}
+		c.log.Warn("shard sync failed at start; retrying", "attempt", bo.Attempts()+1, "err", err)
+		if !bo.Sleep(sctx) {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return errorf("shardlease: stream %s: start-up failed (gave up after %d attempts within %v): %w", c.stream, bo.Attempts(), limit, err)
+		}
+	}
+}
+
+// startupTimeout bounds the start-up's shard sync, retries included, so
+// that an endpoint with nothing listening fails Run within a minute: five
+// lease durations, at most 45 seconds.
+func (c config) startupTimeout() time.Duration { return min(45*time.Second, 5*c.leaseDuration) }
 
 // The first take round waits takeInterval/settleDivisor after the worker
 // wrote its row.
@@ -365,7 +387,9 @@ func (co *coordinator) heartbeat(ctx context.Context) error {
 	}
 	c := co.c
 	sent := time.Now()
-	w, err := co.ws.Heartbeat(ctx, c.stream, c.cfg.identity)
+	hctx, cancel := c.storeCtx(ctx)
+	w, err := co.ws.Heartbeat(hctx, c.stream, c.cfg.identity)
+	cancel()
 	if err != nil {
 		co.unsure = true
 		if ctx.Err() != nil {
@@ -454,14 +478,14 @@ func (co *coordinator) loop(ctx context.Context) error {
 				return err
 			}
 		case <-sync.C:
-			if err := co.syncShards(ctx); err != nil && ctx.Err() == nil {
+			if err := co.boundedSync(ctx); err != nil && ctx.Err() == nil {
 				if isFatal(err) {
 					return err
 				}
 				c.log.Warn("shard sync failed; retrying at the next interval", "err", err)
 			}
 		case <-co.resync:
-			if err := co.syncShards(ctx); err != nil && ctx.Err() == nil && isFatal(err) {
+			if err := co.boundedSync(ctx); err != nil && ctx.Err() == nil && isFatal(err) {
 				return err
 			}
 			co.poke(co.wake)
@@ -498,9 +522,15 @@ func (co *coordinator) forget(r *leaseRunner) {
 	}
 }
 
-// shutdown stops every runner and waits for all of them.
-func (co *coordinator) shutdown() {
+// shutdown withdraws the handoff requests this worker made, stops every
+// runner and waits for them (abandoning handlers that do not return within
+// the grace period), releases rows handed to this worker too late to be
+// run, and removes its worker row: all within the shutdown timeout.
+func (co *coordinator) shutdown(ctx context.Context) {
 	c := co.c
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.shutdownTimeout)
+	defer cancel()
+	co.withdraw(ctx)
 	c.mu.Lock()
 	runners := make([]*leaseRunner, 0, len(c.held))
 	for _, r := range c.held {
@@ -512,21 +542,75 @@ func (co *coordinator) shutdown() {
 	}
 	done := make(chan struct{})
 	go func() { co.wg.Wait(); close(done) }()
-	timer := time.NewTimer(c.cfg.shutdownTimeout)
+	timer := time.NewTimer(c.cfg.grace())
 	defer timer.Stop()
+wait:
 	for {
 		select {
 		case r := <-co.exited:
 			co.forget(r)
 		case <-timer.C:
-			c.log.Warn("shutdown timeout: cancelling the handlers still running", "timeout", c.cfg.shutdownTimeout)
+			c.log.Warn("shutdown timeout: abandoning the handlers still running", "timeout", c.cfg.shutdownTimeout)
 			for _, r := range runners {
-				r.abort()
+				r.abandon()
 			}
 		case <-done:
-			c.log.Info("stopped")
-			return
+			break wait
 		}
+	}
+	co.releaseLate(ctx)
+	co.removeRow(ctx)
+	c.log.Info("stopped")
+}
+
+// withdraw removes the handoff requests this worker made that are still
+// pending, so that no holder hands a lease to a worker that is gone.
+func (co *coordinator) withdraw(ctx context.Context) {
+	c := co.c
+	hw, ok := c.store.(HandoffWithdrawer)
+	if !ok {
+		return
+	}
+	for id := range co.pending {
+		cctx, cancel := c.storeCtx(ctx)
+		withdrawn, err := hw.WithdrawHandoff(cctx, LeaseKey{Stream: c.stream, Shard: id}, c.cfg.identity)
+		cancel()
+		switch {
+		case err != nil:
+			c.log.Warn("withdrawing a handoff request failed; the lease waits a lease duration for this worker", "shard", id, "err", err)
+		case withdrawn:
+			c.log.Info("handoff request withdrawn", "shard", id)
+		}
+		delete(co.pending, id)
+	}
+}
+
+// releaseLate frees the rows naming this worker that it does not run: leases
+// handed over to it after its loop ended. A row whose abandoned handler still
+// runs is left to expire.
+func (co *coordinator) releaseLate(ctx context.Context) {
+	c := co.c
+	lctx, cancel := c.storeCtx(ctx)
+	leases, err := c.store.List(lctx, c.stream)
+	cancel()
+	if err != nil {
+		c.log.Warn("listing leases at shutdown failed; leases handed to this worker late expire after a lease duration", "err", err)
+		return
+	}
+	held, stuck := c.heldSet(), c.stuckSet()
+	for _, l := range leases {
+		if l.Owner != c.cfg.identity || held[l.Key.Shard] || stuck[l.Key.Shard] {
+			continue
+		}
+		rctx, cancel := c.storeCtx(ctx)
+		_, err := c.store.Release(rctx, l)
+		cancel()
+		if err != nil {
+			c.log.Warn("releasing a lease handed over at shutdown failed; it expires after a lease duration", "shard", l.Key.Shard, "err", err)
+			continue
+		}
+		c.stats.released.Add(1)
+		c.log.Info("lease handed over at shutdown released", "shard", l.Key.Shard, "counter", l.Counter)
 	}
 }
 
@@ -536,7 +620,9 @@ func listShards(ctx context.Context, kin KinesisAPI, stream string, cfg config) 
 	in := &kinesis.ListShardsInput{StreamName: aws.String(stream)}
 	bo := backoff.Backoff{Min: cfg.retryMin, Max: cfg.retryMax}
 	for {
-		page, err := kin.ListShards(ctx, in)
+		cctx, cancel := context.WithTimeout(ctx, cfg.readTimeout())
+		page, err := kin.ListShards(cctx, in)
+		cancel()
 		if err != nil {
 			var rnf *types.ResourceNotFoundException
 			var lim *types.LimitExceededException
@@ -547,7 +633,8 @@ func listShards(ctx context.Context, kin KinesisAPI, stream string, cfg config) 
 			case errors.As(err, &expired):
 				out, in = nil, &kinesis.ListShardsInput{StreamName: aws.String(stream)}
 				continue
-			case errors.As(err, &lim) || retryable(err):
+			case errors.As(err, &lim):
+				// Throttled: the stream is there; wait for the allowance.
 				if bo.Attempts() < 20 && bo.Sleep(ctx) {
 					continue
 				}
@@ -584,11 +671,13 @@ func (co *coordinator) takeRound(ctx context.Context) error {
 	var leases []Lease
 	var workers []Worker
 	var err error
+	lctx, cancel := c.storeCtx(ctx)
 	if co.ws != nil {
-		leases, workers, err = co.ws.ListWithWorkers(ctx, c.stream)
+		leases, workers, err = co.ws.ListWithWorkers(lctx, c.stream)
 	} else {
-		leases, err = c.store.List(ctx, c.stream)
+		leases, err = c.store.List(lctx, c.stream)
 	}
+	cancel()
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil
@@ -609,7 +698,7 @@ func (co *coordinator) takeRound(ctx context.Context) error {
 		watch(co.obs, l.Key.Shard, l.Counter, l.Owner, now)
 	}
 	forgetUnseen(co.obs, seen)
-	held := c.heldSet()
+	held, stuck := c.heldSet(), c.stuckSet()
 	// A handoff asked of this worker shows in the listing before the next
 	// renewal would return it: answer it now.
 	for _, l := range leases {
@@ -642,6 +731,9 @@ func (co *coordinator) takeRound(ctx context.Context) error {
 		switch {
 		case held[l.Key.Shard]:
 			load[me]++
+		case stuck[l.Key.Shard]:
+			// An abandoned handler of this worker's still runs: the lease
+			// is nobody's until it expires.
 		case l.Owner == "" || expired(l):
 		case l.HandoffTo != "":
 			load[l.HandoffTo]++
@@ -673,7 +765,7 @@ func (co *coordinator) takeRound(ctx context.Context) error {
 	// lease is timed from that write, as other workers time it, and a runner
 	// that gave the lease up cannot write to it again.
 	for _, l := range active {
-		if l.Owner == me && !held[l.Key.Shard] {
+		if l.Owner == me && !held[l.Key.Shard] && !stuck[l.Key.Shard] {
 			took, err := co.take(ctx, l, byShard, now)
 			if err != nil || ctx.Err() != nil {
 				return err
@@ -713,7 +805,7 @@ func (co *coordinator) takeRound(ctx context.Context) error {
 		}
 	}()
 	for _, l := range active {
-		if held[l.Key.Shard] {
+		if held[l.Key.Shard] || stuck[l.Key.Shard] {
 			continue
 		}
 		// A handoff request that goes unanswered is no reason to take the
@@ -788,7 +880,10 @@ func (co *coordinator) takeRound(ctx context.Context) error {
 			continue
 		}
 		l := cands[co.rng.IntN(len(cands))]
-		if _, err := c.store.RequestHandoff(ctx, l, me); err != nil {
+		rctx, cancel := c.storeCtx(ctx)
+		_, err := c.store.RequestHandoff(rctx, l, me)
+		cancel()
+		if err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
@@ -833,7 +928,10 @@ func (co *coordinator) liveWorkers(ctx context.Context, workers []Worker, now ti
 			live = append(live, w.Owner)
 			continue
 		}
-		if removed, err := co.ws.RemoveWorker(ctx, w); err != nil {
+		rctx, cancel := c.storeCtx(ctx)
+		removed, err := co.ws.RemoveWorker(rctx, w)
+		cancel()
+		if err != nil {
 			c.log.Debug("removing a gone worker's row failed", "worker", w.Owner, "err", err)
 		} else if removed {
 			c.log.Info("removed the row of a worker that stopped", "worker", w.Owner, "counter", w.Counter)
@@ -886,7 +984,9 @@ func (co *coordinator) take(ctx context.Context, l Lease, byShard map[string]Lea
 	c := co.c
 	me := c.cfg.identity
 	sent := time.Now()
-	got, err := c.store.Acquire(WithHolderLeaseDuration(ctx, c.cfg.leaseDuration), l.Key, me, l.Counter)
+	actx, cancel := c.storeCtx(WithHolderLeaseDuration(ctx, c.cfg.leaseDuration))
+	got, err := c.store.Acquire(actx, l.Key, me, l.Counter)
+	cancel()
 	if err != nil {
 		switch {
 		case ctx.Err() != nil:
@@ -902,11 +1002,16 @@ func (co *coordinator) take(ctx context.Context, l Lease, byShard map[string]Lea
 		}
 		return false, nil
 	}
+	_, asked := co.pending[l.Key.Shard]
 	delete(co.pending, l.Key.Shard)
 	how, kind := "taken", "free"
 	switch {
-	case l.Owner == me && l.HandoffTo == "" && l.Expiry.IsZero():
+	case l.Owner == me && asked && l.HandoffTo == "" && l.Expiry.IsZero():
 		how, kind = "handed over", "handoff"
+	case l.Owner == me && l.Expiry.IsZero():
+		// This worker's own acquire whose reply was lost: what it took
+		// before, it takes again.
+		how, kind = "taken again (the reply to its acquire was lost)", "free"
 	case l.Owner == me:
 		how, kind = "taken back", "expired"
 	case l.Owner != "":

@@ -84,7 +84,7 @@ type storeConfig struct {
 // NewDynamoStore returns a store over table, which must exist (see
 // CreateTable). It makes no call; CheckTable verifies the table.
 func NewDynamoStore(client DynamoDBAPI, table string, opts ...StoreOption) (*DynamoStore, error) {
-	if client == nil {
+	if isNil(client) {
 		return nil, errorf("%w: DynamoDB client is nil; pass dynamodb.NewFromConfig(cfg)", ErrInvalidConfig)
 	}
 	if err := ValidateTableName(table); err != nil {
@@ -187,7 +187,7 @@ func hasStringHashKey(d *types.TableDescription, name string) (have string, ok b
 // already with the right key schema, and fails with ErrBadTableSchema when it
 // exists with another.
 func CreateTable(ctx context.Context, client CreateTableAPI, name string) error {
-	if client == nil {
+	if isNil(client) {
 		return errorf("%w: DynamoDB client is nil", ErrInvalidConfig)
 	}
 	if err := ValidateTableName(name); err != nil {
@@ -513,7 +513,11 @@ func (s *DynamoStore) write(ctx context.Context, op string, held Lease, in *dyna
 	if held.Owner == "" {
 		return Lease{}, s.fail(op, held.Key, errorf("%w: the handle has no owner; pass a lease returned by Acquire", ErrLeaseLost))
 	}
-	in.ConditionExpression = aws.String("lease_owner = :me AND lease_counter = :mine")
+	cond := "lease_owner = :me AND lease_counter = :mine"
+	if in.ConditionExpression != nil {
+		cond += " AND " + aws.ToString(in.ConditionExpression)
+	}
+	in.ConditionExpression = aws.String(cond)
 	if in.ExpressionAttributeValues == nil {
 		in.ExpressionAttributeValues = map[string]types.AttributeValue{}
 	}
@@ -570,16 +574,18 @@ func (s *DynamoStore) Checkpoint(ctx context.Context, held Lease, checkpoint str
 	})
 }
 
-// Release implements LeaseStore.
+// Release implements LeaseStore. A handoff goes to the taker only while the
+// row still names it: a request withdrawn meanwhile frees the lease instead
+// (and one made anew goes to its taker).
 func (s *DynamoStore) Release(ctx context.Context, held Lease) (Lease, error) {
-	in := &dynamodb.UpdateItemInput{}
-	if held.HandoffTo != "" {
-		in.UpdateExpression = aws.String("SET lease_owner = :taker, lease_counter = lease_counter + :one REMOVE handoff_to, lease_expiry")
-		in.ExpressionAttributeValues = map[string]types.AttributeValue{":taker": str(held.HandoffTo)}
-	} else {
-		in.UpdateExpression = aws.String("SET lease_counter = lease_counter + :one REMOVE lease_owner, handoff_to, lease_expiry")
+	row, err := s.release(ctx, held)
+	for range 2 {
+		if err == nil || held.HandoffTo == "" || row.Owner != held.Owner || row.Counter != held.Counter || row.HandoffTo == held.HandoffTo {
+			break
+		}
+		held.HandoffTo = row.HandoffTo
+		row, err = s.release(ctx, held)
 	}
-	row, err := s.write(ctx, "release", held, in, func(row Lease) bool { return row.Owner == held.HandoffTo })
 	if err != nil && errors.Is(err, ErrLeaseLost) && row.Key == held.Key && row.Owner == "" {
 		return row, nil // free already: releasing twice is harmless
 	}
@@ -587,6 +593,18 @@ func (s *DynamoStore) Release(ctx context.Context, held Lease) (Lease, error) {
 		return Lease{}, err
 	}
 	return row, nil
+}
+
+func (s *DynamoStore) release(ctx context.Context, held Lease) (Lease, error) {
+	in := &dynamodb.UpdateItemInput{}
+	if held.HandoffTo != "" {
+		in.ConditionExpression = aws.String("handoff_to = :taker")
+		in.UpdateExpression = aws.String("SET lease_owner = :taker, lease_counter = lease_counter + :one REMOVE handoff_to, lease_expiry")
+		in.ExpressionAttributeValues = map[string]types.AttributeValue{":taker": str(held.HandoffTo)}
+	} else {
+		in.UpdateExpression = aws.String("SET lease_counter = lease_counter + :one REMOVE lease_owner, handoff_to, lease_expiry")
+	}
+	return s.write(ctx, "release", held, in, func(row Lease) bool { return row.Owner == held.HandoffTo })
 }
 
 // RequestHandoff implements LeaseStore.

@@ -259,7 +259,12 @@ func (m *MemoryStore) Release(ctx context.Context, held Lease) (Lease, error) {
 	}
 	before := row
 	row.Counter++
-	row.Owner = held.HandoffTo
+	row.Owner = ""
+	if held.HandoffTo != "" {
+		// To the taker the row names now: a request withdrawn meanwhile
+		// frees the lease, as DynamoStore does.
+		row.Owner = row.HandoffTo
+	}
 	row.HandoffTo = ""
 	row.Expiry = time.Time{}
 	m.wrote("release", before, row)

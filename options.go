@@ -168,6 +168,10 @@ func WithRetryBackoff(minDelay, maxDelay time.Duration) Option {
 	return func(c *config) { c.retryMin, c.retryMax = minDelay, maxDelay }
 }
 
+// minLeaseDuration is the shortest lease duration that leaves room for the
+// renewals, take rounds and the cut-off margin carved out of it.
+const minLeaseDuration = 100 * time.Millisecond
+
 // maxOwnerID is the longest owner id: with its incarnation it stays within
 // 256 bytes.
 const maxOwnerID = 256 - len(incarnationMark) - 2*incarnationBytes
@@ -199,6 +203,9 @@ func buildConfig(stream string, opts []Option) (config, error) {
 		if o != nil {
 			o(&c)
 		}
+	}
+	if c.leaseDuration > 0 && c.leaseDuration < minLeaseDuration {
+		return c, errorf("%w: stream %s: WithLeaseDuration(%v): a lease duration must be at least %v (10s is usual): renewals, take rounds and the cut-off margin are fractions of it", ErrInvalidConfig, stream, c.leaseDuration, minLeaseDuration)
 	}
 	if !c.renewSet {
 		c.renewInterval = c.leaseDuration / 3

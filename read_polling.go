@@ -62,7 +62,9 @@ func (r pollingReader) read(ctx context.Context, out chan<- *Batch) {
 			}
 		}
 		lastCall = time.Now()
-		res, err := r.c.kin.GetRecords(ctx, &kinesis.GetRecordsInput{ShardIterator: aws.String(iter), Limit: aws.Int32(cfg.batchSize)})
+		cctx, cancel := context.WithTimeout(ctx, cfg.readTimeout())
+		res, err := r.c.kin.GetRecords(cctx, &kinesis.GetRecordsInput{ShardIterator: aws.String(iter), Limit: aws.Int32(cfg.batchSize)})
+		cancel()
 		if err != nil {
 			if ctx.Err() != nil {
 				return
@@ -155,7 +157,9 @@ func (r *leaseRunner) iterator(ctx context.Context, seq string, sub int64) (stri
 			in.Timestamp = aws.Time(cfg.startTimestamp)
 		}
 	}
-	out, err := r.c.kin.GetShardIterator(ctx, in)
+	cctx, cancel := context.WithTimeout(ctx, cfg.readTimeout())
+	out, err := r.c.kin.GetShardIterator(cctx, in)
+	cancel()
 	if err != nil {
 		var rnf *types.ResourceNotFoundException
 		if errors.As(err, &rnf) {

@@ -113,6 +113,20 @@ type leaseRunner struct {
 	handedOff  atomic.Bool
 	endedShard atomic.Bool
 
+	// abandoned is closed when the handler is given up on (bounds.go).
+	abandoned chan struct{}
+	handlerMu sync.Mutex
+	inHandler bool // a handler call is running (under handlerMu)
+
+	// stopAt is when the runner was told to stop (under mu); sealed is set
+	// (under mu) once no checkpoint can be written any more; handed is the
+	// last record the handler returned nil for (manual checkpoints).
+	stopAt    time.Time
+	sealed    bool
+	handedSeq string
+	handedSub int64
+	hasHanded bool
+
 	stuckMu     sync.Mutex
 	stuckAt     *stuckState // while the handler keeps failing on a batch (retry.go)
 	stopHookRan atomic.Bool // hooks.go
@@ -132,7 +146,7 @@ type attempt struct {
 // newLeaseRunner returns a runner for l, which this worker's write sent at
 // written made its own: the lease is ours for a lease duration from then.
 func newLeaseRunner(c *Consumer, l Lease, fromStart bool, written time.Time) *leaseRunner {
-	validUntil := written.Add(c.cfg.leaseDuration)
+	validUntil := c.cfg.cutoff(written)
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &leaseRunner{
 		c: c, shard: l.Key.Shard, key: l.Key, fromStart: fromStart,
@@ -144,6 +158,7 @@ func newLeaseRunner(c *Consumer, l Lease, fromStart bool, written time.Time) *le
 		keeperDone: make(chan struct{}),
 		flushReq:   make(chan chan error),
 		cpMoved:    make(chan struct{}, 1),
+		abandoned:  make(chan struct{}),
 		lease:      l,
 		validUntil: validUntil,
 		lastWrite:  written,
@@ -156,7 +171,14 @@ func newLeaseRunner(c *Consumer, l Lease, fromStart bool, written time.Time) *le
 
 // stop asks the runner to finish the batch in hand, write its checkpoint
 // and release the lease.
-func (r *leaseRunner) stop() { r.quitOnce.Do(func() { close(r.quit) }) }
+func (r *leaseRunner) stop() {
+	r.quitOnce.Do(func() {
+		r.mu.Lock()
+		r.stopAt = time.Now()
+		r.mu.Unlock()
+		close(r.quit)
+	})
+}
 
 // handOff stops the runner after the batch in hand and makes its release
 // go to taker. The request stays on the row until the release, so the
@@ -185,12 +207,14 @@ func (r *leaseRunner) markLost(reason string, err error) {
 		r.mu.Unlock()
 		r.log.Warn("lease lost: "+reason, "counter", counter, "err", err)
 	}
-	r.stop()
+	// The handler's context first: the stop hook must find it cancelled.
 	r.leaseCancel()
+	r.stop()
 }
 
 // valid reports whether the lease is still surely ours: not lost, and the
-// last successful write was sent less than a lease duration ago.
+// cut-off (a margin before a lease duration after the last successful write
+// was sent) has not passed.
 func (r *leaseRunner) valid() bool {
 	if r.lost.Load() {
 		return false
@@ -205,6 +229,10 @@ func (r *leaseRunner) mark(seq string, sub int64) error {
 		return &LeaseError{Op: "checkpoint", Key: r.key, Err: ErrLeaseLost}
 	}
 	r.mu.Lock()
+	if r.sealed {
+		r.mu.Unlock()
+		return r.errReleased()
+	}
 	if comparePosition(seq, sub, r.pendSeq, r.pendSub) > 0 {
 		r.pendSeq, r.pendSub = seq, sub
 	}
@@ -273,7 +301,11 @@ func (r *leaseRunner) run(parent context.Context) {
 		r.process(batches)
 		r.stopped("")
 	})
+	wg.Go(r.watchdog)
 	r.keep(parent)
+	r.mu.Lock()
+	r.sealed = true
+	r.mu.Unlock()
 	close(r.keeperDone)
 	fetchCancel()
 	wg.Wait()
@@ -294,6 +326,13 @@ func (r *leaseRunner) keep(parent context.Context) {
 	defer retry.Stop()
 	bo := backoff.Backoff{Min: min(cfg.retryMin, cfg.renewInterval/4), Max: cfg.renewInterval / 3}
 	lastWrite := r.lastWrite
+	// cut fires at the cut-off: no write succeeded for almost a lease
+	// duration, so the handler's context is cancelled now, before any
+	// taker may see the lease expired.
+	r.mu.Lock()
+	cut := time.NewTimer(time.Until(r.validUntil))
+	r.mu.Unlock()
+	defer cut.Stop()
 
 	write := func(force bool) error {
 		r.mu.Lock()
@@ -326,7 +365,8 @@ func (r *leaseRunner) keep(parent context.Context) {
 		r.unsure = nil
 		r.mu.Lock()
 		r.lease = next
-		r.validUntil = sent.Add(cfg.leaseDuration)
+		r.validUntil = cfg.cutoff(sent)
+		cut.Reset(time.Until(r.validUntil))
 		if dirty {
 			r.wroteSeq, r.wroteSub = seq, sub
 		}
@@ -388,7 +428,17 @@ func (r *leaseRunner) keep(parent context.Context) {
 				return
 			}
 			reply <- err
+		case <-cut.C:
+			if !r.valid() {
+				r.markLost("no write succeeded since the cut-off, a margin before the lease could expire", nil)
+				return
+			}
+		case <-r.abandoned:
+			return
 		case <-r.procDone:
+			if r.isAbandoned() {
+				return
+			}
 			// The reader holds nothing open (a subscription, say) once the
 			// lease is released, so the next holder is not refused.
 			<-r.readDone
@@ -405,8 +455,16 @@ func (r *leaseRunner) finish(bg context.Context) {
 		return
 	}
 	cfg := r.c.cfg
-	ctx, cancel := context.WithTimeout(bg, cfg.shutdownTimeout)
+	// The grace period counts from the stop, handler time included.
+	r.mu.Lock()
+	from := r.stopAt
+	r.mu.Unlock()
+	if from.IsZero() {
+		from = time.Now()
+	}
+	ctx, cancel := context.WithDeadline(bg, from.Add(cfg.grace()))
 	defer cancel()
+	r.awaitManualCheckpoints(ctx)
 	bo := backoff.Backoff{Min: cfg.retryMin, Max: cfg.retryMax}
 	for {
 		r.mu.Lock()
@@ -441,6 +499,13 @@ func (r *leaseRunner) finish(bg context.Context) {
 				r.unsure = &attempt{seq: seq, sub: sub, dirty: dirty, expiry: expiry, sent: time.Now()}
 			}
 		} else {
+			r.mu.Lock()
+			if r.pendSeq != seq || r.pendSub != sub {
+				r.mu.Unlock()
+				continue // a checkpoint came in meanwhile: write it first
+			}
+			r.sealed = true
+			r.mu.Unlock()
 			var released Lease
 			if r.endedShard.Load() {
 				// A finished shard is nobody's work: free it rather than hand it over.
@@ -488,6 +553,11 @@ func (r *leaseRunner) process(batches <-chan *Batch) {
 			if !r.c.cfg.manualCheckpoint {
 				// A batch holds whole Kinesis records, aggregates included.
 				_ = r.mark(b.Records[len(b.Records)-1].SequenceNumber, -1)
+			} else {
+				last := b.Records[len(b.Records)-1]
+				r.mu.Lock()
+				r.handedSeq, r.handedSub, r.hasHanded = last.SequenceNumber, last.SubSequenceNumber, true
+				r.mu.Unlock()
 			}
 		}
 		if b.end {
@@ -513,6 +583,9 @@ func (r *leaseRunner) handle(b *Batch) bool {
 		err := r.attempt(b)
 		if err == nil {
 			return true
+		}
+		if r.isAbandoned() {
+			return false
 		}
 		if pe := (*PanicError)(nil); !errors.As(err, &pe) { // a panic was logged by logPanic
 			r.log.Warn("handler failed; retrying the batch", "records", len(b.Records), "first", b.Records[0].SequenceNumber, "attempt", bo.Attempts()+1, "err", err)
@@ -550,7 +623,8 @@ func (e *PanicError) Error() string {
 	return fmt.Sprintf("shardlease: handler panicked on stream %s shard %s: %v", e.Stream, e.ShardID, e.Value)
 }
 
-func (r *leaseRunner) call(b *Batch) (err error) {
+// callHandler calls the handler, turning a panic into a PanicError.
+func (r *leaseRunner) callHandler(b *Batch) (err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			r.c.stats.panics.Add(1)
@@ -645,4 +719,27 @@ func (c *Consumer) convert(in []types.Record, after string, afterSub int64, log 
 		}
 	}
 	return out
+}
+
+// awaitManualCheckpoints waits, with manual checkpoints, until the handler
+// checkpointed every record it accepted, or ctx ends: the final write then
+// carries the work finished during the stop.
+func (r *leaseRunner) awaitManualCheckpoints(ctx context.Context) {
+	if !r.c.cfg.manualCheckpoint || r.endedShard.Load() {
+		return
+	}
+	for {
+		r.mu.Lock()
+		done := !r.hasHanded || comparePosition(r.pendSeq, r.pendSub, r.handedSeq, r.handedSub) >= 0
+		r.mu.Unlock()
+		if done {
+			return
+		}
+		select {
+		case <-r.cpMoved:
+		case <-ctx.Done():
+			r.log.Warn("stopping before the handler checkpointed every record it accepted; the rest is handed again to the next holder")
+			return
+		}
+	}
 }
