@@ -464,7 +464,11 @@ func (r *leaseRunner) finish(bg context.Context) {
 	}
 	ctx, cancel := context.WithDeadline(bg, from.Add(cfg.grace()))
 	defer cancel()
-	r.awaitManualCheckpoints(ctx)
+	// Checkpoints of work still in flight are waited for during half the
+	// grace period; the other half is the final writes'.
+	wctx, wcancel := context.WithDeadline(bg, from.Add(cfg.grace()/2))
+	r.awaitManualCheckpoints(wctx)
+	wcancel()
 	bo := backoff.Backoff{Min: cfg.retryMin, Max: cfg.retryMax}
 	for {
 		r.mu.Lock()
