@@ -13,7 +13,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	dtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
-	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -154,17 +153,6 @@ func (w *world) merge(t *testing.T, a, b string) string {
 		return child != ""
 	})
 	return child
-}
-
-func openShards(shards map[string]types.Shard) []string {
-	var open []string
-	for id, s := range shards {
-		if s.SequenceNumberRange.EndingSequenceNumber == nil {
-			open = append(open, id)
-		}
-	}
-	slices.Sort(open)
-	return open
 }
 
 // Defect 2: a child whose parent row is gone (an operator deleted it) while

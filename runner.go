@@ -195,9 +195,6 @@ func (r *leaseRunner) handOff(taker string) {
 	}
 }
 
-// abort cancels the handler's context (shutdown ran out of time).
-func (r *leaseRunner) abort() { r.stop(); r.leaseCancel() }
-
 func (r *leaseRunner) markLost(reason string, err error) {
 	if r.lost.CompareAndSwap(false, true) {
 		r.c.stats.lost.Add(1)
