@@ -37,8 +37,12 @@ var _ KinesisAPI = (*kinesis.Client)(nil)
 // checkpointed past it. A panic is recovered, logged with its stack and
 // treated as an error.
 //
-// ctx is cancelled when the lease is lost: stop work then, since another
-// worker will process the shard. Handlers of different shards run
+// ctx is cancelled when the lease is lost, at the cut-off (no renewal
+// succeeded for nine tenths of a lease duration), and when a handoff or
+// shutdown has waited its grace period for the batch in hand. A handler must
+// return then: another worker will process the shard. A handler that does not
+// return within the grace period is abandoned (its goroutine is left behind),
+// its lease is left to expire, and Run returns without it. Handlers of different shards run
 // concurrently; batches of one shard are handed over one at a time, in order.
 type Handler func(ctx context.Context, batch *Batch) error
 

@@ -135,8 +135,13 @@ func WithCheckpointInterval(d time.Duration) Option {
 	return func(c *config) { c.checkpointFlush, c.flushSet = d, true }
 }
 
-// WithShutdownTimeout bounds graceful shutdown: finishing the batches in
-// hand, writing final checkpoints and releasing leases. Default 10s.
+// WithShutdownTimeout bounds Run's shutdown, whatever handlers do: they get
+// the grace period (the timeout less the smaller of the renew interval and a
+// quarter of the timeout) to finish the batch in hand, after which their
+// context is cancelled and they are abandoned; final checkpoints and
+// releases fit in the grace period; the rest withdraws handoff requests and
+// removes the worker row. A handoff waits the same grace period for the
+// batch in hand. Default 10s.
 func WithShutdownTimeout(d time.Duration) Option { return func(c *config) { c.shutdownTimeout = d } }
 
 // WithManualCheckpoints stops the consumer from checkpointing when a handler

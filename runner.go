@@ -58,7 +58,11 @@ type Batch struct {
 // moves backwards: an older rec than the latest is ignored. Handlers that
 // finish work asynchronously call it once the work is done, from any
 // goroutine; it keeps working after the handler returns, for as long as the
-// lease is held. It fails with ErrLeaseLost once the lease is gone.
+// lease is held. It fails with an error matching ErrLeaseLost once the lease
+// is lost, released or handed over: the next holder handles those records
+// again. At a handoff or shutdown the final write waits (half the grace
+// period at most) for the checkpoints of every batch the handler returned
+// nil for.
 func (b *Batch) Checkpoint(rec Record) error {
 	if rec.SequenceNumber == "" {
 		return errorf("%w: stream %s shard %s: the record has no sequence number", ErrInvalidConfig, b.Stream, b.ShardID)
