@@ -505,6 +505,34 @@ func (s *DynamoStore) Acquire(ctx context.Context, key LeaseKey, owner string, o
 	return Lease{}, s.fail("acquire", key, errorf("%w: held by %q at counter %d, observed %d", ErrLeaseHeld, row.Owner, row.Counter, observed))
 }
 
+// AcquireAt makes owner the holder of key only if the row's counter still
+// equals counter, whether the row is held or free; otherwise it fails with
+// ErrLeaseHeld (ErrLeaseNotFound for a missing row). Operators' tools use it
+// so that they change exactly the row they showed: a free row that a
+// consumer took and released meanwhile (its counter moved, and perhaps its
+// checkpoint) is not taken.
+func (s *DynamoStore) AcquireAt(ctx context.Context, key LeaseKey, owner string, counter int64) (Lease, error) {
+	if owner == "" {
+		return Lease{}, s.fail("acquire", key, errorf("%w: owner id is empty", ErrInvalidConfig))
+	}
+	row, ok, exists, err := s.update(ctx, key, &dynamodb.UpdateItemInput{
+		ConditionExpression:       aws.String("lease_counter = :observed"),
+		UpdateExpression:          aws.String("SET lease_owner = :owner, lease_counter = lease_counter + :one REMOVE handoff_to, lease_expiry, lease_duration"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":owner": str(owner), ":observed": num(counter), ":one": num(1)},
+	})
+	switch {
+	case err != nil:
+		return Lease{}, s.fail("acquire", key, err)
+	case ok:
+		return s.adoptAfterAcquire(ctx, row)
+	case !exists:
+		return Lease{}, s.fail("acquire", key, ErrLeaseNotFound)
+	case row.Owner == owner && row.Counter == counter+1:
+		return s.adoptAfterAcquire(ctx, row) // our own write, whose reply was lost
+	}
+	return Lease{}, s.fail("acquire", key, errorf("%w: owner %q at counter %d, expected counter %d", ErrLeaseHeld, row.Owner, row.Counter, counter))
+}
+
 // write runs a holder's write (renew, checkpoint, release) under the
 // condition that owner and counter are held's. mine reports whether a row
 // seen after a failed condition is the result of this very write, whose

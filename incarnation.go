@@ -25,6 +25,12 @@ func newIncarnation(owner string) string {
 	return owner + incarnationMark + hex.EncodeToString(b[:])
 }
 
+// NewOwnerIdentity returns a fresh identity for owner: the owner id plus a
+// random 64-bit incarnation, as a consumer writes into rows for each run.
+// Tools that write lease rows themselves (the shardlease CLI does) use one
+// per command, so that no two writers ever share an identity.
+func NewOwnerIdentity(owner string) string { return newIncarnation(owner) }
+
 // OwnerName returns the owner id a user configured (WithOwnerID) from an
 // identity written in a row, by cutting the incarnation off:
 // OwnerName("pod-0#a1b2c3d4e5f60718") is "pod-0". An identity without an

@@ -56,6 +56,9 @@ type env struct {
 	// watching, when set, is called by release with the lease it has read
 	// and is about to watch.
 	watching func(shardlease.Lease)
+	// acquiring, when set, is called by reset and release with the lease
+	// they read, before they acquire it on its counter.
+	acquiring func(shardlease.Lease)
 	// emulatorsReady, when set, is called by emulators with the endpoints
 	// once both emulators run.
 	emulatorsReady func(dynamoEndpoint, kinesisEndpoint string)
@@ -64,7 +67,8 @@ type env struct {
 	describer shardlease.StreamDescriber
 }
 
-// ownerID returns the owner id the command's writes carry.
+// ownerID returns the identity the command's writes carry: the CLI's owner
+// id for this host plus a random incarnation, unique per command.
 func (e env) ownerID() string {
 	hostname := os.Hostname
 	if e.hostname != nil {
@@ -74,7 +78,7 @@ func (e env) ownerID() string {
 	if err != nil || host == "" {
 		host = "unknown-host"
 	}
-	return "shardlease-cli@" + host
+	return shardlease.NewOwnerIdentity("shardlease-cli@" + host)
 }
 
 // command is one subcommand.

@@ -506,9 +506,12 @@ func TestHelp(t *testing.T) {
 
 // TestOwnerID checks the owner id the command writes under.
 func TestOwnerID(t *testing.T) {
-	assert.Equal(t, "shardlease-cli@ops-box", env{hostname: func() (string, error) { return "ops-box", nil }}.ownerID())
+	e := env{hostname: func() (string, error) { return "ops-box", nil }}
+	id := e.ownerID()
+	assert.Equal(t, "shardlease-cli@ops-box", shardlease.OwnerName(id))
+	assert.NotEqual(t, id, e.ownerID(), "each command writes under an identity of its own")
 	host, err := os.Hostname()
 	if err == nil && host != "" {
-		assert.Equal(t, "shardlease-cli@"+host, env{}.ownerID())
+		assert.Equal(t, "shardlease-cli@"+host, shardlease.OwnerName(env{}.ownerID()))
 	}
 }

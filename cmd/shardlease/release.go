@@ -72,7 +72,7 @@ Example:
 			if err != nil {
 				return err
 			}
-			r := releaser{store: store, owner: st.env.ownerID(), wait: *wait, poll: st.env.poll}
+			r := releaser{store: store, owner: st.env.ownerID(), wait: *wait, poll: st.env.poll, acquiring: st.env.acquiring}
 			if *force {
 				r.wait = 0
 			}
@@ -137,6 +137,9 @@ type releaser struct {
 	wait     time.Duration
 	poll     time.Duration
 	watching func(shardlease.Lease)
+	// acquiring, when set, is called with the lease read before it is
+	// acquired on its counter.
+	acquiring func(shardlease.Lease)
 }
 
 func (r releaser) release(ctx context.Context, key shardlease.LeaseKey) (releaseResult, error) {
@@ -173,10 +176,13 @@ func (r releaser) release(ctx context.Context, key shardlease.LeaseKey) (release
 	}
 	var held shardlease.Lease
 	if force {
-		l, held, err = take(ctx, r.store, key, r.owner, true)
+		l, held, err = take(ctx, r.store, key, r.owner, true, r.acquiring)
 		res.PreviousOwner, res.ObservedCounter = l.Owner, l.Counter
 	} else {
-		held, err = r.store.Acquire(ctx, key, r.owner, l.Counter)
+		if r.acquiring != nil {
+			r.acquiring(l)
+		}
+		held, err = r.store.AcquireAt(ctx, key, r.owner, l.Counter)
 		if errors.Is(err, shardlease.ErrLeaseHeld) {
 			err = fmt.Errorf("%s: its holder %s wrote to it at the end of the wait, so it is alive; nothing was changed: stop that worker, or pass -force: %w", key, l.Owner, err)
 		}

@@ -67,7 +67,7 @@ Example:
 			if err != nil {
 				return err
 			}
-			res, err := reset(ctx, store, key, *to, *force, st.env.ownerID())
+			res, err := reset(ctx, store, key, *to, *force, st.env.ownerID(), st.env.acquiring)
 			if err != nil {
 				return err
 			}
@@ -118,14 +118,15 @@ type resetResult struct {
 const forceAttempts = 5
 
 // reset moves key's checkpoint to pos with fenced writes.
-func reset(ctx context.Context, store *shardlease.DynamoStore, key shardlease.LeaseKey, pos string, force bool, owner string) (resetResult, error) {
-	before, held, err := take(ctx, store, key, owner, force)
+func reset(ctx context.Context, store *shardlease.DynamoStore, key shardlease.LeaseKey, pos string, force bool, owner string, acquiring func(shardlease.Lease)) (resetResult, error) {
+	before, held, err := take(ctx, store, key, owner, force, acquiring)
 	if err != nil {
 		return resetResult{}, err
 	}
 	res := resetResult{
 		Table: store.Table(), Stream: key.Stream, Shard: key.Shard, Action: "reset",
-		PreviousOwner: before.Owner, PreviousCheckpoint: before.Checkpoint, Checkpoint: pos, Forced: force,
+		// The checkpoint replaced is the acquired row's.
+		PreviousOwner: before.Owner, PreviousCheckpoint: held.Checkpoint, Checkpoint: pos, Forced: force,
 	}
 	// From here on the command holds the lease: finish even if interrupted,
 	// so as not to leave it held.
@@ -151,7 +152,7 @@ func reset(ctx context.Context, store *shardlease.DynamoStore, key shardlease.Le
 // take acquires key for owner with the counter just read. A held lease is
 // taken only with force; otherwise the error names the holder. It returns the
 // lease as read and the handle to write with.
-func take(ctx context.Context, store *shardlease.DynamoStore, key shardlease.LeaseKey, owner string, force bool) (before, held shardlease.Lease, err error) {
+func take(ctx context.Context, store *shardlease.DynamoStore, key shardlease.LeaseKey, owner string, force bool, acquiring func(shardlease.Lease)) (before, held shardlease.Lease, err error) {
 	for attempt := 1; ; attempt++ {
 		before, err = getLease(ctx, store, key)
 		if err != nil {
@@ -160,7 +161,12 @@ func take(ctx context.Context, store *shardlease.DynamoStore, key shardlease.Lea
 		if before.Held() && !force {
 			return before, held, fmt.Errorf("%s is held by %s (counter %d): stop that worker and run this again once the lease is free, or pass -force to take it from the holder", key, before.Owner, before.Counter)
 		}
-		held, err = store.Acquire(ctx, key, owner, before.Counter)
+		if acquiring != nil {
+			acquiring(before)
+		}
+		// On the exact counter read, free or held: the row changed is the
+		// row shown.
+		held, err = store.AcquireAt(ctx, key, owner, before.Counter)
 		switch {
 		case err == nil:
 			return before, held, nil
