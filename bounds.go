@@ -70,8 +70,19 @@ func (r *leaseRunner) watchdog() {
 	case <-r.quit:
 	case <-r.leaseCtx.Done():
 	}
-	t := time.NewTimer(r.c.cfg.grace())
+	// The handler's context is cancelled a tenth of the grace period before
+	// the end, so that a handler that honours it returns (and its lease is
+	// released or handed over) instead of being abandoned.
+	grace := r.c.cfg.grace()
+	t := time.NewTimer(grace - grace/10)
 	defer t.Stop()
+	select {
+	case <-r.procDone:
+		return
+	case <-t.C:
+		r.leaseCancel()
+	}
+	t.Reset(grace / 10)
 	select {
 	case <-r.procDone:
 	case <-t.C:

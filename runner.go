@@ -589,7 +589,9 @@ func (r *leaseRunner) handle(b *Batch) bool {
 		if err == nil {
 			return true
 		}
-		if r.isAbandoned() {
+		if r.isAbandoned() || r.leaseCtx.Err() != nil {
+			// Failed because the lease's context was cancelled: no
+			// fault of the batch's, and no attempt counted against it.
 			return false
 		}
 		if pe := (*PanicError)(nil); !errors.As(err, &pe) { // a panic was logged by logPanic

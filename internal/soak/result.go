@@ -33,6 +33,9 @@ type Result struct {
 	StaleRefused               int // writes refused by the condition (stale or repeated)
 	Regressions                int // checkpoints that moved backwards
 	NonHolder                  int // batches handed to a worker not holding the lease
+	Overlaps                   int // handler calls entered while another of the shard ran
+	DeafOverlaps               int // of those left out, one side ignored its context
+	DupDeaf                    int // duplicates after a handler that ignored its context
 	Keys, KeysOutOfOrder       int
 	HeldAtEnd                  int // leases still held after every worker stopped
 	RunErrors                  int // Run returned an error for a worker that was not crashed
@@ -76,6 +79,12 @@ func (s *soak) result(ctx context.Context, drained bool) *Result {
 		r.Subscriptions += inc.consumer.Stats().Subscriptions
 	}
 	r.NonHolder = len(s.nonHolder)
+	r.Overlaps, r.DeafOverlaps = len(s.overlaps), s.deafOverlaps
+	for i, e := range s.overlaps {
+		if i < 5 {
+			problem("two handlers of one shard at once: %s", e)
+		}
+	}
 	for i, e := range s.nonHolder {
 		if i < 5 {
 			problem("batch handed after the lease was lost: %s", e)
@@ -107,6 +116,8 @@ func (s *soak) result(ctx context.Context, drained bool) *Result {
 			switch {
 			case h.afterPause || first.afterPause:
 				r.DupPause++ // a frozen worker went on with its batch in hand
+			case first.deaf:
+				r.DupDeaf++ // abandoned: no checkpoint for its batch
 			case s.audit.checkpointedPast(cfg.Stream+":"+first.shard, first.by.consumer.OwnerID(), first.seq, h.at):
 				r.DupUnexplained++
 				if r.DupUnexplained <= 5 {
@@ -227,18 +238,22 @@ func (r *Result) Table() string {
 	row("  explained: first handler paused past its lease", r.DupPause, "")
 	row("  explained: first handler lost the lease (failed write)", r.DupLostLease, "")
 	row("  explained: producer retried the put", r.DupProducer, "")
+	row("  explained: first handler ignored its context (abandoned)", r.DupDeaf, "")
 	row("  unexplained", r.DupUnexplained, ok(r.DupUnexplained == 0))
 	row("checkpoints moved backwards", r.Regressions, ok(r.Regressions == 0))
 	row("holder writes audited (renew, checkpoint, release)", r.WritesAudited, "")
 	row("  accepted from a worker not holding the lease", r.StaleAccepted, ok(r.StaleAccepted == 0))
 	row("  refused by the fencing condition", r.StaleRefused, "")
 	row("batches handed to a worker not holding the lease", r.NonHolder, ok(r.NonHolder == 0))
+	row("overlaps: handlers of one shard running at once", r.Overlaps, ok(r.Overlaps == 0))
+	row("  left out: one of them ignored its context", r.DeafOverlaps, "")
 	row(fmt.Sprintf("partition keys out of order (of %d)", r.Keys), r.KeysOutOfOrder, ok(r.KeysOutOfOrder == 0))
 	row("leases still held after the graceful stop", r.HeldAtEnd, ok(r.HeldAtEnd == 0))
 	row("Run errors of live workers", r.RunErrors, ok(r.RunErrors == 0))
 	if r.Unknown > 0 {
 		row("handled records never produced (failed puts that landed)", r.Unknown, "")
 	}
+	fmt.Fprintf(&b, "\nsummary: produced %d, lost %d, overlaps %d\n", r.Produced, r.Lost, r.Overlaps)
 	fmt.Fprintf(&b, "\nresult: %s", ok(r.OK()))
 	if !r.OK() {
 		for _, p := range r.Problems {

@@ -161,6 +161,18 @@ const (
 	EvSplit   = "shard split"
 	EvMerge   = "shard merge"
 	EvPoison  = "poison record produced (the handler always fails on it)"
+	EvSlow    = "batch longer than the lease (the handler honours its context)"
+	EvDeaf    = "handler ignoring its context (busy 1.5 leases)"
+	EvShared  = "two workers started with one owner id"
+	EvMixed   = "worker with twice the lease duration"
+)
+
+// slowEvery and deafEvery: while faults are on, one batch in slowEvery takes
+// longer than the lease (the handler returns when its context is cancelled),
+// and one in deafEvery ignores its context.
+const (
+	slowEvery = 40
+	deafEvery = 200
 )
 
 // MaxAttempts is how often the consumers hand a failing batch to the
@@ -216,6 +228,14 @@ type incarnation struct {
 	troubled  map[string]bool
 	runErr    error
 	startedAt time.Time
+	hrng      *rand.Rand // the handler's choices (under mu)
+}
+
+// running is a handler call in progress, from entry to exit, for the
+// overlaps invariant.
+type running struct {
+	by   *incarnation
+	deaf bool // ignores its context
 }
 
 // handling is one record handed to a handler.
@@ -226,6 +246,7 @@ type handling struct {
 	at         time.Time // when the handler was entered
 	afterPause bool      // handled by a frozen worker once it woke up
 	dead       bool      // handed to the dead-letter callback
+	deaf       bool      // by a handler that ignored its context
 }
 
 type soak struct {
@@ -252,6 +273,13 @@ type soak struct {
 	nonHolder []string        // batches handed to a worker not holding the lease
 	badDead   []string        // records dead-lettered that are not poison
 	unknown   int             // handled records with an id never produced
+
+	// running handler calls by shard; overlaps counts calls entered while
+	// another one of the same shard ran (deafOverlaps: one of them ignored
+	// its context, which the library cannot prevent).
+	running      map[string][]*running
+	overlaps     []string
+	deafOverlaps int
 }
 
 // Run runs one soak and returns its result. An error means the soak could
@@ -263,7 +291,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	s := &soak{
 		cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, 0x50a4)),
 		audit:   newAuditor(cfg.Lease),
-		handled: map[string][]handling{}, keyOrder: map[string][]string{},
+		handled: map[string][]handling{}, keyOrder: map[string][]string{}, running: map[string][]*running{},
 		keyOf: map[string]string{}, seqOf: map[string]string{}, retried: map[string]bool{},
 	}
 	if err := s.setup(ctx); err != nil {
@@ -361,6 +389,7 @@ func (s *soak) launch(slot int) {
 		skew:     time.Duration((rng.Float64()*2 - 1) * float64(cfg.MaxSkew)),
 		done:     make(chan error, 1),
 		troubled: map[string]bool{}, startedAt: time.Now(),
+		hrng: rand.New(rand.NewPCG(cfg.Seed^3, uint64(slot)<<32|uint64(gen))),
 	}
 	rate := func() float64 {
 		if s.faultsOn.Load() {
@@ -390,9 +419,22 @@ func (s *soak) launch(slot int) {
 		mode = append(mode, shardlease.WithEnhancedFanOut(cfg.FanOut))
 	}
 	lease := cfg.Lease
+	owner := inc.id
+	switch {
+	case slot == 1:
+		// Slots 0 and 1 are started with one owner id, as two pods with a
+		// reused name would be.
+		owner = fmt.Sprintf("w0-%d", gen)
+		s.counts.add(EvShared, 1)
+	case slot >= 2 && slot == cfg.Workers-1:
+		// The last slot runs with twice the lease duration, as a rolling
+		// deploy that changes it would.
+		lease *= 2
+		s.counts.add(EvMixed, 1)
+	}
 	take := lease * 3 / 20
 	c, err := shardlease.NewConsumer(kin, store, cfg.Stream, s.handler(inc), append(mode,
-		shardlease.WithOwnerID(inc.id),
+		shardlease.WithOwnerID(owner),
 		shardlease.WithLeaseDuration(lease),
 		shardlease.WithRenewInterval(lease/3),
 		shardlease.WithTakeInterval(take),
@@ -489,6 +531,33 @@ func (s *soak) handler(inc *incarnation) shardlease.Handler {
 				return errCrashed
 			}
 		}
+		// Slow batches and handlers that ignore their context, while the
+		// faults are on.
+		var slow, deaf bool
+		if s.faultsOn.Load() && !woke {
+			inc.mu.Lock()
+			slow, deaf = inc.hrng.IntN(slowEvery) == 0, inc.hrng.IntN(deafEvery) == 0
+			inc.mu.Unlock()
+		}
+		if !woke {
+			call := s.enter(inc, b.ShardID, deaf)
+			defer s.exit(b.ShardID, call)
+		}
+		switch {
+		case deaf:
+			s.counts.add(EvDeaf, 1)
+			t := time.NewTimer(s.cfg.Lease * 3 / 2)
+			<-t.C // ignores ctx
+		case slow:
+			s.counts.add(EvSlow, 1)
+			t := time.NewTimer(s.cfg.Lease * 3 / 2)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return ctx.Err() // not processed: the next holder reads it again
+			}
+		}
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		for _, r := range b.Records {
@@ -500,10 +569,34 @@ func (s *soak) handler(inc *incarnation) shardlease.Handler {
 			if len(s.handled[id]) == 0 {
 				s.keyOrder[r.PartitionKey] = append(s.keyOrder[r.PartitionKey], id)
 			}
-			s.handled[id] = append(s.handled[id], handling{by: inc, shard: b.ShardID, seq: r.SequenceNumber, at: at, afterPause: woke})
+			s.handled[id] = append(s.handled[id], handling{by: inc, shard: b.ShardID, seq: r.SequenceNumber, at: at, afterPause: woke, deaf: deaf})
 		}
 		return nil
 	}
+}
+
+// enter records a handler call of shard entering, and counts an overlap if
+// another one of the shard runs.
+func (s *soak) enter(inc *incarnation, shard string, deaf bool) *running {
+	call := &running{by: inc, deaf: deaf}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, other := range s.running[shard] {
+		if other.deaf || deaf {
+			s.deafOverlaps++
+			continue
+		}
+		s.overlaps = append(s.overlaps, fmt.Sprintf("%s entered a handler of %s at %.1fs while %s's ran", inc.id, shard, s.since(), other.by.id))
+	}
+	s.running[shard] = append(s.running[shard], call)
+	return call
+}
+
+// exit records a handler call of shard returning.
+func (s *soak) exit(shard string, call *running) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.running[shard] = slices.DeleteFunc(s.running[shard], func(r *running) bool { return r == call })
 }
 
 // deadLetter records what an incarnation hands to its dead-letter callback:

@@ -33,7 +33,10 @@ func check(t *testing.T, res *soak.Result, err error) {
 	if res.Lost != 0 || res.Produced == 0 {
 		t.Fatalf("produced %d, lost %d", res.Produced, res.Lost)
 	}
-	for _, kind := range []string{soak.EvCrash, soak.EvRestart, soak.EvSplit, soak.EvMerge, soak.EvDeleteFinished} {
+	if res.Overlaps != 0 {
+		t.Fatalf("overlaps %d", res.Overlaps)
+	}
+	for _, kind := range []string{soak.EvCrash, soak.EvRestart, soak.EvSplit, soak.EvMerge, soak.EvDeleteFinished, soak.EvSlow, soak.EvShared, soak.EvMixed} {
 		if res.Injected[kind] == 0 {
 			t.Errorf("no %q was injected", kind)
 		}
