@@ -368,6 +368,8 @@ type coordinator struct {
 	wobs map[string]observation // other workers' rows, by owner
 	row  *Worker                // this worker's row as last written; nil when it has none
 	beat time.Time              // when row was written
+	// corruptSeen holds the rows already reported as corrupt.
+	corruptSeen map[string]bool
 	// unsure is set while a heartbeat's outcome is unknown (it failed or
 	// was cancelled): the row may exist with a counter this worker never
 	// saw.
@@ -682,6 +684,9 @@ func (co *coordinator) takeRound(ctx context.Context) error {
 		leases, err = c.store.List(lctx, c.stream)
 	}
 	cancel()
+	if co.tolerateCorrupt(ctx, err) {
+		err = nil
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil

@@ -333,6 +333,7 @@ func (s *DynamoStore) ListWithWorkers(ctx context.Context, stream string) ([]Lea
 	}
 	var leases []Lease
 	var workers []Worker
+	var corrupt []CorruptRow
 	var start map[string]types.AttributeValue
 	for {
 		page, err := s.client.Scan(ctx, &dynamodb.ScanInput{
@@ -354,14 +355,16 @@ func (s *DynamoStore) ListWithWorkers(ctx context.Context, stream string) ([]Lea
 			}
 			if w, ok, err := decodeWorker(item, stream); ok {
 				if err != nil {
-					return nil, nil, &TableError{Table: s.table, Err: err}
+					corrupt = append(corrupt, CorruptRow{Key: avString(item[attrKey]), Err: err})
+					continue
 				}
 				workers = append(workers, w)
 				continue
 			}
 			row, err := decodeLease(item)
 			if err != nil {
-				return nil, nil, &TableError{Table: s.table, Err: err}
+				corrupt = append(corrupt, CorruptRow{Key: avString(item[attrKey]), Err: err})
+				continue
 			}
 			if row.Key.Stream == stream {
 				leases = append(leases, row)
@@ -374,6 +377,9 @@ func (s *DynamoStore) ListWithWorkers(ctx context.Context, stream string) ([]Lea
 	}
 	slices.SortFunc(leases, func(a, b Lease) int { return strings.Compare(a.Key.Shard, b.Key.Shard) })
 	slices.SortFunc(workers, func(a, b Worker) int { return strings.Compare(a.Owner, b.Owner) })
+	if len(corrupt) > 0 {
+		return leases, workers, &TableError{Table: s.table, Err: &CorruptRowsError{Table: s.table, Stream: stream, Rows: corrupt}}
+	}
 	return leases, workers, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -139,5 +140,36 @@ func TestOneReaderStartupAndBadInput(t *testing.T) {
 			assert.Contains(t, err.Error(), addr)
 			assert.Less(t, took, 5*w.lease+10*time.Second, "start-up fails within five lease durations (45s at most)")
 		})
+	})
+}
+
+// Defect: a row that turned corrupt while the consumers ran made every take
+// round of the stream fail. The row is now left alone (an Error log and a
+// metric name it) and the others are balanced.
+func TestOneReaderCorruptRowWhileRunning(t *testing.T) {
+	worlds(t, 3, func(t *testing.T, w *world) {
+		if w.name != "emulator" {
+			t.Skip("a MemoryStore row cannot be corrupt")
+		}
+		h := newHandled()
+		a := startWorker(t, w, w.kin, w.store, h.handler("a"), w.opts("a")...)
+		waitFor(t, 10*w.lease, "a holds every shard", func() bool { return len(a.c.Held()) == 3 })
+		b := startWorker(t, w, w.kin, w.store, h.handler("b"), w.opts("b")...)
+		waitFor(t, 10*w.lease, "b holds its share", func() bool { return len(b.c.Held()) == 1 && len(a.c.Held()) == 2 })
+
+		held := a.c.Held()
+		ds := w.store.(*shardlease.DynamoStore)
+		_, err := w.dynamo.UpdateItem(t.Context(), &dynamodb.UpdateItemInput{
+			TableName:                 aws.String(ds.Table()),
+			Key:                       map[string]dtypes.AttributeValue{"lease_key": &dtypes.AttributeValueMemberS{Value: w.stream + ":" + held[0]}},
+			UpdateExpression:          aws.String("SET lease_counter = :bad"),
+			ExpressionAttributeValues: map[string]dtypes.AttributeValue{":bad": &dtypes.AttributeValueMemberS{Value: "seven"}},
+		})
+		require.NoError(t, err)
+		_ = a.stop(t) // its other lease is released; the corrupt row's release fails
+
+		waitFor(t, 5*w.lease, "b takes the lease a released", func() bool { return slices.Contains(b.c.Held(), held[1]) })
+		assert.NotContains(t, b.c.Held(), held[0], "the corrupt row is left alone")
+		require.NoError(t, b.stop(t))
 	})
 }
