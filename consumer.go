@@ -626,7 +626,10 @@ func listShards(ctx context.Context, kin KinesisAPI, stream string, cfg config) 
 	in := &kinesis.ListShardsInput{StreamName: aws.String(stream)}
 	bo := backoff.Backoff{Min: cfg.retryMin, Max: cfg.retryMax}
 	for {
-		cctx, cancel := context.WithTimeout(ctx, cfg.readTimeout())
+		cctx, cancel := ctx, context.CancelFunc(func() {})
+		if d := cfg.readTimeout(); d > 0 { // callers outside a consumer pass no timings
+			cctx, cancel = context.WithTimeout(ctx, d)
+		}
 		page, err := kin.ListShards(cctx, in)
 		cancel()
 		if err != nil {
@@ -639,8 +642,8 @@ func listShards(ctx context.Context, kin KinesisAPI, stream string, cfg config) 
 			case errors.As(err, &expired):
 				out, in = nil, &kinesis.ListShardsInput{StreamName: aws.String(stream)}
 				continue
-			case errors.As(err, &lim):
-				// Throttled: the stream is there; wait for the allowance.
+			case errors.As(err, &lim) || retryable(err):
+				// Bounded by ctx too: the start-up gives up after its limit.
 				if bo.Attempts() < 20 && bo.Sleep(ctx) {
 					continue
 				}

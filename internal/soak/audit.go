@@ -59,7 +59,7 @@ func hookKey(key string, counter int64) string { return key + "#" + strconv.Form
 func (a *auditor) onWrite(op string, before, after shardlease.Lease) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if op == "request handoff" {
+	if op == "request handoff" || op == "withdraw handoff" {
 		return // does not bump the counter
 	}
 	a.hook[hookKey(after.Key.String(), after.Counter)] = before
@@ -207,8 +207,8 @@ func (d *auditDynamo) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInp
 		default:
 			op = "release"
 		}
-	case vals[":holder"] != nil:
-		op = "handoff"
+	case vals[":holder"] != nil || vals[":taker"] != nil:
+		op = "handoff" // a request or its withdrawal: the counter stays
 	}
 	if ms, err := strconv.ParseInt(avNumber(vals[":expiry"]), 10, 64); err == nil {
 		d.a.skew(time.UnixMilli(ms))
@@ -218,6 +218,12 @@ func (d *auditDynamo) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInp
 		var cf *dynamotypes.ConditionalCheckFailedException
 		if claimed && errors.As(err, &cf) {
 			d.a.refuse(op)
+		}
+		if errors.As(err, &cf) && len(cf.Item) > 0 {
+			// The row as it is: a write whose reply was lost (a timeout
+			// after it landed) made it, and the store may recognise that
+			// write as its caller's own.
+			d.a.observe(cf.Item, d.by)
 		}
 		return out, err
 	}
@@ -231,6 +237,26 @@ func (d *auditDynamo) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInp
 	}
 	d.a.record(w)
 	return out, err
+}
+
+// GetItem records the row read: the store reads a row to recognise a write
+// of its caller's whose reply was lost.
+func (d *auditDynamo) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	out, err := d.DynamoDBAPI.GetItem(ctx, in, o...)
+	if err == nil && len(out.Item) > 0 && !strings.Contains(avString(out.Item["lease_key"]), ":@") {
+		d.a.observe(out.Item, d.by)
+	}
+	return out, err
+}
+
+// observe records a row as it was read: the owner its counter goes with.
+func (a *auditor) observe(row map[string]dynamotypes.AttributeValue, by string) {
+	n, err := strconv.ParseInt(avNumber(row["lease_counter"]), 10, 64)
+	if err != nil || !strings.Contains(avString(row["lease_key"]), ":") {
+		return
+	}
+	a.record(write{key: avString(row["lease_key"]), op: "observed", by: by, claimCtr: -1,
+		owner: avString(row["lease_owner"]), handoffTo: avString(row["handoff_to"]), checkpoint: avString(row["checkpoint"]), counter: n})
 }
 
 func avString(av dynamotypes.AttributeValue) string {
@@ -288,7 +314,7 @@ func (a *auditor) regressions() (n int, examples []string) {
 	a.mu.Lock()
 	byKey := map[string][]write{}
 	for _, w := range a.writes {
-		if w.op != "handoff" {
+		if w.op != "handoff" && w.op != "observed" {
 			byKey[w.key] = append(byKey[w.key], w)
 		}
 	}
