@@ -44,8 +44,12 @@ func (c config) tidyReserve() time.Duration {
 // for its handler and its final writes.
 func (c config) grace() time.Duration { return c.shutdownTimeout - c.tidyReserve() }
 
-// callTimeout bounds each call to the lease store.
-func (c config) callTimeout() time.Duration { return c.renewInterval }
+// callTimeout bounds each call of the coordinator to the lease store
+// (listings, acquires, handoff requests, worker rows): half a lease
+// duration, so that a slow but working table still answers while a hung
+// call cannot stall take rounds for long. The keeper's writes have the renew
+// interval.
+func (c config) callTimeout() time.Duration { return max(c.renewInterval, c.leaseDuration/2) }
 
 // readTimeout bounds each call to Kinesis: a hung GetRecords must not keep a
 // lease renewed while its shard reads nothing.
