@@ -84,7 +84,7 @@ func okp(b bool) *bool { return &b }
 func main() {
 	quick := flag.Bool("quick", false, "smaller sizes and windows (finishes in under two minutes)")
 	jsonOut := flag.String("json", "", "also write the rows as JSON to this file")
-	only := flag.String("only", "", "comma-separated sections to run (throughput,overhead,cost,failover,balance,scale,fleet); default all")
+	only := flag.String("only", "", "comma-separated sections to run (throughput,overhead,cost,failover,balance,scale,fleet,latency); default all")
 	flag.Parse()
 
 	sz := sizes{
@@ -172,6 +172,7 @@ func run(e *env, only string) error {
 		{"balance", measureBalance},
 		{"scale", measureScale},
 		{"fleet", measureFleet},
+		{"latency", measureLatency},
 	}
 	for _, s := range steps {
 		if !want(s.name) {
