@@ -23,6 +23,9 @@
 //	put           write test records to a Kinesis stream
 //	adopt-stream  after a stream was deleted and created again: drop the old rows,
 //	              record the new stream
+//	consumers     list a stream's registered enhanced fan-out consumers
+//	deregister-consumer
+//	              deregister one (it is billed by the hour until then)
 //
 // Run "shardlease <command> -h" for a command's flags and an example.
 //
@@ -41,6 +44,10 @@
 // rows against it, and adopt-stream describes it (DescribeStreamSummary);
 // their -kinesis-endpoint URL (or AWS_ENDPOINT_URL_KINESIS) points that
 // client at another endpoint.
+//
+// consumers and deregister-consumer call Kinesis only (DescribeStreamSummary,
+// ListStreamConsumers, DescribeStreamConsumer, DeregisterStreamConsumer);
+// their -endpoint is a Kinesis endpoint.
 //
 // adopt-stream deletes rows without fencing: stop every consumer of the
 // stream first (they refuse to run on the rows of a re-created stream

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
@@ -109,4 +110,63 @@ func TestNoCredentials(t *testing.T) {
 		assert.Contains(t, r.stderr, "no AWS credentials were found: on AWS, set AWS_PROFILE", args)
 		assert.Contains(t, r.stderr, "AWS_ACCESS_KEY_ID=local AWS_SECRET_ACCESS_KEY=local", args)
 	}
+}
+
+// consumers lists a stream's registered consumers and deregister-consumer
+// removes one, on kinesis-local (behind the fan-out shim, which passes
+// these calls through).
+func TestConsumers(t *testing.T) {
+	awsEnv(t)
+	shim := emulator.FanOut(t)
+	kc := shim.Client()
+	stream := emulator.UniqueName("cli-consumers")
+	require.NoError(t, emulator.CreateStream(t.Context(), kc, stream, 1))
+
+	r := runCLI(t, env{}, "consumers", "-endpoint", shim.Endpoint, "-stream", stream)
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Equal(t, "stream "+stream+" has no registered consumers\n", r.stdout)
+
+	sum, err := kc.DescribeStreamSummary(t.Context(), &kinesis.DescribeStreamSummaryInput{StreamName: aws.String(stream)})
+	require.NoError(t, err)
+	for _, name := range []string{"orders-app", "audit"} {
+		_, err := kc.RegisterStreamConsumer(t.Context(), &kinesis.RegisterStreamConsumerInput{StreamARN: sum.StreamDescriptionSummary.StreamARN, ConsumerName: aws.String(name)})
+		require.NoError(t, err)
+	}
+	var listed []struct{ Name, Status, ARN string }
+	r = runCLI(t, env{}, "consumers", "-endpoint", shim.Endpoint, "-stream", stream, "-json")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &listed))
+	names := []string{}
+	for _, c := range listed {
+		names = append(names, c.Name)
+		assert.Contains(t, c.ARN, "/consumer/"+c.Name+":")
+	}
+	assert.ElementsMatch(t, []string{"orders-app", "audit"}, names)
+	r = runCLI(t, env{}, "consumers", "-endpoint", shim.Endpoint, "-stream", stream)
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Contains(t, r.stdout, "NAME")
+	assert.Contains(t, r.stdout, "orders-app")
+
+	r = runCLI(t, env{}, "deregister-consumer", "-endpoint", shim.Endpoint, "-stream", stream, "-name", "audit")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Contains(t, r.stdout, "deregistered consumer audit of stream "+stream)
+	// Deregistering takes a moment on the emulator, as on the service.
+	deadline := time.Now().Add(time.Minute)
+	for {
+		out, err := kc.ListStreamConsumers(t.Context(), &kinesis.ListStreamConsumersInput{StreamARN: sum.StreamDescriptionSummary.StreamARN})
+		require.NoError(t, err)
+		if len(out.Consumers) == 1 {
+			assert.Equal(t, "orders-app", aws.ToString(out.Consumers[0].ConsumerName))
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "audit still listed: %v", out.Consumers)
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	r = runCLI(t, env{}, "deregister-consumer", "-endpoint", shim.Endpoint, "-stream", stream, "-name", "nobody")
+	assert.Equal(t, 1, r.code)
+	assert.Contains(t, r.stderr, "stream "+stream+" has no consumer nobody ('shardlease consumers -stream "+stream+"' lists them)")
+	r = runCLI(t, env{}, "deregister-consumer", "-endpoint", shim.Endpoint, "-stream", stream)
+	assert.Equal(t, 2, r.code)
+	assert.Contains(t, r.stderr, "missing -name")
 }

@@ -99,7 +99,7 @@ type command struct {
 
 // commands lists the subcommands in the order help shows them.
 var commands = []*command{createTableCommand, listCommand, resetCommand, releaseCommand,
-	emulatorsCommand, createStreamCommand, putCommand}
+	emulatorsCommand, createStreamCommand, putCommand, consumersCommand, deregisterConsumerCommand}
 
 func findCommand(name string) *command {
 	for _, c := range commands {
@@ -266,7 +266,7 @@ func printCommands(w io.Writer) {
 	fmt.Fprint(w, "shardlease inspects and repairs the lease table of shardlease consumers,\n"+
 		"and runs DynamoDB and Kinesis emulators for local development.\n\nUsage:\n\n\tshardlease <command> [flags]\n\nCommands:\n\n")
 	for _, c := range commands {
-		fmt.Fprintf(w, "\t%-13s %s\n", c.name, c.summary)
+		fmt.Fprintf(w, "\t%-19s %s\n", c.name, c.summary)
 	}
 	fmt.Fprint(w, "\nRun 'shardlease <command> -h' for a command's flags and an example.\n"+
 		"AWS credentials, region and endpoint come from the SDK's usual environment\n"+
