@@ -228,6 +228,9 @@ func (r *Result) Table() string {
 	}
 	fmt.Fprintf(&b, "\n%-58s %8s\n", "invariant", "figure")
 	row := func(name string, v any, verdict string) { fmt.Fprintf(&b, "  %-56s %8v  %s\n", name, v, verdict) }
+	if r.Mode == "fan-out" {
+		row("subscriptions made (SubscribeToShard)", r.Subscriptions, "")
+	}
 	row("records produced", r.Produced, "")
 	row("records handled (distinct)", r.Handled, "")
 	row("  of which dead-lettered (poison, after every attempt)", r.DeadLettered, "")
