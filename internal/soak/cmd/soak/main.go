@@ -63,7 +63,11 @@ func run() int {
 	case "fake":
 		cfg.Kinesis = kinesisfake.New()
 	case "emulator":
-		fmt.Println("starting dynalite and kinesalite")
+		if *fanOut != "" {
+			fmt.Println("starting dynalite and kinesis-local (behind the fan-out shim)")
+		} else {
+			fmt.Println("starting dynalite and kinesalite")
+		}
 		db, err := emulator.StartDynalite(ctx)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
