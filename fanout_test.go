@@ -540,3 +540,47 @@ func TestFanOutGracefulShutdown(t *testing.T) {
 		assert.Zero(t, h.duplicates())
 	})
 }
+
+// A checkpoint Kinesis refuses to subscribe at (here a sequence number of
+// another shard) is counted and the lease released, as with polling, not
+// retried forever.
+func TestFanOutRejectedCheckpointIsCounted(t *testing.T) {
+	fanOutWorlds(t, 2, func(t *testing.T, w *fanWorld) {
+		if w.name == "wire" {
+			t.Skip("kinesis-local 0.6.2 subscribes at a sequence number of another shard without complaint; the service (and the fake) refuse it with InvalidArgumentException")
+		}
+		ctx := context.Background()
+		p := &produced{}
+		w.put(t, p, 20, 8)
+		var other string
+		p.mu.Lock()
+		for _, id := range p.byShard["shardId-000000000001"] {
+			other = p.seq[id]
+		}
+		p.mu.Unlock()
+		require.NotEmpty(t, other)
+		key := shardlease.LeaseKey{Stream: w.stream, Shard: "shardId-000000000000"}
+		_, err := w.store.Create(ctx, key, nil)
+		require.NoError(t, err)
+		row, err := w.store.Get(ctx, key)
+		require.NoError(t, err)
+		l, err := w.store.Acquire(ctx, key, "operator", row.Counter)
+		require.NoError(t, err)
+		l, err = w.store.Checkpoint(ctx, l, other, -1, time.Now())
+		require.NoError(t, err)
+		_, err = w.store.Release(ctx, l)
+		require.NoError(t, err)
+
+		h := newHandled()
+		a := startWorker(t, w.world, w.kin, w.store, h.handler("a"), w.fanOpts("a", shardlease.WithShardSyncInterval(20*w.take))...)
+		waitFor(t, 10*w.lease, "the checkpoint rejected", func() bool { return a.c.Stats().CheckpointsRejected >= 1 })
+		waitFor(t, 10*w.lease, "the lease released", func() bool {
+			row, err := w.store.Get(ctx, key)
+			return err == nil && row.Owner == ""
+		})
+		row, err = w.store.Get(ctx, key)
+		require.NoError(t, err)
+		assert.Equal(t, other, row.Checkpoint, "the checkpoint is kept for the operator")
+		require.NoError(t, a.stop(t))
+	})
+}

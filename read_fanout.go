@@ -81,6 +81,10 @@ func (r fanOutReader) read(ctx context.Context, out chan<- *Batch) {
 				return
 			}
 			var rnf *types.ResourceNotFoundException
+			if cont == "" && r.checkpointRejected(err, lastSeq, lastSub) {
+				// Started at the lease's checkpoint, which Kinesis refused.
+				return
+			}
 			switch {
 			case errors.As(err, new(*types.ResourceInUseException)):
 				// The previous holder's subscription (or this reader's own
