@@ -1,0 +1,234 @@
+package shardlease
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+)
+
+// rows builds a listing's rows: n leases of stream "s", shards s00, s01, ...
+// from first on, each owned by owner (empty: free) and renewed since taken.
+func rows(first, n int, owner string) []Lease {
+	out := make([]Lease, n)
+	for i := range out {
+		out[i] = Lease{Key: LeaseKey{Stream: "s", Shard: fmt.Sprintf("s%02d", first+i)}, Owner: owner, Counter: 3}
+		if owner != "" {
+			out[i].Expiry = time.UnixMilli(1)
+		}
+	}
+	return out
+}
+
+func set(ids ...string) map[string]bool {
+	out := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		out[id] = true
+	}
+	return out
+}
+
+func shardsOf(ls []Lease) []string {
+	out := make([]string, 0, len(ls))
+	for _, l := range ls {
+		out = append(out, l.Key.Shard)
+	}
+	return out
+}
+
+// heldBy returns the shards of ls whose owner is owner.
+func heldBy(ls []Lease, owner string) map[string]bool {
+	out := map[string]bool{}
+	for _, l := range ls {
+		if l.Owner == owner {
+			out[l.Key.Shard] = true
+		}
+	}
+	return out
+}
+
+// outcome is what a round does with a plan when every write succeeds, as
+// takeRound carries it out.
+type outcome struct {
+	answer, adopt, take, steal []string
+	target, ceiling            int
+}
+
+func carryOut(in listing) outcome {
+	rng := rand.New(rand.NewPCG(1, 2))
+	p := planRound(in, rng)
+	o := outcome{answer: shardsOf(p.answer), adopt: shardsOf(p.adopt), target: p.target, ceiling: p.ceiling}
+	mine := len(in.held) + len(p.adopt)
+	for _, l := range p.takable() {
+		if mine+in.waiting < p.limit(in, l) {
+			o.take = append(o.take, l.Key.Shard)
+			mine++
+		}
+	}
+	o.steal = shardsOf(p.steals(in, mine, len(in.pending), rng))
+	slices.Sort(o.take)
+	return o
+}
+
+func TestPlan(t *testing.T) {
+	// a holds 12 of 16 leases with a handoff of s00 asked by c.
+	handing := rows(0, 12, "a")
+	handing[0].HandoffTo = "c"
+	handing = append(handing, rows(12, 4, "b")...)
+
+	// a crashed: its 8 leases have not moved for a lease duration.
+	crashed := append(rows(0, 8, "a"), rows(8, 8, "b")...)
+
+	// b is handed s00 by a: the row names b, b does not run it yet.
+	handedToB := append(rows(0, 8, "a"), rows(8, 7, "b")...)
+	handedToB[0].Owner = "b"
+	handedToB[0].Expiry = time.Time{}
+
+	// a's only load is six of b's leases being handed to it: nobody can
+	// ask a for them.
+	waitingA := rows(0, 12, "b")
+	for i := range 6 {
+		waitingA[i].HandoffTo = "a"
+	}
+
+	for _, tc := range []struct {
+		name string
+		in   listing
+		want outcome
+	}{
+		{
+			name: "three workers starting together: the first by id takes the lease over",
+			in:   listing{me: "a", leases: rows(0, 16, ""), workers: []string{"b", "c"}, maxSteals: 32},
+			want: outcome{target: 6, ceiling: 6, take: []string{"", "", "", "", "", ""}},
+		},
+		{
+			name: "three workers starting together: the others take the floor",
+			in:   listing{me: "c", leases: rows(0, 16, ""), workers: []string{"a", "b"}, maxSteals: 32},
+			want: outcome{target: 5, ceiling: 6, take: []string{"", "", "", "", ""}},
+		},
+		{
+			name: "balanced 6/5/5: nothing moves",
+			in: listing{me: "c", leases: append(append(rows(0, 6, "a"), rows(6, 5, "b")...), rows(11, 5, "c")...),
+				held: heldBy(rows(11, 5, "c"), "c"), maxSteals: 32},
+			want: outcome{target: 5, ceiling: 6},
+		},
+		{
+			name: "the worker holding one more keeps it",
+			in: listing{me: "c", leases: append(append(rows(0, 5, "a"), rows(5, 5, "b")...), rows(10, 6, "c")...),
+				held: heldBy(rows(10, 6, "c"), "c"), maxSteals: 32},
+			want: outcome{target: 6, ceiling: 6},
+		},
+		{
+			name: "a joiner asks the holder of everything for its share",
+			in:   listing{me: "b", leases: rows(0, 12, "a"), workers: []string{"c"}, maxSteals: 32},
+			want: outcome{target: 4, ceiling: 4, steal: []string{"", "", "", ""}},
+		},
+		{
+			name: "steals are capped per round",
+			in:   listing{me: "b", leases: rows(0, 12, "a"), workers: []string{"c"}, maxSteals: 2},
+			want: outcome{target: 4, ceiling: 4, steal: []string{"", ""}},
+		},
+		{
+			name: "a pending request counts: only the rest is asked",
+			in: listing{me: "b", leases: func() []Lease { l := rows(0, 12, "a"); l[0].HandoffTo = "b"; return l }(),
+				workers: []string{"c"}, pending: set("s00"), waiting: 1, maxSteals: 32},
+			want: outcome{target: 4, ceiling: 4, steal: []string{"", "", ""}},
+		},
+		{
+			name: "loads that differ by one are left alone",
+			in:   listing{me: "b", leases: append(rows(0, 5, "a"), rows(5, 4, "b")...), held: heldBy(rows(5, 4, "b"), "b"), maxSteals: 32},
+			want: outcome{target: 4, ceiling: 5},
+		},
+		{
+			name: "a handoff asked of this worker is answered; the lease counts for the taker",
+			in:   listing{me: "a", leases: handing, held: heldBy(handing, "a"), workers: []string{"c"}, maxSteals: 32},
+			want: outcome{answer: []string{"s00"}, target: 6, ceiling: 6},
+		},
+		{
+			name: "the taker of a lease being handed over counts it as its own",
+			in:   listing{me: "c", leases: handing, pending: set("s00"), waiting: 1, maxSteals: 32},
+			want: outcome{target: 5, ceiling: 6, steal: []string{"", "", "", ""}},
+		},
+		{
+			name: "a row handed over to this worker is adopted",
+			in:   listing{me: "b", leases: handedToB, held: heldBy(rows(8, 7, "b"), "b"), maxSteals: 32},
+			want: outcome{adopt: []string{"s00"}, target: 8, ceiling: 8},
+		},
+		{
+			name: "a crashed worker's leases count for nobody and are taken",
+			in:   listing{me: "b", leases: crashed, held: heldBy(crashed, "b"), expired: heldBy(crashed, "a"), maxSteals: 32},
+			want: outcome{target: 16, ceiling: 16, take: []string{"s00", "s01", "s02", "s03", "s04", "s05", "s06", "s07"}},
+		},
+		{
+			name: "a crashed worker's leases are shared with a worker that holds nothing",
+			in: listing{me: "b", leases: crashed, held: heldBy(crashed, "b"), expired: heldBy(crashed, "a"),
+				workers: []string{"c"}, maxSteals: 32},
+			want: outcome{target: 8, ceiling: 8},
+		},
+		{
+			name: "leases released by a worker that left are taken up to the share at once",
+			in: listing{me: "b", leases: append(append(rows(0, 4, ""), rows(4, 4, "b")...), rows(8, 4, "c")...),
+				held: heldBy(rows(4, 4, "b"), "b"), maxSteals: 32},
+			want: outcome{target: 6, ceiling: 6, take: []string{"", ""}},
+		},
+		{
+			name: "a lease left over since an earlier round is taken up to the ceiling",
+			in: listing{me: "d", leases: append(append(append(rows(0, 1, ""), rows(1, 4, "a")...), rows(5, 2, "b")...), rows(7, 3, "d")...),
+				held: heldBy(rows(7, 3, "d"), "d"), leftover: set("s00"), maxSteals: 32},
+			want: outcome{target: 3, ceiling: 4, take: []string{"s00"}},
+		},
+		{
+			name: "a free lease is left to the worker whose share it is in its first round",
+			in: listing{me: "d", leases: append(append(append(rows(0, 1, ""), rows(1, 4, "a")...), rows(5, 2, "b")...), rows(7, 3, "d")...),
+				held: heldBy(rows(7, 3, "d"), "d"), maxSteals: 32},
+			want: outcome{target: 3, ceiling: 4},
+		},
+		{
+			name: "a refused lease is never taken",
+			in:   listing{me: "a", leases: rows(0, 2, ""), refused: set("s00"), maxSteals: 32},
+			want: outcome{target: 2, ceiling: 2, take: []string{"s01"}},
+		},
+		{
+			name: "the most this worker holds caps its share",
+			in:   listing{me: "a", leases: rows(0, 8, ""), maxLeases: 3, maxSteals: 32},
+			want: outcome{target: 3, ceiling: 3, take: []string{"", "", ""}},
+		},
+		{
+			name: "an owner whose load is only leases being handed to it is passed over for the next",
+			in:   listing{me: "c", leases: waitingA, maxSteals: 32},
+			// b runs 6 of its own: c asks it for 3 (b keeps 3 while 3
+			// more go to a); a is never asked.
+			want: outcome{target: 4, ceiling: 4, steal: []string{"", "", ""}},
+		},
+		{
+			name: "a lease a runner of this worker still ends is neither counted nor taken",
+			in:   listing{me: "a", leases: rows(0, 4, ""), skip: set("s00"), maxSteals: 32},
+			want: outcome{target: 4, ceiling: 4, take: []string{"s01", "s02", "s03"}},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := carryOut(tc.in)
+			// An entry "" stands for any shard: the choice is random; the
+			// count is the promise.
+			check := func(what string, want, got []string) {
+				t.Helper()
+				if !assert.Len(t, got, len(want), what) {
+					return
+				}
+				if len(want) > 0 && !slices.Contains(want, "") {
+					assert.Equal(t, want, got, what)
+				}
+				assert.Len(t, set(got...), len(got), "%s: no shard twice", what)
+			}
+			check("answer", tc.want.answer, got.answer)
+			check("adopt", tc.want.adopt, got.adopt)
+			check("take", tc.want.take, got.take)
+			check("steal", tc.want.steal, got.steal)
+			assert.Equal(t, tc.want.target, got.target, "target")
+			assert.Equal(t, tc.want.ceiling, got.ceiling, "ceiling")
+		})
+	}
+}
