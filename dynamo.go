@@ -328,6 +328,16 @@ func (s *DynamoStore) List(ctx context.Context, stream string) ([]Lease, error) 
 // ListWithWorkers implements WorkerStore: one consistent Scan returns the
 // stream's leases and its worker rows.
 func (s *DynamoStore) ListWithWorkers(ctx context.Context, stream string) ([]Lease, []Worker, error) {
+	return s.listWithWorkers(ctx, stream, true)
+}
+
+// ListWithWorkersEventually implements EventualLister: the same Scan,
+// eventually consistent, for half the read capacity.
+func (s *DynamoStore) ListWithWorkersEventually(ctx context.Context, stream string) ([]Lease, []Worker, error) {
+	return s.listWithWorkers(ctx, stream, false)
+}
+
+func (s *DynamoStore) listWithWorkers(ctx context.Context, stream string, consistent bool) ([]Lease, []Worker, error) {
 	if err := ValidateStreamName(stream); err != nil {
 		return nil, nil, err
 	}
@@ -338,7 +348,7 @@ func (s *DynamoStore) ListWithWorkers(ctx context.Context, stream string) ([]Lea
 	for {
 		page, err := s.client.Scan(ctx, &dynamodb.ScanInput{
 			TableName:                 aws.String(s.table),
-			ConsistentRead:            aws.Bool(true),
+			ConsistentRead:            aws.Bool(consistent),
 			FilterExpression:          aws.String("begins_with(lease_key, :prefix)"),
 			ExpressionAttributeValues: map[string]types.AttributeValue{":prefix": str(stream + ":")},
 			ExclusiveStartKey:         start,

@@ -235,6 +235,20 @@ type WorkerStore interface {
 	RemoveWorker(ctx context.Context, w Worker) (bool, error)
 }
 
+// EventualLister is implemented by worker stores that can list a stream's
+// rows more cheaply when the listing may be a moment old (DynamoStore: an
+// eventually consistent Scan, which costs half the read capacity of a
+// consistent one). The consumer's take rounds list this way when the store
+// has it; every decision a take round makes from its listing is carried out
+// by a conditional write on the counter it saw, so a row read before its
+// latest write only makes that write fail, and expiry is timed from the first
+// listing that showed a counter, which comes after the write that set it.
+type EventualLister interface {
+	// ListWithWorkersEventually returns what ListWithWorkers returns, except
+	// that each row may be as it was a moment before its latest write.
+	ListWithWorkersEventually(ctx context.Context, stream string) ([]Lease, []Worker, error)
+}
+
 // Sentinel errors. Each store wraps them so that errors.Is finds them, with a
 // typed error naming the table and key around them.
 var (

@@ -84,6 +84,12 @@ func (m *MemoryStore) List(ctx context.Context, stream string) ([]Lease, error) 
 	return leases, err
 }
 
+// ListWithWorkersEventually implements EventualLister. A MemoryStore is
+// always current: it returns what ListWithWorkers returns.
+func (m *MemoryStore) ListWithWorkersEventually(ctx context.Context, stream string) ([]Lease, []Worker, error) {
+	return m.ListWithWorkers(ctx, stream)
+}
+
 // ListWithWorkers implements WorkerStore. Leases and worker rows are read
 // under one hold of the lock, so a worker that acquires a lease and then
 // removes its row is seen in one or the other, never in neither.

@@ -146,6 +146,18 @@ func (s workerStore) ListWithWorkers(ctx context.Context, stream string) ([]shar
 	return s.ws.ListWithWorkers(ctx, stream)
 }
 
+// ListWithWorkersEventually passes the call on when the store lists that
+// way, and lists consistently otherwise.
+func (s workerStore) ListWithWorkersEventually(ctx context.Context, stream string) ([]shardlease.Lease, []shardlease.Worker, error) {
+	if err := s.err(); err != nil {
+		return nil, nil, err
+	}
+	if el, ok := s.ws.(shardlease.EventualLister); ok {
+		return el.ListWithWorkersEventually(ctx, stream)
+	}
+	return s.ws.ListWithWorkers(ctx, stream)
+}
+
 func (s workerStore) Heartbeat(ctx context.Context, stream, owner string) (shardlease.Worker, error) {
 	if err := s.err(); err != nil {
 		return shardlease.Worker{}, err

@@ -372,6 +372,25 @@ func (s *faultStore) ListWithWorkers(ctx context.Context, stream string) ([]shar
 	return got.l, got.w, err
 }
 
+func (s *faultStore) ListWithWorkersEventually(ctx context.Context, stream string) ([]shardlease.Lease, []shardlease.Worker, error) {
+	type both struct {
+		l []shardlease.Lease
+		w []shardlease.Worker
+	}
+	got, err := storeCall(s.in, "Scan", false, both{}, func() (both, error) {
+		var l []shardlease.Lease
+		var w []shardlease.Worker
+		var err error
+		if el, ok := s.next.(shardlease.EventualLister); ok {
+			l, w, err = el.ListWithWorkersEventually(ctx, stream)
+		} else {
+			l, w, err = s.next.(shardlease.WorkerStore).ListWithWorkers(ctx, stream)
+		}
+		return both{l, w}, err
+	})
+	return got.l, got.w, err
+}
+
 func (s *faultStore) Heartbeat(ctx context.Context, stream, owner string) (shardlease.Worker, error) {
 	return storeCall(s.in, "UpdateItem", true, shardlease.Worker{}, func() (shardlease.Worker, error) {
 		return s.next.(shardlease.WorkerStore).Heartbeat(ctx, stream, owner)

@@ -663,6 +663,14 @@ func testWorkerListMatchesList(t *testing.T, s shardlease.LeaseStore, ws shardle
 	require.NoError(t, err)
 	assert.Equal(t, list, leases, "ListWithWorkers returns what List returns")
 	assert.Equal(t, []shardlease.Worker{w}, workers)
+	if el, ok := s.(shardlease.EventualLister); ok {
+		// The emulator and MemoryStore are always current: the eventually
+		// consistent listing returns the same rows.
+		leases, workers, err := el.ListWithWorkersEventually(ctx, st)
+		require.NoError(t, err)
+		assert.Equal(t, list, leases, "ListWithWorkersEventually returns what List returns")
+		assert.Equal(t, []shardlease.Worker{w}, workers)
+	}
 
 	// A stream with leases and no worker rows, and one with neither.
 	other := stream(t)
