@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -672,18 +671,25 @@ func retryable(err error) bool {
 	return !errors.As(err, &rnf) && !errors.As(err, &inv) && !errors.As(err, &ad)
 }
 
-// takeRound lists the stream's leases and takes what this worker's fair
-// share calls for: adopted handoffs first, then free leases, then expired
-// ones, then (by handoff) leases of the most loaded live owner.
+// takeRound lists the stream's leases and carries out the plan planRound
+// makes of the listing: adopted handoffs first, then free leases, then
+// expired ones, then (by handoff) leases of the most loaded live owner.
 func (co *coordinator) takeRound(ctx context.Context) error {
 	c := co.c
 	var leases []Lease
 	var workers []Worker
 	var err error
+	// Every decision below is carried out by a conditional write on the
+	// counter the listing shows, and expiry is timed from the first listing
+	// that showed a counter: a listing a moment old is safe, and costs half.
 	lctx, cancel := c.storeCtx(ctx)
-	if co.ws != nil {
+	el, eventual := c.store.(EventualLister)
+	switch {
+	case co.ws != nil && eventual:
+		leases, workers, err = el.ListWithWorkersEventually(lctx, c.stream)
+	case co.ws != nil:
 		leases, workers, err = co.ws.ListWithWorkers(lctx, c.stream)
-	} else {
+	default:
 		leases, err = c.store.List(lctx, c.stream)
 	}
 	cancel()
@@ -711,104 +717,51 @@ func (co *coordinator) takeRound(ctx context.Context) error {
 	}
 	forgetUnseen(co.obs, seen)
 	held, stuck := c.heldSet(), c.stuckSet()
-	// A handoff asked of this worker shows in the listing before the next
-	// renewal would return it: answer it now.
-	for _, l := range leases {
-		if l.HandoffTo != "" && l.Owner == me && held[l.Key.Shard] {
-			c.answerHandoff(l.Key.Shard, l.HandoffTo)
-		}
+	in := listing{
+		me: me, held: held, skip: stuck,
+		expired:   make(map[string]bool),
+		pending:   make(map[string]bool, len(co.pending)),
+		leftover:  make(map[string]bool),
+		refused:   make(map[string]bool),
+		maxLeases: c.cfg.maxLeases, maxSteals: c.cfg.maxStealsPerTake,
 	}
-	// A lease is expired once its counter stood still for the longer of
-	// this worker's lease duration and the holder's, written on the row.
-	expired := func(l Lease) bool {
-		return l.Owner != "" && l.Owner != me && now.Sub(co.obs[l.Key.Shard].changed) >= expiresAfter(l, c.cfg.leaseDuration)
-	}
-
 	// Work that can be read now: not finished, and every parent finished.
-	var active []Lease
 	for _, l := range leases {
-		if l.Checkpoint == ShardEnd {
+		if l.Checkpoint == ShardEnd || !parentsDone(l, byShard, co.listed) {
 			continue
 		}
-		if !parentsDone(l, byShard, co.listed) {
-			continue
+		in.leases = append(in.leases, l)
+		// A lease is expired once its counter stood still for the longer
+		// of this worker's lease duration and the holder's, written on the
+		// row.
+		if l.Owner != "" && l.Owner != me && now.Sub(co.obs[l.Key.Shard].changed) >= expiresAfter(l, c.cfg.leaseDuration) {
+			in.expired[l.Key.Shard] = true
 		}
-		active = append(active, l)
-	}
-
-	// Count owners and their loads; a lease being handed over counts for the
-	// taker, a lease whose owner stopped renewing counts for nobody.
-	load := map[string]int{me: 0}
-	for _, l := range active {
-		switch {
-		case held[l.Key.Shard]:
-			load[me]++
-		case stuck[l.Key.Shard]:
-			// An abandoned handler of this worker's still runs: the lease
-			// is nobody's until it expires.
-		case l.Owner == "" || expired(l):
-		case l.HandoffTo != "":
-			load[l.HandoffTo]++
-		default:
-			load[l.Owner]++
+		if since, ok := co.takable[l.Key.Shard]; ok && now.Sub(since) >= c.cfg.takeInterval {
+			in.leftover[l.Key.Shard] = true
+		}
+		if at, ok := co.refused[l.Key.Shard]; ok && now.Sub(at) < c.cfg.shardSync {
+			in.refused[l.Key.Shard] = true
 		}
 	}
 	// Workers that hold nothing yet count too, while their rows move.
-	for _, o := range co.liveWorkers(ctx, workers, now) {
-		if _, ok := load[o]; !ok {
-			load[o] = 0
-		}
-	}
-	target, ceiling := co.share(load, len(active))
-	c.log.Debug("take round", "leases", len(active), "owners", len(load), "target", target, "ceiling", ceiling, "held", len(held))
-	// mine counts the leases this worker runs; the handoffs it asked for
-	// count separately (waiting), so that one that goes unanswered for a
-	// lease duration does not keep this worker from free and expired leases.
-	mine := 0
-	for _, l := range active {
-		if held[l.Key.Shard] {
-			mine++
-		}
-	}
-
-	// Take the rows that name this worker but that it does not hold: leases
-	// handed over to it, and leases an earlier runner of it gave up. Each is
-	// taken with a write of its own (an acquire on the counter seen), so the
-	// lease is timed from that write, as other workers time it, and a runner
-	// that gave the lease up cannot write to it again.
-	for _, l := range active {
-		if l.Owner == me && !held[l.Key.Shard] && !stuck[l.Key.Shard] {
-			took, err := co.take(ctx, l, byShard, now)
-			if err != nil || ctx.Err() != nil {
-				return err
-			}
-			if !took {
-				continue
-			}
-			held[l.Key.Shard] = true
-			mine++
-		}
-	}
-	// Forget requests that were answered or withdrawn.
-	for id := range co.pending {
+	in.workers = co.liveWorkers(ctx, workers, now)
+	// Requests still pending (not answered or withdrawn) count as waiting
+	// while they are younger than a lease duration.
+	for id, since := range co.pending {
 		if l, ok := byShard[id]; !ok || held[id] || l.HandoffTo != me {
-			delete(co.pending, id)
+			continue
 		}
-	}
-
-	// Free and expired leases, in a worker-specific order so that workers
-	// starting together spread over the shards.
-	waiting := 0
-	for _, since := range co.pending {
+		in.pending[id] = true
 		if now.Sub(since) < c.cfg.leaseDuration {
-			waiting++
+			in.waiting++
 		}
 	}
-	var free, stale []Lease
+	p := planRound(in, co.rng)
 	defer func() {
 		was := co.takable
-		co.takable = make(map[string]time.Time, len(free)+len(stale))
-		for _, l := range append(free, stale...) {
+		co.takable = make(map[string]time.Time, len(p.free)+len(p.stale))
+		for _, l := range p.takable() {
 			since, ok := was[l.Key.Shard]
 			if !ok {
 				since = now
@@ -816,82 +769,62 @@ func (co *coordinator) takeRound(ctx context.Context) error {
 			co.takable[l.Key.Shard] = since
 		}
 	}()
-	for _, l := range active {
-		if held[l.Key.Shard] || stuck[l.Key.Shard] {
-			continue
-		}
-		// A handoff request that goes unanswered is no reason to take the
-		// lease: a holder that keeps renewing is alive (it may be finishing
-		// a long batch), and only ordinary expiry moves its lease.
-		switch {
-		case l.Owner == "":
-			free = append(free, l)
-		case expired(l):
-			stale = append(stale, l)
+	c.log.Debug("take round", "leases", len(in.leases), "owners", len(p.load), "target", p.target, "ceiling", p.ceiling, "held", len(held))
+
+	// A handoff asked of this worker shows in the listing before the next
+	// renewal would return it: answer it now.
+	for _, l := range p.answer {
+		c.answerHandoff(l.Key.Shard, l.HandoffTo)
+	}
+	// mine counts the leases this worker runs; the handoffs it asked for
+	// count separately (waiting), so that one that goes unanswered for a
+	// lease duration does not keep this worker from free and expired leases.
+	mine := 0
+	for _, l := range in.leases {
+		if held[l.Key.Shard] {
+			mine++
 		}
 	}
-	co.rng.Shuffle(len(free), func(i, j int) { free[i], free[j] = free[j], free[i] })
-	co.rng.Shuffle(len(stale), func(i, j int) { stale[i], stale[j] = stale[j], stale[i] })
-	for _, l := range append(free, stale...) {
-		// A lease left over since the last round may take this worker up
-		// to the ceiling; otherwise its own share is the limit.
-		limit := target
-		if since, ok := co.takable[l.Key.Shard]; ok && now.Sub(since) >= c.cfg.takeInterval {
-			limit = ceiling
+	// Take the rows that name this worker but that it does not hold: leases
+	// handed over to it, and leases an earlier runner of it gave up. Each is
+	// taken with a write of its own (an acquire on the counter seen), so the
+	// lease is timed from that write, as other workers time it, and a runner
+	// that gave the lease up cannot write to it again.
+	for _, l := range p.adopt {
+		took, err := co.take(ctx, l, byShard, now)
+		if err != nil || ctx.Err() != nil {
+			return err
 		}
-		if mine+waiting >= limit {
-			continue
+		if took {
+			mine++
 		}
-		if at, ok := co.refused[l.Key.Shard]; ok && now.Sub(at) < c.cfg.shardSync {
+	}
+	// Forget requests that were answered or withdrawn.
+	for id := range co.pending {
+		if !in.pending[id] {
+			delete(co.pending, id)
+		}
+	}
+	// Free and expired leases, in a worker-specific order so that workers
+	// starting together spread over the shards. A lease left over since an
+	// earlier round may take this worker up to the ceiling; otherwise its
+	// own share is the limit.
+	for _, l := range p.takable() {
+		if mine+in.waiting >= p.limit(in, l) {
 			continue
 		}
 		took, err := co.take(ctx, l, byShard, now)
 		if err != nil || ctx.Err() != nil {
 			return err
 		}
-		if !took {
-			continue
+		if took {
+			mine++
 		}
-		held[l.Key.Shard] = true
-		mine++
 	}
-
-	// Steal by handoff from the most loaded live owner while this worker is
-	// below its share and that owner has at least two more than this one.
-	asked := len(co.pending)
-	steals := 0
-	for mine+asked < target && steals < c.cfg.maxStealsPerTake {
-		victim, most := "", 0
-		for o, n := range load {
-			if o != me && (n > most || n == most && o < victim) {
-				victim, most = o, n
-			}
-		}
-		if victim == "" || most < mine+asked+2 {
-			break
-		}
-		// Ask for a lease the victim runs: one it has renewed since taking
-		// it (a row handed over to it but not yet adopted shows no expiry;
-		// adopting it would cancel the request), else any.
-		var cands, running []Lease
-		for _, l := range active {
-			if _, asked := co.pending[l.Key.Shard]; l.Owner == victim && l.HandoffTo == "" && !asked && !expired(l) {
-				cands = append(cands, l)
-				if !l.Expiry.IsZero() {
-					running = append(running, l)
-				}
-			}
-		}
-		if len(running) > 0 {
-			cands = running
-		}
-		if len(cands) == 0 {
-			// The victim's load is handoffs it is waiting for: look at the
-			// next most loaded owner.
-			delete(load, victim)
-			continue
-		}
-		l := cands[co.rng.IntN(len(cands))]
+	// Ask the most loaded live owners for handoffs while this worker is
+	// below its share. A request the store refuses (the lease moved since
+	// the listing) is left to the next round.
+	for _, l := range p.steals(in, mine, len(co.pending), co.rng) {
 		rctx, cancel := c.storeCtx(ctx)
 		_, err := c.store.RequestHandoff(rctx, l, me)
 		cancel()
@@ -899,18 +832,13 @@ func (co *coordinator) takeRound(ctx context.Context) error {
 			if ctx.Err() != nil {
 				return nil
 			}
-			c.log.Debug("handoff request refused", "shard", l.Key.Shard, "holder", victim, "err", err)
-			load[victim]-- // do not pick the same owner forever this round
+			c.log.Debug("handoff request refused", "shard", l.Key.Shard, "holder", l.Owner, "err", err)
 			continue
 		}
-		c.log.Info("handoff requested", "shard", l.Key.Shard, "holder", victim, "counter", l.Counter)
+		c.log.Info("handoff requested", "shard", l.Key.Shard, "holder", l.Owner, "counter", l.Counter)
 		c.ins.stolen.Add(bg, 1, c.ins.attrs())
 		c.stats.asked.Add(1)
 		co.pending[l.Key.Shard] = now
-		load[victim]--
-		load[me]++
-		asked++
-		steals++
 	}
 
 	// A worker that holds a lease is seen through it; one that holds none
@@ -951,40 +879,6 @@ func (co *coordinator) liveWorkers(ctx context.Context, workers []Worker, now ti
 	}
 	forgetUnseen(co.wobs, seen)
 	return live
-}
-
-// share returns this worker's target and the ceiling ceil(leases/owners).
-// The leases that do not divide evenly go first to owners that hold more
-// than the floor already (they keep them), then by owner id, so that
-// workers counting the same owners agree on who holds one more, even while
-// they are taking leases, and together take every lease once instead of
-// racing for the last few.
-func (co *coordinator) share(load map[string]int, leases int) (target, ceiling int) {
-	me := co.c.cfg.identity
-	n := len(load)
-	floor, extra := leases/n, leases%n
-	ceiling = (leases + n - 1) / n
-	owners := make([]string, 0, n)
-	for o := range load {
-		owners = append(owners, o)
-	}
-	slices.SortFunc(owners, func(a, b string) int {
-		if overA, overB := load[a] > floor, load[b] > floor; overA != overB {
-			if overA {
-				return -1
-			}
-			return 1
-		}
-		return strings.Compare(a, b)
-	})
-	target = floor
-	if slices.Index(owners, me) < extra {
-		target++
-	}
-	if m := co.c.cfg.maxLeases; m > 0 {
-		target, ceiling = min(target, m), min(ceiling, m)
-	}
-	return target, ceiling
 }
 
 // take acquires l on the counter seen in the listing and starts its

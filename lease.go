@@ -242,7 +242,9 @@ type WorkerStore interface {
 // has it; every decision a take round makes from its listing is carried out
 // by a conditional write on the counter it saw, so a row read before its
 // latest write only makes that write fail, and expiry is timed from the first
-// listing that showed a counter, which comes after the write that set it.
+// listing that showed a counter, which comes after the write that set it. A
+// wrapper of a store that changes what ListWithWorkers returns should
+// implement this too, or hide it (the consumer prefers it).
 type EventualLister interface {
 	// ListWithWorkersEventually returns what ListWithWorkers returns, except
 	// that each row may be as it was a moment before its latest write.
