@@ -242,6 +242,8 @@ func (c *Consumer) Run(ctx context.Context) error {
 	if !c.running.CompareAndSwap(false, true) {
 		return errorf("%w: stream %s: Run was called twice on one Consumer; create a Consumer per run", ErrInvalidConfig, c.stream)
 	}
+	watch := c.watchStartup("checking the lease table")
+	defer watch.done(false)
 	if tc, ok := c.store.(TableChecker); ok {
 		if err := tc.CheckTable(ctx); err != nil {
 			if ctx.Err() != nil {
@@ -270,9 +272,11 @@ func (c *Consumer) Run(ctx context.Context) error {
 	co.ws, _ = c.store.(WorkerStore)
 	// Show this worker to the others before anything else, so that workers
 	// starting together count each other in their first take round.
+	watch.at("writing this worker's row")
 	if err := co.heartbeat(ctx); err != nil {
 		return err
 	}
+	watch.at("listing the stream's shards")
 	if err := co.startup(ctx); err != nil || ctx.Err() != nil {
 		// Leave no worker row behind: the others would count this worker
 		// for a lease duration.
@@ -280,6 +284,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 		return err
 	}
 	if c.fanOut != nil {
+		watch.at("registering the enhanced fan-out consumer")
 		// Registered (or found) before any lease is taken.
 		if err := c.fanOut.register(ctx, c); err != nil {
 			co.removeRow(context.WithoutCancel(ctx))
@@ -289,6 +294,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 			return err
 		}
 	}
+	watch.done(true)
 	err = co.loop(ctx)
 	co.shutdown(context.WithoutCancel(ctx))
 	return err

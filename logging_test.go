@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -153,6 +154,45 @@ func TestDefaultLoggerIsSlogDefault(t *testing.T) {
 		for _, r := range logs.at(slog.LevelInfo) {
 			msgs = append(msgs, r.Message)
 		}
-		assert.Subset(t, msgs, []string{"lease created", "lease taken", "lease released"})
+		assert.Subset(t, msgs, []string{"started", "lease created", "lease taken", "lease released"})
+	})
+}
+
+// stalledTable is a DynamoDB client whose DescribeTable hangs until its
+// context ends, as a call to an endpoint that does not answer does.
+type stalledTable struct{ shardlease.DynamoDBAPI }
+
+func (stalledTable) DescribeTable(ctx context.Context, _ *dynamodb.DescribeTableInput, _ ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// A start-up that hangs is not silent: every lease duration it logs at Warn
+// which step it is waiting on. A start-up that completes logs "started".
+func TestStuckStartupIsLogged(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		logs := &logRecords{}
+		store, err := shardlease.NewDynamoStore(stalledTable{}, "orders-leases")
+		require.NoError(t, err)
+		c, err := shardlease.NewConsumer(kinesisfake.New(), store, "orders", nopHandler,
+			shardlease.WithLogger(slog.New(logs)), shardlease.WithLeaseDuration(10*time.Second))
+		require.NoError(t, err)
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- c.Run(ctx) }()
+		time.Sleep(25 * time.Second) // fake time: two lease durations and a half
+		synctest.Wait()
+		warns := logs.at(slog.LevelWarn)
+		require.Len(t, warns, 2)
+		for _, r := range warns {
+			assert.Equal(t, "start-up is taking long; still checking the lease table", r.Message)
+		}
+		assert.Equal(t, "10s", attr(warns[0], "waited").String())
+		cancel()
+		<-done
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		assert.Len(t, logs.at(slog.LevelWarn), 2, "no more once Run has returned")
+		assert.Empty(t, logs.at(slog.LevelInfo), "never started")
 	})
 }
