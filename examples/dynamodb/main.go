@@ -205,6 +205,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	out := &lockedWriter{w: stdout} // handlers of different shards run concurrently
 	if s.verbose {
 		opts = append(opts, shardlease.WithLogger(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))))
+	} else {
+		opts = append(opts, shardlease.WithLogger(slog.New(slog.DiscardHandler))) // not slog.Default(): -v asks for the log
 	}
 	handle := func(ctx context.Context, b *shardlease.Batch) error {
 		var sb strings.Builder

@@ -236,6 +236,10 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 		if s.log {
 			opts = append(opts, shardlease.WithLogger(slog.New(slog.NewTextHandler(out, nil))))
+		} else {
+			// The consumer logs to slog.Default() otherwise; the quickstart
+			// prints its own summary instead.
+			opts = append(opts, shardlease.WithLogger(slog.New(slog.DiscardHandler)))
 		}
 		c, err := shardlease.NewConsumer(stream, store, streamName, tally.handle, opts...)
 		if err != nil {
