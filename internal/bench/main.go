@@ -17,6 +17,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"runtime"
 	"strings"
@@ -86,6 +87,9 @@ func main() {
 	jsonOut := flag.String("json", "", "also write the rows as JSON to this file")
 	only := flag.String("only", "", "comma-separated sections to run (throughput,overhead,cost,failover,balance,scale,fleet,latency); default all")
 	flag.Parse()
+	// The consumers log to slog.Default(); their lease changes (Info) would
+	// drown the table, their warnings are worth seeing.
+	slog.SetLogLoggerLevel(slog.LevelWarn)
 
 	sz := sizes{
 		quick: *quick, recordsPerShard: 4000, batch: 500, overheadRecords: 400_000,
