@@ -53,8 +53,16 @@ type injector struct {
 
 // freezer stops every call of a worker while it is paused.
 type freezer struct {
-	mu   sync.Mutex
-	thaw chan struct{} // nil unless frozen
+	mu     sync.Mutex
+	thaw   chan struct{} // nil unless frozen
+	pauses int           // freezes so far
+}
+
+// count returns how many freezes began so far.
+func (f *freezer) count() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.pauses
 }
 
 func (f *freezer) frozen() chan struct{} {
@@ -68,6 +76,7 @@ func (f *freezer) pause(d time.Duration) {
 	f.mu.Lock()
 	ch := make(chan struct{})
 	f.thaw = ch
+	f.pauses++
 	f.mu.Unlock()
 	t := time.NewTimer(d) // the freeze itself: the process does nothing for d
 	<-t.C

@@ -35,6 +35,7 @@ type Result struct {
 	NonHolder                  int // batches handed to a worker not holding the lease
 	Overlaps                   int // handler calls entered while another of the shard ran
 	DeafOverlaps               int // of those left out, one side ignored its context
+	FrozenOverlaps             int // left out: the other side's worker was frozen (a pause)
 	DupDeaf                    int // duplicates after a handler that ignored its context
 	Keys, KeysOutOfOrder       int
 	HeldAtEnd                  int // leases still held after every worker stopped
@@ -79,7 +80,7 @@ func (s *soak) result(ctx context.Context, drained bool) *Result {
 		r.Subscriptions += inc.consumer.Stats().Subscriptions
 	}
 	r.NonHolder = len(s.nonHolder)
-	r.Overlaps, r.DeafOverlaps = len(s.overlaps), s.deafOverlaps
+	r.Overlaps, r.DeafOverlaps, r.FrozenOverlaps = len(s.overlaps), s.deafOverlaps, s.frozenOverlaps
 	for i, e := range s.overlaps {
 		if i < 5 {
 			problem("two handlers of one shard at once: %s", e)
@@ -250,6 +251,7 @@ func (r *Result) Table() string {
 	row("batches handed to a worker not holding the lease", r.NonHolder, ok(r.NonHolder == 0))
 	row("overlaps: handlers of one shard running at once", r.Overlaps, ok(r.Overlaps == 0))
 	row("  left out: one of them ignored its context", r.DeafOverlaps, "")
+	row("  left out: the earlier one's worker was frozen (a pause)", r.FrozenOverlaps, "")
 	row(fmt.Sprintf("partition keys out of order (of %d)", r.Keys), r.KeysOutOfOrder, ok(r.KeysOutOfOrder == 0))
 	row("leases still held after the graceful stop", r.HeldAtEnd, ok(r.HeldAtEnd == 0))
 	row("Run errors of live workers", r.RunErrors, ok(r.RunErrors == 0))

@@ -234,8 +234,9 @@ type incarnation struct {
 // running is a handler call in progress, from entry to exit, for the
 // overlaps invariant.
 type running struct {
-	by   *incarnation
-	deaf bool // ignores its context
+	by     *incarnation
+	deaf   bool // ignores its context
+	pauses int  // the worker's freezes when the call was entered
 }
 
 // handling is one record handed to a handler.
@@ -277,9 +278,10 @@ type soak struct {
 	// running handler calls by shard; overlaps counts calls entered while
 	// another one of the same shard ran (deafOverlaps: one of them ignored
 	// its context, which the library cannot prevent).
-	running      map[string][]*running
-	overlaps     []string
-	deafOverlaps int
+	running        map[string][]*running
+	overlaps       []string
+	deafOverlaps   int
+	frozenOverlaps int // the other call's worker froze during it
 }
 
 // Run runs one soak and returns its result. An error means the soak could
@@ -543,6 +545,7 @@ func (s *soak) handler(inc *incarnation) shardlease.Handler {
 			call := s.enter(inc, b.ShardID, deaf)
 			defer s.exit(b.ShardID, call)
 		}
+		pauses := inc.freeze.count()
 		switch {
 		case deaf:
 			s.counts.add(EvDeaf, 1)
@@ -557,6 +560,12 @@ func (s *soak) handler(inc *incarnation) shardlease.Handler {
 				t.Stop()
 				return ctx.Err() // not processed: the next holder reads it again
 			}
+		}
+		if inc.freeze.count() != pauses {
+			// The process froze during the call: it goes on once it wakes,
+			// like a frozen worker with its batch in hand.
+			inc.freeze.wait()
+			woke = true
 		}
 		s.mu.Lock()
 		defer s.mu.Unlock()
@@ -578,12 +587,18 @@ func (s *soak) handler(inc *incarnation) shardlease.Handler {
 // enter records a handler call of shard entering, and counts an overlap if
 // another one of the shard runs.
 func (s *soak) enter(inc *incarnation, shard string, deaf bool) *running {
-	call := &running{by: inc, deaf: deaf}
+	call := &running{by: inc, deaf: deaf, pauses: inc.freeze.count()}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, other := range s.running[shard] {
 		if other.deaf || deaf {
 			s.deafOverlaps++
+			continue
+		}
+		if other.by.freeze.frozen() != nil || other.by.freeze.count() != other.pauses {
+			// A frozen process goes on with its batch in hand when it
+			// wakes: no library can stop it (see the pauses).
+			s.frozenOverlaps++
 			continue
 		}
 		s.overlaps = append(s.overlaps, fmt.Sprintf("%s entered a handler of %s at %.1fs while %s's ran", inc.id, shard, s.since(), other.by.id))
