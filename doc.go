@@ -50,6 +50,15 @@
 // IdentityStore): a consumer refuses to run on the rows of a stream that was
 // deleted and created again (ErrStreamRecreated).
 //
+// # Reading modes
+//
+// By default each held shard is polled with GetShardIterator and GetRecords.
+// With WithEnhancedFanOut it is read with SubscribeToShard through a
+// registered stream consumer instead: records are pushed as they arrive, and
+// the consumer has a read allowance of its own. Leases, checkpoints,
+// de-aggregation, handoffs and every guarantee above are the same in both
+// modes; the client needs the calls of FanOutAPI only in the second.
+//
 // # Records that keep failing
 //
 // A handler error retries the batch with backoff, without a limit by

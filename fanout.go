@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"regexp"
 	"time"
 
@@ -97,8 +98,11 @@ func (f *fanOut) register(ctx context.Context, c *Consumer) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
+		// Throttling (LimitExceededException: a fleet starting together
+		// shares 20 DescribeStreamConsumer calls a second) is waited out;
+		// other transient failures are retried a few times.
 		var lim *types.LimitExceededException
-		if !retryable(err) && !errors.As(err, &lim) || bo.Attempts() >= registerAttempts {
+		if !errors.As(err, &lim) && (!retryable(err) || bo.Attempts() >= registerAttempts) {
 			return fail(op, err)
 		}
 		c.log.Warn("registering the enhanced fan-out consumer failed; retrying", "consumer", f.name, "op", op, "err", err)
@@ -153,7 +157,8 @@ func (f *fanOut) register(ctx context.Context, c *Consumer) error {
 			registered = false
 		}
 		// CREATING, DELETING, or not visible yet right after registering.
-		if !backoff.Wait(ctx, consumerPoll) {
+		// Jittered, so that workers starting together spread their calls.
+		if !backoff.Wait(ctx, consumerPoll/2+rand.N(consumerPoll)) {
 			return ctx.Err()
 		}
 	}

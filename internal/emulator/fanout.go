@@ -125,6 +125,8 @@ func (s *FanOutShim) Subscriptions(shardID string) int {
 
 const subscribeTarget = "Kinesis_20131202.SubscribeToShard"
 
+// ServeHTTP passes a request on to kinesis-local and its response back,
+// completing SubscribeToShard responses (see FanOutShim).
 func (s *FanOutShim) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.active.Add(1)
 	defer s.active.Done()
