@@ -266,6 +266,8 @@ func errorResponse(req *http.Request, err error) *http.Response {
 	}
 }
 
+// Do serves one SubscribeToShard request: an error response, or an event
+// stream whose events a goroutine of its own writes (see subscription).
 func (w wireClient) Do(req *http.Request) (*http.Response, error) {
 	f := w.f
 	var in subscribeRequest
@@ -339,6 +341,7 @@ type subscriptionBody struct {
 	once bool
 }
 
+// Close ends the subscription; the client's stream Close calls it.
 func (b *subscriptionBody) Close() error {
 	if !b.once {
 		b.once = true
