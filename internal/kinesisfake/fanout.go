@@ -11,6 +11,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -338,15 +339,12 @@ func (w wireClient) Do(req *http.Request) (*http.Response, error) {
 type subscriptionBody struct {
 	*io.PipeReader
 	done chan struct{}
-	once bool
+	once sync.Once
 }
 
 // Close ends the subscription; the client's stream Close calls it.
 func (b *subscriptionBody) Close() error {
-	if !b.once {
-		b.once = true
-		close(b.done)
-	}
+	b.once.Do(func() { close(b.done) })
 	return b.PipeReader.Close()
 }
 
