@@ -25,6 +25,11 @@ type Client struct {
 	shardlease.DynamoDBAPI
 	// Capacity turns on the summing of consumed capacity units.
 	Capacity bool
+	// ConsistentScanFix counts a consistent Scan page at twice the units
+	// the server reported. dynalite (4.0) drops ConsistentRead from Scan
+	// requests and prices every page as eventually consistent; DynamoDB
+	// charges a consistent page twice that.
+	ConsistentScanFix bool
 
 	gets, puts, updates, deletes, scans atomic.Int64
 	// units per operation, in millionths of a capacity unit (DynamoDB
@@ -156,6 +161,9 @@ func (c *Client) Scan(ctx context.Context, in *dynamodb.ScanInput, o ...func(*dy
 	out, err := c.DynamoDBAPI.Scan(ctx, &cp, o...)
 	if err == nil && out != nil {
 		c.addUnits(OpScan, out.ConsumedCapacity)
+		if c.ConsistentScanFix && in.ConsistentRead != nil && *in.ConsistentRead {
+			c.addUnits(OpScan, out.ConsumedCapacity)
+		}
 	}
 	return out, err
 }

@@ -119,6 +119,14 @@ func TestCapacity(t *testing.T) {
 	assert.InDelta(t, 1.0, c.WriteUnits(), 1e-9)
 	assert.Equal(t, "UpdateItem", dyncount.OpUpdateItem.String())
 
+	fix := &dyncount.Client{DynamoDBAPI: f, Capacity: true, ConsistentScanFix: true}
+	_, err = fix.Scan(ctx, &dynamodb.ScanInput{ConsistentRead: aws.Bool(true)})
+	require.NoError(t, err)
+	_, err = fix.Scan(ctx, &dynamodb.ScanInput{ConsistentRead: aws.Bool(false)})
+	require.NoError(t, err)
+	assert.InDelta(t, 9.0, fix.ReadUnits(), 1e-9, "a consistent page counts twice what the server reported")
+	f.asked = 4
+
 	off := &dyncount.Client{DynamoDBAPI: f}
 	_, err = off.Scan(ctx, &dynamodb.ScanInput{})
 	require.NoError(t, err)
