@@ -457,8 +457,14 @@ func (co *coordinator) loop(ctx context.Context) error {
 	round := func() error {
 		err := co.takeRound(ctx)
 		followUp = nil
-		if len(co.pending) > 0 {
-			followUp = time.After(c.cfg.takeInterval / 2)
+		// Only requests younger than a lease duration: a holder that has
+		// not answered by then is busy (it keeps its lease), and listing
+		// twice as often would not hurry it.
+		for _, since := range co.pending {
+			if time.Since(since) < c.cfg.leaseDuration {
+				followUp = time.After(c.cfg.takeInterval / 2)
+				break
+			}
 		}
 		return err
 	}
