@@ -38,6 +38,9 @@ type fanWorld struct {
 	fault func(fn func(shard string) bool)
 	// subscriptions counts the subscriptions made on shard.
 	subscriptions func(shard string) int
+	// activation sets how long a newly registered consumer is CREATING
+	// (kinesis-local here: 10ms, fixed).
+	activation func(time.Duration)
 	// fanOutKin is the client the tests subscribe with themselves.
 	fanOutKin interface {
 		shardlease.FanOutAPI
@@ -73,8 +76,9 @@ func fanOutWorlds(t *testing.T, shards int32, fn func(t *testing.T, w *fanWorld)
 			_, err := fake.CreateStream(t.Context(), &kinesis.CreateStreamInput{StreamName: aws.String(w.stream), ShardCount: aws.Int32(shards)})
 			require.NoError(t, err)
 			fn(t, &fanWorld{
-				world:    w,
-				lifetime: fake.SetSubscriptionLifetime,
+				world:      w,
+				lifetime:   fake.SetSubscriptionLifetime,
+				activation: fake.SetConsumerActivation,
 				fault: func(fn func(string) bool) {
 					mu.Lock()
 					evFault = fn
@@ -102,8 +106,9 @@ func fanOutWorlds(t *testing.T, shards int32, fn func(t *testing.T, w *fanWorld)
 			lease: 3 * time.Second, renew: time.Second, take: 300 * time.Millisecond, idle: 50 * time.Millisecond}
 		require.NoError(t, emulator.CreateStream(t.Context(), kc, w.stream, shards))
 		fn(t, &fanWorld{
-			world:    w,
-			lifetime: shim.SetSubscriptionLifetime,
+			world:      w,
+			lifetime:   shim.SetSubscriptionLifetime,
+			activation: func(time.Duration) {},
 			fault: func(fn func(string) bool) {
 				if fn == nil {
 					shim.SetEventFault(nil)
@@ -198,16 +203,40 @@ func TestFanOutNeedsAClientWithTheFanOutCalls(t *testing.T) {
 	require.NoError(t, err)
 }
 
+// registerCounter counts the RegisterStreamConsumer calls of the workers
+// sharing it, and those refused because the consumer was being registered.
+type registerCounter struct {
+	fanOutClient
+	calls, inUse atomic.Int32
+}
+
+type fanOutClient interface {
+	shardlease.KinesisAPI
+	shardlease.FanOutAPI
+}
+
+func (c *registerCounter) RegisterStreamConsumer(ctx context.Context, in *kinesis.RegisterStreamConsumerInput, o ...func(*kinesis.Options)) (*kinesis.RegisterStreamConsumerOutput, error) {
+	out, err := c.fanOutClient.RegisterStreamConsumer(ctx, in, o...)
+	c.calls.Add(1)
+	if errors.As(err, new(*types.ResourceInUseException)) {
+		c.inUse.Add(1)
+	}
+	return out, err
+}
+
 // Workers starting together all register the one consumer: the ones that
-// lose the race wait for it to be ACTIVE instead of failing.
+// lose the race wait for it to be ACTIVE instead of failing, and none reads
+// before it is.
 func TestFanOutRegistrationByWorkersStartingTogether(t *testing.T) {
 	fanOutWorlds(t, 4, func(t *testing.T, w *fanWorld) {
+		w.activation(3 * time.Second) // the service takes seconds
 		p := &produced{}
 		w.put(t, p, 40, 8)
 		h := newHandled()
+		kin := &registerCounter{fanOutClient: w.kin.(fanOutClient)}
 		var ws []*worker
 		for _, name := range []string{"a", "b", "c"} {
-			ws = append(ws, startWorker(t, w.world, w.kin, w.store, h.handler(name), w.fanOpts(name)...))
+			ws = append(ws, startWorker(t, w.world, kin, w.store, h.handler(name), w.fanOpts(name)...))
 		}
 		waitFor(t, 30*w.lease, "the records put before the start handled", func() bool { return h.distinct() == p.count() })
 		w.put(t, p, 40, 8)
@@ -223,6 +252,9 @@ func TestFanOutRegistrationByWorkersStartingTogether(t *testing.T) {
 		require.Len(t, cs, 1, "one consumer registered")
 		assert.Equal(t, consumerName, aws.ToString(cs[0].ConsumerName))
 		assert.Equal(t, types.ConsumerStatusActive, cs[0].ConsumerStatus)
+		assert.GreaterOrEqual(t, kin.calls.Load(), int32(1))
+		assert.Equal(t, kin.calls.Load()-1, kin.inUse.Load(), "every registration after the first was refused as under way, and waited for")
+		t.Logf("%s: %d registrations, %d refused as under way", w.name, kin.calls.Load(), kin.inUse.Load())
 	})
 }
 

@@ -123,6 +123,7 @@ type Fake struct {
 
 	consumers   []*streamConsumer // registered enhanced fan-out consumers
 	subLifetime time.Duration
+	activation  time.Duration   // how long a new consumer is CREATING
 	wire        *kinesis.Client // decodes SubscribeToShard responses; see fanout.go
 }
 

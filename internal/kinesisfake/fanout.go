@@ -67,10 +67,30 @@ type streamConsumer struct {
 	incarnation uint64
 	created     time.Time
 	open        map[int]bool // shards with an open subscription
+	activeAt    time.Time    // CREATING until then
 }
 
 func (c *streamConsumer) describe() *types.Consumer {
-	return &types.Consumer{ConsumerName: ptr(c.name), ConsumerARN: ptr(c.arn), ConsumerStatus: types.ConsumerStatusActive, ConsumerCreationTimestamp: ptr(c.created)}
+	return &types.Consumer{ConsumerName: ptr(c.name), ConsumerARN: ptr(c.arn), ConsumerStatus: c.status(), ConsumerCreationTimestamp: ptr(c.created)}
+}
+
+// status is CREATING for the fake's consumer activation time after
+// registration, then ACTIVE.
+func (c *streamConsumer) status() types.ConsumerStatus {
+	if time.Now().Before(c.activeAt) {
+		return types.ConsumerStatusCreating
+	}
+	return types.ConsumerStatusActive
+}
+
+// SetConsumerActivation makes consumers registered from now on stay
+// CREATING for d before they are ACTIVE (default 0: ACTIVE at once), as the
+// service takes a few seconds. A subscription through a consumer that is
+// not ACTIVE is a ResourceInUseException.
+func (f *Fake) SetConsumerActivation(d time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.activation = d
 }
 
 // consumer finds a registered consumer by ARN, or by stream and name. f.mu
@@ -92,7 +112,8 @@ func (f *Fake) consumer(arn, streamARN, name *string) (*streamConsumer, error) {
 	return nil, &types.ResourceNotFoundException{Message: ptr(fmt.Sprintf("Consumer %s under account %s not found.", what, Account))}
 }
 
-// RegisterStreamConsumer registers a consumer of a stream, ACTIVE at once.
+// RegisterStreamConsumer registers a consumer of a stream, ACTIVE at once
+// unless SetConsumerActivation says otherwise.
 // A consumer of that name registered already is a ResourceInUseException.
 func (f *Fake) RegisterStreamConsumer(ctx context.Context, params *kinesis.RegisterStreamConsumerInput, optFns ...func(*kinesis.Options)) (*kinesis.RegisterStreamConsumerOutput, error) {
 	if err := f.begin(ctx, OpRegisterStreamConsumer, ""); err != nil {
@@ -118,7 +139,7 @@ func (f *Fake) RegisterStreamConsumer(ctx context.Context, params *kinesis.Regis
 	c := &streamConsumer{
 		name: *params.ConsumerName, stream: name, incarnation: st.incarnation, created: now,
 		arn:  fmt.Sprintf("%s/consumer/%s:%d", st.arn(), *params.ConsumerName, now.Unix()),
-		open: make(map[int]bool),
+		open: make(map[int]bool), activeAt: now.Add(f.activation),
 	}
 	f.consumers = append(f.consumers, c)
 	return &kinesis.RegisterStreamConsumerOutput{Consumer: c.describe()}, nil
@@ -289,6 +310,9 @@ func (w wireClient) Do(req *http.Request) (*http.Response, error) {
 	s := st.shard(*in.ShardId)
 	if s == nil {
 		return errorResponse(req, shardNotFound(st.name, *in.ShardId)), nil
+	}
+	if c.status() != types.ConsumerStatusActive {
+		return errorResponse(req, &types.ResourceInUseException{Message: ptr(fmt.Sprintf("Consumer %s is not ACTIVE.", c.arn))}), nil
 	}
 	if c.open[s.num] {
 		return errorResponse(req, &types.ResourceInUseException{Message: ptr(fmt.Sprintf("Another active subscription exists for consumer %s on shard %s.", c.arn, s.id))}), nil
