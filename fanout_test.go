@@ -456,7 +456,7 @@ func TestFanOutLostLeaseClosesTheSubscription(t *testing.T) {
 		<-entered
 		row, err := w.store.Get(ctx, shardlease.LeaseKey{Stream: w.stream, Shard: shard})
 		require.NoError(t, err)
-		_, err = w.store.Acquire(ctx, row.Key, "thief", row.Counter)
+		thief, err := w.store.Acquire(ctx, row.Key, "thief", row.Counter)
 		require.NoError(t, err)
 		waitFor(t, 2*w.lease, "the loss noticed", func() bool { return a.c.Stats().LeasesLost == 1 })
 		lostAt.Store(true)
@@ -466,11 +466,18 @@ func TestFanOutLostLeaseClosesTheSubscription(t *testing.T) {
 		close(gate)
 
 		// Its subscription is closed: the consumer can subscribe again
-		// while the thief's lease runs.
-		waitFor(t, w.lease, "the subscription closed", func() bool { return w.subscribable(t, shard) })
+		// while the thief holds the lease (renewing it, so that a does not
+		// take it back meanwhile).
+		waitFor(t, 4*w.lease, "the subscription closed", func() bool {
+			thief, err = w.store.Renew(ctx, thief, time.Now().Add(w.lease))
+			require.NoError(t, err)
+			return w.subscribable(t, shard)
+		})
 		w.put(t, p, 5, 1)
-		// Once the thief's lease expires, a takes the shard back and hands
-		// the rest: never under the lost lease.
+		_, err = w.store.Release(ctx, thief)
+		require.NoError(t, err)
+		// a takes the shard back and hands the rest: never under the lost
+		// lease.
 		waitFor(t, 30*w.lease, "every record handled", func() bool { return h.distinct() == p.count() })
 		require.NoError(t, a.stop(t))
 		mu.Lock()
@@ -567,7 +574,7 @@ func TestFanOutGracefulShutdown(t *testing.T) {
 			if want, ok := last[l.Key.Shard]; ok {
 				assert.Equal(t, want, l.Checkpoint, "%s checkpointed at its last record", l.Key.Shard)
 			}
-			waitFor(t, w.lease, "the subscription closed", func() bool { return w.subscribable(t, l.Key.Shard) })
+			waitFor(t, 4*w.lease, "the subscription closed", func() bool { return w.subscribable(t, l.Key.Shard) })
 		}
 		assert.Zero(t, h.duplicates())
 	})
