@@ -834,9 +834,14 @@ func (co *coordinator) takeRound(ctx context.Context) error {
 		}
 	}
 	// Ask the most loaded live owners for handoffs while this worker is
-	// below its share. A request the store refuses (the lease moved since
-	// the listing) is left to the next round.
-	for _, l := range p.steals(in, mine, len(co.pending), co.rng) {
+	// below its share. A request the store refuses (another worker asked
+	// first, or the lease moved since the listing) is replaced by another.
+	st := p.stealer(in, mine, len(co.pending))
+	for {
+		l, ok := st.next(co.rng)
+		if !ok {
+			break
+		}
 		rctx, cancel := c.storeCtx(ctx)
 		_, err := c.store.RequestHandoff(rctx, l, me)
 		cancel()
@@ -845,12 +850,14 @@ func (co *coordinator) takeRound(ctx context.Context) error {
 				return nil
 			}
 			c.log.Debug("handoff request refused", "shard", l.Key.Shard, "holder", l.Owner, "err", err)
+			st.refused(l)
 			continue
 		}
 		c.log.Info("handoff requested", "shard", l.Key.Shard, "holder", l.Owner, "counter", l.Counter)
 		c.ins.stolen.Add(bg, 1, c.ins.attrs())
 		c.stats.asked.Add(1)
 		co.pending[l.Key.Shard] = now
+		st.granted(l)
 	}
 
 	// A worker that holds a lease is seen through it; one that holds none

@@ -128,25 +128,56 @@ func (p plan) limit(in listing, l Lease) int {
 }
 
 // steals returns the handoffs me asks for once it runs mine leases and has
-// asked asked: from the most loaded live owner, one lease at a time, while
-// me is below its share and that owner holds at least two more than me
-// would after the request, at most maxSteals. It counts each request as
-// granted; p.load is left as it was.
+// asked asked, counting each request as granted (see stealer).
 func (p plan) steals(in listing, mine, asked int, rng *rand.Rand) []Lease {
+	st := p.stealer(in, mine, asked)
+	var out []Lease
+	for {
+		l, ok := st.next(rng)
+		if !ok {
+			return out
+		}
+		out = append(out, l)
+		st.granted(l)
+	}
+}
+
+// stealer picks, one request at a time, the handoffs me asks for: from the
+// most loaded live owner, while me is below its share and that owner holds
+// at least two more than me would after the request, at most maxSteals
+// granted. The caller reports each request's outcome (granted or refused)
+// before asking for the next. p.load is left as it was.
+type stealer struct {
+	p         plan
+	in        listing
+	load      map[string]int
+	requested map[string]bool
+	mine      int
+	asked     int
+	grants    int
+}
+
+// stealer starts picking requests for me, which runs mine leases and has
+// asked asked.
+func (p plan) stealer(in listing, mine, asked int) *stealer {
 	load := make(map[string]int, len(p.load))
 	for o, n := range p.load {
 		load[o] = n
 	}
-	requested := map[string]bool{}
-	var out []Lease
-	for mine+asked < p.target && len(out) < in.maxSteals {
+	return &stealer{p: p, in: in, load: load, requested: map[string]bool{}, mine: mine, asked: asked}
+}
+
+// next returns the next lease to ask for, or false when me asks for no more.
+func (s *stealer) next(rng *rand.Rand) (Lease, bool) {
+	in := s.in
+	for s.mine+s.asked < s.p.target && s.grants < in.maxSteals {
 		victim, most := "", 0
-		for o, n := range load {
+		for o, n := range s.load {
 			if o != in.me && (n > most || n == most && o < victim) {
 				victim, most = o, n
 			}
 		}
-		if victim == "" || most < mine+asked+2 {
+		if victim == "" || most < s.mine+s.asked+2 {
 			break
 		}
 		// Ask for a lease the victim runs: one it has renewed since taking
@@ -155,7 +186,7 @@ func (p plan) steals(in listing, mine, asked int, rng *rand.Rand) []Lease {
 		var cands, running []Lease
 		for _, l := range in.leases {
 			id := l.Key.Shard
-			if l.Owner == victim && l.HandoffTo == "" && !in.pending[id] && !requested[id] && !in.expired[id] && !in.skip[id] {
+			if l.Owner == victim && l.HandoffTo == "" && !in.pending[id] && !s.requested[id] && !in.expired[id] && !in.skip[id] {
 				cands = append(cands, l)
 				if !l.Expiry.IsZero() {
 					running = append(running, l)
@@ -168,18 +199,28 @@ func (p plan) steals(in listing, mine, asked int, rng *rand.Rand) []Lease {
 		if len(cands) == 0 {
 			// The victim's load is handoffs it is waiting for: look at the
 			// next most loaded owner.
-			delete(load, victim)
+			delete(s.load, victim)
 			continue
 		}
 		l := cands[rng.IntN(len(cands))]
-		out = append(out, l)
-		requested[l.Key.Shard] = true
-		load[victim]--
-		load[in.me]++
-		asked++
+		s.requested[l.Key.Shard] = true
+		return l, true
 	}
-	return out
+	return Lease{}, false
 }
+
+// granted records that the request for l was made: l counts for me now.
+func (s *stealer) granted(l Lease) {
+	s.load[l.Owner]--
+	s.load[s.in.me]++
+	s.asked++
+	s.grants++
+}
+
+// refused records that the store refused the request for l (another worker
+// asked first, or the lease moved since the listing): l counts for its
+// owner no more, and another lease may be asked for instead.
+func (s *stealer) refused(l Lease) { s.load[l.Owner]-- }
 
 // share returns me's target and the ceiling ceil(leases/owners) for the
 // owners in load. The leases that do not divide evenly go first to owners

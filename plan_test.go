@@ -232,3 +232,27 @@ func TestPlan(t *testing.T) {
 		})
 	}
 }
+
+// A request the store refuses (another joiner asked for the same lease
+// first) is replaced in the same round by one for another lease, so the
+// worker still asks for its whole share.
+func TestPlanStealerReplacesRefusedRequest(t *testing.T) {
+	in := listing{me: "b", leases: rows(0, 12, "a"), workers: []string{"c"}, maxSteals: 32}
+	rng := rand.New(rand.NewPCG(1, 2))
+	st := planRound(in, rng).stealer(in, 0, 0)
+	first, ok := st.next(rng)
+	assert.True(t, ok)
+	st.refused(first)
+	var granted []string
+	for {
+		l, ok := st.next(rng)
+		if !ok {
+			break
+		}
+		assert.NotEqual(t, first.Key.Shard, l.Key.Shard, "the refused lease is not asked for again")
+		granted = append(granted, l.Key.Shard)
+		st.granted(l)
+	}
+	assert.Len(t, granted, 4, "the share is asked for in full")
+	assert.Len(t, set(granted...), 4)
+}
