@@ -152,7 +152,7 @@ func measureScale(ctx context.Context, e *env) error {
 	med, worst := rounds[len(rounds)/2], rounds[len(rounds)-1]
 	e.add(row{Section: sec, Metric: fmt.Sprintf("take round over %d rows: listing time (median; worst)", nRows), Value: worst.Seconds(), Unit: "s",
 		Shown: fmt.Sprintf("%.2fs; %.2fs", med.Seconds(), worst.Seconds()), Target: fmt.Sprintf("<= %v (the take interval)", defTake), OK: okp(worst <= defTake),
-		Note: "a take round is one paginated consistent Scan of the stream's rows plus in-memory work; timed from the first page's request to the last page's reply"})
+		Note: "a take round is one paginated eventually consistent Scan of the stream's rows plus in-memory work; timed from the first page's request to the last page's reply"})
 	e.add(row{Section: sec, Metric: "memory per held lease (heap + stacks)", Value: perLease, Unit: "bytes",
 		Shown: fmt.Sprintf("%.1f KiB", perLease/1024), Target: "none set",
 		Note: fmt.Sprintf("HeapInuse+StackInuse after GC, with %d leases held, minus before Run; includes the four goroutines of each held lease (runner, keeper, fetcher, processor), the take round's view of all %d rows and the HTTP connections", nLeases, nRows)})
