@@ -211,5 +211,5 @@ func isNil(v any) bool {
 func (co *coordinator) boundedSync(ctx context.Context) error {
 	sctx, cancel := context.WithTimeout(ctx, co.c.cfg.leaseDuration)
 	defer cancel()
-	return co.syncShards(sctx)
+	return co.syncShardsRunning(sctx)
 }

@@ -375,6 +375,8 @@ type coordinator struct {
 	beat time.Time              // when row was written
 	// corruptSeen holds the rows already reported as corrupt.
 	corruptSeen map[string]bool
+	// corrupt holds the shards whose rows the last listing could not decode.
+	corrupt map[string]bool
 	// unsure is set while a heartbeat's outcome is unknown (it failed or
 	// was cancelled): the row may exist with a counter this worker never
 	// saw.
@@ -739,7 +741,7 @@ func (co *coordinator) takeRound(ctx context.Context) error {
 	}
 	// Work that can be read now: not finished, and every parent finished.
 	for _, l := range leases {
-		if l.Checkpoint == ShardEnd || !parentsDone(l, byShard, co.listed) {
+		if l.Checkpoint == ShardEnd || !parentsDone(l, byShard, co.listed, co.corrupt) {
 			continue
 		}
 		in.leases = append(in.leases, l)

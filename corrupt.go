@@ -64,12 +64,22 @@ func avString(av types.AttributeValue) string {
 // the listing being otherwise complete; then it logs each such row at Error
 // (once per row and run) and counts it in shardlease.rows.corrupt, and the
 // take round goes on without them.
+//
+// It sets co.corrupt to the shards of the stream whose rows are corrupt in
+// this listing (nil when it returns false).
 func (co *coordinator) tolerateCorrupt(ctx context.Context, err error) bool {
+	co.corrupt = nil
 	var cre *CorruptRowsError
 	if err == nil || ctx.Err() != nil || !errors.As(err, &cre) {
 		return false
 	}
 	c := co.c
+	co.corrupt = make(map[string]bool, len(cre.Rows))
+	for _, r := range cre.Rows {
+		if shard, ok := strings.CutPrefix(r.Key, c.stream+":"); ok && shard != "" {
+			co.corrupt[shard] = true
+		}
+	}
 	if co.corruptSeen == nil {
 		co.corruptSeen = make(map[string]bool)
 	}

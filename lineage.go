@@ -147,8 +147,23 @@ func finishedByChildren(id string, v shardView, rows map[string]Lease) bool {
 // syncShards lists the stream's shards and creates a row for each one that
 // has none, with its parents and where it starts; fills in the lineage of
 // rows made without it; and deletes the rows of finished shards that can no
-// longer matter (see cleanup).
+// longer matter (see cleanup). A row that cannot be decoded fails it: this
+// is the start-up sync, and a worker does not start on a corrupt table.
 func (co *coordinator) syncShards(ctx context.Context) error {
+	return co.syncShardsWith(ctx, false)
+}
+
+// syncShardsRunning is syncShards while the worker runs: a row that cannot
+// be decoded is left alone (an Error log and shardlease.rows.corrupt name
+// it, see tolerateCorrupt) and the other shards get their rows. The shard
+// of such a row is neither finished nor missing: its row is not made again,
+// its children do not start because of it, and no row is cleaned up while
+// it is there (it might be the only row naming a parent).
+func (co *coordinator) syncShardsRunning(ctx context.Context) error {
+	return co.syncShardsWith(ctx, true)
+}
+
+func (co *coordinator) syncShardsWith(ctx context.Context, running bool) error {
 	c := co.c
 	// The stream's identity is checked while the shards and rows are
 	// listed (it costs a round trip or two), and before any row is made.
@@ -157,6 +172,10 @@ func (co *coordinator) syncShards(ctx context.Context) error {
 	shards, existing, err := co.listBoth(ctx)
 	if idErr := <-identity; idErr != nil {
 		return idErr
+	}
+	var corrupt map[string]bool
+	if running && co.tolerateCorrupt(ctx, err) {
+		corrupt, err = co.corrupt, nil
 	}
 	if err != nil {
 		return err
@@ -168,10 +187,10 @@ func (co *coordinator) syncShards(ctx context.Context) error {
 		rows[l.Key.Shard] = l
 	}
 	ls, _ := c.store.(LineageStore)
-	firstSync := len(existing) == 0
+	firstSync := len(existing) == 0 && len(corrupt) == 0
 	for _, s := range shards {
 		id := aws.ToString(s.ShardId)
-		if _, ok := rows[id]; ok {
+		if _, ok := rows[id]; ok || corrupt[id] {
 			continue
 		}
 		if closed(s) && finishedByChildren(id, view, rows) {
@@ -199,7 +218,9 @@ func (co *coordinator) syncShards(ctx context.Context) error {
 		return nil
 	}
 	co.fillLineage(ctx, ls, existing, view)
-	co.cleanup(ctx, ls, existing, view)
+	if len(corrupt) == 0 {
+		co.cleanup(ctx, ls, existing, view)
+	}
 	return nil
 }
 
@@ -254,9 +275,13 @@ func (co *coordinator) fillLineage(ctx context.Context, ls LineageStore, existin
 // started) or one of its children was started (its row was deleted by
 // hand after it finished). A parent Kinesis still lists, without a row and
 // without a started child, is not finished: shard sync makes its row again,
-// and it is read first.
-func parentsDone(l Lease, byShard map[string]Lease, listed map[string]types.Shard) bool {
+// and it is read first. A parent whose row cannot be decoded (corrupt) is
+// not finished either, whatever Kinesis lists.
+func parentsDone(l Lease, byShard map[string]Lease, listed map[string]types.Shard, corrupt map[string]bool) bool {
 	for _, p := range l.Parents {
+		if corrupt[p] {
+			return false
+		}
 		if pl, ok := byShard[p]; ok {
 			if pl.Checkpoint != ShardEnd {
 				return false
