@@ -52,8 +52,28 @@ func (c config) grace() time.Duration { return c.shutdownTimeout - c.tidyReserve
 func (c config) callTimeout() time.Duration { return max(c.renewInterval, c.leaseDuration/2) }
 
 // readTimeout bounds each call to Kinesis: a hung GetRecords must not keep a
-// lease renewed while its shard reads nothing.
+// lease renewed while its shard reads nothing. Enhanced fan-out's calls have
+// it too (registration, and SubscribeToShard until it answers).
 func (c config) readTimeout() time.Duration { return c.leaseDuration }
+
+// subscriptionHeartbeat is the longest Kinesis stays silent on an open
+// SubscribeToShard subscription: it sends an event, empty if need be, at
+// least every five seconds.
+const subscriptionHeartbeat = 5 * time.Second
+
+// silenceTimeout is how long an open subscription may deliver no event at
+// all (not even an empty one) before the reader closes it and subscribes
+// again: a lease duration, and at least two of the service's heartbeats, so
+// that a quiet shard is not resubscribed over and over.
+func (c config) silenceTimeout() time.Duration {
+	return max(c.leaseDuration, 2*subscriptionHeartbeat)
+}
+
+// callTimedOut reports whether err is a call's own deadline passing while
+// ctx, the caller's context, is still live: a transient failure, retried.
+func callTimedOut(ctx context.Context, err error) bool {
+	return ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded)
+}
 
 // storeCtx returns ctx bounded by the store call timeout.
 func (c *Consumer) storeCtx(ctx context.Context) (context.Context, context.CancelFunc) {

@@ -81,7 +81,8 @@ const consumerPoll = 500 * time.Millisecond
 const registerAttempts = 8
 
 // register registers the stream consumer unless it is, and waits until it is
-// ACTIVE. Several workers may call it at once: a registration already under
+// ACTIVE. Each call has a deadline of a lease duration; one that passes it
+// is retried as a transient failure. Several workers may call it at once: a registration already under
 // way (ResourceInUseException) is waited for, not an error. A missing stream,
 // a refused permission or a limit reached is returned; a transient failure is
 // retried a few times.
@@ -102,7 +103,8 @@ func (f *fanOut) register(ctx context.Context, c *Consumer) error {
 		// shares 20 DescribeStreamConsumer calls a second) is waited out;
 		// other transient failures are retried a few times.
 		var lim *types.LimitExceededException
-		if !errors.As(err, &lim) && (!retryable(err) || bo.Attempts() >= registerAttempts) {
+		transient := retryable(err) || callTimedOut(ctx, err)
+		if !errors.As(err, &lim) && (!transient || bo.Attempts() >= registerAttempts) {
 			return fail(op, err)
 		}
 		c.log.Warn("registering the enhanced fan-out consumer failed; retrying", "consumer", f.name, "op", op, "err", err)
@@ -113,7 +115,9 @@ func (f *fanOut) register(ctx context.Context, c *Consumer) error {
 	}
 	var streamARN string
 	for streamARN == "" {
-		out, err := f.kin.DescribeStreamSummary(ctx, &kinesis.DescribeStreamSummaryInput{StreamName: aws.String(c.stream)})
+		cctx, cancel := context.WithTimeout(ctx, c.cfg.readTimeout())
+		out, err := f.kin.DescribeStreamSummary(cctx, &kinesis.DescribeStreamSummaryInput{StreamName: aws.String(c.stream)})
+		cancel()
 		if err != nil {
 			if err := retry("DescribeStreamSummary", err); err != nil {
 				return err
@@ -124,11 +128,15 @@ func (f *fanOut) register(ctx context.Context, c *Consumer) error {
 	}
 	registered := false
 	for {
-		d, err := f.kin.DescribeStreamConsumer(ctx, &kinesis.DescribeStreamConsumerInput{StreamARN: aws.String(streamARN), ConsumerName: aws.String(f.name)})
+		cctx, cancel := context.WithTimeout(ctx, c.cfg.readTimeout())
+		d, err := f.kin.DescribeStreamConsumer(cctx, &kinesis.DescribeStreamConsumerInput{StreamARN: aws.String(streamARN), ConsumerName: aws.String(f.name)})
+		cancel()
 		var rnf *types.ResourceNotFoundException
 		switch {
 		case errors.As(err, &rnf) && !registered:
-			_, err = f.kin.RegisterStreamConsumer(ctx, &kinesis.RegisterStreamConsumerInput{StreamARN: aws.String(streamARN), ConsumerName: aws.String(f.name)})
+			cctx, cancel := context.WithTimeout(ctx, c.cfg.readTimeout())
+			_, err = f.kin.RegisterStreamConsumer(cctx, &kinesis.RegisterStreamConsumerInput{StreamARN: aws.String(streamARN), ConsumerName: aws.String(f.name)})
+			cancel()
 			var inUse *types.ResourceInUseException
 			if err == nil || errors.As(err, &inUse) {
 				// Registered now, by this worker or by another at the same

@@ -3,6 +3,8 @@ package shardlease
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -62,7 +64,9 @@ func (r fanOutReader) read(ctx context.Context, out chan<- *Batch) {
 	cont := ""
 	for ctx.Err() == nil {
 		in := &kinesis.SubscribeToShardInput{ConsumerARN: aws.String(fo.arn), ShardId: aws.String(r.shard), StartingPosition: r.startingPosition(lastSeq, lastSub, cont)}
-		sub, err := fo.kin.SubscribeToShard(ctx, in, ownCodec)
+		// The subscription lives in sctx, cancelled once it is done with.
+		sctx, cancelSub := context.WithCancel(ctx)
+		sub, err := r.subscribe(sctx, cancelSub, in)
 		if err == nil {
 			r.c.stats.subscriptions.Add(1)
 			stream := sub.GetStream()
@@ -73,9 +77,11 @@ func (r fanOutReader) read(ctx context.Context, out chan<- *Batch) {
 				err = stream.Err()
 			}
 			if !ok || end {
+				cancelSub()
 				return
 			}
 		}
+		cancelSub()
 		if err != nil {
 			if ctx.Err() != nil {
 				return
@@ -111,15 +117,44 @@ func (r fanOutReader) read(ctx context.Context, out chan<- *Batch) {
 	}
 }
 
+// subscribe makes the SubscribeToShard call within the read timeout: a call
+// that has not answered by then is cancelled (through sctx, which the
+// subscription then lives in) and fails with context.DeadlineExceeded.
+func (r fanOutReader) subscribe(sctx context.Context, cancel context.CancelFunc, in *kinesis.SubscribeToShardInput) (*kinesis.SubscribeToShardOutput, error) {
+	d := r.c.cfg.readTimeout()
+	var late atomic.Bool
+	timer := time.AfterFunc(d, func() { late.Store(true); cancel() })
+	sub, err := r.c.fanOut.kin.SubscribeToShard(sctx, in, ownCodec)
+	if !timer.Stop() && late.Load() {
+		if err == nil {
+			_ = sub.GetStream().Close()
+		}
+		return nil, fmt.Errorf("SubscribeToShard did not answer within %v (a lease duration): %w", d, context.DeadlineExceeded)
+	}
+	return sub, err
+}
+
+// errSilent ends a subscription that delivered no event, not even an empty
+// one, for the silence timeout.
+var errSilent = errors.New("the subscription delivered no event, not even an empty one, for too long; it is closed")
+
 // drain hands the events of one subscription on as batches until the
 // subscription ends. ok is false when the reader must stop (ctx is done);
-// end reports that the shard was read to its end.
+// end reports that the shard was read to its end. A subscription silent for
+// the silence timeout (the time waiting for its next event; the handler's
+// time is not counted) ends with errSilent.
 func (r fanOutReader) drain(ctx context.Context, stream *kinesis.SubscribeToShardEventStream, send func(*Batch) bool, lastSeq *string, lastSub *int64, cont *string) (ok, end bool, err error) {
+	quiet := r.c.cfg.silenceTimeout()
+	silence := time.NewTimer(quiet)
+	defer silence.Stop()
 	for {
 		var ev types.SubscribeToShardEventStream
+		silence.Reset(quiet)
 		select {
 		case <-ctx.Done():
 			return false, false, nil
+		case <-silence.C:
+			return true, false, fmt.Errorf("%w (%v)", errSilent, quiet)
 		case got, open := <-stream.Events():
 			if !open {
 				return true, false, nil

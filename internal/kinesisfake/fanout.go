@@ -35,9 +35,15 @@ const (
 	// OpSubscriptionEvent is consulted before each event of a subscription
 	// is sent, with the subscription's shard: an error ends the
 	// subscription with that error (its ErrorCode, for a smithy.APIError,
-	// or InternalFailureException) on the client's side.
+	// or InternalFailureException) on the client's side, except ErrSilence.
 	OpSubscriptionEvent = "SubscriptionEvent"
 )
+
+// ErrSilence, returned by a [FaultFunc] for [OpSubscriptionEvent], makes the
+// subscription go silent: it sends nothing more, not even an empty event,
+// and does not end by itself (as a connection whose peer stopped answering);
+// it ends when the client closes it or goes away.
+var ErrSilence = errors.New("kinesisfake: the subscription goes silent")
 
 // SubscriptionLifetime is how long a subscription lasts before the fake
 // ends it, as the service does; see [WithSubscriptionLifetime].
@@ -457,6 +463,13 @@ func (s *subscription) serve(ctx context.Context) {
 		if len(ev.Records) > 0 || closed || !sent || beat {
 			if hook != nil {
 				if err := hook(OpSubscriptionEvent, shardID); err != nil {
+					if errors.Is(err, ErrSilence) {
+						select {
+						case <-s.done:
+						case <-ctx.Done():
+						}
+						return
+					}
 					code, msg := "InternalFailureException", err.Error()
 					var ae smithy.APIError
 					if errors.As(err, &ae) {
