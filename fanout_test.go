@@ -241,6 +241,15 @@ func TestFanOutRegistrationByWorkersStartingTogether(t *testing.T) {
 		waitFor(t, 30*w.lease, "the records put before the start handled", func() bool { return h.distinct() == p.count() })
 		w.put(t, p, 40, 8)
 		waitFor(t, 30*w.lease, "the records put while subscribed handled", func() bool { return h.distinct() == p.count() })
+		// One of the four shards gets none of these partition keys, so
+		// its records do not tell that it is subscribed: wait for that too.
+		waitFor(t, 30*w.lease, "every shard subscribed", func() bool {
+			n := int64(0)
+			for _, wk := range ws {
+				n += wk.c.Stats().Subscriptions
+			}
+			return n >= 4
+		})
 		subs := int64(0)
 		for _, wk := range ws {
 			require.NoError(t, wk.stop(t), "worker %s", wk.c.OwnerID())
