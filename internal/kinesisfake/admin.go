@@ -56,6 +56,18 @@ func (f *Fake) lookup(name string) (*stream, error) {
 	return st, nil
 }
 
+// lockStream locks f.mu and finds the stream called name. On success the
+// caller holds f.mu and releases it with unlock; on error f.mu is not held.
+func (f *Fake) lockStream(name string) (st *stream, unlock func(), err error) {
+	f.mu.Lock()
+	st, err = f.lookup(name)
+	if err != nil {
+		f.mu.Unlock()
+		return nil, nil, err
+	}
+	return st, f.mu.Unlock, nil
+}
+
 // CreateStream creates a stream whose hash key space is split evenly over
 // ShardCount shards named shardId-000000000000 onwards. An on-demand stream
 // without a ShardCount gets 4 shards. The stream is ACTIVE on return. A
@@ -112,12 +124,12 @@ func (f *Fake) DeleteStream(ctx context.Context, params *kinesis.DeleteStreamInp
 	if err != nil {
 		return nil, err
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if _, err := f.lookup(name); err != nil {
+	st, unlock, err := f.lockStream(name)
+	if err != nil {
 		return nil, err
 	}
-	f.streams[name].poke()
+	defer unlock()
+	st.poke()
 	delete(f.streams, name)
 	return &kinesis.DeleteStreamOutput{}, nil
 }
@@ -146,12 +158,11 @@ func (f *Fake) SplitShard(ctx context.Context, params *kinesis.SplitShardInput, 
 		return nil, invalidArgument("NewStartingHashKey %q is not a hash key (a decimal integer from 0 to 2^128-1).", *params.NewStartingHashKey)
 	}
 
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	st, err := f.lookup(name)
+	st, unlock, err := f.lockStream(name)
 	if err != nil {
 		return nil, err
 	}
+	defer unlock()
 	parent := st.shard(*params.ShardToSplit)
 	if parent == nil {
 		return nil, shardNotFound(name, *params.ShardToSplit)
@@ -191,12 +202,11 @@ func (f *Fake) MergeShards(ctx context.Context, params *kinesis.MergeShardsInput
 		return nil, invalidArgument("ShardToMerge and AdjacentShardToMerge are required.")
 	}
 
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	st, err := f.lookup(name)
+	st, unlock, err := f.lockStream(name)
 	if err != nil {
 		return nil, err
 	}
+	defer unlock()
 	a, b := st.shard(*params.ShardToMerge), st.shard(*params.AdjacentShardToMerge)
 	if a == nil {
 		return nil, shardNotFound(name, *params.ShardToMerge)
@@ -299,12 +309,11 @@ func (f *Fake) ListShards(ctx context.Context, params *kinesis.ListShardsInput, 
 		}
 	}
 
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	st, err := f.lookup(tok.Stream)
+	st, unlock, err := f.lockStream(tok.Stream)
 	if err != nil {
 		return nil, err
 	}
+	defer unlock()
 	if tok.Incarnation == 0 {
 		if params.StreamCreationTimestamp != nil && !params.StreamCreationTimestamp.Equal(st.created) {
 			return nil, streamNotFound(tok.Stream)

@@ -29,12 +29,11 @@ func (f *Fake) DescribeStreamSummary(ctx context.Context, params *kinesis.Descri
 	if err != nil {
 		return nil, err
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	st, err := f.lookup(name)
+	st, unlock, err := f.lockStream(name)
 	if err != nil {
 		return nil, err
 	}
+	defer unlock()
 	open := 0
 	for _, s := range st.shards {
 		if s.open() {

@@ -118,6 +118,19 @@ func (f *Fake) consumer(arn, streamARN, name *string) (*streamConsumer, error) {
 	return nil, &types.ResourceNotFoundException{Message: ptr(fmt.Sprintf("Consumer %s under account %s not found.", what, Account))}
 }
 
+// lockConsumer locks f.mu and finds a registered consumer as consumer does.
+// On success the caller holds f.mu and releases it with unlock; on error
+// f.mu is not held.
+func (f *Fake) lockConsumer(arn, streamARN, name *string) (c *streamConsumer, unlock func(), err error) {
+	f.mu.Lock()
+	c, err = f.consumer(arn, streamARN, name)
+	if err != nil {
+		f.mu.Unlock()
+		return nil, nil, err
+	}
+	return c, f.mu.Unlock, nil
+}
+
 // RegisterStreamConsumer registers a consumer of a stream, ACTIVE at once
 // unless SetConsumerActivation says otherwise.
 // A consumer of that name registered already is a ResourceInUseException.
@@ -132,12 +145,11 @@ func (f *Fake) RegisterStreamConsumer(ctx context.Context, params *kinesis.Regis
 	if err != nil {
 		return nil, err
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	st, err := f.lookup(name)
+	st, unlock, err := f.lockStream(name)
 	if err != nil {
 		return nil, err
 	}
+	defer unlock()
 	if _, err := f.consumer(nil, params.StreamARN, params.ConsumerName); err == nil {
 		return nil, &types.ResourceInUseException{Message: ptr(fmt.Sprintf("Consumer %s of stream %s under account %s is already registered.", *params.ConsumerName, name, Account))}
 	}
@@ -160,12 +172,11 @@ func (f *Fake) DescribeStreamConsumer(ctx context.Context, params *kinesis.Descr
 	if params == nil {
 		params = &kinesis.DescribeStreamConsumerInput{}
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	c, err := f.consumer(params.ConsumerARN, params.StreamARN, params.ConsumerName)
+	c, unlock, err := f.lockConsumer(params.ConsumerARN, params.StreamARN, params.ConsumerName)
 	if err != nil {
 		return nil, err
 	}
+	defer unlock()
 	d := c.describe()
 	return &kinesis.DescribeStreamConsumerOutput{ConsumerDescription: &types.ConsumerDescription{
 		ConsumerName: d.ConsumerName, ConsumerARN: d.ConsumerARN, ConsumerStatus: d.ConsumerStatus,
@@ -185,12 +196,11 @@ func (f *Fake) ListStreamConsumers(ctx context.Context, params *kinesis.ListStre
 	if err != nil {
 		return nil, err
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	st, err := f.lookup(name)
+	st, unlock, err := f.lockStream(name)
 	if err != nil {
 		return nil, err
 	}
+	defer unlock()
 	out := &kinesis.ListStreamConsumersOutput{Consumers: []types.Consumer{}}
 	for _, c := range f.consumers {
 		if c.stream == name && c.incarnation == st.incarnation {
@@ -209,12 +219,11 @@ func (f *Fake) DeregisterStreamConsumer(ctx context.Context, params *kinesis.Der
 	if params == nil {
 		params = &kinesis.DeregisterStreamConsumerInput{}
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	c, err := f.consumer(params.ConsumerARN, params.StreamARN, params.ConsumerName)
+	c, unlock, err := f.lockConsumer(params.ConsumerARN, params.StreamARN, params.ConsumerName)
 	if err != nil {
 		return nil, err
 	}
+	defer unlock()
 	f.consumers = slices.DeleteFunc(f.consumers, func(x *streamConsumer) bool { return x == c })
 	if st := f.streams[c.stream]; st != nil {
 		st.poke()

@@ -62,12 +62,11 @@ func (f *Fake) PutRecord(ctx context.Context, params *kinesis.PutRecordInput, op
 	if err != nil {
 		return nil, err
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	st, err := f.lookup(name)
+	st, unlock, err := f.lockStream(name)
 	if err != nil {
 		return nil, err
 	}
+	defer unlock()
 	s, seq := st.put(h, *params.PartitionKey, params.Data)
 	return &kinesis.PutRecordOutput{ShardId: ptr(s.id), SequenceNumber: ptr(seq), EncryptionType: types.EncryptionTypeNone}, nil
 }
@@ -102,12 +101,11 @@ func (f *Fake) PutRecords(ctx context.Context, params *kinesis.PutRecordsInput, 
 	if total > maxPutRecordsBytes {
 		return nil, invalidArgument("Records total %d bytes; PutRecords takes at most %d.", total, maxPutRecordsBytes)
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	st, err := f.lookup(name)
+	st, unlock, err := f.lockStream(name)
 	if err != nil {
 		return nil, err
 	}
+	defer unlock()
 	out := &kinesis.PutRecordsOutput{FailedRecordCount: ptr(int32(0)), EncryptionType: types.EncryptionTypeNone}
 	for i, e := range params.Records {
 		s, seq := st.put(hashes[i], *e.PartitionKey, e.Data)
@@ -197,12 +195,11 @@ func (f *Fake) GetShardIterator(ctx context.Context, params *kinesis.GetShardIte
 		return nil, invalidArgument("ShardIteratorType %q is not one of %v.", params.ShardIteratorType, params.ShardIteratorType.Values())
 	}
 
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	st, err := f.lookup(name)
+	st, unlock, err := f.lockStream(name)
 	if err != nil {
 		return nil, err
 	}
+	defer unlock()
 	s := st.shard(*params.ShardId)
 	if s == nil || f.agedOut(s, time.Now()) {
 		return nil, shardNotFound(name, *params.ShardId)
