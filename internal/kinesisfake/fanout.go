@@ -118,10 +118,13 @@ func (f *Fake) consumer(arn, streamARN, name *string) (*streamConsumer, error) {
 	return nil, &types.ResourceNotFoundException{Message: ptr(fmt.Sprintf("Consumer %s under account %s not found.", what, Account))}
 }
 
-// lockConsumer locks f.mu and finds a registered consumer as consumer does.
-// On success the caller holds f.mu and releases it with unlock; on error
-// f.mu is not held.
-func (f *Fake) lockConsumer(arn, streamARN, name *string) (c *streamConsumer, unlock func(), err error) {
+// beginConsumer begins operation op (see begin), then locks f.mu and finds
+// a registered consumer as consumer does. On success the caller holds f.mu
+// and releases it with unlock; on error f.mu is not held.
+func (f *Fake) beginConsumer(ctx context.Context, op string, arn, streamARN, name *string) (c *streamConsumer, unlock func(), err error) {
+	if err := f.begin(ctx, op, ""); err != nil {
+		return nil, nil, err
+	}
 	f.mu.Lock()
 	c, err = f.consumer(arn, streamARN, name)
 	if err != nil {
@@ -166,13 +169,10 @@ func (f *Fake) RegisterStreamConsumer(ctx context.Context, params *kinesis.Regis
 // DescribeStreamConsumer describes a consumer given its ARN, or its stream's
 // ARN and its name. An unknown one is a ResourceNotFoundException.
 func (f *Fake) DescribeStreamConsumer(ctx context.Context, params *kinesis.DescribeStreamConsumerInput, optFns ...func(*kinesis.Options)) (*kinesis.DescribeStreamConsumerOutput, error) {
-	if err := f.begin(ctx, OpDescribeStreamConsumer, ""); err != nil {
-		return nil, err
-	}
 	if params == nil {
 		params = &kinesis.DescribeStreamConsumerInput{}
 	}
-	c, unlock, err := f.lockConsumer(params.ConsumerARN, params.StreamARN, params.ConsumerName)
+	c, unlock, err := f.beginConsumer(ctx, OpDescribeStreamConsumer, params.ConsumerARN, params.StreamARN, params.ConsumerName)
 	if err != nil {
 		return nil, err
 	}
@@ -213,13 +213,10 @@ func (f *Fake) ListStreamConsumers(ctx context.Context, params *kinesis.ListStre
 // DeregisterStreamConsumer removes a consumer at once; its open
 // subscriptions end with ResourceNotFoundException.
 func (f *Fake) DeregisterStreamConsumer(ctx context.Context, params *kinesis.DeregisterStreamConsumerInput, optFns ...func(*kinesis.Options)) (*kinesis.DeregisterStreamConsumerOutput, error) {
-	if err := f.begin(ctx, OpDeregisterStreamConsumer, ""); err != nil {
-		return nil, err
-	}
 	if params == nil {
 		params = &kinesis.DeregisterStreamConsumerInput{}
 	}
-	c, unlock, err := f.lockConsumer(params.ConsumerARN, params.StreamARN, params.ConsumerName)
+	c, unlock, err := f.beginConsumer(ctx, OpDeregisterStreamConsumer, params.ConsumerARN, params.StreamARN, params.ConsumerName)
 	if err != nil {
 		return nil, err
 	}
