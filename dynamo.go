@@ -267,7 +267,13 @@ func (s *DynamoStore) Create(ctx context.Context, key LeaseKey, parents []string
 	if len(parents) > 0 {
 		item[attrParents] = &types.AttributeValueMemberSS{Value: slices.Clone(parents)}
 	}
-	_, err := s.client.PutItem(ctx, &dynamodb.PutItemInput{
+	return s.putNew(ctx, key, item)
+}
+
+// putNew writes item as key's row unless the row exists: created is false,
+// with a nil error, when it does.
+func (s *DynamoStore) putNew(ctx context.Context, key LeaseKey, item map[string]types.AttributeValue) (created bool, err error) {
+	_, err = s.client.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName:           aws.String(s.table),
 		Item:                item,
 		ConditionExpression: aws.String("attribute_not_exists(lease_key)"),

@@ -240,18 +240,7 @@ func (s *DynamoStore) CreateAt(ctx context.Context, key LeaseKey, parents []stri
 		item[attrParents] = &types.AttributeValueMemberSS{Value: ps}
 	}
 	startAttrs(item, start)
-	_, err = s.client.PutItem(ctx, &dynamodb.PutItemInput{
-		TableName:           aws.String(s.table),
-		Item:                item,
-		ConditionExpression: aws.String("attribute_not_exists(lease_key)"),
-	})
-	if err != nil {
-		if _, ok := condFailed(err); ok {
-			return false, nil
-		}
-		return false, s.fail("create", key, err)
-	}
-	return true, nil
+	return s.putNew(ctx, key, item)
 }
 
 // SetLineage implements LineageStore with one conditional UpdateItem.
