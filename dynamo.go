@@ -499,20 +499,31 @@ func (s *DynamoStore) update(ctx context.Context, key LeaseKey, in *dynamodb.Upd
 // WithLegacyStream): its checkpoint is adopted into the returned lease, or
 // the lease is released again and an UnattributedLegacyRowError returned.
 func (s *DynamoStore) Acquire(ctx context.Context, key LeaseKey, owner string, observed int64) (Lease, error) {
-	if owner == "" {
-		return Lease{}, s.fail("acquire", key, errorf("%w: owner id is empty", ErrInvalidConfig))
-	}
 	vals := map[string]types.AttributeValue{":owner": str(owner), ":observed": num(observed), ":one": num(1)}
 	update := "SET lease_owner = :owner, lease_counter = lease_counter + :one REMOVE handoff_to, lease_expiry, lease_duration"
 	if d := HolderLeaseDuration(ctx); d > 0 {
 		update = "SET lease_owner = :owner, lease_counter = lease_counter + :one, lease_duration = :dur REMOVE handoff_to, lease_expiry"
 		vals[":dur"] = num(d.Milliseconds())
 	}
-	row, ok, exists, err := s.update(ctx, key, &dynamodb.UpdateItemInput{
+	return s.acquire(ctx, key, owner, observed, &dynamodb.UpdateItemInput{
 		ConditionExpression:       aws.String("attribute_exists(lease_key) AND (attribute_not_exists(lease_owner) OR lease_counter = :observed)"),
 		UpdateExpression:          aws.String(update),
 		ExpressionAttributeValues: vals,
+	}, func(row Lease) error {
+		return errorf("%w: held by %q at counter %d, observed %d", ErrLeaseHeld, row.Owner, row.Counter, observed)
 	})
+}
+
+// acquire runs in, an UpdateItem that makes owner the holder of key's row
+// and moves its counter from observed to observed+1 when its condition
+// holds, and passes the row it wrote to adoptAfterAcquire. A failed
+// condition whose row shows that very write (its reply was lost and its
+// retry failed) counts as done; any other fails with held(row).
+func (s *DynamoStore) acquire(ctx context.Context, key LeaseKey, owner string, observed int64, in *dynamodb.UpdateItemInput, held func(row Lease) error) (Lease, error) {
+	if owner == "" {
+		return Lease{}, s.fail("acquire", key, errorf("%w: owner id is empty", ErrInvalidConfig))
+	}
+	row, ok, exists, err := s.update(ctx, key, in)
 	switch {
 	case err != nil:
 		return Lease{}, s.fail("acquire", key, err)
@@ -524,7 +535,7 @@ func (s *DynamoStore) Acquire(ctx context.Context, key LeaseKey, owner string, o
 		// Our own write, whose reply was lost and whose retry failed.
 		return s.adoptAfterAcquire(ctx, row)
 	}
-	return Lease{}, s.fail("acquire", key, errorf("%w: held by %q at counter %d, observed %d", ErrLeaseHeld, row.Owner, row.Counter, observed))
+	return Lease{}, s.fail("acquire", key, held(row))
 }
 
 // AcquireAt makes owner the holder of key only if the row's counter still
@@ -534,25 +545,13 @@ func (s *DynamoStore) Acquire(ctx context.Context, key LeaseKey, owner string, o
 // consumer took and released meanwhile (its counter moved, and perhaps its
 // checkpoint) is not taken.
 func (s *DynamoStore) AcquireAt(ctx context.Context, key LeaseKey, owner string, counter int64) (Lease, error) {
-	if owner == "" {
-		return Lease{}, s.fail("acquire", key, errorf("%w: owner id is empty", ErrInvalidConfig))
-	}
-	row, ok, exists, err := s.update(ctx, key, &dynamodb.UpdateItemInput{
+	return s.acquire(ctx, key, owner, counter, &dynamodb.UpdateItemInput{
 		ConditionExpression:       aws.String("lease_counter = :observed"),
 		UpdateExpression:          aws.String("SET lease_owner = :owner, lease_counter = lease_counter + :one REMOVE handoff_to, lease_expiry, lease_duration"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{":owner": str(owner), ":observed": num(counter), ":one": num(1)},
+	}, func(row Lease) error {
+		return errorf("%w: owner %q at counter %d, expected counter %d", ErrLeaseHeld, row.Owner, row.Counter, counter)
 	})
-	switch {
-	case err != nil:
-		return Lease{}, s.fail("acquire", key, err)
-	case ok:
-		return s.adoptAfterAcquire(ctx, row)
-	case !exists:
-		return Lease{}, s.fail("acquire", key, ErrLeaseNotFound)
-	case row.Owner == owner && row.Counter == counter+1:
-		return s.adoptAfterAcquire(ctx, row) // our own write, whose reply was lost
-	}
-	return Lease{}, s.fail("acquire", key, errorf("%w: owner %q at counter %d, expected counter %d", ErrLeaseHeld, row.Owner, row.Counter, counter))
 }
 
 // write runs a holder's write (renew, checkpoint, release) under the
