@@ -43,13 +43,7 @@ Example:
 		kinesisEndpoint := fs.String("kinesis-endpoint", "", "Kinesis endpoint `URL`, e.g. http://localhost:4567 for a local emulator (for an emulator; default: the region's)")
 		asJSON := fs.Bool("json", false, "print the result as a JSON object")
 		return func(ctx context.Context) error {
-			if err := requireFlags("table", *table, "stream", *stream); err != nil {
-				return err
-			}
-			if err := shardlease.ValidateStreamName(*stream); err != nil {
-				return usagef("-stream: %v", err)
-			}
-			store, err := st.store(ctx, *table)
+			store, err := st.streamStore(ctx, *table, *stream)
 			if err != nil {
 				return err
 			}

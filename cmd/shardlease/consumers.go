@@ -11,8 +11,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
-
-	"github.com/shardlease/shardlease"
 )
 
 var consumersCommand = &command{
@@ -35,13 +33,7 @@ Example:
 		stream := fs.String("stream", "", "name of the Kinesis `stream` (required)")
 		asJSON := fs.Bool("json", false, `print the consumers as JSON: [{"name": ..., "status": ..., "created": ..., "arn": ...}]`)
 		return func(ctx context.Context) error {
-			if err := requireFlags("stream", *stream); err != nil {
-				return err
-			}
-			if err := shardlease.ValidateStreamName(*stream); err != nil {
-				return usagef("-stream: %v", err)
-			}
-			client, err := st.kinesisClient(ctx)
+			client, err := st.streamKinesis(ctx, *stream)
 			if err != nil {
 				return err
 			}
@@ -88,13 +80,7 @@ Example:
 		name := fs.String("name", "", "`name` of the consumer to deregister (required; 'shardlease consumers' lists them)")
 		asJSON := fs.Bool("json", false, `print the result as JSON: {"stream": ..., "name": ..., "arn": ..., "action": "deregistered"}`)
 		return func(ctx context.Context) error {
-			if err := requireFlags("stream", *stream, "name", *name); err != nil {
-				return err
-			}
-			if err := shardlease.ValidateStreamName(*stream); err != nil {
-				return usagef("-stream: %v", err)
-			}
-			client, err := st.kinesisClient(ctx)
+			client, err := st.streamKinesis(ctx, *stream, "name", *name)
 			if err != nil {
 				return err
 			}

@@ -57,13 +57,7 @@ Example:
 		stream := fs.String("stream", "", "Kinesis `stream` name whose leases to list (required)")
 		asJSON := fs.Bool("json", false, "print a JSON array instead of a table")
 		return func(ctx context.Context) error {
-			if err := requireFlags("table", *table, "stream", *stream); err != nil {
-				return err
-			}
-			if err := shardlease.ValidateStreamName(*stream); err != nil {
-				return usagef("-stream: %v", err)
-			}
-			store, err := st.store(ctx, *table)
+			store, err := st.streamStore(ctx, *table, *stream)
 			if err != nil {
 				return err
 			}
