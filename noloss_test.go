@@ -292,27 +292,7 @@ func TestNoLossLatestOnFreshTableAfterSplit(t *testing.T) {
 		kin := &positioned{KinesisAPI: w.kin, shards: map[string]bool{}}
 		a := startWorker(t, w, kin, w.store, h.handler("a"), w.opts("a", shardlease.WithInitialPosition(shardlease.Latest))...)
 		waitFor(t, 30*w.lease, "the children read", func() bool { return kin.has(children) })
-		// A subscription at LATEST takes its position a moment after it is
-		// asked for: write new records until both children hand some over.
-		fresh := &produced{n: 1000}
-		waitFor(t, 30*w.lease, "new records handled from both children", func() bool {
-			w.put(t, fresh, 8, 8)
-			h.mu.Lock()
-			defer h.mu.Unlock()
-			return len(h.byShard[children[0]]) > 0 && len(h.byShard[children[1]]) > 0
-		})
-		require.NoError(t, a.stop(t))
-		old.mu.Lock()
-		defer old.mu.Unlock()
-		h.mu.Lock()
-		defer h.mu.Unlock()
-		reread := 0
-		for _, id := range old.ids {
-			if h.times[id] > 0 {
-				reread++
-			}
-		}
-		assert.Zero(t, reread, "records written before a consumer that asked for the tip started are not handed over")
+		assertOnlyNewFromChildren(t, w, h, a, old, children)
 	})
 }
 
@@ -578,26 +558,35 @@ func TestNoLossLatestOnFreshTableAfterSplitFanOut(t *testing.T) {
 		waitFor(t, 30*w.lease, "the children subscribed", func() bool {
 			return w.subscriptions(children[0]) > 0 && w.subscriptions(children[1]) > 0
 		})
-		// A subscription at LATEST takes its position a moment after it is
-		// asked for: write new records until both children hand some over.
-		fresh := &produced{n: 1000}
-		waitFor(t, 30*w.lease, "new records handled from both children", func() bool {
-			w.put(t, fresh, 8, 8)
-			h.mu.Lock()
-			defer h.mu.Unlock()
-			return len(h.byShard[children[0]]) > 0 && len(h.byShard[children[1]]) > 0
-		})
-		require.NoError(t, a.stop(t))
-		old.mu.Lock()
-		defer old.mu.Unlock()
+		assertOnlyNewFromChildren(t, w.world, h, a, old, children)
+	})
+}
+
+// assertOnlyNewFromChildren checks a consumer a that asked for the tip (Latest)
+// on a fresh table after a split: it writes new records until both children
+// hand some over, stops a, and asserts that none of old, the records
+// written before a started, was handed over.
+func assertOnlyNewFromChildren(t *testing.T, w *world, h *handled, a *worker, old *produced, children []string) {
+	t.Helper()
+	// A subscription at LATEST takes its position a moment after it is
+	// asked for: write new records until both children hand some over.
+	fresh := &produced{n: 1000}
+	waitFor(t, 30*w.lease, "new records handled from both children", func() bool {
+		w.put(t, fresh, 8, 8)
 		h.mu.Lock()
 		defer h.mu.Unlock()
-		reread := 0
-		for _, id := range old.ids {
-			if h.times[id] > 0 {
-				reread++
-			}
-		}
-		assert.Zero(t, reread, "records written before a consumer that asked for the tip started are not handed over")
+		return len(h.byShard[children[0]]) > 0 && len(h.byShard[children[1]]) > 0
 	})
+	require.NoError(t, a.stop(t))
+	old.mu.Lock()
+	defer old.mu.Unlock()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	reread := 0
+	for _, id := range old.ids {
+		if h.times[id] > 0 {
+			reread++
+		}
+	}
+	assert.Zero(t, reread, "records written before a consumer that asked for the tip started are not handed over")
 }
