@@ -598,26 +598,7 @@ func TestFanOutRejectedCheckpointIsCounted(t *testing.T) {
 			t.Skip("kinesis-local 0.6.2 subscribes at a sequence number of another shard without complaint; the service (and the fake) refuse it with InvalidArgumentException")
 		}
 		ctx := context.Background()
-		p := &produced{}
-		w.put(t, p, 20, 8)
-		var other string
-		p.mu.Lock()
-		for _, id := range p.byShard["shardId-000000000001"] {
-			other = p.seq[id]
-		}
-		p.mu.Unlock()
-		require.NotEmpty(t, other)
-		key := shardlease.LeaseKey{Stream: w.stream, Shard: "shardId-000000000000"}
-		_, err := w.store.Create(ctx, key, nil)
-		require.NoError(t, err)
-		row, err := w.store.Get(ctx, key)
-		require.NoError(t, err)
-		l, err := w.store.Acquire(ctx, key, "operator", row.Counter)
-		require.NoError(t, err)
-		l, err = w.store.Checkpoint(ctx, l, other, -1, time.Now())
-		require.NoError(t, err)
-		_, err = w.store.Release(ctx, l)
-		require.NoError(t, err)
+		key, other := checkpointOfAnotherShard(t, w.world)
 
 		h := newHandled()
 		a := startWorker(t, w.world, w.kin, w.store, h.handler("a"), w.fanOpts("a", shardlease.WithShardSyncInterval(20*w.take))...)
@@ -626,7 +607,7 @@ func TestFanOutRejectedCheckpointIsCounted(t *testing.T) {
 			row, err := w.store.Get(ctx, key)
 			return err == nil && row.Owner == ""
 		})
-		row, err = w.store.Get(ctx, key)
+		row, err := w.store.Get(ctx, key)
 		require.NoError(t, err)
 		assert.Equal(t, other, row.Checkpoint, "the checkpoint is kept for the operator")
 		require.NoError(t, a.stop(t))

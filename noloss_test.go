@@ -401,25 +401,8 @@ func (k *countIterators) count(shard string) int {
 // until the next shard sync interval.
 func TestNoLossRejectedCheckpointIsCounted(t *testing.T) {
 	worlds(t, 2, func(t *testing.T, w *world) {
-		p := &produced{}
-		w.put(t, p, 20, 8)
-		var other string
-		p.mu.Lock()
-		for _, id := range p.byShard["shardId-000000000001"] {
-			other = p.seq[id]
-		}
-		p.mu.Unlock()
-		require.NotEmpty(t, other)
 		ctx := context.Background()
-		key := shardlease.LeaseKey{Stream: w.stream, Shard: "shardId-000000000000"}
-		_, err := w.store.Create(ctx, key, nil)
-		require.NoError(t, err)
-		l, err := w.store.Acquire(ctx, key, "operator", 0)
-		require.NoError(t, err)
-		l, err = w.store.Checkpoint(ctx, l, other, -1, time.Now())
-		require.NoError(t, err)
-		_, err = w.store.Release(ctx, l)
-		require.NoError(t, err)
+		key, other := checkpointOfAnotherShard(t, w)
 
 		h := newHandled()
 		kin := &countIterators{KinesisAPI: w.kin, calls: map[string]int{}}
@@ -446,6 +429,36 @@ func TestNoLossRejectedCheckpointIsCounted(t *testing.T) {
 		assert.Equal(t, other, row.Checkpoint, "the checkpoint is kept for the operator")
 		require.NoError(t, a.stop(t))
 	})
+}
+
+// checkpointOfAnotherShard writes records, then leaves shard 0's row free
+// with a checkpoint that is a sequence number of shard 1 (as an edited row
+// or a re-created stream leaves). It returns the row's key and that
+// checkpoint.
+func checkpointOfAnotherShard(t *testing.T, w *world) (shardlease.LeaseKey, string) {
+	t.Helper()
+	p := &produced{}
+	w.put(t, p, 20, 8)
+	var other string
+	p.mu.Lock()
+	for _, id := range p.byShard["shardId-000000000001"] {
+		other = p.seq[id]
+	}
+	p.mu.Unlock()
+	require.NotEmpty(t, other)
+	ctx := context.Background()
+	key := shardlease.LeaseKey{Stream: w.stream, Shard: "shardId-000000000000"}
+	_, err := w.store.Create(ctx, key, nil)
+	require.NoError(t, err)
+	row, err := w.store.Get(ctx, key)
+	require.NoError(t, err)
+	l, err := w.store.Acquire(ctx, key, "operator", row.Counter)
+	require.NoError(t, err)
+	l, err = w.store.Checkpoint(ctx, l, other, -1, time.Now())
+	require.NoError(t, err)
+	_, err = w.store.Release(ctx, l)
+	require.NoError(t, err)
+	return key, other
 }
 
 // Cleanup: rows of finished shards are deleted once Kinesis no longer lists
