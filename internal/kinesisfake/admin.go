@@ -56,6 +56,15 @@ func (f *Fake) lookup(name string) (*stream, error) {
 	return st, nil
 }
 
+// beginStream begins operation op on shardID (see begin), then names the
+// stream given by name or arn (see streamName).
+func (f *Fake) beginStream(ctx context.Context, op, shardID string, name, arn *string) (string, error) {
+	if err := f.begin(ctx, op, shardID); err != nil {
+		return "", err
+	}
+	return streamName(name, arn)
+}
+
 // lockStream locks f.mu and finds the stream called name. On success the
 // caller holds f.mu and releases it with unlock; on error f.mu is not held.
 func (f *Fake) lockStream(name string) (st *stream, unlock func(), err error) {
@@ -114,13 +123,10 @@ func (f *Fake) CreateStream(ctx context.Context, params *kinesis.CreateStreamInp
 // DeleteStream deletes a stream at once. Its iterators and ListShards tokens
 // stop working, also if a stream of the same name is created again.
 func (f *Fake) DeleteStream(ctx context.Context, params *kinesis.DeleteStreamInput, optFns ...func(*kinesis.Options)) (*kinesis.DeleteStreamOutput, error) {
-	if err := f.begin(ctx, OpDeleteStream, ""); err != nil {
-		return nil, err
-	}
 	if params == nil {
 		params = &kinesis.DeleteStreamInput{}
 	}
-	name, err := streamName(params.StreamName, params.StreamARN)
+	name, err := f.beginStream(ctx, OpDeleteStream, "", params.StreamName, params.StreamARN)
 	if err != nil {
 		return nil, err
 	}
@@ -143,10 +149,7 @@ func (f *Fake) SplitShard(ctx context.Context, params *kinesis.SplitShardInput, 
 	if params == nil {
 		params = &kinesis.SplitShardInput{}
 	}
-	if err := f.begin(ctx, OpSplitShard, deref(params.ShardToSplit)); err != nil {
-		return nil, err
-	}
-	name, err := streamName(params.StreamName, params.StreamARN)
+	name, err := f.beginStream(ctx, OpSplitShard, deref(params.ShardToSplit), params.StreamName, params.StreamARN)
 	if err != nil {
 		return nil, err
 	}
@@ -191,10 +194,7 @@ func (f *Fake) MergeShards(ctx context.Context, params *kinesis.MergeShardsInput
 	if params == nil {
 		params = &kinesis.MergeShardsInput{}
 	}
-	if err := f.begin(ctx, OpMergeShards, deref(params.ShardToMerge)); err != nil {
-		return nil, err
-	}
-	name, err := streamName(params.StreamName, params.StreamARN)
+	name, err := f.beginStream(ctx, OpMergeShards, deref(params.ShardToMerge), params.StreamName, params.StreamARN)
 	if err != nil {
 		return nil, err
 	}

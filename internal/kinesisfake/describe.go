@@ -19,13 +19,10 @@ const RetentionPeriodHours = 24
 // ACTIVE), creation time, retention period ([RetentionPeriodHours]) and
 // number of open shards. A missing stream is a ResourceNotFoundException.
 func (f *Fake) DescribeStreamSummary(ctx context.Context, params *kinesis.DescribeStreamSummaryInput, optFns ...func(*kinesis.Options)) (*kinesis.DescribeStreamSummaryOutput, error) {
-	if err := f.begin(ctx, OpDescribeStreamSummary, ""); err != nil {
-		return nil, err
-	}
 	if params == nil {
 		params = &kinesis.DescribeStreamSummaryInput{}
 	}
-	name, err := streamName(params.StreamName, params.StreamARN)
+	name, err := f.beginStream(ctx, OpDescribeStreamSummary, "", params.StreamName, params.StreamARN)
 	if err != nil {
 		return nil, err
 	}

@@ -48,13 +48,10 @@ func decode(s string, v any) error {
 // read as a 128-bit big-endian integer. SequenceNumberForOrdering is accepted
 // and has no further effect: sequence numbers always increase.
 func (f *Fake) PutRecord(ctx context.Context, params *kinesis.PutRecordInput, optFns ...func(*kinesis.Options)) (*kinesis.PutRecordOutput, error) {
-	if err := f.begin(ctx, OpPutRecord, ""); err != nil {
-		return nil, err
-	}
 	if params == nil {
 		params = &kinesis.PutRecordInput{}
 	}
-	name, err := streamName(params.StreamName, params.StreamARN)
+	name, err := f.beginStream(ctx, OpPutRecord, "", params.StreamName, params.StreamARN)
 	if err != nil {
 		return nil, err
 	}
@@ -75,13 +72,10 @@ func (f *Fake) PutRecord(ctx context.Context, params *kinesis.PutRecordInput, op
 // invalid entry fails the whole call with InvalidArgumentException; otherwise
 // every entry succeeds (FailedRecordCount 0). Use a FaultFunc to fail a call.
 func (f *Fake) PutRecords(ctx context.Context, params *kinesis.PutRecordsInput, optFns ...func(*kinesis.Options)) (*kinesis.PutRecordsOutput, error) {
-	if err := f.begin(ctx, OpPutRecords, ""); err != nil {
-		return nil, err
-	}
 	if params == nil {
 		params = &kinesis.PutRecordsInput{}
 	}
-	name, err := streamName(params.StreamName, params.StreamARN)
+	name, err := f.beginStream(ctx, OpPutRecords, "", params.StreamName, params.StreamARN)
 	if err != nil {
 		return nil, err
 	}
@@ -165,10 +159,7 @@ func (f *Fake) GetShardIterator(ctx context.Context, params *kinesis.GetShardIte
 	if params == nil {
 		params = &kinesis.GetShardIteratorInput{}
 	}
-	if err := f.begin(ctx, OpGetShardIterator, deref(params.ShardId)); err != nil {
-		return nil, err
-	}
-	name, err := streamName(params.StreamName, params.StreamARN)
+	name, err := f.beginStream(ctx, OpGetShardIterator, deref(params.ShardId), params.StreamName, params.StreamARN)
 	if err != nil {
 		return nil, err
 	}
