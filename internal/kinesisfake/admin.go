@@ -68,13 +68,20 @@ func (f *Fake) beginStream(ctx context.Context, op, shardID string, name, arn *s
 // lockStream locks f.mu and finds the stream called name. On success the
 // caller holds f.mu and releases it with unlock; on error f.mu is not held.
 func (f *Fake) lockStream(name string) (st *stream, unlock func(), err error) {
+	return lockedFind(f, func() (*stream, error) { return f.lookup(name) })
+}
+
+// lockedFind locks f.mu and runs find under it. On success the caller holds
+// f.mu and releases it with unlock; on error f.mu is not held.
+func lockedFind[T any](f *Fake, find func() (T, error)) (v T, unlock func(), err error) {
 	f.mu.Lock()
-	st, err = f.lookup(name)
+	v, err = find()
 	if err != nil {
 		f.mu.Unlock()
-		return nil, nil, err
+		var zero T
+		return zero, nil, err
 	}
-	return st, f.mu.Unlock, nil
+	return v, f.mu.Unlock, nil
 }
 
 // CreateStream creates a stream whose hash key space is split evenly over

@@ -125,13 +125,7 @@ func (f *Fake) beginConsumer(ctx context.Context, op string, arn, streamARN, nam
 	if err := f.begin(ctx, op, ""); err != nil {
 		return nil, nil, err
 	}
-	f.mu.Lock()
-	c, err = f.consumer(arn, streamARN, name)
-	if err != nil {
-		f.mu.Unlock()
-		return nil, nil, err
-	}
-	return c, f.mu.Unlock, nil
+	return lockedFind(f, func() (*streamConsumer, error) { return f.consumer(arn, streamARN, name) })
 }
 
 // RegisterStreamConsumer registers a consumer of a stream, ACTIVE at once
