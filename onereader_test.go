@@ -73,24 +73,6 @@ func slowHandler(h *handled, worker string, d time.Duration) shardlease.Handler 
 	}
 }
 
-// produceFor writes a record every interval until stop is closed.
-func produceFor(t *testing.T, w *world, p *produced, every time.Duration, stop <-chan struct{}) *sync.WaitGroup {
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		tick := time.NewTicker(every)
-		defer tick.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-tick.C:
-				w.put(t, p, 1, 4)
-			}
-		}
-	})
-	return &wg
-}
-
 // Defect: two processes started with one owner id (a reused pod name while
 // the old pod still runs) both ran a shard: the second adopted the rows
 // naming the id at once. Each run now writes an identity of its own.
@@ -101,14 +83,12 @@ func TestOneReaderSharedOwnerID(t *testing.T) {
 		o := newOverlaps()
 		a := startWorker(t, w, w.kin, w.store, o.wrap(slowHandler(h, "a", w.renew)), w.opts("pod-0")...)
 		waitFor(t, 10*w.lease, "a holds both shards", func() bool { return len(a.c.Held()) == 2 })
-		stop := make(chan struct{})
-		prod := produceFor(t, w, p, w.take/4, stop)
+		prod := w.produce(t, p, w.take/4, 1, 4)
 		waitFor(t, 10*w.lease, "a handling", func() bool { return o.calls() > 2 })
 		b := startWorker(t, w, w.kin, w.store, o.wrap(slowHandler(h, "b", w.renew)), w.opts("pod-0")...)
 		started := time.Now()
 		waitFor(t, 10*w.lease, "three lease durations", func() bool { return time.Since(started) > 3*w.lease })
-		close(stop)
-		prod.Wait()
+		prod.stop()
 
 		assert.NotEqual(t, a.c.OwnerID(), b.c.OwnerID(), "two runs write two identities")
 		assert.Equal(t, "pod-0", shardlease.OwnerName(a.c.OwnerID()))
@@ -168,13 +148,11 @@ func TestOneReaderMixedLeaseDurations(t *testing.T) {
 			w.opts("a", shardlease.WithLeaseDuration(long), shardlease.WithRenewInterval(long/2), shardlease.WithShutdownTimeout(long))...)
 		waitFor(t, 10*w.lease, "a holds the shard", func() bool { return len(a.c.Held()) == 1 })
 		require.Equal(t, long, w.leases(t)[0].Duration, "the holder's lease duration is on the row")
-		stop := make(chan struct{})
-		prod := produceFor(t, w, p, w.take/2, stop)
+		prod := w.produce(t, p, w.take/2, 1, 4)
 		b := startWorker(t, w, w.kin, w.store, o.wrap(slowHandler(h, "b", w.take)), w.opts("b")...)
 		started := time.Now()
 		waitFor(t, 10*w.lease, "four of b's lease durations", func() bool { return time.Since(started) > 4*w.lease })
-		close(stop)
-		prod.Wait()
+		prod.stop()
 
 		assert.Equal(t, []string{"shardId-000000000000"}, a.c.Held(), "a keeps its lease")
 		assert.Zero(t, a.c.Stats().LeasesLost, "a lost its lease while renewing it")
