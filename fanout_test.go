@@ -71,10 +71,7 @@ func fanOutWorlds(t *testing.T, shards int32, fn func(t *testing.T, w *fanWorld)
 				}
 				return nil
 			})
-			w := &world{name: "fake", kin: fake, store: shardlease.NewMemoryStore(), stream: "orders",
-				lease: 10 * time.Second, renew: 10 * time.Second / 3, take: 2 * time.Second, idle: time.Second}
-			_, err := fake.CreateStream(t.Context(), &kinesis.CreateStreamInput{StreamName: aws.String(w.stream), ShardCount: aws.Int32(shards)})
-			require.NoError(t, err)
+			w := newFakeWorld(t, fake, shards)
 			fn(t, &fanWorld{
 				world:      w,
 				lifetime:   fake.SetSubscriptionLifetime,

@@ -34,10 +34,7 @@ func fakeKinesisWorlds(t *testing.T, shards int32, opts func(world string) []kin
 	t.Run("fake", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			fake := kinesisfake.New(opts("fake")...)
-			w := &world{name: "fake", kin: fake, store: shardlease.NewMemoryStore(), stream: "orders",
-				lease: 10 * time.Second, renew: 10 * time.Second / 3, take: 2 * time.Second, idle: time.Second}
-			_, err := fake.CreateStream(t.Context(), &kinesis.CreateStreamInput{StreamName: aws.String(w.stream), ShardCount: aws.Int32(shards)})
-			require.NoError(t, err)
+			w := newFakeWorld(t, fake, shards)
 			fn(t, w)
 		})
 	})

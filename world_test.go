@@ -42,16 +42,25 @@ type world struct {
 	lease, renew, take, idle time.Duration
 }
 
+// newFakeWorld makes the "fake" world on fake (call it in a synctest
+// bubble): a stream "orders" of shards shards, a MemoryStore, and lease
+// timings long enough for fake time.
+func newFakeWorld(t *testing.T, fake *kinesisfake.Fake, shards int32) *world {
+	t.Helper()
+	w := &world{name: "fake", kin: fake, store: shardlease.NewMemoryStore(), stream: "orders",
+		lease: 10 * time.Second, renew: 10 * time.Second / 3, take: 2 * time.Second, idle: time.Second}
+	_, err := fake.CreateStream(t.Context(), &kinesis.CreateStreamInput{StreamName: aws.String(w.stream), ShardCount: aws.Int32(shards)})
+	require.NoError(t, err)
+	return w
+}
+
 // worlds runs fn in each world: "fake" (fake time, deterministic) and
 // "emulator" (real servers, real time).
 func worlds(t *testing.T, shards int32, fn func(t *testing.T, w *world)) {
 	t.Run("fake", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			fake := kinesisfake.New()
-			w := &world{name: "fake", kin: fake, store: shardlease.NewMemoryStore(), stream: "orders",
-				lease: 10 * time.Second, renew: 10 * time.Second / 3, take: 2 * time.Second, idle: time.Second}
-			_, err := fake.CreateStream(t.Context(), &kinesis.CreateStreamInput{StreamName: aws.String(w.stream), ShardCount: aws.Int32(shards)})
-			require.NoError(t, err)
+			w := newFakeWorld(t, fake, shards)
 			fn(t, w)
 		})
 	})
