@@ -39,17 +39,10 @@ func fakeKinesisWorlds(t *testing.T, shards int32, opts func(world string) []kin
 		})
 	})
 	t.Run("dynamo", func(t *testing.T) {
-		if testing.Short() {
-			t.Skip("emulator tests need Node.js; -short runs the in-process world only")
-		}
-		client, table := dynamoTable(t)
-		counting := &countingDynamo{DynamoDBAPI: client}
-		store, err := shardlease.NewDynamoStore(counting, table)
-		require.NoError(t, err)
+		w := newDynamoWorld(t, "dynamo", "orders")
 		fake := kinesisfake.New(opts("dynamo")...)
-		w := &world{name: "dynamo", kin: fake, store: store, dynamo: counting, stream: "orders",
-			lease: 2 * time.Second, renew: 2 * time.Second / 3, take: 300 * time.Millisecond, idle: 50 * time.Millisecond}
-		_, err = fake.CreateStream(t.Context(), &kinesis.CreateStreamInput{StreamName: aws.String(w.stream), ShardCount: aws.Int32(shards)})
+		w.kin = fake
+		_, err := fake.CreateStream(t.Context(), &kinesis.CreateStreamInput{StreamName: aws.String(w.stream), ShardCount: aws.Int32(shards)})
 		require.NoError(t, err)
 		fn(t, w)
 	})

@@ -65,19 +65,29 @@ func worlds(t *testing.T, shards int32, fn func(t *testing.T, w *world)) {
 		})
 	})
 	t.Run("emulator", func(t *testing.T) {
-		if testing.Short() {
-			t.Skip("emulator tests need Node.js; -short runs the in-process world only")
-		}
-		client, table := dynamoTable(t)
-		counting := &countingDynamo{DynamoDBAPI: client}
-		store, err := shardlease.NewDynamoStore(counting, table)
-		require.NoError(t, err)
+		w := newDynamoWorld(t, "emulator", emulator.UniqueName("orders"))
 		kc := emulator.Kinesis(t)
-		w := &world{name: "emulator", kin: kc, store: store, dynamo: counting, stream: emulator.UniqueName("orders"),
-			lease: 2 * time.Second, renew: 2 * time.Second / 3, take: 300 * time.Millisecond, idle: 50 * time.Millisecond}
+		w.kin = kc
 		require.NoError(t, emulator.CreateStream(t.Context(), kc, w.stream, shards))
 		fn(t, w)
 	})
+}
+
+// newDynamoWorld makes a world in real time named name, on stream, with a
+// DynamoStore on a fresh table of the emulator whose calls it counts. The
+// caller sets its kin and creates the stream. Under -short it skips the
+// test.
+func newDynamoWorld(t *testing.T, name, stream string) *world {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("emulator tests need Node.js; -short runs the in-process world only")
+	}
+	client, table := dynamoTable(t)
+	counting := &countingDynamo{DynamoDBAPI: client}
+	store, err := shardlease.NewDynamoStore(counting, table)
+	require.NoError(t, err)
+	return &world{name: name, store: store, dynamo: counting, stream: stream,
+		lease: 2 * time.Second, renew: 2 * time.Second / 3, take: 300 * time.Millisecond, idle: 50 * time.Millisecond}
 }
 
 // opts returns the world's timings plus extra options. With
