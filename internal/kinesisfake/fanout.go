@@ -128,6 +128,16 @@ func (f *Fake) beginConsumer(ctx context.Context, op string, arn, streamARN, nam
 	return lockedFind(f, func() (*streamConsumer, error) { return f.consumer(arn, streamARN, name) })
 }
 
+// lockStreamARN locks f.mu and finds the stream whose ARN is arn (see
+// lockStream).
+func (f *Fake) lockStreamARN(arn *string) (st *stream, unlock func(), err error) {
+	name, err := streamName(nil, arn)
+	if err != nil {
+		return nil, nil, err
+	}
+	return f.lockStream(name)
+}
+
 // RegisterStreamConsumer registers a consumer of a stream, ACTIVE at once
 // unless SetConsumerActivation says otherwise.
 // A consumer of that name registered already is a ResourceInUseException.
@@ -138,21 +148,17 @@ func (f *Fake) RegisterStreamConsumer(ctx context.Context, params *kinesis.Regis
 	if params == nil || params.StreamARN == nil || params.ConsumerName == nil || *params.ConsumerName == "" {
 		return nil, invalidArgument("StreamARN and ConsumerName are required.")
 	}
-	name, err := streamName(nil, params.StreamARN)
-	if err != nil {
-		return nil, err
-	}
-	st, unlock, err := f.lockStream(name)
+	st, unlock, err := f.lockStreamARN(params.StreamARN)
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
 	if _, err := f.consumer(nil, params.StreamARN, params.ConsumerName); err == nil {
-		return nil, &types.ResourceInUseException{Message: ptr(fmt.Sprintf("Consumer %s of stream %s under account %s is already registered.", *params.ConsumerName, name, Account))}
+		return nil, &types.ResourceInUseException{Message: ptr(fmt.Sprintf("Consumer %s of stream %s under account %s is already registered.", *params.ConsumerName, st.name, Account))}
 	}
 	now := time.Now().UTC()
 	c := &streamConsumer{
-		name: *params.ConsumerName, stream: name, incarnation: st.incarnation, created: now,
+		name: *params.ConsumerName, stream: st.name, incarnation: st.incarnation, created: now,
 		arn:  fmt.Sprintf("%s/consumer/%s:%d", st.arn(), *params.ConsumerName, now.Unix()),
 		open: make(map[int]bool), activeAt: now.Add(f.activation),
 	}
@@ -186,18 +192,14 @@ func (f *Fake) ListStreamConsumers(ctx context.Context, params *kinesis.ListStre
 	if params == nil || params.StreamARN == nil {
 		return nil, invalidArgument("StreamARN is required.")
 	}
-	name, err := streamName(nil, params.StreamARN)
-	if err != nil {
-		return nil, err
-	}
-	st, unlock, err := f.lockStream(name)
+	st, unlock, err := f.lockStreamARN(params.StreamARN)
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
 	out := &kinesis.ListStreamConsumersOutput{Consumers: []types.Consumer{}}
 	for _, c := range f.consumers {
-		if c.stream == name && c.incarnation == st.incarnation {
+		if c.stream == st.name && c.incarnation == st.incarnation {
 			out.Consumers = append(out.Consumers, *c.describe())
 		}
 	}
