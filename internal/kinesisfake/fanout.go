@@ -443,14 +443,7 @@ func (s *subscription) serve(ctx context.Context) {
 		s.pos = to
 		closed := to == len(sh.records) && !sh.open()
 		if closed {
-			for _, id := range sh.children {
-				c := st.shard(id)
-				parents := []string{c.parent}
-				if c.adjacent != "" {
-					parents = append(parents, c.adjacent)
-				}
-				ev.ChildShards = append(ev.ChildShards, types.ChildShard{ShardId: ptr(c.id), ParentShards: parents, HashKeyRange: c.hashKeyRange()})
-			}
+			ev.ChildShards = st.childShards(sh)
 		} else if to > 0 {
 			ev.ContinuationSequenceNumber = ptr(*sh.records[to-1].SequenceNumber)
 		} else {

@@ -309,14 +309,7 @@ func (f *Fake) GetRecords(ctx context.Context, params *kinesis.GetRecordsInput, 
 	}
 	out.MillisBehindLatest = ptr(behind)
 	if end == len(s.records) && !s.open() {
-		for _, id := range s.children {
-			c := st.shard(id)
-			parents := []string{c.parent}
-			if c.adjacent != "" {
-				parents = append(parents, c.adjacent)
-			}
-			out.ChildShards = append(out.ChildShards, types.ChildShard{ShardId: ptr(c.id), ParentShards: parents, HashKeyRange: c.hashKeyRange()})
-		}
+		out.ChildShards = st.childShards(s)
 		return out, nil
 	}
 	next := it

@@ -119,6 +119,21 @@ func (st *stream) changes() <-chan struct{} {
 	return st.changed
 }
 
+// childShards describes the children of s, a closed shard of st, as the
+// last GetRecords output or subscription event of s lists them.
+func (st *stream) childShards(s *shard) []types.ChildShard {
+	var out []types.ChildShard
+	for _, id := range s.children {
+		c := st.shard(id)
+		parents := []string{c.parent}
+		if c.adjacent != "" {
+			parents = append(parents, c.adjacent)
+		}
+		out = append(out, types.ChildShard{ShardId: ptr(c.id), ParentShards: parents, HashKeyRange: c.hashKeyRange()})
+	}
+	return out
+}
+
 func (st *stream) shard(id string) *shard {
 	num, ok := parseShardID(id)
 	if !ok || num >= len(st.shards) {
