@@ -3,6 +3,8 @@ package shardlease_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -28,15 +30,97 @@ func (w *world) workerRows(t *testing.T) map[string]int64 {
 	return out
 }
 
+// roundClock is a worker's own DynamoStore (every method and capability
+// passed on) that notes when its take rounds list the table and when its
+// acquires return, so that a test can tell when its first round ended.
+type roundClock struct {
+	*shardlease.DynamoStore
+	mu       sync.Mutex
+	listings []time.Time // take-round listings, when sent
+	acquired []time.Time // acquires, when they returned
+}
+
+func (s *roundClock) listed() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.listings = append(s.listings, time.Now())
+}
+
+func (s *roundClock) ListWithWorkers(ctx context.Context, stream string) ([]shardlease.Lease, []shardlease.Worker, error) {
+	s.listed()
+	return s.DynamoStore.ListWithWorkers(ctx, stream)
+}
+
+func (s *roundClock) ListWithWorkersEventually(ctx context.Context, stream string) ([]shardlease.Lease, []shardlease.Worker, error) {
+	s.listed()
+	return s.DynamoStore.ListWithWorkersEventually(ctx, stream)
+}
+
+func (s *roundClock) Acquire(ctx context.Context, k shardlease.LeaseKey, owner string, observed int64) (shardlease.Lease, error) {
+	l, err := s.DynamoStore.Acquire(ctx, k, owner, observed)
+	s.mu.Lock()
+	s.acquired = append(s.acquired, time.Now())
+	s.mu.Unlock()
+	return l, err
+}
+
+// firstRound returns when the worker's second take round listed the table,
+// and when the last acquire of its first round returned.
+func (s *roundClock) firstRound() (second, end time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.listings) < 2 {
+		return time.Time{}, time.Time{}
+	}
+	second = s.listings[1]
+	for _, at := range s.acquired {
+		if at.After(s.listings[0]) && at.Before(second) && at.After(end) {
+			end = at
+		}
+	}
+	return second, end
+}
+
+// firstRoundsOverlap reports, with the reason, whether a worker's first
+// take round was still acquiring when another worker's second round listed
+// the table: the second round may then count a lease the slow worker was
+// about to take as left over (free for a take interval) and take it, which
+// one handoff corrects afterwards. That is the README's caveat, not a fault.
+func firstRoundsOverlap(names []string, clocks []*roundClock) (bool, string) {
+	for i, slow := range clocks {
+		_, end := slow.firstRound()
+		for j, other := range clocks {
+			second, _ := other.firstRound()
+			if i != j && !second.IsZero() && end.After(second) {
+				return true, fmt.Sprintf("%s's first round acquired until %v after %s's second round listed the table", names[i], end.Sub(second), names[j])
+			}
+		}
+	}
+	return false, ""
+}
+
 // Workers started together see each other's rows before they hold anything,
 // agree on who takes the lease that does not divide evenly, and take their
-// shares in their first round: no handoff, nothing moves afterwards.
+// shares in their first round: no handoff, nothing moves afterwards. On the
+// emulators a first round can outlast a take interval when the machine is
+// loaded (every acquire, and every acquire lost to another worker, is a
+// round trip to one busy server); the promise of no handoff holds when the
+// first rounds end before the others' second rounds, which the test checks
+// with each worker's calls (roundClock) rather than assumes.
 func TestWorkersStartedTogetherTakeTheirShareAtOnce(t *testing.T) {
 	worlds(t, 16, func(t *testing.T, w *world) {
 		h := newHandled()
 		var ws []*worker
-		for _, name := range []string{"c", "b", "a"} {
-			ws = append(ws, startWorker(t, w, w.kin, w.store, h.handler(name), w.manyOpts(name)...))
+		names := []string{"c", "b", "a"}
+		var clocks []*roundClock
+		for _, name := range names {
+			store := w.store
+			if ds, ok := w.store.(*shardlease.DynamoStore); ok {
+				clock := &roundClock{DynamoStore: ds}
+				clocks = append(clocks, clock)
+				store = clock
+			}
+			ws = append(ws, startWorker(t, w, w.kin, store, h.handler(name), w.manyOpts(name)...))
 		}
 		took := waitSettled(t, w, 10*w.take, []int{5, 5, 6}, ws...)
 		settled := time.Now()
@@ -51,14 +135,22 @@ func TestWorkersStartedTogetherTakeTheirShareAtOnce(t *testing.T) {
 		// Watch ten more take intervals: nothing moves.
 		waitFor(t, 20*w.take, "ten take intervals", func() bool { return time.Since(settled) > 10*w.take })
 		waitSettled(t, w, 0, []int{5, 5, 6}, ws...)
-		taken := int64(0)
+		overlap, why := firstRoundsOverlap(names, clocks)
+		taken, handedIn := int64(0), int64(0)
 		for _, wk := range ws {
 			s := wk.c.Stats()
-			assert.Zero(t, s.HandoffsRequested, "%s asked for no handoff", wk.c.OwnerID())
-			assert.Zero(t, s.LeasesHandedIn)
+			if !overlap {
+				assert.Zero(t, s.HandoffsRequested, "%s asked for no handoff", wk.c.OwnerID())
+				assert.Zero(t, s.LeasesHandedIn)
+			}
+			assert.Equal(t, s.HandoffsRequested, s.LeasesHandedIn, "%s: every handoff asked for was answered", wk.c.OwnerID())
 			taken += s.LeasesTaken
+			handedIn += s.LeasesHandedIn
 		}
-		assert.Equal(t, int64(16), taken, "every lease taken once")
+		if overlap {
+			t.Logf("first rounds overlapped (%s): %d handoffs corrected it", why, handedIn)
+		}
+		assert.Equal(t, int64(16), taken, "every lease taken once (handoffs are counted apart)")
 		assert.Empty(t, w.workerRows(t), "a worker that holds a lease has no row")
 	})
 }
