@@ -187,11 +187,14 @@ func baseline(ctx context.Context, kin shardlease.KinesisAPI, store shardlease.L
 	return nil
 }
 
-func sleep(ctx context.Context, d time.Duration) {
+// sleep waits for d or until ctx is done; it reports whether d passed.
+func sleep(ctx context.Context, d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
+		return false
 	case <-t.C:
+		return true
 	}
 }

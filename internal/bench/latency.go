@@ -56,7 +56,7 @@ func latencyTrial(ctx context.Context, n int, fanOut bool) ([]time.Duration, err
 	}
 	rng := rand.New(rand.NewPCG(7, 11))
 	for range n {
-		if !sleepCtx(ctx, 100*time.Millisecond+time.Duration(rng.Int64N(int64(1200*time.Millisecond)))) {
+		if !sleep(ctx, 100*time.Millisecond+time.Duration(rng.Int64N(int64(1200*time.Millisecond)))) {
 			return nil, ctx.Err()
 		}
 		data := binary.BigEndian.AppendUint64(nil, uint64(time.Now().UnixNano()))
@@ -74,17 +74,6 @@ func latencyTrial(ctx context.Context, n int, fanOut bool) ([]time.Duration, err
 	mu.Lock()
 	defer mu.Unlock()
 	return slices.Clone(got), nil
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }
 
 // quantile returns the q-quantile of sorted ds (nearest rank).
