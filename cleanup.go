@@ -40,13 +40,9 @@ func cleanable(l Lease, v shardView, rows map[string]Lease) bool {
 // cleanup deletes the rows of finished shards that can no longer matter
 // (see cleanable), each with a delete conditional on the counter seen, so
 // that a row that moved since the listing stays. Every deletion is logged
-// and counted (Stats.FinishedRowsDeleted).
-func (co *coordinator) cleanup(ctx context.Context, ls LineageStore, existing []Lease, v shardView) {
+// and counted (Stats.FinishedRowsDeleted). rows holds existing by shard.
+func (co *coordinator) cleanup(ctx context.Context, ls LineageStore, existing []Lease, rows map[string]Lease, v shardView) {
 	c := co.c
-	rows := make(map[string]Lease, len(existing))
-	for _, l := range existing {
-		rows[l.Key.Shard] = l
-	}
 	for _, l := range existing {
 		if !cleanable(l, v, rows) {
 			continue

@@ -219,7 +219,7 @@ func (co *coordinator) syncShardsWith(ctx context.Context, running bool) error {
 	}
 	co.fillLineage(ctx, ls, existing, view)
 	if len(corrupt) == 0 {
-		co.cleanup(ctx, ls, existing, view)
+		co.cleanup(ctx, ls, existing, rows, view)
 	}
 	return nil
 }
