@@ -374,17 +374,6 @@ func Import(ctx context.Context, dynamo DynamoDBAPI, kin KinesisAPI, format Impo
 	return rep, nil
 }
 
-// streamParents returns the parents the stream lists for a shard.
-func streamParents(sh kinesistypes.Shard) []string {
-	var parents []string
-	for _, p := range []*string{sh.ParentShardId, sh.AdjacentParentShardId} {
-		if p != nil && *p != "" {
-			parents = append(parents, *p)
-		}
-	}
-	return parents
-}
-
 // startsAt says where a consumer starts a shard that the import leaves
 // without progress. A shard whose row has a checkpoint already resumes
 // there; a child of a shard that has a row, or that the stream lists (shard
@@ -399,7 +388,7 @@ func startsAt(shard string, shards map[string]kinesistypes.Shard, own map[string
 		return "the stream does not list the shard, so no consumer reads it"
 	}
 	var tracked []string
-	for _, p := range streamParents(sh) {
+	for _, p := range shardParents(sh) {
 		_, hasRow := own[p]
 		_, isListed := shards[p]
 		if hasRow || isListed {
@@ -432,7 +421,7 @@ func checkAgainstStream(ctx context.Context, kin KinesisAPI, format ImportFormat
 			mismatch.Unlisted = append(mismatch.Unlisted, r.shard)
 			continue
 		}
-		r.parents = streamParents(sh)
+		r.parents = shardParents(sh)
 		problem, err := checkCheckpoint(ctx, kin, stream, sh, r.checkpoint, r.sub)
 		if err != nil {
 			return errorf("shardlease: import %s table %s: check the checkpoint of shard %s against stream %s: %w", format, from, r.shard, stream, err)
