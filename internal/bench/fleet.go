@@ -140,23 +140,35 @@ func (f *fleet) measureUsage(window time.Duration) fleetUsage {
 	}
 }
 
-// runFleet starts n workers over shards, waits until they are balanced and
-// measures their use over window.
-func runFleet(ctx context.Context, e *env, shards, n int, lease, window time.Duration, consistent bool) (fleetUsage, error) {
+// balancedFleet starts n workers over shards and waits until they are
+// balanced. The caller stops the fleet it returns.
+func balancedFleet(ctx context.Context, e *env, shards, n int, lease time.Duration, consistent bool) (*fleet, error) {
 	f, err := newFleet(ctx, e, shards, lease)
 	if err != nil {
-		return fleetUsage{}, err
+		return nil, err
 	}
 	f.consistent = consistent
-	defer f.stop()
 	for range n {
 		if err := f.start(); err != nil {
-			return fleetUsage{}, err
+			f.stop()
+			return nil, err
 		}
 	}
 	if !waitUntil(20*lease, f.balanced) {
-		return fleetUsage{}, fmt.Errorf("%d workers over %d shards not balanced within %v", n, shards, 20*lease)
+		f.stop()
+		return nil, fmt.Errorf("%d workers over %d shards not balanced within %v", n, shards, 20*lease)
 	}
+	return f, nil
+}
+
+// runFleet starts n workers over shards, waits until they are balanced and
+// measures their use over window.
+func runFleet(ctx context.Context, e *env, shards, n int, lease, window time.Duration, consistent bool) (fleetUsage, error) {
+	f, err := balancedFleet(ctx, e, shards, n, lease, consistent)
+	if err != nil {
+		return fleetUsage{}, err
+	}
+	defer f.stop()
 	// One more lease duration, so that start-up writes (worker rows,
 	// acquires, handoffs) are over.
 	time.Sleep(lease)
@@ -166,19 +178,11 @@ func runFleet(ctx context.Context, e *env, shards, n int, lease, window time.Dur
 // fleetFailover runs n workers over shards on dynalite, crashes one and
 // returns how long until the others hold every lease it held.
 func fleetFailover(ctx context.Context, e *env, shards, n int, lease time.Duration, victim int) (time.Duration, error) {
-	f, err := newFleet(ctx, e, shards, lease)
+	f, err := balancedFleet(ctx, e, shards, n, lease, false)
 	if err != nil {
 		return 0, err
 	}
 	defer f.stop()
-	for range n {
-		if err := f.start(); err != nil {
-			return 0, err
-		}
-	}
-	if !waitUntil(20*lease, f.balanced) {
-		return 0, fmt.Errorf("%d workers over %d shards not balanced within %v", n, shards, 20*lease)
-	}
 	time.Sleep(lease / 2)
 	v := f.workers[victim]
 	lost := v.run.c.Held()
