@@ -276,37 +276,23 @@ type faultFanOut struct {
 }
 
 func (f *faultFanOut) DescribeStreamSummary(ctx context.Context, p *kinesis.DescribeStreamSummaryInput, o ...func(*kinesis.Options)) (*kinesis.DescribeStreamSummaryOutput, error) {
-	return fanOutCall(f.in, "DescribeStreamSummary", func() (*kinesis.DescribeStreamSummaryOutput, error) { return f.fo.DescribeStreamSummary(ctx, p, o...) })
+	return kinesisCall(f.in, "DescribeStreamSummary", func() (*kinesis.DescribeStreamSummaryOutput, error) { return f.fo.DescribeStreamSummary(ctx, p, o...) })
 }
 
 func (f *faultFanOut) RegisterStreamConsumer(ctx context.Context, p *kinesis.RegisterStreamConsumerInput, o ...func(*kinesis.Options)) (*kinesis.RegisterStreamConsumerOutput, error) {
-	return fanOutCall(f.in, "RegisterStreamConsumer", func() (*kinesis.RegisterStreamConsumerOutput, error) {
+	return kinesisCall(f.in, "RegisterStreamConsumer", func() (*kinesis.RegisterStreamConsumerOutput, error) {
 		return f.fo.RegisterStreamConsumer(ctx, p, o...)
 	})
 }
 
 func (f *faultFanOut) DescribeStreamConsumer(ctx context.Context, p *kinesis.DescribeStreamConsumerInput, o ...func(*kinesis.Options)) (*kinesis.DescribeStreamConsumerOutput, error) {
-	return fanOutCall(f.in, "DescribeStreamConsumer", func() (*kinesis.DescribeStreamConsumerOutput, error) {
+	return kinesisCall(f.in, "DescribeStreamConsumer", func() (*kinesis.DescribeStreamConsumerOutput, error) {
 		return f.fo.DescribeStreamConsumer(ctx, p, o...)
 	})
 }
 
 func (f *faultFanOut) SubscribeToShard(ctx context.Context, p *kinesis.SubscribeToShardInput, o ...func(*kinesis.Options)) (*kinesis.SubscribeToShardOutput, error) {
-	return fanOutCall(f.in, "SubscribeToShard", func() (*kinesis.SubscribeToShardOutput, error) { return f.fo.SubscribeToShard(ctx, p, o...) })
-}
-
-func fanOutCall[O any](in *injector, op string, call func() (*O, error)) (*O, error) {
-	if err := in.down(); err != nil {
-		return nil, err
-	}
-	kind := in.pick(false)
-	if err := in.down(); err != nil {
-		return nil, err
-	}
-	if ferr, _ := kinesisFault(kind, op); ferr != nil {
-		return nil, ferr
-	}
-	return call()
+	return kinesisCall(f.in, "SubscribeToShard", func() (*kinesis.SubscribeToShardOutput, error) { return f.fo.SubscribeToShard(ctx, p, o...) })
 }
 
 // faultStore injects the same faults into a LeaseStore, for the in-process
