@@ -88,32 +88,16 @@ func (s *DynamoStore) bareShards(ctx context.Context) (map[string]bool, error) {
 	if s.bare != nil {
 		return s.bare, nil
 	}
-	bare := map[string]bool{}
-	var start map[string]types.AttributeValue
-	for {
-		page, err := s.client.Scan(ctx, &dynamodb.ScanInput{
-			TableName:                 aws.String(s.table),
-			ConsistentRead:            aws.Bool(true),
-			FilterExpression:          aws.String("NOT contains(lease_key, :colon)"),
-			ProjectionExpression:      aws.String("lease_key"),
-			ExpressionAttributeValues: map[string]types.AttributeValue{":colon": str(":")},
-			ExclusiveStartKey:         start,
-		})
-		if err != nil {
-			if isNotFound(err) {
-				return nil, tableNotFound(s.table, err)
-			}
-			return nil, errorf("list the legacy rows keyed by a bare shard id: %w", err)
+	keys, err := s.scanKeys(ctx, "NOT contains(lease_key, :colon)", map[string]types.AttributeValue{":colon": str(":")})
+	if err != nil {
+		if isNotFound(err) {
+			return nil, tableNotFound(s.table, err)
 		}
-		for _, item := range page.Items {
-			if k, ok := item[attrKey].(*types.AttributeValueMemberS); ok {
-				bare[k.Value] = true
-			}
-		}
-		if len(page.LastEvaluatedKey) == 0 {
-			break
-		}
-		start = page.LastEvaluatedKey
+		return nil, errorf("list the legacy rows keyed by a bare shard id: %w", err)
+	}
+	bare := make(map[string]bool, len(keys))
+	for _, k := range keys {
+		bare[k] = true
 	}
 	s.bare = bare
 	return bare, nil

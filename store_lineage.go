@@ -388,29 +388,9 @@ func (s *DynamoStore) ResetStream(ctx context.Context, id StreamIdentity) (int, 
 	if err := checkIdentity(id); err != nil {
 		return 0, s.fail("reset stream", key, err)
 	}
-	var keys []string
-	var start map[string]types.AttributeValue
-	for {
-		page, err := s.client.Scan(ctx, &dynamodb.ScanInput{
-			TableName:                 aws.String(s.table),
-			ConsistentRead:            aws.Bool(true),
-			FilterExpression:          aws.String("begins_with(lease_key, :prefix)"),
-			ProjectionExpression:      aws.String(attrKey),
-			ExpressionAttributeValues: map[string]types.AttributeValue{":prefix": str(id.Stream + ":")},
-			ExclusiveStartKey:         start,
-		})
-		if err != nil {
-			return 0, s.fail("reset stream", key, err)
-		}
-		for _, item := range page.Items {
-			if k, ok := item[attrKey].(*types.AttributeValueMemberS); ok {
-				keys = append(keys, k.Value)
-			}
-		}
-		if len(page.LastEvaluatedKey) == 0 {
-			break
-		}
-		start = page.LastEvaluatedKey
+	keys, err := s.scanKeys(ctx, "begins_with(lease_key, :prefix)", map[string]types.AttributeValue{":prefix": str(id.Stream + ":")})
+	if err != nil {
+		return 0, s.fail("reset stream", key, err)
 	}
 	n := 0
 	for _, k := range keys {
@@ -428,4 +408,34 @@ func (s *DynamoStore) ResetStream(ctx context.Context, id StreamIdentity) (int, 
 		return n, s.fail("reset stream", key, err)
 	}
 	return n, nil
+}
+
+// scanKeys returns the lease_key of every row that filter (with vals)
+// selects, with one consistent keys-only Scan, page by page. Its error is
+// the client's, unwrapped.
+func (s *DynamoStore) scanKeys(ctx context.Context, filter string, vals map[string]types.AttributeValue) ([]string, error) {
+	var keys []string
+	var start map[string]types.AttributeValue
+	for {
+		page, err := s.client.Scan(ctx, &dynamodb.ScanInput{
+			TableName:                 aws.String(s.table),
+			ConsistentRead:            aws.Bool(true),
+			FilterExpression:          aws.String(filter),
+			ProjectionExpression:      aws.String(attrKey),
+			ExpressionAttributeValues: vals,
+			ExclusiveStartKey:         start,
+		})
+		if err != nil {
+			return nil, err
+		}
+		for _, item := range page.Items {
+			if k, ok := item[attrKey].(*types.AttributeValueMemberS); ok {
+				keys = append(keys, k.Value)
+			}
+		}
+		if len(page.LastEvaluatedKey) == 0 {
+			return keys, nil
+		}
+		start = page.LastEvaluatedKey
+	}
 }
