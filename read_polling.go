@@ -161,18 +161,10 @@ func (r *leaseRunner) iterator(ctx context.Context, seq string, sub int64) (stri
 	out, err := r.c.kin.GetShardIterator(cctx, in)
 	cancel()
 	if err != nil {
+		// Is the stream there, and only the shard gone?
 		var rnf *types.ResourceNotFoundException
-		if errors.As(err, &rnf) {
-			// Is the stream there, and only the shard gone?
-			shards, lerr := listShards(ctx, r.c.kin, r.key.Stream, cfg)
-			if lerr == nil {
-				for _, s := range shards {
-					if aws.ToString(s.ShardId) == r.shard {
-						return "", false, err
-					}
-				}
-				return "", true, nil
-			}
+		if errors.As(err, &rnf) && r.shardGone(ctx) {
+			return "", true, nil
 		}
 		return "", false, err
 	}
