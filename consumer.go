@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -72,6 +73,8 @@ type Consumer struct {
 	// first gets stuck (retry.go).
 	retention retention
 	fanOut    *fanOut // nil unless WithEnhancedFanOut
+	// notes carries the notes renewals return to Run's coordinator.
+	notes chan noteSeen
 }
 
 type counters struct {
@@ -167,6 +170,7 @@ func NewConsumer(client KinesisAPI, store LeaseStore, stream string, handler Han
 		kin: client, store: store, stream: stream, handler: handler, cfg: cfg, ins: ins, fanOut: fo,
 		log:  cfg.logger.With("stream", stream, "owner", cfg.identity),
 		held: make(map[string]*leaseRunner), stuck: make(map[string]*leaseRunner),
+		notes: make(chan noteSeen, 64),
 	}, nil
 }
 
@@ -270,6 +274,9 @@ func (c *Consumer) Run(ctx context.Context) error {
 		rng:     rand.New(rand.NewPCG(ownerSeed(c.cfg.identity), 1)),
 	}
 	co.ws, _ = c.store.(WorkerStore)
+	co.cd = newCoordination(c, co.ws)
+	defer co.cd.watch.Stop()
+	defer co.cd.expiry.Stop()
 	// Show this worker to the others before anything else, so that workers
 	// starting together count each other in their first take round.
 	watch.at("writing this worker's row")
@@ -389,6 +396,9 @@ type coordinator struct {
 	// describe the stream.
 	identity   *StreamIdentity
 	noIdentity bool
+
+	// cd is the coordination state (coordinate.go).
+	cd coordination
 }
 
 // heartbeat writes this worker's row (see WorkerStore). A failure other than
@@ -485,7 +495,18 @@ func (co *coordinator) loop(ctx context.Context) error {
 		case r := <-co.exited:
 			co.forget(r)
 		case <-take.C:
+			if !co.listsNow() {
+				continue
+			}
 			if err := round(); err != nil {
+				return err
+			}
+		case n := <-c.notes:
+			co.onNote(n)
+		case <-co.cd.watch.C:
+			co.watchFirst(ctx)
+		case <-co.cd.expiry.C:
+			if err := co.takeExpired(ctx); err != nil {
 				return err
 			}
 		case <-followUp:
@@ -721,6 +742,7 @@ func (co *coordinator) takeRound(ctx context.Context) error {
 		return nil
 	}
 	now := time.Now()
+	co.cd.recent, co.cd.recentAt = leases, now
 	me := c.cfg.identity
 	byShard := make(map[string]Lease, len(leases))
 	seen := make(map[string]bool, len(leases))
@@ -771,6 +793,9 @@ func (co *coordinator) takeRound(ctx context.Context) error {
 			in.waiting++
 		}
 	}
+	if f, ok := firstReadable(in.leases); ok && co.cd.ns != nil {
+		in.first = f.Key.Shard
+	}
 	p := planRound(in, co.rng)
 	defer func() {
 		was := co.takable
@@ -793,7 +818,7 @@ func (co *coordinator) takeRound(ctx context.Context) error {
 	// mine counts the leases this worker runs; the handoffs it asked for
 	// count separately (waiting), so that one that goes unanswered for a
 	// lease duration does not keep this worker from free and expired leases.
-	mine := 0
+	mine, busy := 0, false
 	for _, l := range in.leases {
 		if held[l.Key.Shard] {
 			mine++
@@ -811,6 +836,7 @@ func (co *coordinator) takeRound(ctx context.Context) error {
 		}
 		if took {
 			mine++
+			busy = true
 		}
 	}
 	// Forget requests that were answered or withdrawn.
@@ -819,12 +845,41 @@ func (co *coordinator) takeRound(ctx context.Context) error {
 			delete(co.pending, id)
 		}
 	}
+	// With coordination, the first readable lease goes first when it was
+	// released or expired: whoever takes it coordinates, and the
+	// coordinator takes every released or expired lease at once, beyond its
+	// share (the other workers may not be listing); it wakes those below
+	// their share afterwards.
+	first, hasFirst := firstReadable(in.leases)
+	if co.cd.ns != nil && hasFirst && !held[first.Key.Shard] && !in.skip[first.Key.Shard] && !in.refused[first.Key.Shard] &&
+		(first.Owner == "" && first.Counter > 0 || in.expired[first.Key.Shard]) {
+		took, err := co.take(ctx, first, byShard, now)
+		if err != nil || ctx.Err() != nil {
+			return err
+		}
+		if took {
+			mine++
+			busy = true
+			held[first.Key.Shard] = true
+		}
+	}
+	leading := co.cd.ns != nil && hasFirst && held[first.Key.Shard]
 	// Free and expired leases, in a worker-specific order so that workers
 	// starting together spread over the shards. A lease left over since an
 	// earlier round may take this worker up to the ceiling; otherwise its
 	// own share is the limit.
 	for _, l := range p.takable() {
-		if mine+in.waiting >= p.limit(in, l) {
+		if held[l.Key.Shard] {
+			continue
+		}
+		limit := p.limit(in, l)
+		if leading && limit > 0 && (l.Counter > 0 || in.expired[l.Key.Shard]) {
+			limit = math.MaxInt
+			if in.maxLeases > 0 {
+				limit = in.maxLeases
+			}
+		}
+		if mine+in.waiting >= limit {
 			continue
 		}
 		took, err := co.take(ctx, l, byShard, now)
@@ -833,6 +888,7 @@ func (co *coordinator) takeRound(ctx context.Context) error {
 		}
 		if took {
 			mine++
+			busy = true
 		}
 	}
 	// Ask the most loaded live owners for handoffs while this worker is
@@ -860,7 +916,9 @@ func (co *coordinator) takeRound(ctx context.Context) error {
 		c.stats.asked.Add(1)
 		co.pending[l.Key.Shard] = now
 		st.granted(l)
+		busy = true
 	}
+	co.afterRound(ctx, in, p, busy, now)
 
 	// A worker that holds a lease is seen through it; one that holds none
 	// keeps its row moving.

@@ -51,6 +51,7 @@ const (
 	attrExpiry      = "lease_expiry"
 	attrHandoff     = "handoff_to"
 	attrDuration    = "lease_duration"
+	attrNote        = "lease_note"
 )
 
 // DynamoStore is a LeaseStore over a DynamoDB table whose only key is the
@@ -303,12 +304,55 @@ func (s *DynamoStore) Get(ctx context.Context, key LeaseKey) (Lease, error) {
 	return s.adoptOnGet(ctx, row)
 }
 
+// GetEventually implements NoteStore: Get with an eventually consistent
+// read. A bare row of an earlier release is not consulted.
+func (s *DynamoStore) GetEventually(ctx context.Context, key LeaseKey) (Lease, error) {
+	row, ok, err := s.read(ctx, key, false)
+	if err != nil {
+		return Lease{}, s.fail("get", key, err)
+	}
+	if !ok {
+		return Lease{}, s.fail("get", key, ErrLeaseNotFound)
+	}
+	return row, nil
+}
+
+// Note implements NoteStore.
+func (s *DynamoStore) Note(ctx context.Context, current Lease, note string) (Lease, error) {
+	if current.Owner == "" {
+		return Lease{}, s.fail("note", current.Key, errorf("%w: the row has no owner to note", ErrInvalidConfig))
+	}
+	in := &dynamodb.UpdateItemInput{
+		ConditionExpression:       aws.String("lease_owner = :holder"),
+		UpdateExpression:          aws.String("SET lease_note = :note"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":holder": str(current.Owner), ":note": str(note)},
+	}
+	if note == "" {
+		in.UpdateExpression = aws.String("REMOVE lease_note")
+		in.ExpressionAttributeValues = map[string]types.AttributeValue{":holder": str(current.Owner)}
+	}
+	row, ok, exists, err := s.update(ctx, current.Key, in)
+	switch {
+	case err != nil:
+		return Lease{}, s.fail("note", current.Key, err)
+	case ok:
+		return row, nil
+	case !exists:
+		return Lease{}, s.fail("note", current.Key, ErrLeaseNotFound)
+	}
+	return Lease{}, s.fail("note", current.Key, errorf("%w: row has owner %q, expected %q", ErrLeaseHeld, row.Owner, current.Owner))
+}
+
 // get reads a row consistently; ok is false when it does not exist.
 func (s *DynamoStore) get(ctx context.Context, key LeaseKey) (Lease, bool, error) {
+	return s.read(ctx, key, true)
+}
+
+func (s *DynamoStore) read(ctx context.Context, key LeaseKey, consistent bool) (Lease, bool, error) {
 	out, err := s.client.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName:      aws.String(s.table),
 		Key:            keyAttr(key),
-		ConsistentRead: aws.Bool(true),
+		ConsistentRead: aws.Bool(consistent),
 	})
 	if err != nil {
 		return Lease{}, false, err
@@ -500,9 +544,9 @@ func (s *DynamoStore) update(ctx context.Context, key LeaseKey, in *dynamodb.Upd
 // the lease is released again and an UnattributedLegacyRowError returned.
 func (s *DynamoStore) Acquire(ctx context.Context, key LeaseKey, owner string, observed int64) (Lease, error) {
 	vals := map[string]types.AttributeValue{":owner": str(owner), ":observed": num(observed), ":one": num(1)}
-	update := "SET lease_owner = :owner, lease_counter = lease_counter + :one REMOVE handoff_to, lease_expiry, lease_duration"
+	update := "SET lease_owner = :owner, lease_counter = lease_counter + :one REMOVE handoff_to, lease_expiry, lease_duration, lease_note"
 	if d := HolderLeaseDuration(ctx); d > 0 {
-		update = "SET lease_owner = :owner, lease_counter = lease_counter + :one, lease_duration = :dur REMOVE handoff_to, lease_expiry"
+		update = "SET lease_owner = :owner, lease_counter = lease_counter + :one, lease_duration = :dur REMOVE handoff_to, lease_expiry, lease_note"
 		vals[":dur"] = num(d.Milliseconds())
 	}
 	return s.acquire(ctx, key, owner, observed, &dynamodb.UpdateItemInput{
@@ -547,7 +591,7 @@ func (s *DynamoStore) acquire(ctx context.Context, key LeaseKey, owner string, o
 func (s *DynamoStore) AcquireAt(ctx context.Context, key LeaseKey, owner string, counter int64) (Lease, error) {
 	return s.acquire(ctx, key, owner, counter, &dynamodb.UpdateItemInput{
 		ConditionExpression:       aws.String("lease_counter = :observed"),
-		UpdateExpression:          aws.String("SET lease_owner = :owner, lease_counter = lease_counter + :one REMOVE handoff_to, lease_expiry, lease_duration"),
+		UpdateExpression:          aws.String("SET lease_owner = :owner, lease_counter = lease_counter + :one REMOVE handoff_to, lease_expiry, lease_duration, lease_note"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{":owner": str(owner), ":observed": num(counter), ":one": num(1)},
 	}, func(row Lease) error {
 		return errorf("%w: owner %q at counter %d, expected counter %d", ErrLeaseHeld, row.Owner, row.Counter, counter)
@@ -648,10 +692,10 @@ func (s *DynamoStore) release(ctx context.Context, held Lease) (Lease, error) {
 	in := &dynamodb.UpdateItemInput{}
 	if held.HandoffTo != "" {
 		in.ConditionExpression = aws.String("handoff_to = :taker")
-		in.UpdateExpression = aws.String("SET lease_owner = :taker, lease_counter = lease_counter + :one REMOVE handoff_to, lease_expiry")
+		in.UpdateExpression = aws.String("SET lease_owner = :taker, lease_counter = lease_counter + :one REMOVE handoff_to, lease_expiry, lease_note")
 		in.ExpressionAttributeValues = map[string]types.AttributeValue{":taker": str(held.HandoffTo)}
 	} else {
-		in.UpdateExpression = aws.String("SET lease_counter = lease_counter + :one REMOVE lease_owner, handoff_to, lease_expiry")
+		in.UpdateExpression = aws.String("SET lease_counter = lease_counter + :one REMOVE lease_owner, handoff_to, lease_expiry, lease_note")
 	}
 	return s.write(ctx, "release", held, in, func(row Lease) bool { return row.Owner == held.HandoffTo })
 }
@@ -777,6 +821,13 @@ func decodeLease(item map[string]types.AttributeValue) (Lease, error) {
 			return Lease{}, corrupt(attrHandoff, "a string", nil)
 		}
 		l.HandoffTo = v.Value
+	}
+	if av, present := item[attrNote]; present {
+		v, ok := av.(*types.AttributeValueMemberS)
+		if !ok {
+			return Lease{}, corrupt(attrNote, "a string", nil)
+		}
+		l.Note = v.Value
 	}
 	if av, present := item[attrStart]; present {
 		v, ok := av.(*types.AttributeValueMemberS)

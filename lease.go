@@ -112,6 +112,10 @@ type Lease struct {
 	// the row (see HolderLeaseDuration); zero when the row does not say.
 	// Takers wait the longer of their own lease duration and this one.
 	Duration time.Duration
+	// Note is what the worker that coordinates the stream last asked of the
+	// holder (see NoteStore); empty when it asked nothing. Acquiring and
+	// releasing the lease clear it.
+	Note string
 }
 
 // Held reports whether somebody holds the lease.
@@ -249,6 +253,25 @@ type EventualLister interface {
 	// ListWithWorkersEventually returns what ListWithWorkers returns, except
 	// that each row may be as it was a moment before its latest write.
 	ListWithWorkersEventually(ctx context.Context, stream string) ([]Lease, []Worker, error)
+}
+
+// NoteStore is implemented by stores that let the worker coordinating a
+// stream reach the holders of its leases without every worker listing the
+// table: the coordinator writes a note on a row the holder renews anyway, and
+// the holder reads it in the row its next renewal returns. Both stores
+// implement it; without it every worker lists the stream's rows each take
+// interval, as before coordination.
+type NoteStore interface {
+	// Note writes note on current's row while its owner is still
+	// current.Owner. Like RequestHandoff it leaves the counter, and every
+	// other attribute, as it is, so the holder's next renewal succeeds and
+	// returns it. It fails with ErrLeaseHeld when the owner changed (or
+	// ErrLeaseNotFound).
+	Note(ctx context.Context, current Lease, note string) (Lease, error)
+	// GetEventually returns key's row as Get does, except that it may be as
+	// it was a moment before its latest write (an eventually consistent
+	// read: half the cost of Get's).
+	GetEventually(ctx context.Context, key LeaseKey) (Lease, error)
 }
 
 // Sentinel errors. Each store wraps them so that errors.Is finds them, with a

@@ -169,12 +169,22 @@ func (co *coordinator) syncShardsWith(ctx context.Context, running bool) error {
 	// listed (it costs a round trip or two), and before any row is made.
 	identity := make(chan error, 1)
 	go func() { identity <- co.checkIdentity(ctx) }()
-	shards, existing, err := co.listBoth(ctx)
+	quiet := running && !co.listsNow()
+	shards, existing, reused, err := co.listBoth(ctx, running, quiet)
 	if idErr := <-identity; idErr != nil {
 		return idErr
 	}
+	if quiet && err == nil {
+		// A worker that does not list (see coordinate.go) keeps its view of
+		// the shards; the coordinator makes and cleans up rows.
+		co.listed = viewOf(shards).listed
+		return nil
+	}
 	var corrupt map[string]bool
-	if running && co.tolerateCorrupt(ctx, err) {
+	switch {
+	case reused:
+		corrupt = co.corrupt
+	case running && co.tolerateCorrupt(ctx, err):
 		corrupt, err = co.corrupt, nil
 	}
 	if err != nil {
@@ -224,15 +234,21 @@ func (co *coordinator) syncShardsWith(ctx context.Context, running bool) error {
 	return nil
 }
 
-// listBoth lists the stream's shards and its rows.
-func (co *coordinator) listBoth(ctx context.Context) ([]types.Shard, []Lease, error) {
+// listBoth lists the stream's shards and its rows. While the worker runs,
+// the rows of its take round are reused when they are at most two take
+// intervals old (reused is then set): every write the sync makes from them
+// is conditional, as the take round's are. A quiet worker lists no rows.
+func (co *coordinator) listBoth(ctx context.Context, running, quiet bool) (shards []types.Shard, existing []Lease, reused bool, err error) {
 	c := co.c
-	shards, err := listShards(ctx, c.kin, c.stream, c.cfg)
-	if err != nil {
-		return nil, nil, err
+	shards, err = listShards(ctx, c.kin, c.stream, c.cfg)
+	if err != nil || quiet {
+		return shards, nil, false, err
 	}
-	existing, err := c.store.List(ctx, c.stream)
-	return shards, existing, err
+	if running && co.cd.ns != nil && co.cd.recentAt.After(time.Now().Add(-2*c.cfg.takeInterval)) {
+		return shards, co.cd.recent, true, nil
+	}
+	existing, err = c.store.List(ctx, c.stream)
+	return shards, existing, false, err
 }
 
 // fillLineage records the parents Kinesis lists, and where to start, on

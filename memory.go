@@ -168,6 +168,7 @@ func (m *MemoryStore) Acquire(ctx context.Context, key LeaseKey, owner string, o
 	row.Owner = owner
 	row.Counter++
 	row.HandoffTo = ""
+	row.Note = ""
 	row.Expiry = time.Time{}
 	row.Duration = HolderLeaseDuration(ctx)
 	m.wrote("acquire", before, row)
@@ -272,6 +273,7 @@ func (m *MemoryStore) Release(ctx context.Context, held Lease) (Lease, error) {
 		row.Owner = row.HandoffTo
 	}
 	row.HandoffTo = ""
+	row.Note = ""
 	row.Expiry = time.Time{}
 	m.wrote("release", before, row)
 	return cloneLease(row), nil
@@ -298,6 +300,32 @@ func (m *MemoryStore) RequestHandoff(ctx context.Context, current Lease, taker s
 	row.HandoffTo = taker
 	m.wrote("request handoff", before, row)
 	return cloneLease(row), nil
+}
+
+// Note implements NoteStore.
+func (m *MemoryStore) Note(ctx context.Context, current Lease, note string) (Lease, error) {
+	if err := ctx.Err(); err != nil {
+		return Lease{}, memErr("note", current.Key, err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	row, ok := m.rows[current.Key]
+	if !ok {
+		return Lease{}, memErr("note", current.Key, ErrLeaseNotFound)
+	}
+	if row.Owner == "" || row.Owner != current.Owner {
+		return Lease{}, memErr("note", current.Key, errorf("%w: row has owner %q, expected %q", ErrLeaseHeld, row.Owner, current.Owner))
+	}
+	before := row
+	row.Note = note
+	m.wrote("note", before, row)
+	return cloneLease(row), nil
+}
+
+// GetEventually implements NoteStore. A MemoryStore is always current: it
+// returns what Get returns.
+func (m *MemoryStore) GetEventually(ctx context.Context, key LeaseKey) (Lease, error) {
+	return m.Get(ctx, key)
 }
 
 // validCheckpoint checks a checkpoint value before it is written.

@@ -85,11 +85,15 @@ func WithRenewInterval(d time.Duration) Option {
 	return func(c *config) { c.renewInterval, c.renewSet = d, true }
 }
 
-// WithTakeInterval sets how often the consumer lists the stream's leases to
-// take free, expired and surplus ones. The first round runs a quarter of it
-// after Run writes the worker's row, so that workers started together count
-// each other; while handoffs it asked for are pending, a worker also lists
-// half an interval after each round. Default: a fifth of the lease duration.
+// WithTakeInterval sets how often a worker that lists the stream's leases
+// (the coordinator, and workers finding their share; see "Coordination" in
+// the README) lists them to take free, expired and surplus ones. A lease
+// released by a worker that shuts down is taken again within it; one whose
+// holder crashed within a lease duration and a take interval. The first
+// round runs a quarter of it after Run writes the worker's row, so that
+// workers started together count each other; while handoffs it asked for
+// are pending, a worker also lists half an interval after each round.
+// Default: two fifths of the lease duration.
 func WithTakeInterval(d time.Duration) Option {
 	return func(c *config) { c.takeInterval, c.takeSet = d, true }
 }
@@ -216,7 +220,7 @@ func buildConfig(stream string, opts []Option) (config, error) {
 		c.renewInterval = c.leaseDuration / 3
 	}
 	if !c.takeSet {
-		c.takeInterval = c.leaseDuration / 5
+		c.takeInterval = c.leaseDuration * 2 / 5
 	}
 	if !c.flushSet {
 		c.checkpointFlush = c.renewInterval

@@ -37,6 +37,10 @@ type listing struct {
 	// refused are the shards the store refused to hand out until an
 	// operator acts.
 	refused map[string]bool
+	// first is the shard of the lease whose holder coordinates (see
+	// coordinate.go): never asked for, so coordination does not move with
+	// balancing. Empty without coordination.
+	first string
 	// maxLeases caps the share (0: no cap); maxSteals caps the handoff
 	// requests of one round.
 	maxLeases, maxSteals int
@@ -186,7 +190,7 @@ func (s *stealer) next(rng *rand.Rand) (Lease, bool) {
 		var cands, running []Lease
 		for _, l := range in.leases {
 			id := l.Key.Shard
-			if l.Owner == victim && l.HandoffTo == "" && !in.pending[id] && !s.requested[id] && !in.expired[id] && !in.skip[id] {
+			if l.Owner == victim && l.HandoffTo == "" && !in.pending[id] && !s.requested[id] && !in.expired[id] && !in.skip[id] && id != in.first {
 				cands = append(cands, l)
 				if !l.Expiry.IsZero() {
 					running = append(running, l)

@@ -18,6 +18,9 @@ import (
 // wrapper keeps worker rows (shardlease.WorkerStore) when s has them.
 func Store(s shardlease.LeaseStore, sw *Switch) shardlease.LeaseStore {
 	if ws, ok := s.(shardlease.WorkerStore); ok {
+		if ns, ok := s.(shardlease.NoteStore); ok {
+			return noteStore{workerStore{store{s, sw}, ws}, ns}
+		}
 		return workerStore{store{s, sw}, ws}
 	}
 	return store{s, sw}
@@ -170,4 +173,25 @@ func (s workerStore) RemoveWorker(ctx context.Context, w shardlease.Worker) (boo
 		return false, err
 	}
 	return s.ws.RemoveWorker(ctx, w)
+}
+
+// noteStore passes notes on (shardlease.NoteStore) for stores that keep
+// them and worker rows.
+type noteStore struct {
+	workerStore
+	ns shardlease.NoteStore
+}
+
+func (s noteStore) Note(ctx context.Context, l shardlease.Lease, note string) (shardlease.Lease, error) {
+	if err := s.err(); err != nil {
+		return shardlease.Lease{}, err
+	}
+	return s.ns.Note(ctx, l, note)
+}
+
+func (s noteStore) GetEventually(ctx context.Context, k shardlease.LeaseKey) (shardlease.Lease, error) {
+	if err := s.err(); err != nil {
+		return shardlease.Lease{}, err
+	}
+	return s.ns.GetEventually(ctx, k)
 }

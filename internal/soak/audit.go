@@ -59,7 +59,7 @@ func hookKey(key string, counter int64) string { return key + "#" + strconv.Form
 func (a *auditor) onWrite(op string, before, after shardlease.Lease) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if op == "request handoff" || op == "withdraw handoff" {
+	if op == "request handoff" || op == "withdraw handoff" || op == "note" {
 		return // does not bump the counter
 	}
 	a.hook[hookKey(after.Key.String(), after.Counter)] = before
@@ -168,6 +168,16 @@ func (s *auditStore) RequestHandoff(ctx context.Context, l shardlease.Lease, tak
 	got, err := s.LeaseStore.RequestHandoff(ctx, l, taker)
 	s.done("handoff", shardlease.Lease{}, false, got, err)
 	return got, err
+}
+
+// Note and GetEventually pass on: a note leaves the counter, owner and
+// checkpoint as they are.
+func (s *auditStore) Note(ctx context.Context, l shardlease.Lease, note string) (shardlease.Lease, error) {
+	return s.LeaseStore.(shardlease.NoteStore).Note(ctx, l, note)
+}
+
+func (s *auditStore) GetEventually(ctx context.Context, k shardlease.LeaseKey) (shardlease.Lease, error) {
+	return s.LeaseStore.(shardlease.NoteStore).GetEventually(ctx, k)
 }
 
 // auditDynamo sits between a worker's fault injector and the DynamoDB client

@@ -353,6 +353,20 @@ func (s *faultStore) RequestHandoff(ctx context.Context, l shardlease.Lease, tak
 	return storeCall(s.in, "UpdateItem", true, shardlease.Lease{}, func() (shardlease.Lease, error) { return s.next.RequestHandoff(ctx, l, taker) })
 }
 
+// Note and GetEventually carry the coordinator's notes; next keeps them in
+// the soak (a MemoryStore or a DynamoStore).
+func (s *faultStore) Note(ctx context.Context, l shardlease.Lease, note string) (shardlease.Lease, error) {
+	return storeCall(s.in, "UpdateItem", true, shardlease.Lease{}, func() (shardlease.Lease, error) {
+		return s.next.(shardlease.NoteStore).Note(ctx, l, note)
+	})
+}
+
+func (s *faultStore) GetEventually(ctx context.Context, k shardlease.LeaseKey) (shardlease.Lease, error) {
+	return storeCall(s.in, "GetItem", false, shardlease.Lease{}, func() (shardlease.Lease, error) {
+		return s.next.(shardlease.NoteStore).GetEventually(ctx, k)
+	})
+}
+
 // The worker-row calls: next keeps worker rows in the soak (a MemoryStore).
 
 func (s *faultStore) ListWithWorkers(ctx context.Context, stream string) ([]shardlease.Lease, []shardlease.Worker, error) {

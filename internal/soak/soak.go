@@ -499,6 +499,33 @@ func (t *troubleStore) Release(ctx context.Context, l shardlease.Lease) (shardle
 	return got, err
 }
 
+// The calls the consumer finds by type assertion are passed on: both stores
+// under a troubleStore keep worker rows, list eventually and carry notes.
+
+func (t *troubleStore) ListWithWorkers(ctx context.Context, stream string) ([]shardlease.Lease, []shardlease.Worker, error) {
+	return t.LeaseStore.(shardlease.WorkerStore).ListWithWorkers(ctx, stream)
+}
+
+func (t *troubleStore) Heartbeat(ctx context.Context, stream, owner string) (shardlease.Worker, error) {
+	return t.LeaseStore.(shardlease.WorkerStore).Heartbeat(ctx, stream, owner)
+}
+
+func (t *troubleStore) RemoveWorker(ctx context.Context, w shardlease.Worker) (bool, error) {
+	return t.LeaseStore.(shardlease.WorkerStore).RemoveWorker(ctx, w)
+}
+
+func (t *troubleStore) ListWithWorkersEventually(ctx context.Context, stream string) ([]shardlease.Lease, []shardlease.Worker, error) {
+	return t.LeaseStore.(shardlease.EventualLister).ListWithWorkersEventually(ctx, stream)
+}
+
+func (t *troubleStore) Note(ctx context.Context, l shardlease.Lease, note string) (shardlease.Lease, error) {
+	return t.LeaseStore.(shardlease.NoteStore).Note(ctx, l, note)
+}
+
+func (t *troubleStore) GetEventually(ctx context.Context, k shardlease.LeaseKey) (shardlease.Lease, error) {
+	return t.LeaseStore.(shardlease.NoteStore).GetEventually(ctx, k)
+}
+
 // handler records what an incarnation handles. A crashed incarnation
 // handles nothing; a paused one freezes mid-batch, then goes on with the
 // batch in hand as a process that woke up would.

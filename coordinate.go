@@ -1,0 +1,429 @@
+package shardlease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Coordination: lease-table reads that do not grow with the fleet.
+//
+// Without it every worker lists the stream's rows each take interval, so
+// reads grow with the number of workers. With a store that carries notes
+// (NoteStore) and keeps worker rows (WorkerStore), only these workers list:
+//
+//   - the coordinator: the holder of the stream's first readable lease (the
+//     lowest shard id among the rows that are not finished and whose parents
+//     are). It lists every take interval, takes released leases at once and
+//     expired ones the moment a lease duration has passed since it first saw
+//     their counter (not at its next listing), beyond its own share, and
+//     wakes the workers below their share with a note on one of their rows
+//     so that they list and ask for handoffs. Taking the first lease is what
+//     makes a worker the coordinator: it is fenced by that lease's own
+//     writes, and costs no write of its own.
+//   - the deputy: a worker the coordinator names with a note. It reads the
+//     coordinator's lease row twice a take interval (one eventually
+//     consistent GetItem) and starts listing the moment the row stands still
+//     longer than a renewal or shows no owner, so that it takes the lease
+//     (and with it coordination) when the coordinator is gone.
+//   - workers that hold nothing, were woken, wait for a handoff they asked
+//     for, or took something in their last round: until a round leaves them
+//     nothing to do.
+//
+// Every other worker only renews: it sees handoff requests and notes in the
+// rows its renewals return. Every decision is still a conditional write on
+// the counter a listing showed, so a coordinator that is wrong, late or two
+// at once costs writes that fail, never a second reader.
+
+// noteSeen is a note a renewal returned: shard is the row it is on.
+type noteSeen struct {
+	shard, text string
+}
+
+// The notes the coordinator writes: "wake <nonce>" (list now and ask for
+// your share) and "deputy <first shard> <nonce>" (watch that row).
+const (
+	noteWake   = "wake"
+	noteDeputy = "deputy"
+)
+
+// deputyFirst returns the shard a deputy note asks to watch.
+func deputyFirst(note string) (string, bool) {
+	f := strings.Fields(note)
+	if len(f) < 2 || f[0] != noteDeputy {
+		return "", false
+	}
+	return f[1], true
+}
+
+// sendNote hands a note a renewal returned to Run's coordinator; a note that
+// finds the queue full is dropped (the coordinator writes it again if it
+// still matters).
+func (c *Consumer) sendNote(shard, text string) {
+	select {
+	case c.notes <- noteSeen{shard: shard, text: text}:
+	default:
+	}
+}
+
+// coordination is the coordinator's state for it (see the top of this file).
+type coordination struct {
+	// ns is the store's notes; nil when it has none (every worker lists).
+	ns NoteStore
+	// catchUp is set while this worker lists until a round leaves it
+	// nothing to do: at start, when woken, after a round that took or asked.
+	catchUp bool
+	// leading is set while this worker holds the first readable lease.
+	leading bool
+	// first is the first readable lease's shard, as the last listing or a
+	// deputy note showed it.
+	first string
+	// deputyRow is the shard whose row names this worker deputy; "" when it
+	// is not the deputy. suspect is set while the coordinator's row looked
+	// stalled or free: the deputy lists until it moves again.
+	deputyRow string
+	suspect   bool
+	watch     *time.Timer
+	// due are leases held by others whose lease duration runs out before
+	// the coordinator's next listing, with when; expiry fires at the first.
+	due    map[string]dueLease
+	rows   map[string]Lease // the listing due was made from, by shard
+	expiry *time.Timer
+	// woken holds when each owner was last woken.
+	woken map[string]time.Time
+	nonce uint64
+	// recent is the last listing's rows and when it was made, for shard
+	// syncs to reuse instead of listing again.
+	recent   []Lease
+	recentAt time.Time
+}
+
+type dueLease struct {
+	lease Lease
+	at    time.Time
+}
+
+func newCoordination(c *Consumer, ws WorkerStore) coordination {
+	cd := coordination{catchUp: true, due: map[string]dueLease{}, woken: map[string]time.Time{}}
+	if ns, ok := c.store.(NoteStore); ok && ws != nil {
+		cd.ns = ns
+	}
+	cd.watch = stoppedTimer()
+	cd.expiry = stoppedTimer()
+	return cd
+}
+
+func stoppedTimer() *time.Timer {
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	return t
+}
+
+// listsNow reports whether this worker lists the table at a take tick.
+func (co *coordinator) listsNow() bool {
+	cd := &co.cd
+	if cd.ns == nil {
+		return true
+	}
+	return cd.leading || cd.catchUp || cd.suspect || co.c.heldCount() == 0
+}
+
+func (c *Consumer) heldCount() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.held)
+}
+
+// onNote handles a note one of this worker's renewals returned.
+func (co *coordinator) onNote(n noteSeen) {
+	cd := &co.cd
+	if n.shard == cd.deputyRow {
+		if _, ok := deputyFirst(n.text); !ok {
+			co.c.log.Debug("no longer the deputy")
+			cd.deputyRow = ""
+			cd.watch.Stop()
+		}
+	}
+	switch f := strings.Fields(n.text); {
+	case len(f) == 0:
+	case f[0] == noteWake:
+		co.c.log.Debug("woken by the coordinator: listing until this worker has its share", "shard", n.shard)
+		cd.catchUp = true
+		co.poke(co.wake)
+	case f[0] == noteDeputy && len(f) >= 2:
+		if cd.deputyRow == "" {
+			co.c.log.Info("named deputy: watching the coordinator's lease", "lease", f[1])
+		}
+		cd.deputyRow, cd.first = n.shard, f[1]
+		co.armWatch()
+	}
+}
+
+// armWatch schedules the deputy's next look at the coordinator's row: half
+// a take interval, give or take a fifth, so deputies do not move in step.
+func (co *coordinator) armWatch() {
+	half := co.c.cfg.takeInterval / 2
+	co.cd.watch.Reset(half*4/5 + rand.N(half*2/5+1))
+}
+
+// isDeputy reports whether this worker watches the coordinator now.
+func (co *coordinator) isDeputy() bool {
+	cd := &co.cd
+	if cd.deputyRow == "" || cd.leading {
+		return false
+	}
+	co.c.mu.Lock()
+	_, held := co.c.held[cd.deputyRow]
+	co.c.mu.Unlock()
+	return held
+}
+
+// watchFirst is the deputy's look at the coordinator's row: it lists at
+// once when the row shows no owner, or a counter that stood still longer
+// than a renewal.
+func (co *coordinator) watchFirst(ctx context.Context) {
+	cd := &co.cd
+	if !co.isDeputy() {
+		cd.deputyRow = ""
+		return
+	}
+	defer co.armWatch()
+	c := co.c
+	gctx, cancel := c.storeCtx(ctx)
+	l, err := cd.ns.GetEventually(gctx, LeaseKey{Stream: c.stream, Shard: cd.first})
+	cancel()
+	if err != nil {
+		if ctx.Err() == nil && !errors.Is(err, ErrLeaseNotFound) {
+			c.log.Debug("reading the coordinator's lease failed", "lease", cd.first, "err", err)
+			return
+		}
+		// The row is gone (its shard finished and was cleaned up): list.
+		l = Lease{}
+	}
+	now := time.Now()
+	o := watch(co.obs, cd.first, l.Counter, l.Owner, now)
+	if l.Owner == "" || l.Owner == c.cfg.identity || now.Sub(o.changed) >= co.stall(l) {
+		if !cd.suspect {
+			c.log.Info("the coordinator's lease stands still or is free: listing", "lease", cd.first, "owner", l.Owner, "counter", l.Counter)
+		}
+		cd.suspect = true
+		co.poke(co.wake)
+	}
+}
+
+// stall is how long a lease's counter may stand still before its holder
+// looks late: a renewal interval (the longer of this worker's and a third of
+// the holder's lease duration) and half a take interval.
+func (co *coordinator) stall(l Lease) time.Duration {
+	cfg := co.c.cfg
+	return max(cfg.renewInterval, expiresAfter(l, cfg.leaseDuration)/3) + cfg.takeInterval/2
+}
+
+// firstReadable returns the lowest shard id among the readable leases.
+func firstReadable(leases []Lease) (Lease, bool) {
+	if len(leases) == 0 {
+		return Lease{}, false
+	}
+	return slices.MinFunc(leases, func(a, b Lease) int { return strings.Compare(a.Key.Shard, b.Key.Shard) }), true
+}
+
+// afterRound updates the roles from a take round: in is its listing, p its
+// plan, busy whether the round took, adopted or asked for anything.
+func (co *coordinator) afterRound(ctx context.Context, in listing, p plan, busy bool, now time.Time) {
+	cd := &co.cd
+	if cd.ns == nil {
+		return
+	}
+	c := co.c
+	cd.catchUp = busy || len(co.pending) > 0
+	first, ok := firstReadable(in.leases)
+	if !ok {
+		cd.leading = false
+		return
+	}
+	cd.first = first.Key.Shard
+	held := c.heldSet()
+	was := cd.leading
+	cd.leading = held[first.Key.Shard]
+	if cd.leading != was {
+		if cd.leading {
+			c.log.Info("coordinating the stream's leases", "lease", first.Key.Shard)
+		} else {
+			c.log.Info("no longer coordinating", "lease", first.Key.Shard, "holder", first.Owner)
+		}
+	}
+	if cd.suspect {
+		o := co.obs[first.Key.Shard]
+		if cd.leading || first.Owner != "" && !in.expired[first.Key.Shard] && now.Sub(o.changed) < co.stall(first) {
+			cd.suspect = false
+		}
+	}
+	if !cd.leading {
+		cd.due = map[string]dueLease{}
+		cd.expiry.Stop()
+		return
+	}
+	cd.deputyRow = ""
+	co.scheduleExpiry(in, now)
+	co.nameDeputy(ctx, in, first)
+	co.wakeBelowShare(ctx, in, p, now)
+}
+
+// scheduleExpiry arms the coordinator's timer for the leases of others whose
+// lease duration, timed from when it first saw their counter, runs out
+// before its next listing: each is taken at that moment instead.
+func (co *coordinator) scheduleExpiry(in listing, now time.Time) {
+	cd := &co.cd
+	c := co.c
+	next := now.Add(c.cfg.takeInterval)
+	cd.due = map[string]dueLease{}
+	cd.rows = make(map[string]Lease, len(in.leases))
+	for _, l := range in.leases {
+		cd.rows[l.Key.Shard] = l
+	}
+	var earliest time.Time
+	for _, l := range in.leases {
+		id := l.Key.Shard
+		if l.Owner == "" || l.Owner == in.me || in.held[id] || in.skip[id] || in.expired[id] || in.refused[id] {
+			continue
+		}
+		at := co.obs[id].changed.Add(expiresAfter(l, c.cfg.leaseDuration))
+		if !at.Before(next) {
+			continue
+		}
+		cd.due[id] = dueLease{lease: l, at: at}
+		if earliest.IsZero() || at.Before(earliest) {
+			earliest = at
+		}
+	}
+	cd.expiry.Stop()
+	if !earliest.IsZero() {
+		cd.expiry.Reset(time.Until(earliest))
+	}
+}
+
+// takeExpired takes the due leases whose lease duration has run out, each
+// with an acquire on the counter the coordinator saw stand still: a holder
+// that renewed meanwhile makes it fail.
+func (co *coordinator) takeExpired(ctx context.Context) error {
+	cd := &co.cd
+	if !cd.leading {
+		return nil
+	}
+	now := time.Now()
+	stuck := co.c.stuckSet()
+	var rest time.Time
+	for id, d := range cd.due {
+		if d.at.After(now) {
+			if rest.IsZero() || d.at.Before(rest) {
+				rest = d.at
+			}
+			continue
+		}
+		delete(cd.due, id)
+		if o, ok := co.obs[id]; !ok || o.counter != d.lease.Counter || stuck[id] {
+			continue
+		}
+		if _, err := co.take(ctx, d.lease, cd.rows, now); err != nil || ctx.Err() != nil {
+			return err
+		}
+	}
+	if !rest.IsZero() {
+		cd.expiry.Reset(time.Until(rest))
+	}
+	return nil
+}
+
+// nameDeputy makes sure one live worker other than the coordinator watches
+// the first lease: it keeps a deputy named for the current first lease and
+// names one (on its lowest running lease) when there is none.
+func (co *coordinator) nameDeputy(ctx context.Context, in listing, first Lease) {
+	var current *Lease
+	var cands []Lease
+	for _, l := range in.leases {
+		if l.Owner == "" || l.Owner == in.me || in.held[l.Key.Shard] || in.expired[l.Key.Shard] || l.HandoffTo != "" {
+			continue
+		}
+		if f, ok := deputyFirst(l.Note); ok && f == first.Key.Shard && current == nil {
+			current = &l
+			continue
+		}
+		if !l.Expiry.IsZero() {
+			cands = append(cands, l)
+		}
+	}
+	if current != nil || len(cands) == 0 {
+		return
+	}
+	l := slices.MinFunc(cands, func(a, b Lease) int { return strings.Compare(a.Key.Shard, b.Key.Shard) })
+	co.note(ctx, l, fmt.Sprintf("%s %s %x", noteDeputy, first.Key.Shard, co.nextNonce()))
+}
+
+// wakeBelowShare wakes each worker that runs leases but fewer than its share
+// while another runs at least two more, once a lease duration at most.
+func (co *coordinator) wakeBelowShare(ctx context.Context, in listing, p plan, now time.Time) {
+	cd := &co.cd
+	most := 0
+	for _, n := range p.load {
+		most = max(most, n)
+	}
+	rows := map[string][]Lease{}
+	for _, l := range in.leases {
+		if l.Owner != "" && l.Owner != in.me && l.HandoffTo == "" && !in.expired[l.Key.Shard] && !l.Expiry.IsZero() {
+			rows[l.Owner] = append(rows[l.Owner], l)
+		}
+	}
+	for owner, n := range p.load {
+		if owner == in.me || len(rows[owner]) == 0 || most < n+2 {
+			continue
+		}
+		if target, _ := share(owner, p.load, len(in.leases), in.maxLeases); n >= target {
+			continue
+		}
+		if at, ok := cd.woken[owner]; ok && now.Sub(at) < co.c.cfg.leaseDuration {
+			continue
+		}
+		// Not on the deputy's row: the note would replace its naming.
+		var l *Lease
+		for i, r := range rows[owner] {
+			if _, dep := deputyFirst(r.Note); !dep {
+				l = &rows[owner][i]
+				break
+			}
+		}
+		if l == nil {
+			continue
+		}
+		cd.woken[owner] = now
+		co.note(ctx, *l, fmt.Sprintf("%s %x", noteWake, co.nextNonce()))
+	}
+	for owner := range cd.woken {
+		if _, ok := p.load[owner]; !ok {
+			delete(cd.woken, owner)
+		}
+	}
+}
+
+func (co *coordinator) nextNonce() uint64 {
+	co.cd.nonce++
+	return co.cd.nonce<<16 | uint64(rand.N(1<<16))
+}
+
+// note writes a note; a failure is logged (the next listing tries again).
+func (co *coordinator) note(ctx context.Context, l Lease, text string) {
+	c := co.c
+	nctx, cancel := c.storeCtx(ctx)
+	_, err := co.cd.ns.Note(nctx, l, text)
+	cancel()
+	if err != nil {
+		if ctx.Err() == nil {
+			c.log.Debug("writing a note failed", "shard", l.Key.Shard, "holder", l.Owner, "err", err)
+		}
+		return
+	}
+	c.log.Debug("note written", "shard", l.Key.Shard, "holder", l.Owner, "note", text)
+}
