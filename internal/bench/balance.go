@@ -102,7 +102,7 @@ func measureBalance(ctx context.Context, e *env) error {
 		}
 		what := "3 workers started together"
 		note := fmt.Sprintf("%d shards, lease %v, take %v, at most 32 handoffs asked per round (the default); rounds counted as take intervals since the workers started (the first round runs at once); %d trials, the worst shown; moves counted over the 20 take intervals after balance, all trials",
-			n, lease, lease/5, e.sz.trials)
+			n, lease, defaultTake(lease), e.sz.trials)
 		if join {
 			what = "2 workers join 1 that holds every lease"
 			note = ""

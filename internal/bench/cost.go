@@ -21,7 +21,7 @@ import (
 const (
 	defLease = 10 * time.Second
 	defRenew = defLease / 3
-	defTake  = defLease / 5
+	defTake  = defLease * 2 / 5 // the consumer's default: two fifths of the lease
 	defIdle  = time.Second
 )
 

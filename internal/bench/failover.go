@@ -32,7 +32,8 @@ func newFakeWorld(ctx context.Context, shards int, lease time.Duration) (*fakeWo
 	return w, err
 }
 
-func (w *fakeWorld) take() time.Duration { return w.lease / 5 }
+// take is the consumer's default take interval for the world's lease.
+func (w *fakeWorld) take() time.Duration { return defaultTake(w.lease) }
 
 func (w *fakeWorld) opts(owner string, extra ...shardlease.Option) []shardlease.Option {
 	return append([]shardlease.Option{
@@ -199,7 +200,7 @@ func failoverTrial(ctx context.Context, lease time.Duration, crashed bool) (time
 
 func measureFailover(ctx context.Context, e *env) error {
 	lease := e.sz.lease
-	take := lease / 5
+	take := defaultTake(lease)
 	const sec = "failover (in-process fake + MemoryStore, real time)"
 	for _, crash := range []bool{true, false} {
 		var ds []time.Duration

@@ -103,7 +103,7 @@ func main() {
 		sz.costWindow = 20 * time.Second
 		sz.trials = 3
 		sz.fleetWindow = 20 * time.Second
-		sz.fleetShards, sz.fleetWorkers = 250, 25
+		sz.fleetShards, sz.fleetWorkers = 1000, 25
 	}
 	start := time.Now()
 	e := &env{sz: sz, progress: os.Stderr}
@@ -225,3 +225,6 @@ func printTable(w io.Writer, rows []row) {
 		}
 	}
 }
+
+// defaultTake is the consumer's default take interval for a lease duration.
+func defaultTake(lease time.Duration) time.Duration { return lease * 2 / 5 }
