@@ -846,10 +846,10 @@ func (co *coordinator) takeRound(ctx context.Context) error {
 		}
 	}
 	// With coordination, the first readable lease goes first when it was
-	// released or expired: whoever takes it coordinates, and the
-	// coordinator takes every released or expired lease at once, beyond its
-	// share (the other workers may not be listing); it wakes those below
-	// their share afterwards.
+	// released or expired: whoever takes it coordinates. The coordinator
+	// takes every free or expired lease at once, beyond its share (the
+	// other workers may not be listing), and wakes those below their share
+	// afterwards.
 	first, hasFirst := firstReadable(in.leases)
 	if co.cd.ns != nil && hasFirst && !held[first.Key.Shard] && !in.skip[first.Key.Shard] && !in.refused[first.Key.Shard] &&
 		(first.Owner == "" && first.Counter > 0 || in.expired[first.Key.Shard]) {
@@ -873,7 +873,7 @@ func (co *coordinator) takeRound(ctx context.Context) error {
 			continue
 		}
 		limit := p.limit(in, l)
-		if leading && limit > 0 && (l.Counter > 0 || in.expired[l.Key.Shard]) {
+		if leading && limit > 0 {
 			limit = math.MaxInt
 			if in.maxLeases > 0 {
 				limit = in.maxLeases

@@ -45,10 +45,12 @@ type noteSeen struct {
 }
 
 // The notes the coordinator writes: "wake <nonce>" (list now and ask for
-// your share) and "deputy <first shard> <nonce>" (watch that row).
+// your share), "deputy <first shard> <nonce>" (watch that row) and
+// "lead <nonce>" (you hold the first readable lease now: list).
 const (
 	noteWake   = "wake"
 	noteDeputy = "deputy"
+	noteLead   = "lead"
 )
 
 // deputyFirst returns the shard a deputy note asks to watch.
@@ -150,8 +152,8 @@ func (co *coordinator) onNote(n noteSeen) {
 	}
 	switch f := strings.Fields(n.text); {
 	case len(f) == 0:
-	case f[0] == noteWake:
-		co.c.log.Debug("woken by the coordinator: listing until this worker has its share", "shard", n.shard)
+	case f[0] == noteWake || f[0] == noteLead:
+		co.c.log.Debug("woken by the coordinator: listing", "shard", n.shard, "note", f[0])
 		cd.catchUp = true
 		co.poke(co.wake)
 	case f[0] == noteDeputy && len(f) >= 2:
@@ -256,11 +258,18 @@ func (co *coordinator) afterRound(ctx context.Context, in listing, p plan, busy 
 			c.log.Info("no longer coordinating", "lease", first.Key.Shard, "holder", first.Owner)
 		}
 	}
+	// The first readable lease moved to a worker that may not list (the
+	// shard before it finished, or the deputy's alarm was false): tell it.
+	handOver := was && !cd.leading
 	if cd.suspect {
 		o := co.obs[first.Key.Shard]
 		if cd.leading || first.Owner != "" && !in.expired[first.Key.Shard] && now.Sub(o.changed) < co.stall(first) {
 			cd.suspect = false
+			handOver = !cd.leading
 		}
+	}
+	if handOver && first.Owner != "" && first.Owner != in.me && first.HandoffTo == "" && !in.expired[first.Key.Shard] {
+		co.note(ctx, first, fmt.Sprintf("%s %x", noteLead, co.nextNonce()))
 	}
 	if !cd.leading {
 		cd.due = map[string]dueLease{}
@@ -342,21 +351,27 @@ func (co *coordinator) takeExpired(ctx context.Context) error {
 // the first lease: it keeps a deputy named for the current first lease and
 // names one (on its lowest running lease) when there is none.
 func (co *coordinator) nameDeputy(ctx context.Context, in listing, first Lease) {
-	var current *Lease
-	var cands []Lease
+	var stale, cands []Lease
 	for _, l := range in.leases {
 		if l.Owner == "" || l.Owner == in.me || in.held[l.Key.Shard] || in.expired[l.Key.Shard] || l.HandoffTo != "" {
 			continue
 		}
-		if f, ok := deputyFirst(l.Note); ok && f == first.Key.Shard && current == nil {
-			current = &l
+		if f, ok := deputyFirst(l.Note); ok {
+			if f == first.Key.Shard {
+				return // a deputy watches the first lease
+			}
+			stale = append(stale, l)
 			continue
 		}
 		if !l.Expiry.IsZero() {
 			cands = append(cands, l)
 		}
 	}
-	if current != nil || len(cands) == 0 {
+	// A deputy of an earlier first lease watches this one instead.
+	if len(stale) > 0 {
+		cands = stale
+	}
+	if len(cands) == 0 {
 		return
 	}
 	l := slices.MinFunc(cands, func(a, b Lease) int { return strings.Compare(a.Key.Shard, b.Key.Shard) })
