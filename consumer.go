@@ -496,6 +496,7 @@ func (co *coordinator) loop(ctx context.Context) error {
 			co.forget(r)
 		case <-take.C:
 			if !co.listsNow() {
+				co.backstop(ctx)
 				continue
 			}
 			if err := round(); err != nil {
@@ -571,6 +572,7 @@ func (co *coordinator) shutdown(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.shutdownTimeout)
 	defer cancel()
 	co.withdraw(ctx)
+	co.passLead(ctx)
 	c.mu.Lock()
 	runners := make([]*leaseRunner, 0, len(c.held))
 	for _, r := range c.held {

@@ -98,6 +98,11 @@ type coordination struct {
 	// woken holds when each owner was last woken.
 	woken map[string]time.Time
 	nonce uint64
+	// lookAt is when a quiet worker that is not the deputy next looks at
+	// the first lease (backstop); readable is how many leases the last
+	// listing could read.
+	lookAt   time.Time
+	readable int
 	// recent is the last listing's rows and when it was made, for shard
 	// syncs to reuse instead of listing again.
 	recent   []Lease
@@ -247,7 +252,7 @@ func (co *coordinator) afterRound(ctx context.Context, in listing, p plan, busy 
 		cd.leading = false
 		return
 	}
-	cd.first = first.Key.Shard
+	cd.first, cd.readable = first.Key.Shard, len(in.leases)
 	held := c.heldSet()
 	was := cd.leading
 	cd.leading = held[first.Key.Shard]
@@ -441,4 +446,73 @@ func (co *coordinator) note(ctx context.Context, l Lease, text string) {
 		return
 	}
 	c.log.Debug("note written", "shard", l.Key.Shard, "holder", l.Owner, "note", text)
+}
+
+// backstopFactor sets how rarely quiet workers look at the first lease
+// while no deputy may be watching it (named too late, or crashed with the
+// coordinator): each looks every backstopFactor take intervals times the
+// number of readable leases per lease it holds, so that the fleet looks
+// about once every backstopFactor take intervals, however many workers.
+const backstopFactor = 8
+
+// backstop is a quiet worker's occasional look at the first lease, so that
+// a coordinator that left no deputy behind is noticed: a row with no owner,
+// or a counter that stood still since this worker's previous look, makes
+// it list.
+func (co *coordinator) backstop(ctx context.Context) {
+	cd := &co.cd
+	if cd.ns == nil || cd.first == "" || co.isDeputy() {
+		return
+	}
+	c := co.c
+	now := time.Now()
+	h := max(1, c.heldCount())
+	period := c.cfg.takeInterval * time.Duration(backstopFactor*max(cd.readable, h)/h)
+	if cd.lookAt.IsZero() {
+		cd.lookAt = now.Add(period/2 + rand.N(period))
+		return
+	}
+	if now.Before(cd.lookAt) {
+		return
+	}
+	cd.lookAt = now.Add(period/2 + rand.N(period))
+	gctx, cancel := c.storeCtx(ctx)
+	l, err := cd.ns.GetEventually(gctx, LeaseKey{Stream: c.stream, Shard: cd.first})
+	cancel()
+	if err != nil && !errors.Is(err, ErrLeaseNotFound) {
+		return
+	}
+	o := watch(co.obs, cd.first, l.Counter, l.Owner, now)
+	if l.Owner == "" || now.Sub(o.changed) >= co.stall(l) {
+		c.log.Info("the coordinator's lease stands still or is free: listing", "lease", cd.first, "owner", l.Owner, "counter", l.Counter)
+		cd.suspect = true
+		co.poke(co.wake)
+	}
+}
+
+// passLead is a leaving coordinator's last act: it tells another worker
+// (its deputy if it named one) to list, so that the leases it is about to
+// release are taken even when the deputy had not learnt of its naming yet.
+func (co *coordinator) passLead(ctx context.Context) {
+	cd := &co.cd
+	if cd.ns == nil || !cd.leading {
+		return
+	}
+	me := co.c.cfg.identity
+	var to *Lease
+	for i, l := range cd.recent {
+		if l.Owner == "" || l.Owner == me || l.HandoffTo != "" || l.Checkpoint == ShardEnd {
+			continue
+		}
+		if f, ok := deputyFirst(l.Note); ok && f == cd.first {
+			to = &cd.recent[i]
+			break
+		}
+		if to == nil {
+			to = &cd.recent[i]
+		}
+	}
+	if to != nil {
+		co.note(ctx, *to, fmt.Sprintf("%s %x", noteLead, co.nextNonce()))
+	}
 }

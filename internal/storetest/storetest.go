@@ -74,6 +74,7 @@ func Run(t *testing.T, newStore func(t *testing.T) shardlease.LeaseStore) {
 		{"WorkerContextCancelled", workers(testWorkerContextCancelled)},
 	}
 	tests = append(tests, lineageTests...)
+	tests = append(tests, noteTests...)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
