@@ -88,7 +88,28 @@ func measureScale(ctx context.Context, e *env) error {
 	// Steady state: every lease renewed at least twice in the window.
 	time.Sleep(defRenew)
 	winStart := time.Now()
+	// The worker coordinates only if its leases include the stream's
+	// first; otherwise it lists no more once it holds its cap. Listings
+	// made here, while it renews, time the Scan a coordinator's take round
+	// makes.
+	var direct []time.Duration
+	plain, err := shardlease.NewDynamoStore(dc, table) // not counted as the worker's
+	if err != nil {
+		return err
+	}
+	listed := make(chan struct{})
+	go func() {
+		defer close(listed)
+		for range 3 {
+			t := time.Now()
+			if _, _, err := plain.ListWithWorkersEventually(ctx, stream); err == nil {
+				direct = append(direct, time.Since(t))
+			}
+			time.Sleep(defRenew / 2)
+		}
+	}()
 	time.Sleep(defRenew*5/2 + defRenew/4)
+	<-listed
 	winEnd := time.Now()
 	mem1 := heapAndStacks()
 	if err := r.stop(); err != nil {
@@ -137,8 +158,12 @@ func measureScale(ctx context.Context, e *env) error {
 	}
 	counting.mu.Unlock()
 	e.logf("  %d listings of %d Scan pages in the window", listings, pages)
+	how := "the consumer's take rounds"
 	if len(rounds) == 0 {
-		return fmt.Errorf("no take round in the window")
+		rounds, how = direct, "listings made beside the worker (it does not coordinate: the stream's first lease is not among its 1000)"
+	}
+	if len(rounds) == 0 {
+		return fmt.Errorf("no listing in the window")
 	}
 	slices.Sort(rounds)
 	perLease := float64(int64(mem1)-int64(mem0)) / float64(nLeases)
@@ -152,7 +177,7 @@ func measureScale(ctx context.Context, e *env) error {
 	med, worst := rounds[len(rounds)/2], rounds[len(rounds)-1]
 	e.add(row{Section: sec, Metric: fmt.Sprintf("take round over %d rows: listing time (median; worst)", nRows), Value: worst.Seconds(), Unit: "s",
 		Shown: fmt.Sprintf("%.2fs; %.2fs", med.Seconds(), worst.Seconds()), Target: fmt.Sprintf("<= %v (the take interval)", defTake), OK: okp(worst <= defTake),
-		Note: "a take round is one paginated eventually consistent Scan of the stream's rows plus in-memory work; timed from the first page's request to the last page's reply"})
+		Note: "a take round is one paginated eventually consistent Scan of the stream's rows plus in-memory work; timed from the first page's request to the last page's reply; timed here: " + how})
 	e.add(row{Section: sec, Metric: "memory per held lease (heap + stacks)", Value: perLease, Unit: "bytes",
 		Shown: fmt.Sprintf("%.1f KiB", perLease/1024), Target: "none set",
 		Note: fmt.Sprintf("HeapInuse+StackInuse after GC, with %d leases held, minus before Run; includes the four goroutines of each held lease (runner, keeper, fetcher, processor), the take round's view of all %d rows and the HTTP connections", nLeases, nRows)})

@@ -156,6 +156,9 @@ func (c *Config) mode() string {
 // Event kinds counted in the result table.
 const (
 	EvCrash   = "worker crash (no release, no final checkpoint)"
+	// EvCrashCoordinator crashes the worker that runs the lowest shard's
+	// lease: the one coordinating the others.
+	EvCrashCoordinator = "coordinator crash (the holder of the first lease)"
 	EvRestart = "worker restart"
 	EvPause   = "pause longer than the lease (frozen mid-batch)"
 	EvSplit   = "shard split"
@@ -736,6 +739,9 @@ func (s *soak) chaos(ctx context.Context) {
 	for range n {
 		evs = append(evs, event{at: s.jitter(window), kind: EvCrash, slot: s.rng.IntN(cfg.Workers), d: cfg.Lease/2 + time.Duration(s.rng.Float64()*float64(2*cfg.Lease))})
 	}
+	for range max(1, n/3) {
+		evs = append(evs, event{at: s.jitter(window), kind: EvCrashCoordinator, d: cfg.Lease/2 + time.Duration(s.rng.Float64()*float64(2*cfg.Lease))})
+	}
 	for range max(2, n*2/3) {
 		evs = append(evs, event{at: s.jitter(window), kind: EvPause, slot: s.rng.IntN(cfg.Workers), d: cfg.Lease*3/2 + time.Duration(s.rng.Float64()*float64(cfg.Lease))})
 	}
@@ -752,6 +758,11 @@ func (s *soak) chaos(ctx context.Context) {
 		switch ev.kind {
 		case EvCrash:
 			s.crash(ev.slot, ev.d)
+		case EvCrashCoordinator:
+			if slot, ok := s.coordinatorSlot(); ok {
+				s.crash(slot, ev.d)
+				s.counts.add(EvCrashCoordinator, 1)
+			}
 		case EvPause:
 			s.mu.Lock()
 			inc := s.slots[ev.slot]
@@ -779,6 +790,26 @@ func (s *soak) jitter(window time.Duration) time.Duration {
 		return lo
 	}
 	return lo + time.Duration(s.rng.Float64()*float64(window-lo))
+}
+
+// coordinatorSlot returns the slot whose live incarnation runs the lowest
+// shard id any worker runs: the first readable lease, whose holder
+// coordinates.
+func (s *soak) coordinatorSlot() (int, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	best, lowest := -1, ""
+	for slot, inc := range s.slots {
+		if inc == nil || inc.consumer == nil || inc.crashed.Load() {
+			continue
+		}
+		for _, shard := range inc.consumer.Held() {
+			if best < 0 || shard < lowest {
+				best, lowest = slot, shard
+			}
+		}
+	}
+	return best, best >= 0
 }
 
 // crash kills the incarnation in slot (unless it is dead already) and
