@@ -865,7 +865,10 @@ func (co *coordinator) takeRound(ctx context.Context) error {
 			held[first.Key.Shard] = true
 		}
 	}
-	leading := co.cd.ns != nil && hasFirst && held[first.Key.Shard]
+	// Only a coordinator of an earlier round takes beyond its share: workers
+	// starting together (a fleet restarted) each take their share first,
+	// whoever wins the first lease.
+	leading := co.cd.leading && hasFirst && held[first.Key.Shard]
 	// Free and expired leases, in a worker-specific order so that workers
 	// starting together spread over the shards. A lease left over since an
 	// earlier round may take this worker up to the ceiling; otherwise its

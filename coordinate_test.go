@@ -349,3 +349,32 @@ func TestCoordinationNeedsNotes(t *testing.T) {
 		}
 	})
 }
+
+// TestCoordinationFleetRestartedTogether: after every worker stopped (its
+// leases released, so the rows are not new), workers started together still
+// take their shares in their first round: the one that wins the first lease
+// takes beyond its share only from its second round on, as coordinator.
+func TestCoordinationFleetRestartedTogether(t *testing.T) {
+	worlds(t, 16, func(t *testing.T, w *world) {
+		h := newHandled()
+		z := startWorker(t, w, w.kin, w.store, h.handler("z"), w.manyOpts("z")...)
+		waitSettled(t, w, 10*w.take, []int{16}, z)
+		require.NoError(t, z.stop(t))
+		for _, l := range w.leases(t) {
+			require.Empty(t, l.Owner, "%s released", l.Key.Shard)
+			require.Positive(t, l.Counter)
+		}
+		var ws []*worker
+		for _, name := range []string{"c", "b", "a"} {
+			ws = append(ws, startWorker(t, w, w.kin, w.store, h.handler(name), w.manyOpts(name)...))
+		}
+		took := waitSettled(t, w, 10*w.take, []int{5, 5, 6}, ws...)
+		t.Logf("%s: balanced %v after the restart (take interval %v)", w.name, took, w.take)
+		if w.name == "fake" {
+			assert.Less(t, took, w.take, "balanced by the first take round")
+			for _, wk := range ws {
+				assert.Zero(t, wk.c.Stats().LeasesHandedIn, "%s: nothing moved by handoff", wk.c.OwnerID())
+			}
+		}
+	})
+}
