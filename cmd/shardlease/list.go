@@ -33,7 +33,9 @@ Lists every lease of STREAM in the lease table, ordered by shard id:
 	EXPIRY      when the holder thinks its lease runs out, by the holder's own
 	            clock: for information only, never trusted (clocks skew)
 
-A line below the table names the finished shards (SHARD_END) whose rows
+A line below the table names the worker coordinating the stream (the holder
+of the first readable lease: the lowest shard id not finished whose parents
+are) and its deputy, the worker named to watch it. Another names the finished shards (SHARD_END) whose rows
 wait for cleanup: a consumer deletes such a row once Kinesis no longer lists
 the shard (its records aged out of the stream's retention) and every child
 has a checkpoint of its own; children still waiting to start are named. A
@@ -43,7 +45,8 @@ last line names the workers that hold no lease but keep a worker row
 With -json it prints an array of objects with the fields stream, shard,
 lease_key, owner ("" when free), held, counter, checkpoint ("" when none),
 sub_sequence (null unless inside an aggregated record), parents,
-handoff_to ("" when none), holder_expiry (RFC 3339, null when not set),
+handoff_to ("" when none), note (what the coordinating worker last asked of
+the holder: "wake N", "deputy SHARD N" or "lead N"; "" when none), holder_expiry (RFC 3339, null when not set),
 start (where a reader starts while there is no checkpoint: TRIM_HORIZON,
 LATEST or "AT_TIMESTAMP <RFC 3339>"; "" when the row does not say) and
 waiting_for_cleanup (true for a finished shard's row).
@@ -93,6 +96,9 @@ Example:
 			if err := tw.Flush(); err != nil {
 				return err
 			}
+			if roles := rolesText(leases); roles != "" {
+				fmt.Fprintln(st.stdout, roles)
+			}
 			if waiting := cleanupText(leases); waiting != "" {
 				fmt.Fprintf(st.stdout, "finished, waiting for cleanup: %s\n", waiting)
 			}
@@ -117,6 +123,7 @@ type leaseJSON struct {
 	SubSequence  *int64   `json:"sub_sequence"`
 	Parents      []string `json:"parents"`
 	HandoffTo    string   `json:"handoff_to"`
+	Note         string   `json:"note"`
 	HolderExpiry *string  `json:"holder_expiry"`
 	Start        string   `json:"start"`
 	Waiting      bool     `json:"waiting_for_cleanup"`
@@ -133,6 +140,7 @@ func toLeaseJSON(l shardlease.Lease) leaseJSON {
 		Checkpoint: l.Checkpoint,
 		Parents:    l.Parents,
 		HandoffTo:  l.HandoffTo,
+		Note:       l.Note,
 		Start:      l.Start.String(),
 		Waiting:    l.Finished(),
 	}
@@ -195,4 +203,36 @@ func cleanupText(leases []shardlease.Lease) string {
 		}
 	}
 	return strings.Join(out, ", ")
+}
+
+// rolesText names the worker coordinating the stream (the holder of the
+// first readable lease) and its deputy, or "" when no lease is readable.
+func rolesText(leases []shardlease.Lease) string {
+	finished := map[string]bool{}
+	for _, l := range leases {
+		if l.Checkpoint == shardlease.ShardEnd {
+			finished[l.Key.Shard] = true
+		}
+	}
+	rows := map[string]bool{}
+	for _, l := range leases {
+		rows[l.Key.Shard] = true
+	}
+	for _, l := range leases { // ordered by shard id
+		if finished[l.Key.Shard] || slices.ContainsFunc(l.Parents, func(p string) bool { return rows[p] && !finished[p] }) {
+			continue
+		}
+		text := fmt.Sprintf("coordinating: %s (holds %s, the first readable lease)", ownerOrFree(l.Owner), l.Key.Shard)
+		if l.Owner == "" {
+			text = fmt.Sprintf("coordinating: nobody (%s, the first readable lease, is free)", l.Key.Shard)
+		}
+		for _, d := range leases {
+			if f := strings.Fields(d.Note); len(f) >= 2 && f[0] == "deputy" && f[1] == l.Key.Shard && d.Owner != "" {
+				text += "; deputy: " + d.Owner
+				break
+			}
+		}
+		return text
+	}
+	return ""
 }

@@ -157,6 +157,9 @@ func TestList(t *testing.T) {
 	require.NoError(t, err)
 	_, err = f.store.RequestHandoff(ctx, l2, "worker-c")
 	require.NoError(t, err)
+	// worker-b is the deputy of worker-a, which coordinates (it holds 0).
+	_, err = f.store.Note(ctx, l2, "deputy "+shard(0)+" 1")
+	require.NoError(t, err)
 	// 3: child of 0 and 1, never taken. Counter 0.
 	_, err = f.store.Create(ctx, key(3), []string{shard(1), shard(0)})
 	require.NoError(t, err)
@@ -175,9 +178,10 @@ func TestList(t *testing.T) {
 		r := f.run(t, env{}, "list", "-stream", stream)
 		require.Equal(t, 0, r.code, r.stderr)
 		lines := strings.Split(strings.TrimRight(r.stdout, "\n"), "\n")
-		require.Len(t, lines, 7, r.stdout)
-		assert.Equal(t, "finished, waiting for cleanup: "+shard(1)+" (child "+shard(3)+" not started)", lines[5])
-		assert.Equal(t, "workers holding no lease: worker-d (counter 2)", lines[6])
+		require.Len(t, lines, 8, r.stdout)
+		assert.Equal(t, "coordinating: worker-a (holds "+shard(0)+", the first readable lease); deputy: worker-b", lines[5])
+		assert.Equal(t, "finished, waiting for cleanup: "+shard(1)+" (child "+shard(3)+" not started)", lines[6])
+		assert.Equal(t, "workers holding no lease: worker-d (counter 2)", lines[7])
 		lines = lines[:5]
 		assert.Equal(t, []string{"SHARD", "OWNER", "COUNTER", "CHECKPOINT", "PARENTS", "HANDOFF", "EXPIRY", "(HOLDER'S", "CLOCK)"}, strings.Fields(lines[0]))
 		want := [][]string{
@@ -203,13 +207,13 @@ func TestList(t *testing.T) {
 		s, k := stream, func(n int) string { return stream + ":" + shard(n) }
 		assert.JSONEq(t, `[
 			{"stream":"`+s+`","shard":"`+shard(0)+`","lease_key":"`+k(0)+`","owner":"worker-a","held":true,"counter":2,
-			 "checkpoint":"123","sub_sequence":4,"parents":[],"handoff_to":"","holder_expiry":"2030-01-02T03:04:05.678Z","start":"","waiting_for_cleanup":false},
+			 "checkpoint":"123","sub_sequence":4,"parents":[],"handoff_to":"","note":"","holder_expiry":"2030-01-02T03:04:05.678Z","start":"","waiting_for_cleanup":false},
 			{"stream":"`+s+`","shard":"`+shard(1)+`","lease_key":"`+k(1)+`","owner":"","held":false,"counter":3,
-			 "checkpoint":"SHARD_END","sub_sequence":null,"parents":[],"handoff_to":"","holder_expiry":null,"start":"","waiting_for_cleanup":true},
+			 "checkpoint":"SHARD_END","sub_sequence":null,"parents":[],"handoff_to":"","note":"","holder_expiry":null,"start":"","waiting_for_cleanup":true},
 			{"stream":"`+s+`","shard":"`+shard(2)+`","lease_key":"`+k(2)+`","owner":"worker-b","held":true,"counter":2,
-			 "checkpoint":"","sub_sequence":null,"parents":[],"handoff_to":"worker-c","holder_expiry":"2030-01-02T03:04:05.678Z","start":"","waiting_for_cleanup":false},
+			 "checkpoint":"","sub_sequence":null,"parents":[],"handoff_to":"worker-c","note":"deputy `+shard(0)+` 1","holder_expiry":"2030-01-02T03:04:05.678Z","start":"","waiting_for_cleanup":false},
 			{"stream":"`+s+`","shard":"`+shard(3)+`","lease_key":"`+k(3)+`","owner":"","held":false,"counter":0,
-			 "checkpoint":"","sub_sequence":null,"parents":["`+shard(0)+`","`+shard(1)+`"],"handoff_to":"","holder_expiry":null,"start":"","waiting_for_cleanup":false}
+			 "checkpoint":"","sub_sequence":null,"parents":["`+shard(0)+`","`+shard(1)+`"],"handoff_to":"","note":"","holder_expiry":null,"start":"","waiting_for_cleanup":false}
 		]`, r.stdout)
 	})
 
