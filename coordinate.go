@@ -279,6 +279,12 @@ func (co *coordinator) afterRound(ctx context.Context, in listing, p plan, busy 
 	if !cd.leading {
 		cd.due = map[string]dueLease{}
 		cd.expiry.Stop()
+		if cd.suspect {
+			// A deputy whose coordinator stopped takes the leases it watched
+			// stand still the moment they expire, as the coordinator would,
+			// the first one (and with it coordination) included.
+			co.scheduleExpiry(in, now)
+		}
 		return
 	}
 	cd.deputyRow = ""
@@ -325,7 +331,7 @@ func (co *coordinator) scheduleExpiry(in listing, now time.Time) {
 // that renewed meanwhile makes it fail.
 func (co *coordinator) takeExpired(ctx context.Context) error {
 	cd := &co.cd
-	if !cd.leading {
+	if !cd.leading && !cd.suspect {
 		return nil
 	}
 	now := time.Now()
