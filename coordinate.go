@@ -93,7 +93,6 @@ type coordination struct {
 	// due are leases held by others whose lease duration runs out before
 	// the coordinator's next listing, with when; expiry fires at the first.
 	due    map[string]dueLease
-	rows   map[string]Lease // the listing due was made from, by shard
 	expiry *time.Timer
 	// woken holds when each owner was last woken.
 	woken map[string]time.Time
@@ -301,10 +300,6 @@ func (co *coordinator) scheduleExpiry(in listing, now time.Time) {
 	c := co.c
 	next := now.Add(c.cfg.takeInterval)
 	cd.due = map[string]dueLease{}
-	cd.rows = make(map[string]Lease, len(in.leases))
-	for _, l := range in.leases {
-		cd.rows[l.Key.Shard] = l
-	}
 	var earliest time.Time
 	for _, l := range in.leases {
 		id := l.Key.Shard
@@ -336,6 +331,10 @@ func (co *coordinator) takeExpired(ctx context.Context) error {
 	}
 	now := time.Now()
 	stuck := co.c.stuckSet()
+	byShard := make(map[string]Lease, len(cd.recent))
+	for _, l := range cd.recent {
+		byShard[l.Key.Shard] = l
+	}
 	var rest time.Time
 	for id, d := range cd.due {
 		if d.at.After(now) {
@@ -348,7 +347,7 @@ func (co *coordinator) takeExpired(ctx context.Context) error {
 		if o, ok := co.obs[id]; !ok || o.counter != d.lease.Counter || stuck[id] {
 			continue
 		}
-		if _, err := co.take(ctx, d.lease, cd.rows, now); err != nil || ctx.Err() != nil {
+		if _, err := co.take(ctx, d.lease, byShard, now); err != nil || ctx.Err() != nil {
 			return err
 		}
 	}
