@@ -277,6 +277,11 @@ func TestBalanceWorkerLeavesGracefully(t *testing.T) {
 		// deputy) takes the free leases at its next take round: at most a
 		// take interval away, plus the writes of that round.
 		slack := w.take / 2
+		if w.name != "fake" {
+			// Real time on one busy server: the coordinator takes the
+			// leases one acquire (a round trip) at a time.
+			slack = w.take
+		}
 		took := waitHeldBy(t, w, w.take+slack, workers[1:]...)
 		// Then the worker below its share is woken and asks for it: its
 		// next renewal returns the note, and a handoff takes a round or two.
