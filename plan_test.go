@@ -256,3 +256,25 @@ func TestPlanStealerReplacesRefusedRequest(t *testing.T) {
 	assert.Len(t, granted, 4, "the share is asked for in full")
 	assert.Len(t, set(granted...), 4)
 }
+
+// TestPlanNeverAsksForTheFirstLease: the first lease's holder coordinates,
+// so balancing never moves it, whatever order the requests come in.
+func TestPlanNeverAsksForTheFirstLease(t *testing.T) {
+	for seed := range uint64(50) {
+		in := listing{me: "b", leases: rows(0, 4, "a"), first: "s00", maxSteals: 32}
+		p := planRound(in, rand.New(rand.NewPCG(seed, 1)))
+		steals := shardsOf(p.steals(in, 0, 0, rand.New(rand.NewPCG(seed, 2))))
+		assert.Len(t, steals, 2, "b asks for its share of 2")
+		assert.NotContains(t, steals, "s00")
+	}
+	// Without coordination any lease may be asked for.
+	asked := map[string]bool{}
+	for seed := range uint64(50) {
+		in := listing{me: "b", leases: rows(0, 4, "a"), maxSteals: 32}
+		p := planRound(in, rand.New(rand.NewPCG(seed, 1)))
+		for _, s := range shardsOf(p.steals(in, 0, 0, rand.New(rand.NewPCG(seed, 2)))) {
+			asked[s] = true
+		}
+	}
+	assert.True(t, asked["s00"])
+}
