@@ -90,6 +90,11 @@ type coordination struct {
 	deputyRow string
 	suspect   bool
 	watch     *time.Timer
+	// watchUntil keeps a worker that stopped listing watching the first
+	// lease as the deputy would, while its last listing showed no deputy
+	// for it: long enough for the coordinator to name one and for it to
+	// read its naming.
+	watchUntil time.Time
 	// due are leases held by others whose lease duration runs out before
 	// the coordinator's next listing, with when; expiry fires at the first.
 	due    map[string]dueLease
@@ -176,11 +181,16 @@ func (co *coordinator) armWatch() {
 	co.cd.watch.Reset(half*4/5 + rand.N(half*2/5+1))
 }
 
-// isDeputy reports whether this worker watches the coordinator now.
+// isDeputy reports whether this worker watches the coordinator now: it
+// was named deputy and holds the row that says so, or it watches for a while
+// because no deputy was named yet (watchUntil).
 func (co *coordinator) isDeputy() bool {
 	cd := &co.cd
-	if cd.deputyRow == "" || cd.leading {
+	if cd.leading || cd.first == "" {
 		return false
+	}
+	if cd.deputyRow == "" {
+		return time.Now().Before(cd.watchUntil)
 	}
 	co.c.mu.Lock()
 	_, held := co.c.held[cd.deputyRow]
@@ -193,8 +203,15 @@ func (co *coordinator) isDeputy() bool {
 // than a renewal.
 func (co *coordinator) watchFirst(ctx context.Context) {
 	cd := &co.cd
+	if cd.deputyRow != "" {
+		co.c.mu.Lock()
+		_, held := co.c.held[cd.deputyRow]
+		co.c.mu.Unlock()
+		if !held {
+			cd.deputyRow = "" // the row that named it moved on
+		}
+	}
 	if !co.isDeputy() {
-		cd.deputyRow = ""
 		return
 	}
 	defer co.armWatch()
@@ -274,6 +291,13 @@ func (co *coordinator) afterRound(ctx context.Context, in listing, p plan, busy 
 	}
 	if handOver && first.Owner != "" && first.Owner != in.me && first.HandoffTo == "" && !in.expired[first.Key.Shard] {
 		co.note(ctx, first, fmt.Sprintf("%s %x", noteLead, co.nextNonce()))
+	}
+	// A worker that stops listing while no deputy is named for the first
+	// lease watches it in the meantime: a coordinator that crashes in its
+	// first moments is then noticed as quickly as later on.
+	if !cd.leading && !cd.catchUp && cd.deputyRow == "" && first.Owner != "" && !hasDeputyFor(in.leases, first.Key.Shard) {
+		cd.watchUntil = now.Add(c.cfg.renewInterval + c.cfg.takeInterval)
+		co.armWatch()
 	}
 	if !cd.leading {
 		cd.due = map[string]dueLease{}
@@ -357,6 +381,16 @@ func (co *coordinator) takeExpired(ctx context.Context) error {
 	return nil
 }
 
+// hasDeputyFor reports whether a row names a deputy for the first lease.
+func hasDeputyFor(leases []Lease, first string) bool {
+	for _, l := range leases {
+		if f, ok := deputyFirst(l.Note); ok && f == first && l.Owner != "" {
+			return true
+		}
+	}
+	return false
+}
+
 // nameDeputy makes sure one live worker other than the coordinator watches
 // the first lease: it keeps a deputy named for the current first lease and
 // names one (on its lowest running lease) when there is none.
@@ -373,13 +407,16 @@ func (co *coordinator) nameDeputy(ctx context.Context, in listing, first Lease) 
 			stale = append(stale, l)
 			continue
 		}
-		if !l.Expiry.IsZero() {
-			cands = append(cands, l)
-		}
+		cands = append(cands, l)
 	}
-	// A deputy of an earlier first lease watches this one instead.
+	// A deputy of an earlier first lease watches this one instead. Rows
+	// renewed since they were taken go first: a row handed over but not yet
+	// adopted shows no expiry, and its adoption would clear the note.
 	if len(stale) > 0 {
 		cands = stale
+	}
+	if renewed := slices.DeleteFunc(slices.Clone(cands), func(l Lease) bool { return l.Expiry.IsZero() }); len(renewed) > 0 {
+		cands = renewed
 	}
 	if len(cands) == 0 {
 		return

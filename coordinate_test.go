@@ -378,3 +378,39 @@ func TestCoordinationFleetRestartedTogether(t *testing.T) {
 		}
 	})
 }
+
+// TestCoordinationCoordinatorCrashesEarly: a coordinator that crashes the
+// moment the fleet is balanced, before its deputy can have read its naming,
+// is noticed by the workers that stopped listing without a deputy in sight:
+// they watch the first lease for a while, as the deputy would.
+func TestCoordinationCoordinatorCrashesEarly(t *testing.T) {
+	worlds(t, 16, func(t *testing.T, w *world) {
+		h := newHandled()
+		fleet := startCoordFleet(t, w, 4, 16, h)
+		coord := coordinatorOf(fleet)
+		require.NotNil(t, coord)
+		lost := coord.c.Held()
+		crashed := time.Now()
+		coord.sw.Crash()
+		waitFor(t, 3*w.lease, "the coordinator's leases held again", func() bool {
+			have := map[string]bool{}
+			for _, cw := range fleet {
+				if !cw.sw.Down() {
+					for _, s := range cw.c.Held() {
+						have[s] = true
+					}
+				}
+			}
+			for _, s := range lost {
+				if !have[s] {
+					return false
+				}
+			}
+			return true
+		})
+		t.Logf("%s: the coordinator's leases held again %v after it crashed (lease %v)", w.name, time.Since(crashed), w.lease)
+		if w.name == "fake" {
+			assert.LessOrEqual(t, time.Since(crashed), 5*w.lease/2, "within 2.5 lease durations")
+		}
+	})
+}

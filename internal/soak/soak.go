@@ -155,19 +155,19 @@ func (c *Config) mode() string {
 
 // Event kinds counted in the result table.
 const (
-	EvCrash   = "worker crash (no release, no final checkpoint)"
+	EvCrash = "worker crash (no release, no final checkpoint)"
 	// EvCrashCoordinator crashes the worker that runs the lowest shard's
 	// lease: the one coordinating the others.
 	EvCrashCoordinator = "coordinator crash (the holder of the first lease)"
-	EvRestart = "worker restart"
-	EvPause   = "pause longer than the lease (frozen mid-batch)"
-	EvSplit   = "shard split"
-	EvMerge   = "shard merge"
-	EvPoison  = "poison record produced (the handler always fails on it)"
-	EvSlow    = "batch longer than the lease (the handler honours its context)"
-	EvDeaf    = "handler ignoring its context (busy 1.5 leases)"
-	EvShared  = "two workers started with one owner id"
-	EvMixed   = "worker with twice the lease duration"
+	EvRestart          = "worker restart"
+	EvPause            = "pause longer than the lease (frozen mid-batch)"
+	EvSplit            = "shard split"
+	EvMerge            = "shard merge"
+	EvPoison           = "poison record produced (the handler always fails on it)"
+	EvSlow             = "batch longer than the lease (the handler honours its context)"
+	EvDeaf             = "handler ignoring its context (busy 1.5 leases)"
+	EvShared           = "two workers started with one owner id"
+	EvMixed            = "worker with twice the lease duration"
 )
 
 // slowEvery and deafEvery: while faults are on, one batch in slowEvery takes
