@@ -284,9 +284,14 @@ func (co *coordinator) afterRound(ctx context.Context, in listing, p plan, busy 
 	handOver := was && !cd.leading
 	if cd.suspect {
 		o := co.obs[first.Key.Shard]
-		if cd.leading || first.Owner != "" && !in.expired[first.Key.Shard] && now.Sub(o.changed) < co.stall(first) {
+		switch {
+		case cd.leading || first.Owner != "" && !in.expired[first.Key.Shard] && now.Sub(o.changed) < co.stall(first):
 			cd.suspect = false
 			handOver = !cd.leading
+		case first.Owner == "" && in.maxLeases > 0 && len(held) >= in.maxLeases:
+			// Free, but this worker may hold no more (WithMaxLeases): the
+			// alarm would keep it listing for nothing.
+			cd.suspect = false
 		}
 	}
 	if handOver && first.Owner != "" && first.Owner != in.me && first.HandoffTo == "" && !in.expired[first.Key.Shard] {
