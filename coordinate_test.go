@@ -125,6 +125,24 @@ func hasDeputy(t *testing.T, w *world) bool {
 	return false
 }
 
+// heldAgain reports whether the live workers run every one of shards.
+func heldAgain(fleet []*coordWorker, shards []string) bool {
+	have := map[string]bool{}
+	for _, cw := range fleet {
+		if !cw.sw.Down() {
+			for _, s := range cw.c.Held() {
+				have[s] = true
+			}
+		}
+	}
+	for _, s := range shards {
+		if !have[s] {
+			return false
+		}
+	}
+	return true
+}
+
 // readsOf returns each worker's listings and single-row reads so far.
 func readsOf(fleet []*coordWorker) (lists, gets []int64) {
 	for _, cw := range fleet {
@@ -222,22 +240,7 @@ func TestCoordinationCrashOfThePlainWorker(t *testing.T) {
 		lost := victim.c.Held()
 		crashed := time.Now()
 		victim.sw.Crash()
-		waitFor(t, 3*w.lease, "the crashed worker's leases held again", func() bool {
-			have := map[string]bool{}
-			for _, cw := range fleet {
-				if !cw.sw.Down() {
-					for _, s := range cw.c.Held() {
-						have[s] = true
-					}
-				}
-			}
-			for _, s := range lost {
-				if !have[s] {
-					return false
-				}
-			}
-			return true
-		})
+		waitFor(t, 3*w.lease, "the crashed worker's leases held again", func() bool { return heldAgain(fleet, lost) })
 		took := time.Since(crashed)
 		t.Logf("%s: leases of the crashed worker held again after %v (lease %v, take %v)", w.name, took, w.lease, w.take)
 		if w.name == "fake" {
@@ -392,22 +395,7 @@ func TestCoordinationCoordinatorCrashesEarly(t *testing.T) {
 		lost := coord.c.Held()
 		crashed := time.Now()
 		coord.sw.Crash()
-		waitFor(t, 3*w.lease, "the coordinator's leases held again", func() bool {
-			have := map[string]bool{}
-			for _, cw := range fleet {
-				if !cw.sw.Down() {
-					for _, s := range cw.c.Held() {
-						have[s] = true
-					}
-				}
-			}
-			for _, s := range lost {
-				if !have[s] {
-					return false
-				}
-			}
-			return true
-		})
+		waitFor(t, 3*w.lease, "the coordinator's leases held again", func() bool { return heldAgain(fleet, lost) })
 		t.Logf("%s: the coordinator's leases held again %v after it crashed (lease %v)", w.name, time.Since(crashed), w.lease)
 		if w.name == "fake" {
 			assert.LessOrEqual(t, time.Since(crashed), 5*w.lease/2, "within 2.5 lease durations")
