@@ -839,6 +839,7 @@ func (co *coordinator) takeRound(ctx context.Context) error {
 		if took {
 			mine++
 			busy = true
+			held[l.Key.Shard] = true
 		}
 	}
 	// Forget requests that were answered or withdrawn.
