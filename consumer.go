@@ -557,6 +557,9 @@ func (co *coordinator) forget(r *leaseRunner) {
 		co.refused[r.shard] = time.Now()
 	}
 	if r.endedShard.Load() {
+		// The children's rows are made and taken now, not at the
+		// coordinator's next shard sync: this worker lists until done.
+		co.cd.catchUp = true
 		co.poke(co.resync)
 	} else if r.lost.Load() {
 		co.poke(co.wake)

@@ -65,14 +65,14 @@ type coordWorker struct {
 
 // startCoordFleet starts n workers over the world's stream, each with its
 // own read counter and crash switch, and waits until they are balanced.
-func startCoordFleet(t *testing.T, w *world, n, shards int, h *handled) []*coordWorker {
+func startCoordFleet(t *testing.T, w *world, n, shards int, h *handled, extra ...shardlease.Option) []*coordWorker {
 	t.Helper()
 	var out []*coordWorker
 	for i := range n {
 		name := fmt.Sprintf("w%d", i)
 		rc := newReadCounter(t, w.store)
 		sw := &crash.Switch{}
-		wk := startWorker(t, w, crash.Kinesis(w.kin, sw), crash.Store(rc, sw), h.handler(name), w.opts(name)...)
+		wk := startWorker(t, w, crash.Kinesis(w.kin, sw), crash.Store(rc, sw), h.handler(name), w.opts(name, extra...)...)
 		out = append(out, &coordWorker{worker: wk, reads: rc, sw: sw})
 	}
 	lo, hi := shards/n, (shards+n-1)/n
@@ -400,5 +400,46 @@ func TestCoordinationCoordinatorCrashesEarly(t *testing.T) {
 		if w.name == "fake" {
 			assert.LessOrEqual(t, time.Since(crashed), 5*w.lease/2, "within 2.5 lease durations")
 		}
+	})
+}
+
+// TestCoordinationQuietWorkerFinishesAShard: a worker that does not list
+// reads a shard to its end after a split; it makes its children's rows and
+// takes them at once instead of leaving them to the coordinator's next
+// shard sync (here an hour away), so no record on the children waits.
+func TestCoordinationQuietWorkerFinishesAShard(t *testing.T) {
+	worlds(t, 4, func(t *testing.T, w *world) {
+		h := newHandled()
+		p := &produced{}
+		fleet := startCoordFleet(t, w, 2, 4, h, shardlease.WithShardSyncInterval(time.Hour))
+		coord := coordinatorOf(fleet)
+		require.NotNil(t, coord)
+		settle(t, w, fleet, coord)
+		var quiet *coordWorker
+		for _, cw := range fleet {
+			if cw != coord {
+				quiet = cw
+			}
+		}
+		parent := quiet.c.Held()[0]
+		w.put(t, p, 20, 256)
+		children := w.split(t, parent)
+		// Until both children have records (the stream routes to them once
+		// the split is done).
+		onChildren := func() bool {
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			return len(p.byShard[children[0]]) > 0 && len(p.byShard[children[1]]) > 0
+		}
+		for range 50 {
+			if onChildren() {
+				break
+			}
+			w.put(t, p, 10, 256)
+		}
+		require.True(t, onChildren(), "records were put on both children")
+		waitFor(t, 10*w.lease, "every record handled, the children's included", func() bool { return h.distinct() == p.count() })
+		assert.Empty(t, h.lost(p))
+		requireKeyOrder(t, p, h)
 	})
 }
