@@ -858,6 +858,7 @@ func (co *coordinator) takeRound(ctx context.Context) error {
 	// afterwards.
 	first, hasFirst := firstReadable(in.leases)
 	if co.cd.ns != nil && hasFirst && !held[first.Key.Shard] && !in.skip[first.Key.Shard] && !in.refused[first.Key.Shard] &&
+		(in.maxLeases == 0 || mine+in.waiting < in.maxLeases) &&
 		(first.Owner == "" && first.Counter > 0 || in.expired[first.Key.Shard]) {
 		took, err := co.take(ctx, first, byShard, now)
 		if err != nil || ctx.Err() != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -99,8 +100,9 @@ type coordination struct {
 	// the coordinator's next listing, with when; expiry fires at the first.
 	due    map[string]dueLease
 	expiry *time.Timer
-	// woken holds when each owner was last woken.
-	woken map[string]time.Time
+	// woken holds when each owner was last woken, with its load then and
+	// how long to wait before waking it again.
+	woken map[string]wakeState
 	nonce uint64
 	// lookAt is when a quiet worker that is not the deputy next looks at
 	// the first lease (backstop); readable is how many leases the last
@@ -113,13 +115,22 @@ type coordination struct {
 	recentAt time.Time
 }
 
+// wakeState is when an owner was last woken, its load then, and the wait
+// before it is woken again: a lease duration, doubled (to 32 at most) each
+// time it was woken and its load did not move (it may hold no more).
+type wakeState struct {
+	at   time.Time
+	load int
+	wait time.Duration
+}
+
 type dueLease struct {
 	lease Lease
 	at    time.Time
 }
 
 func newCoordination(c *Consumer, ws WorkerStore) coordination {
-	cd := coordination{catchUp: true, due: map[string]dueLease{}, woken: map[string]time.Time{}}
+	cd := coordination{catchUp: true, due: map[string]dueLease{}, woken: map[string]wakeState{}}
 	if ns, ok := c.store.(NoteStore); ok && ws != nil {
 		cd.ns = ns
 	}
@@ -262,7 +273,7 @@ func (co *coordinator) afterRound(ctx context.Context, in listing, p plan, busy 
 		return
 	}
 	c := co.c
-	cd.catchUp = busy || len(co.pending) > 0
+	cd.catchUp = busy || len(co.pending) > 0 || co.mayTakeSoon(in, p, now)
 	first, ok := firstReadable(in.leases)
 	if !ok {
 		cd.leading = false
@@ -317,8 +328,36 @@ func (co *coordinator) afterRound(ctx context.Context, in listing, p plan, busy 
 	}
 	cd.deputyRow = ""
 	co.scheduleExpiry(in, now)
-	co.nameDeputy(ctx, in, first)
-	co.wakeBelowShare(ctx, in, p, now)
+	deputyRow := co.nameDeputy(ctx, in, first)
+	co.wakeBelowShare(ctx, in, p, held, deputyRow, now)
+}
+
+// mayTakeSoon reports whether a worker below its ceiling (and its
+// WithMaxLeases cap) sees a lease it may take after more listings: one left
+// free, or one whose counter stood still longer than a renewal (it may
+// expire, and expiry is judged from this worker's own listings). Such a
+// worker keeps listing: a worker woken because the coordinator could not
+// take a lease would otherwise stop before the lease expired for it.
+func (co *coordinator) mayTakeSoon(in listing, p plan, now time.Time) bool {
+	mine := 0
+	for _, l := range in.leases {
+		if in.held[l.Key.Shard] {
+			mine++
+		}
+	}
+	if mine >= p.ceiling || in.maxLeases > 0 && mine >= in.maxLeases {
+		return false
+	}
+	for _, l := range in.leases {
+		id := l.Key.Shard
+		if in.held[id] || in.skip[id] || in.refused[id] || l.Owner == in.me {
+			continue
+		}
+		if l.Owner == "" || now.Sub(co.obs[id].changed) >= co.stall(l) {
+			return true
+		}
+	}
+	return false
 }
 
 // scheduleExpiry arms the coordinator's timer for the leases of others whose
@@ -365,6 +404,7 @@ func (co *coordinator) takeExpired(ctx context.Context) error {
 		byShard[l.Key.Shard] = l
 	}
 	var rest time.Time
+	var now2 []string
 	for id, d := range cd.due {
 		if d.at.After(now) {
 			if rest.IsZero() || d.at.Before(rest) {
@@ -372,7 +412,25 @@ func (co *coordinator) takeExpired(ctx context.Context) error {
 			}
 			continue
 		}
+		now2 = append(now2, id)
+	}
+	// The first lease first (whoever holds it coordinates), then by shard;
+	// never beyond WithMaxLeases.
+	slices.SortFunc(now2, func(a, b string) int {
+		if (a == cd.first) != (b == cd.first) {
+			if a == cd.first {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(a, b)
+	})
+	for _, id := range now2 {
+		d := cd.due[id]
 		delete(cd.due, id)
+		if max := co.c.cfg.maxLeases; max > 0 && co.c.heldCount() >= max {
+			continue
+		}
 		if o, ok := co.obs[id]; !ok || o.counter != d.lease.Counter || stuck[id] {
 			continue
 		}
@@ -399,7 +457,7 @@ func hasDeputyFor(leases []Lease, first string) bool {
 // nameDeputy makes sure one live worker other than the coordinator watches
 // the first lease: it keeps a deputy named for the current first lease and
 // names one (on its lowest running lease) when there is none.
-func (co *coordinator) nameDeputy(ctx context.Context, in listing, first Lease) {
+func (co *coordinator) nameDeputy(ctx context.Context, in listing, first Lease) (noted string) {
 	var stale, cands []Lease
 	for _, l := range in.leases {
 		if l.Owner == "" || l.Owner == in.me || in.held[l.Key.Shard] || in.expired[l.Key.Shard] || l.HandoffTo != "" {
@@ -407,7 +465,7 @@ func (co *coordinator) nameDeputy(ctx context.Context, in listing, first Lease) 
 		}
 		if f, ok := deputyFirst(l.Note); ok {
 			if f == first.Key.Shard {
-				return // a deputy watches the first lease
+				return "" // a deputy watches the first lease
 			}
 			stale = append(stale, l)
 			continue
@@ -424,52 +482,76 @@ func (co *coordinator) nameDeputy(ctx context.Context, in listing, first Lease) 
 		cands = renewed
 	}
 	if len(cands) == 0 {
-		return
+		return ""
 	}
 	l := slices.MinFunc(cands, func(a, b Lease) int { return strings.Compare(a.Key.Shard, b.Key.Shard) })
 	co.note(ctx, l, fmt.Sprintf("%s %s %x", noteDeputy, first.Key.Shard, co.nextNonce()))
+	return l.Key.Shard
 }
 
-// wakeBelowShare wakes each worker that runs leases but fewer than its share
-// while another runs at least two more, once a lease duration at most.
-func (co *coordinator) wakeBelowShare(ctx context.Context, in listing, p plan, now time.Time) {
+// wakeBelowShare wakes each worker that runs leases but fewer than its
+// share, while another runs at least two more or a lease is left free or
+// expired that the coordinator could not take (WithMaxLeases), once a lease
+// duration at most. held is what the coordinator runs after its round.
+func (co *coordinator) wakeBelowShare(ctx context.Context, in listing, p plan, held map[string]bool, deputyRow string, now time.Time) {
 	cd := &co.cd
+	load := maps.Clone(p.load)
+	mine, open := 0, 0
+	for _, l := range in.leases {
+		id := l.Key.Shard
+		switch {
+		case held[id]:
+			mine++
+		case (l.Owner == "" || in.expired[id]) && !in.refused[id] && !in.skip[id]:
+			open++
+		}
+	}
+	load[in.me] = mine
 	most := 0
-	for _, n := range p.load {
+	for _, n := range load {
 		most = max(most, n)
 	}
 	rows := map[string][]Lease{}
 	for _, l := range in.leases {
-		if l.Owner != "" && l.Owner != in.me && l.HandoffTo == "" && !in.expired[l.Key.Shard] && !l.Expiry.IsZero() {
-			rows[l.Owner] = append(rows[l.Owner], l)
+		if l.Owner != "" && l.Owner != in.me && l.HandoffTo == "" && !in.expired[l.Key.Shard] {
+			if _, dep := deputyFirst(l.Note); !dep && l.Key.Shard != deputyRow {
+				// Not on the deputy's row: the note would replace its naming.
+				rows[l.Owner] = append(rows[l.Owner], l)
+			}
 		}
 	}
-	for owner, n := range p.load {
-		if owner == in.me || len(rows[owner]) == 0 || most < n+2 {
+	for owner, n := range load {
+		if owner == in.me || len(rows[owner]) == 0 || open == 0 && most < n+2 {
 			continue
 		}
-		if target, _ := share(owner, p.load, len(in.leases), in.maxLeases); n >= target {
+		// Its own cap, if it has one, is not known here: it finds out when
+		// it lists.
+		if target, _ := share(owner, load, len(in.leases), 0); n >= target {
 			continue
 		}
-		if at, ok := cd.woken[owner]; ok && now.Sub(at) < co.c.cfg.leaseDuration {
+		L := co.c.cfg.leaseDuration
+		ws, ok := cd.woken[owner]
+		if ok && now.Sub(ws.at) < ws.wait {
 			continue
 		}
-		// Not on the deputy's row: the note would replace its naming.
-		var l *Lease
-		for i, r := range rows[owner] {
-			if _, dep := deputyFirst(r.Note); !dep {
-				l = &rows[owner][i]
+		wait := L
+		if ok && ws.load == n {
+			wait = min(2*ws.wait, 32*L)
+		}
+		cd.woken[owner] = wakeState{at: now, load: n, wait: wait}
+		// A row renewed since taken first: one handed over but not yet
+		// adopted would lose the note to the adoption.
+		l := rows[owner][0]
+		for _, r := range rows[owner] {
+			if !r.Expiry.IsZero() {
+				l = r
 				break
 			}
 		}
-		if l == nil {
-			continue
-		}
-		cd.woken[owner] = now
-		co.note(ctx, *l, fmt.Sprintf("%s %x", noteWake, co.nextNonce()))
+		co.note(ctx, l, fmt.Sprintf("%s %x", noteWake, co.nextNonce()))
 	}
 	for owner := range cd.woken {
-		if _, ok := p.load[owner]; !ok {
+		if _, ok := load[owner]; !ok {
 			delete(cd.woken, owner)
 		}
 	}

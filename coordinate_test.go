@@ -443,3 +443,34 @@ func TestCoordinationQuietWorkerFinishesAShard(t *testing.T) {
 		requireKeyOrder(t, p, h)
 	})
 }
+
+// TestCoordinationCoordinatorAtItsCap: a coordinator that may hold no more
+// (WithMaxLeases) cannot take a crashed worker's leases itself; it wakes the
+// workers below their share, which list until the leases expire for them
+// and take them.
+func TestCoordinationCoordinatorAtItsCap(t *testing.T) {
+	worlds(t, 12, func(t *testing.T, w *world) {
+		h := newHandled()
+		fleet := startCoordFleet(t, w, 3, 12, h, shardlease.WithMaxLeases(5))
+		coord := coordinatorOf(fleet)
+		settle(t, w, fleet, coord)
+		var victim *coordWorker
+		for _, cw := range fleet {
+			if cw != coord {
+				victim = cw
+				break
+			}
+		}
+		victim.sw.Crash()
+		// 10 of the 12 can be held (two workers of at most 5 each), and
+		// no worker ever holds more than 5.
+		most := 0
+		waitFor(t, 5*w.lease, "both live workers at their cap", func() bool {
+			for _, cw := range fleet {
+				most = max(most, len(cw.c.Held()))
+			}
+			return balancedOver(t, w, 10, 5, 5, fleet)
+		})
+		assert.LessOrEqual(t, most, 5, "WithMaxLeases(5) holds while the coordinator takes over")
+	})
+}
