@@ -83,6 +83,8 @@ type counters struct {
 	deadLettered                                               atomic.Int64
 	cleaned, rejected                                          atomic.Int64
 	subscriptions                                              atomic.Int64
+	listings                                                   atomic.Int64
+	coordinating                                               atomic.Bool
 }
 
 // Stats is a snapshot of a consumer's counters since it was created.
@@ -119,6 +121,12 @@ type Stats struct {
 	// Subscriptions counts the SubscribeToShard calls that succeeded (with
 	// WithEnhancedFanOut; each lasts up to five minutes).
 	Subscriptions int64
+	// TableListings counts this worker's listings of the stream's rows (take
+	// rounds); with coordination only the coordinator lists steadily.
+	TableListings int64
+	// Coordinating reports whether this worker coordinates the stream now:
+	// it holds the first readable lease (see the README's Coordination).
+	Coordinating bool
 }
 
 // Stats returns the consumer's counters.
@@ -135,6 +143,7 @@ func (c *Consumer) Stats() Stats {
 		RecordsDeadLettered: s.deadLettered.Load(),
 		FinishedRowsDeleted: s.cleaned.Load(), CheckpointsRejected: s.rejected.Load(),
 		Subscriptions: s.subscriptions.Load(),
+		TableListings: s.listings.Load(), Coordinating: s.coordinating.Load(),
 	}
 }
 
@@ -576,6 +585,7 @@ func (co *coordinator) shutdown(ctx context.Context) {
 	defer cancel()
 	co.withdraw(ctx)
 	co.passLead(ctx)
+	c.stats.coordinating.Store(false)
 	c.mu.Lock()
 	runners := make([]*leaseRunner, 0, len(c.held))
 	for _, r := range c.held {
@@ -747,6 +757,8 @@ func (co *coordinator) takeRound(ctx context.Context) error {
 		return nil
 	}
 	now := time.Now()
+	c.stats.listings.Add(1)
+	c.ins.listings.Add(bg, 1, c.ins.attrs())
 	co.cd.recent, co.cd.recentAt = leases, now
 	me := c.cfg.identity
 	byShard := make(map[string]Lease, len(leases))

@@ -277,12 +277,14 @@ func (co *coordinator) afterRound(ctx context.Context, in listing, p plan, busy 
 	first, ok := firstReadable(in.leases)
 	if !ok {
 		cd.leading = false
+		c.stats.coordinating.Store(false)
 		return
 	}
 	cd.first, cd.readable = first.Key.Shard, len(in.leases)
 	held := c.heldSet()
 	was := cd.leading
 	cd.leading = held[first.Key.Shard]
+	c.stats.coordinating.Store(cd.leading)
 	if cd.leading != was {
 		if cd.leading {
 			c.log.Info("coordinating the stream's leases", "lease", first.Key.Shard)

@@ -190,9 +190,22 @@ func TestCoordinationOneWorkerLists(t *testing.T) {
 		settle(t, w, fleet, coord)
 
 		l0, g0 := readsOf(fleet)
+		var s0 []int64
+		for _, cw := range fleet {
+			s0 = append(s0, cw.c.Stats().TableListings)
+		}
 		const window = 10
 		time.Sleep(window * w.take)
 		l1, g1 := readsOf(fleet)
+		for i, cw := range fleet {
+			st := cw.c.Stats()
+			assert.Equal(t, cw == coord, st.Coordinating, "%s: Stats().Coordinating", cw.c.OwnerID())
+			if cw == coord {
+				assert.GreaterOrEqual(t, st.TableListings-s0[i], int64(window/2), "the coordinator's listings are counted")
+			} else if w.name == "fake" {
+				assert.Equal(t, s0[i], st.TableListings, "%s listed nothing", cw.c.OwnerID())
+			}
+		}
 		var otherLists, getters int64
 		for i, cw := range fleet {
 			lists, gets := l1[i]-l0[i], g1[i]-g0[i]

@@ -33,6 +33,8 @@ const meterName = "github.com/shardlease/shardlease"
 //	shardlease.retry.ages_out_in          gauge      s, per stuck shard, until its oldest unhandled record ages out (observed)
 //	shardlease.leases.cleaned             counter    rows of finished shards deleted (see LineageStore)
 //	shardlease.checkpoints.rejected       counter    checkpoints Kinesis refused to read after, per shard (see ErrCheckpointRejected)
+//	shardlease.table.listings             counter    listings of the stream's rows (take rounds)
+//	shardlease.coordinating               gauge      1 while this worker coordinates the stream, else 0 (observed)
 //
 // Every instrument carries the stream and owner attributes; per-shard ones
 // carry the shard too.
@@ -53,6 +55,8 @@ type instruments struct {
 	handlerErrors metric.Int64Counter
 	handlerTime   metric.Float64Histogram
 	behind        metric.Int64ObservableGauge
+	listings      metric.Int64Counter
+	coordinating  metric.Int64ObservableGauge
 	meter         metric.Meter
 	corrupt       metric.Int64Counter
 	retryInstruments
@@ -65,7 +69,7 @@ func newInstruments(mp metric.MeterProvider, stream, owner string) (*instruments
 	}
 	m := mp.Meter(meterName)
 	in := &instruments{base: attribute.NewSet(attribute.String("stream", stream), attribute.String("owner", owner))}
-	var errs [12]error
+	var errs [14]error
 	in.meter = m
 	in.held, errs[0] = m.Int64ObservableGauge("shardlease.leases.held", metric.WithDescription("Leases this worker holds."))
 	in.taken, errs[1] = m.Int64Counter("shardlease.leases.taken", metric.WithDescription("Leases acquired."))
@@ -81,6 +85,8 @@ func newInstruments(mp metric.MeterProvider, stream, owner string) (*instruments
 		metric.WithExplicitBucketBoundaries(secondBuckets...))
 	in.behind, errs[10] = m.Int64ObservableGauge("shardlease.behind_latest", metric.WithUnit("ms"), metric.WithDescription("How far each held shard's reader is behind the tip of the stream."))
 	in.corrupt, errs[11] = m.Int64Counter("shardlease.aggregates.corrupt", metric.WithDescription("KPL aggregates handed over undecoded."))
+	in.listings, errs[12] = m.Int64Counter("shardlease.table.listings", metric.WithDescription("Listings of the stream's lease rows."))
+	in.coordinating, errs[13] = m.Int64ObservableGauge("shardlease.coordinating", metric.WithDescription("1 while this worker coordinates the stream's leases."))
 	for _, err := range errs {
 		if err != nil {
 			return nil, err
@@ -110,6 +116,11 @@ func (in *instruments) observe(c *Consumer) (metric.Registration, error) {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		o.ObserveInt64(in.held, int64(len(c.held)), in.attrs())
+		coordinating := int64(0)
+		if c.stats.coordinating.Load() {
+			coordinating = 1
+		}
+		o.ObserveInt64(in.coordinating, coordinating, in.attrs())
 		now := time.Now()
 		for shard, r := range c.held {
 			if ms := r.behind.Load(); ms >= 0 {
@@ -118,7 +129,7 @@ func (in *instruments) observe(c *Consumer) (metric.Registration, error) {
 			in.observeStuck(o, shard, r, now)
 		}
 		return nil
-	}, in.held, in.behind, in.stuck, in.agesOut)
+	}, in.held, in.behind, in.coordinating, in.stuck, in.agesOut)
 }
 
 func (in *instruments) attrs(kv ...attribute.KeyValue) metric.MeasurementOption {
