@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"hash/fnv"
 	"log/slog"
-	"math"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -810,8 +809,10 @@ func (co *coordinator) takeRound(ctx context.Context) error {
 			in.waiting++
 		}
 	}
-	if f, ok := firstReadable(in.leases); ok && co.cd.ns != nil {
-		in.first = f.Key.Shard
+	first, hasFirst := firstReadable(in.leases)
+	hasFirst = hasFirst && co.cd.ns != nil
+	if hasFirst {
+		in.first = first.Key.Shard
 	}
 	p := planRound(in, co.rng)
 	defer func() {
@@ -868,8 +869,7 @@ func (co *coordinator) takeRound(ctx context.Context) error {
 	// takes every free or expired lease at once, beyond its share (the
 	// other workers may not be listing), and wakes those below their share
 	// afterwards.
-	first, hasFirst := firstReadable(in.leases)
-	if co.cd.ns != nil && hasFirst && !held[first.Key.Shard] && !in.skip[first.Key.Shard] && !in.refused[first.Key.Shard] &&
+	if hasFirst && !held[first.Key.Shard] && !in.skip[first.Key.Shard] && !in.refused[first.Key.Shard] &&
 		(in.maxLeases == 0 || mine+in.waiting < in.maxLeases) &&
 		(first.Owner == "" && first.Counter > 0 || in.expired[first.Key.Shard]) {
 		took, err := co.take(ctx, first, byShard, now)
@@ -885,7 +885,7 @@ func (co *coordinator) takeRound(ctx context.Context) error {
 	// Only a coordinator of an earlier round takes beyond its share: workers
 	// starting together (a fleet restarted) each take their share first,
 	// whoever wins the first lease.
-	leading := co.cd.leading && hasFirst && held[first.Key.Shard]
+	in.leading = co.cd.leading && hasFirst && held[first.Key.Shard]
 	// Free and expired leases, in a worker-specific order so that workers
 	// starting together spread over the shards. A lease left over since an
 	// earlier round may take this worker up to the ceiling; otherwise its
@@ -894,14 +894,7 @@ func (co *coordinator) takeRound(ctx context.Context) error {
 		if held[l.Key.Shard] {
 			continue
 		}
-		limit := p.limit(in, l)
-		if leading && limit > 0 {
-			limit = math.MaxInt
-			if in.maxLeases > 0 {
-				limit = in.maxLeases
-			}
-		}
-		if mine+in.waiting >= limit {
+		if mine+in.waiting >= p.limit(in, l) {
 			continue
 		}
 		took, err := co.take(ctx, l, byShard, now)
@@ -940,7 +933,7 @@ func (co *coordinator) takeRound(ctx context.Context) error {
 		st.granted(l)
 		busy = true
 	}
-	co.afterRound(ctx, in, p, busy, now)
+	co.afterRound(ctx, in, p, first, busy, now)
 
 	// A worker that holds a lease is seen through it; one that holds none
 	// keeps its row moving.

@@ -266,16 +266,16 @@ func firstReadable(leases []Lease) (Lease, bool) {
 }
 
 // afterRound updates the roles from a take round: in is its listing, p its
-// plan, busy whether the round took, adopted or asked for anything.
-func (co *coordinator) afterRound(ctx context.Context, in listing, p plan, busy bool, now time.Time) {
+// plan, first its first readable lease (in.first names it; "" when there is
+// none), busy whether the round took, adopted or asked for anything.
+func (co *coordinator) afterRound(ctx context.Context, in listing, p plan, first Lease, busy bool, now time.Time) {
 	cd := &co.cd
 	if cd.ns == nil {
 		return
 	}
 	c := co.c
 	cd.catchUp = busy || len(co.pending) > 0 || co.mayTakeSoon(in, p, now)
-	first, ok := firstReadable(in.leases)
-	if !ok {
+	if in.first == "" {
 		cd.leading = false
 		c.stats.coordinating.Store(false)
 		return

@@ -1,6 +1,7 @@
 package shardlease
 
 import (
+	"math"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -41,6 +42,9 @@ type listing struct {
 	// coordinate.go): never asked for, so coordination does not move with
 	// balancing. Empty without coordination.
 	first string
+	// leading is set when me coordinates: it coordinated in its previous
+	// round and runs the first lease.
+	leading bool
 	// maxLeases caps the share (0: no cap); maxSteals caps the handoff
 	// requests of one round.
 	maxLeases, maxSteals int
@@ -120,11 +124,16 @@ func (p plan) takable() []Lease { return append(slices.Clip(p.free), p.stale...)
 // limit returns how many leases me may run (handoffs it waits for
 // included) before it stops taking l: its share, or the ceiling for a lease
 // left over since an earlier round. A lease the store refused is never
-// taken (0).
+// taken (0). A coordinator (in.leading) takes every free and expired lease,
+// up to maxLeases: the other workers may not be listing.
 func (p plan) limit(in listing, l Lease) int {
 	switch {
 	case in.refused[l.Key.Shard]:
 		return 0
+	case in.leading && in.maxLeases > 0:
+		return in.maxLeases
+	case in.leading:
+		return math.MaxInt
 	case in.leftover[l.Key.Shard]:
 		return p.ceiling
 	}

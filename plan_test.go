@@ -94,6 +94,10 @@ func TestPlan(t *testing.T) {
 		waitingA[i].HandoffTo = "a"
 	}
 
+	// a coordinates: it runs s00 and s01, b runs s02 and s03, and s04 to
+	// s07 were released by a worker that left.
+	coordinated := append(append(rows(0, 2, "a"), rows(2, 2, "b")...), rows(4, 4, "")...)
+
 	for _, tc := range []struct {
 		name string
 		in   listing
@@ -185,6 +189,16 @@ func TestPlan(t *testing.T) {
 			in: listing{me: "d", leases: append(append(append(rows(0, 1, ""), rows(1, 4, "a")...), rows(5, 2, "b")...), rows(7, 3, "d")...),
 				held: heldBy(rows(7, 3, "d"), "d"), maxSteals: 32},
 			want: outcome{target: 3, ceiling: 4},
+		},
+		{
+			name: "the coordinator takes every free lease, beyond its share",
+			in: listing{me: "a", leases: coordinated, held: heldBy(coordinated, "a"), first: "s00", leading: true, maxSteals: 32},
+			want: outcome{target: 4, ceiling: 4, take: []string{"s04", "s05", "s06", "s07"}},
+		},
+		{
+			name: "the coordinator's WithMaxLeases still caps it",
+			in: listing{me: "a", leases: coordinated, held: heldBy(coordinated, "a"), first: "s00", leading: true, maxLeases: 3, maxSteals: 32},
+			want: outcome{target: 3, ceiling: 3, take: []string{""}},
 		},
 		{
 			name: "a refused lease is never taken",
