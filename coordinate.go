@@ -154,6 +154,14 @@ func (co *coordinator) listsNow() bool {
 	return cd.leading || cd.catchUp || cd.suspect || co.c.heldCount() == 0
 }
 
+// holds reports whether this worker runs shard.
+func (c *Consumer) holds(shard string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.held[shard]
+	return ok
+}
+
 func (c *Consumer) heldCount() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -203,39 +211,42 @@ func (co *coordinator) isDeputy() bool {
 	if cd.deputyRow == "" {
 		return time.Now().Before(cd.watchUntil)
 	}
-	co.c.mu.Lock()
-	_, held := co.c.held[cd.deputyRow]
-	co.c.mu.Unlock()
-	return held
+	return co.c.holds(cd.deputyRow)
 }
 
-// watchFirst is the deputy's look at the coordinator's row: it lists at
-// once when the row shows no owner, or a counter that stood still longer
-// than a renewal.
+// watchFirst is the deputy's look at the coordinator's row (see
+// lookAtFirst), every half take interval while it watches.
 func (co *coordinator) watchFirst(ctx context.Context) {
 	cd := &co.cd
-	if cd.deputyRow != "" {
-		co.c.mu.Lock()
-		_, held := co.c.held[cd.deputyRow]
-		co.c.mu.Unlock()
-		if !held {
-			cd.deputyRow = "" // the row that named it moved on
-		}
+	if cd.deputyRow != "" && !co.c.holds(cd.deputyRow) {
+		cd.deputyRow = "" // the row that named it moved on
 	}
 	if !co.isDeputy() {
 		return
 	}
 	defer co.armWatch()
+	co.lookAtFirst(ctx)
+}
+
+// lookAtFirst reads the first lease's row, eventually consistent, and makes
+// this worker list at once when the row shows no owner (or is gone: its
+// shard finished and was cleaned up), this worker (it holds the lease
+// without coordinating yet), or a counter that stood still longer than a
+// renewal. A read that fails otherwise changes nothing.
+func (co *coordinator) lookAtFirst(ctx context.Context) {
+	cd := &co.cd
 	c := co.c
 	gctx, cancel := c.storeCtx(ctx)
 	l, err := cd.ns.GetEventually(gctx, LeaseKey{Stream: c.stream, Shard: cd.first})
 	cancel()
 	if err != nil {
-		if ctx.Err() == nil && !errors.Is(err, ErrLeaseNotFound) {
+		if ctx.Err() != nil {
+			return
+		}
+		if !errors.Is(err, ErrLeaseNotFound) {
 			c.log.Debug("reading the coordinator's lease failed", "lease", cd.first, "err", err)
 			return
 		}
-		// The row is gone (its shard finished and was cleaned up): list.
 		l = Lease{}
 	}
 	now := time.Now()
@@ -607,18 +618,7 @@ func (co *coordinator) backstop(ctx context.Context) {
 		return
 	}
 	cd.lookAt = now.Add(period/2 + rand.N(period))
-	gctx, cancel := c.storeCtx(ctx)
-	l, err := cd.ns.GetEventually(gctx, LeaseKey{Stream: c.stream, Shard: cd.first})
-	cancel()
-	if err != nil && !errors.Is(err, ErrLeaseNotFound) {
-		return
-	}
-	o := watch(co.obs, cd.first, l.Counter, l.Owner, now)
-	if l.Owner == "" || now.Sub(o.changed) >= co.stall(l) {
-		c.log.Info("the coordinator's lease stands still or is free: listing", "lease", cd.first, "owner", l.Owner, "counter", l.Counter)
-		cd.suspect = true
-		co.poke(co.wake)
-	}
+	co.lookAtFirst(ctx)
 }
 
 // passLead is a leaving coordinator's last act: it tells another worker

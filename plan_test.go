@@ -192,12 +192,12 @@ func TestPlan(t *testing.T) {
 		},
 		{
 			name: "the coordinator takes every free lease, beyond its share",
-			in: listing{me: "a", leases: coordinated, held: heldBy(coordinated, "a"), first: "s00", leading: true, maxSteals: 32},
+			in:   listing{me: "a", leases: coordinated, held: heldBy(coordinated, "a"), first: "s00", leading: true, maxSteals: 32},
 			want: outcome{target: 4, ceiling: 4, take: []string{"s04", "s05", "s06", "s07"}},
 		},
 		{
 			name: "the coordinator's WithMaxLeases still caps it",
-			in: listing{me: "a", leases: coordinated, held: heldBy(coordinated, "a"), first: "s00", leading: true, maxLeases: 3, maxSteals: 32},
+			in:   listing{me: "a", leases: coordinated, held: heldBy(coordinated, "a"), first: "s00", leading: true, maxLeases: 3, maxSteals: 32},
 			want: outcome{target: 3, ceiling: 3, take: []string{""}},
 		},
 		{
