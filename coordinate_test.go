@@ -125,6 +125,16 @@ func hasDeputy(t *testing.T, w *world) bool {
 	return false
 }
 
+// notCoordinating returns the first worker of fleet other than coord.
+func notCoordinating(fleet []*coordWorker, coord *coordWorker) *coordWorker {
+	for _, cw := range fleet {
+		if cw != coord {
+			return cw
+		}
+	}
+	return nil
+}
+
 // heldAgain reports whether the live workers run every one of shards.
 func heldAgain(fleet []*coordWorker, shards []string) bool {
 	have := map[string]bool{}
@@ -243,13 +253,7 @@ func TestCoordinationCrashOfThePlainWorker(t *testing.T) {
 		fleet := startCoordFleet(t, w, 4, 12, h)
 		coord := coordinatorOf(fleet)
 		settle(t, w, fleet, coord)
-		var victim *coordWorker
-		for _, cw := range fleet {
-			if cw != coord {
-				victim = cw
-				break
-			}
-		}
+		victim := notCoordinating(fleet, coord)
 		lost := victim.c.Held()
 		crashed := time.Now()
 		victim.sw.Crash()
@@ -300,12 +304,7 @@ func TestCoordinationCoordinatorLeaves(t *testing.T) {
 		fleet := startCoordFleet(t, w, 2, 8, h)
 		coord := coordinatorOf(fleet)
 		settle(t, w, fleet, coord)
-		var other *coordWorker
-		for _, cw := range fleet {
-			if cw != coord {
-				other = cw
-			}
-		}
+		other := notCoordinating(fleet, coord)
 		require.NoError(t, coord.stop(t))
 		coord.sw.Crash() // out of the fleet for balancedOver
 		stopped := time.Now()
@@ -428,12 +427,7 @@ func TestCoordinationQuietWorkerFinishesAShard(t *testing.T) {
 		coord := coordinatorOf(fleet)
 		require.NotNil(t, coord)
 		settle(t, w, fleet, coord)
-		var quiet *coordWorker
-		for _, cw := range fleet {
-			if cw != coord {
-				quiet = cw
-			}
-		}
+		quiet := notCoordinating(fleet, coord)
 		parent := quiet.c.Held()[0]
 		w.put(t, p, 20, 256)
 		children := w.split(t, parent)
@@ -467,13 +461,7 @@ func TestCoordinationCoordinatorAtItsCap(t *testing.T) {
 		fleet := startCoordFleet(t, w, 3, 12, h, shardlease.WithMaxLeases(5))
 		coord := coordinatorOf(fleet)
 		settle(t, w, fleet, coord)
-		var victim *coordWorker
-		for _, cw := range fleet {
-			if cw != coord {
-				victim = cw
-				break
-			}
-		}
+		victim := notCoordinating(fleet, coord)
 		victim.sw.Crash()
 		// 10 of the 12 can be held (two workers of at most 5 each), and
 		// no worker ever holds more than 5.
