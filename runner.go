@@ -102,7 +102,6 @@ type leaseRunner struct {
 	wroteSeq   string
 	wroteSub   int64
 	lastWrite  time.Time // when the last successful write was sent (keeper only)
-	note       string    // the row's note as the last write returned it (keeper only)
 
 	behind atomic.Int64 // MillisBehindLatest of the last read; -1 before the first
 	// panicSeen is the panic site and batch of the last handler panic
@@ -167,7 +166,6 @@ func newLeaseRunner(c *Consumer, l Lease, fromStart bool, written time.Time) *le
 		lease:      l,
 		validUntil: validUntil,
 		lastWrite:  written,
-		note:       l.Note,
 		pendSeq:    l.Checkpoint, pendSub: l.SubSequence,
 		wroteSeq: l.Checkpoint, wroteSub: l.SubSequence,
 	}
@@ -382,8 +380,7 @@ func (r *leaseRunner) keep(parent context.Context) {
 		if next.HandoffTo != "" {
 			r.handOff(next.HandoffTo)
 		}
-		if next.Note != r.note {
-			r.note = next.Note
+		if next.Note != held.Note {
 			r.c.sendNote(r.shard, next.Note)
 		}
 		return nil
