@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -474,4 +477,39 @@ func TestCoordinationCoordinatorAtItsCap(t *testing.T) {
 		})
 		assert.LessOrEqual(t, most, 5, "WithMaxLeases(5) holds while the coordinator takes over")
 	})
+}
+
+// TestCoordinationNoteEditedByHand: a lease_note an operator edited into a
+// number makes the row corrupt, with an error that names the table, the row
+// and the attribute and says what to do; a note edited into text the
+// consumer does not know is ignored (the lease is renewed as before).
+func TestCoordinationNoteEditedByHand(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs the DynamoDB emulator")
+	}
+	client, table := dynamoTable(t)
+	ctx := t.Context()
+	store, err := shardlease.NewDynamoStore(client, table)
+	require.NoError(t, err)
+	key := shardlease.LeaseKey{Stream: "orders", Shard: "shardId-000000000000"}
+	_, err = store.Create(ctx, key, nil)
+	require.NoError(t, err)
+	held, err := store.Acquire(ctx, key, "w1", 0)
+	require.NoError(t, err)
+	edit := func(note types.AttributeValue) {
+		_, err := client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+			TableName: aws.String(table), Key: map[string]types.AttributeValue{"lease_key": &types.AttributeValueMemberS{Value: key.String()}},
+			UpdateExpression: aws.String("SET lease_note = :n"), ExpressionAttributeValues: map[string]types.AttributeValue{":n": note},
+		})
+		require.NoError(t, err)
+	}
+
+	edit(&types.AttributeValueMemberS{Value: "please hand this over"})
+	renewed, err := store.Renew(ctx, held, time.Now())
+	require.NoError(t, err, "a note the consumer does not know leaves the lease alone")
+	assert.Equal(t, "please hand this over", renewed.Note)
+
+	edit(&types.AttributeValueMemberN{Value: "7"})
+	_, err = store.Get(ctx, key)
+	requireMessage(t, err, shardlease.ErrCorruptLease, "table "+table, `"orders:shardId-000000000000"`, "attribute lease_note is a number, want a string", "fix the attribute by hand or delete the row")
 }
