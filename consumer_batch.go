@@ -2,8 +2,7 @@ package shardlease
 
 import (
 	"context"
-	"fmt"
-	"runtime/debug"
+	"time"
 )
 
 // StopReason says why this worker stopped reading a shard.
@@ -87,81 +86,67 @@ type ShardHooks struct {
 	OnStop func(ctx context.Context, stop *ShardStop)
 }
 
-// WithShardHooks sets hooks called as this worker starts and stops reading
-// each shard. Default: none.
-func WithShardHooks(h ShardHooks) Option { return func(c *config) { c.hooks = h } }
-
-// started runs the start hook, before the first batch.
-func (r *leaseRunner) started() {
-	fn := r.c.cfg.hooks.OnStart
-	if fn == nil {
-		return
-	}
-	r.mu.Lock()
-	s := ShardStart{Stream: r.key.Stream, ShardID: r.shard, Checkpoint: r.lease.Checkpoint, SubSequence: r.lease.SubSequence}
-	r.mu.Unlock()
-	if s.Checkpoint == "" {
-		s.SubSequence = -1
-		s.Position = r.c.cfg.position
-		if r.fromStart {
-			s.Position = TrimHorizon
-		}
-		if st := r.start(); !st.IsZero() {
-			s.Position = st.Position
-		}
-	}
-	defer r.recoverHook("OnStart")
-	fn(r.leaseCtx, s)
+// Record is one user record handed to a Handler.
+type Record struct {
+	// SequenceNumber is the Kinesis sequence number of the record.
+	SequenceNumber string
+	// SubSequenceNumber is the index of a user record inside a KPL aggregated
+	// record, or -1 for a plain record.
+	SubSequenceNumber int64
+	// PartitionKey is the record's partition key.
+	PartitionKey string
+	// ExplicitHashKey is the explicit hash key of a de-aggregated user record
+	// that had one; empty otherwise.
+	ExplicitHashKey string
+	// Data is the record's payload.
+	Data []byte
+	// ApproximateArrivalTimestamp is when Kinesis accepted the record.
+	ApproximateArrivalTimestamp time.Time
 }
 
-// stopped runs the stop hook once, with reason, or (reason empty) with the
-// reason the processor stopped for.
-func (r *leaseRunner) stopped(reason StopReason) {
-	if !r.stopHookRan.CompareAndSwap(false, true) {
-		return
-	}
-	if reason == "" {
-		asked := false
-		select {
-		case <-r.quit:
-			asked = true
-		default:
-		}
-		switch {
-		case r.lost.Load():
-			reason = StopLost
-		case r.handedOff.Load():
-			reason = StopHandedOff
-		case asked || r.valid():
-			// Asked to stop, or the reader ended by itself (the shard is
-			// gone): the lease is released after the hook.
-			reason = StopShuttingDown
-		default:
-			// No write succeeded for a lease duration: the lease may be
-			// another worker's already.
-			reason = StopLost
-		}
-	}
-	if reason == StopLost {
-		r.leaseCancel() // the handler's context ends before the hook runs
-	}
-	r.log.Debug("stopping the shard", "reason", string(reason))
-	fn := r.c.cfg.hooks.OnStop
-	if fn == nil {
-		return
-	}
-	parent := r.leaseCtx
-	if reason == StopLost {
-		parent = context.WithoutCancel(parent)
-	}
-	ctx, cancel := context.WithTimeout(parent, r.c.cfg.shutdownTimeout)
-	defer cancel()
-	defer r.recoverHook("OnStop")
-	fn(ctx, &ShardStop{Stream: r.key.Stream, ShardID: r.shard, Reason: reason, r: r})
+// Batch is the records of one GetRecords call on one shard, in order.
+type Batch struct {
+	// Stream and ShardID name where the records come from.
+	Stream  string
+	ShardID string
+	// Records is never empty.
+	Records []Record
+	// MillisBehindLatest is how far the batch is behind the tip of the
+	// stream, as Kinesis reported it.
+	MillisBehindLatest int64
+
+	r   *leaseRunner
+	end bool // the last batch of a closed shard
 }
 
-func (r *leaseRunner) recoverHook(name string) {
-	if v := recover(); v != nil {
-		r.log.Error("shard hook "+name+" panicked", "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+// Checkpoint marks every record of the shard up to and including rec as
+// processed. The checkpoint is written with the lease's next renewal (see
+// WithCheckpointInterval); call Flush to write it at once. A checkpoint never
+// moves backwards: an older rec than the latest is ignored. Handlers that
+// finish work asynchronously call it once the work is done, from any
+// goroutine; it keeps working after the handler returns, for as long as the
+// lease is held. It fails with an error matching ErrLeaseLost once the lease
+// is lost, released or handed over: the next holder handles those records
+// again. At a handoff or shutdown the final write waits (half the grace
+// period at most) for the checkpoints of every batch the handler returned
+// nil for.
+func (b *Batch) Checkpoint(rec Record) error {
+	if rec.SequenceNumber == "" {
+		return errorf("%w: stream %s shard %s: the record has no sequence number", ErrInvalidConfig, b.Stream, b.ShardID)
 	}
+	return b.r.mark(rec.SequenceNumber, rec.SubSequenceNumber)
 }
+
+// Flush writes the pending checkpoint now (and renews the lease), waiting
+// for the write. It fails with ErrLeaseLost once the lease is gone.
+func (b *Batch) Flush(ctx context.Context) error { return b.r.flush(ctx) }
+
+// DeadLetterFunc receives records of a shard that its handler failed on
+// WithMaxAttempts times each, with the error of the last failure; today one
+// record per call, at its place in the shard's order. Store them somewhere
+// to look at later (a queue, a table, a log). Returning nil lets the
+// checkpoint move past them; returning an error calls it again after a
+// backoff, for as long as the lease is held, and nothing after the records
+// is handled or checkpointed meanwhile. ctx is cancelled when the lease is
+// lost. A panic is recovered and treated as an error.
+type DeadLetterFunc func(ctx context.Context, shard string, records []Record, err error) error

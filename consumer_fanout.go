@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"regexp"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -15,36 +14,7 @@ import (
 	"github.com/shardlease/shardlease/internal/backoff"
 )
 
-// FanOutAPI is the part of the Kinesis client that enhanced fan-out (see
-// WithEnhancedFanOut) calls besides KinesisAPI. *kinesis.Client satisfies it.
-// A client passed to NewConsumer needs these methods only when the option is
-// set: the consumer finds them by type assertion.
-type FanOutAPI interface {
-	DescribeStreamSummary(ctx context.Context, params *kinesis.DescribeStreamSummaryInput, optFns ...func(*kinesis.Options)) (*kinesis.DescribeStreamSummaryOutput, error)
-	RegisterStreamConsumer(ctx context.Context, params *kinesis.RegisterStreamConsumerInput, optFns ...func(*kinesis.Options)) (*kinesis.RegisterStreamConsumerOutput, error)
-	DescribeStreamConsumer(ctx context.Context, params *kinesis.DescribeStreamConsumerInput, optFns ...func(*kinesis.Options)) (*kinesis.DescribeStreamConsumerOutput, error)
-	SubscribeToShard(ctx context.Context, params *kinesis.SubscribeToShardInput, optFns ...func(*kinesis.Options)) (*kinesis.SubscribeToShardOutput, error)
-}
-
 var _ FanOutAPI = (*kinesis.Client)(nil)
-
-// WithEnhancedFanOut reads each held shard with SubscribeToShard through the
-// registered stream consumer consumerName instead of polling with
-// GetRecords. Run registers the consumer if it is not registered yet and
-// waits until it is ACTIVE; workers starting together share one registration.
-// Records are pushed as they arrive, and the consumer has a read allowance of
-// its own (2 MB/s per shard) instead of sharing 5 GetRecords calls a second
-// with every other reader of the stream. Leases, checkpoints, handoffs and
-// every guarantee are the same as with polling. The client must implement
-// FanOutAPI (*kinesis.Client does). A registered consumer is billed by the
-// hour for each shard, whether read or not: deregister it (see the
-// shardlease CLI) when no longer used.
-func WithEnhancedFanOut(consumerName string) Option {
-	return func(c *config) { c.fanOutName, c.fanOutSet = consumerName, true }
-}
-
-// consumerNamePattern is what Kinesis accepts as a stream consumer name.
-var consumerNamePattern = regexp.MustCompile(`^[a-zA-Z0-9_.-]{1,128}$`)
 
 // fanOut is a consumer's enhanced fan-out state: its client and the
 // registered stream consumer's ARN, set once by register before any lease

@@ -1,9 +1,15 @@
 package shardlease
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"runtime"
+	"runtime/debug"
 	"strings"
+	"time"
+
+	"github.com/shardlease/shardlease/internal/backoff"
 )
 
 // panicStack returns the stack of a panic being recovered, called from the
@@ -58,4 +64,273 @@ func (r *leaseRunner) logPanic(b *Batch, value any, stack []string) {
 	r.panicSeen = seen
 	r.log.Error("handler panicked; the batch is retried", "panic", fmt.Sprint(value), "site", site,
 		"records", len(b.Records), "first", first, "stack", stack)
+}
+
+// errAbandoned is what a handler call returns to the runner once the
+// handler was abandoned.
+var errAbandoned = errors.New("shardlease: the handler did not return within the shutdown timeout and was abandoned")
+
+// watchdog abandons the handler if it has not returned within the grace
+// period after the runner was told to stop or its lease's context was
+// cancelled.
+func (r *leaseRunner) watchdog() {
+	select {
+	case <-r.procDone:
+		return
+	case <-r.quit:
+	case <-r.leaseCtx.Done():
+	}
+	// The handler's context is cancelled a tenth of the grace period before
+	// the end, so that a handler that honours it returns (and its lease is
+	// released or handed over) instead of being abandoned.
+	grace := r.c.cfg.grace()
+	t := time.NewTimer(grace - grace/10)
+	defer t.Stop()
+	select {
+	case <-r.procDone:
+		return
+	case <-t.C:
+		r.leaseCancel()
+	}
+	t.Reset(grace / 10)
+	select {
+	case <-r.procDone:
+	case <-t.C:
+		r.abandon()
+	}
+}
+
+// abandon gives up on the handler: its context is cancelled, the keeper
+// stops renewing and writes nothing more (not even a release: the handler
+// may still be running, so the lease must expire rather than move at once),
+// and the shard stays with nobody in this worker until the handler returns.
+func (r *leaseRunner) abandon() {
+	r.handlerMu.Lock()
+	defer r.handlerMu.Unlock()
+	select {
+	case <-r.abandoned:
+		return
+	case <-r.procDone:
+		return // the handler returned meanwhile: nothing to abandon
+	default:
+	}
+	close(r.abandoned)
+	r.leaseCancel()
+	if r.inHandler {
+		r.c.markStuck(r)
+		r.log.Error("the handler did not return within the shutdown timeout after its context was cancelled or the lease was asked to stop; "+
+			"its goroutine is left behind, the lease is no longer renewed and expires for the other workers; handlers must return when their context is cancelled",
+			"timeout", r.c.cfg.grace())
+	}
+}
+
+// isAbandoned reports whether the handler was abandoned.
+func (r *leaseRunner) isAbandoned() bool {
+	select {
+	case <-r.abandoned:
+		return true
+	default:
+		return false
+	}
+}
+
+// call runs the handler on its own goroutine, so that a handler that does
+// not return can be abandoned.
+func (r *leaseRunner) call(b *Batch) error {
+	r.handlerMu.Lock()
+	if r.isAbandoned() {
+		r.handlerMu.Unlock()
+		return errAbandoned
+	}
+	r.inHandler = true
+	r.handlerMu.Unlock()
+	done := make(chan error, 1)
+	go func() {
+		err := r.callHandler(b)
+		r.handlerMu.Lock()
+		r.inHandler = false
+		if r.isAbandoned() {
+			r.c.unstick(r)
+		}
+		r.handlerMu.Unlock()
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		return err
+	case <-r.abandoned:
+		return errAbandoned
+	}
+}
+
+// started runs the start hook, before the first batch.
+func (r *leaseRunner) started() {
+	fn := r.c.cfg.hooks.OnStart
+	if fn == nil {
+		return
+	}
+	r.mu.Lock()
+	s := ShardStart{Stream: r.key.Stream, ShardID: r.shard, Checkpoint: r.lease.Checkpoint, SubSequence: r.lease.SubSequence}
+	r.mu.Unlock()
+	if s.Checkpoint == "" {
+		s.SubSequence = -1
+		s.Position = r.c.cfg.position
+		if r.fromStart {
+			s.Position = TrimHorizon
+		}
+		if st := r.start(); !st.IsZero() {
+			s.Position = st.Position
+		}
+	}
+	defer r.recoverHook("OnStart")
+	fn(r.leaseCtx, s)
+}
+
+// stopped runs the stop hook once, with reason, or (reason empty) with the
+// reason the processor stopped for.
+func (r *leaseRunner) stopped(reason StopReason) {
+	if !r.stopHookRan.CompareAndSwap(false, true) {
+		return
+	}
+	if reason == "" {
+		asked := false
+		select {
+		case <-r.quit:
+			asked = true
+		default:
+		}
+		switch {
+		case r.lost.Load():
+			reason = StopLost
+		case r.handedOff.Load():
+			reason = StopHandedOff
+		case asked || r.valid():
+			// Asked to stop, or the reader ended by itself (the shard is
+			// gone): the lease is released after the hook.
+			reason = StopShuttingDown
+		default:
+			// No write succeeded for a lease duration: the lease may be
+			// another worker's already.
+			reason = StopLost
+		}
+	}
+	if reason == StopLost {
+		r.leaseCancel() // the handler's context ends before the hook runs
+	}
+	r.log.Debug("stopping the shard", "reason", string(reason))
+	fn := r.c.cfg.hooks.OnStop
+	if fn == nil {
+		return
+	}
+	parent := r.leaseCtx
+	if reason == StopLost {
+		parent = context.WithoutCancel(parent)
+	}
+	ctx, cancel := context.WithTimeout(parent, r.c.cfg.shutdownTimeout)
+	defer cancel()
+	defer r.recoverHook("OnStop")
+	fn(ctx, &ShardStop{Stream: r.key.Stream, ShardID: r.shard, Reason: reason, r: r})
+}
+
+func (r *leaseRunner) recoverHook(name string) {
+	if v := recover(); v != nil {
+		r.log.Error("shard hook "+name+" panicked", "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+	}
+}
+
+// process hands batches to the handler, one at a time, while the lease is
+// held and no stop was asked for.
+func (r *leaseRunner) process(batches <-chan *Batch) {
+	for {
+		var b *Batch
+		select {
+		case <-r.quit:
+			return
+		case <-r.leaseCtx.Done():
+			return
+		case got, ok := <-batches:
+			if !ok {
+				return
+			}
+			b = got
+		}
+		if len(b.Records) > 0 {
+			if !r.handle(b) {
+				return
+			}
+			if !r.c.cfg.manualCheckpoint {
+				// A batch holds whole Kinesis records, aggregates included.
+				_ = r.mark(b.Records[len(b.Records)-1].SequenceNumber, -1)
+			} else {
+				last := b.Records[len(b.Records)-1]
+				r.mu.Lock()
+				r.handedSeq, r.handedSub, r.hasHanded = last.SequenceNumber, last.SubSequenceNumber, true
+				r.mu.Unlock()
+			}
+		}
+		if b.end {
+			r.stopped(StopShardEnded)
+			r.endShard(b)
+			return
+		}
+	}
+}
+
+// handle runs the handler until it succeeds, retrying with backoff (up to
+// WithMaxAttempts, then see giveUp). It reports false when the runner must
+// stop first.
+func (r *leaseRunner) handle(b *Batch) bool {
+	cfg := r.c.cfg
+	bo := backoff.Backoff{Min: cfg.retryMin, Max: cfg.retryMax}
+	since := time.Now()
+	defer r.unstuck()
+	for {
+		if !r.mayHand() {
+			return false
+		}
+		err := r.attempt(b)
+		if err == nil {
+			return true
+		}
+		if r.isAbandoned() || r.leaseCtx.Err() != nil {
+			// Failed because the lease's context was cancelled: no
+			// fault of the batch's, and no attempt counted against it.
+			return false
+		}
+		if pe := (*PanicError)(nil); !errors.As(err, &pe) { // a panic was logged by logPanic
+			r.log.Warn("handler failed; retrying the batch", "records", len(b.Records), "first", b.Records[0].SequenceNumber, "attempt", bo.Attempts()+1, "err", err)
+		}
+		if cfg.maxAttempts > 0 && bo.Attempts()+1 >= cfg.maxAttempts {
+			return r.giveUp(b, err)
+		}
+		r.retrying(b, since, bo.Attempts()+1, err)
+		if !r.pause(bo.Next()) {
+			return false
+		}
+	}
+}
+
+// mayHand reports whether a batch may be handed to the handler now.
+func (r *leaseRunner) mayHand() bool {
+	select {
+	case <-r.quit:
+		return false
+	case <-r.leaseCtx.Done():
+		return false
+	default:
+	}
+	return r.valid()
+}
+
+// callHandler calls the handler, turning a panic into a PanicError.
+func (r *leaseRunner) callHandler(b *Batch) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			r.c.stats.panics.Add(1)
+			pe := &PanicError{Stream: b.Stream, ShardID: b.ShardID, Value: v, Stack: debug.Stack()}
+			r.logPanic(b, v, panicStack())
+			err = pe
+		}
+	}()
+	return r.c.handler(r.leaseCtx, b)
 }

@@ -2,6 +2,7 @@ package shardlease
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -144,3 +145,56 @@ func shardAttr(shard string) attribute.KeyValue { return attribute.String("shard
 func seconds(d time.Duration) float64 { return d.Seconds() }
 
 var bg = context.Background()
+
+// retryInstruments are the metrics of failing batches.
+type retryInstruments struct {
+	deadLettered metric.Int64Counter
+	stuck        metric.Float64ObservableGauge
+	agesOut      metric.Float64ObservableGauge
+}
+
+func newRetryInstruments(m metric.Meter) (retryInstruments, error) {
+	var in retryInstruments
+	var errs [3]error
+	in.deadLettered, errs[0] = m.Int64Counter("shardlease.records.deadlettered", metric.WithDescription("Records handed to the dead-letter callback."))
+	in.stuck, errs[1] = m.Float64ObservableGauge("shardlease.retry.stuck", metric.WithUnit("s"),
+		metric.WithDescription("How long each shard whose handler keeps failing has been stuck on one batch."))
+	in.agesOut, errs[2] = m.Float64ObservableGauge("shardlease.retry.ages_out_in", metric.WithUnit("s"),
+		metric.WithDescription("How long until the oldest record of a stuck shard ages out of the stream."))
+	return in, errors.Join(errs[:]...)
+}
+
+// observeStuck reports the stuck gauges of r.
+func (in *instruments) observeStuck(o metric.Observer, shard string, r *leaseRunner, now time.Time) {
+	stuckFor, left, knowLeft, ok := r.stuck(now)
+	if !ok {
+		return
+	}
+	o.ObserveFloat64(in.stuck, stuckFor.Seconds(), in.attrs(shardAttr(shard)))
+	if knowLeft {
+		o.ObserveFloat64(in.agesOut, left.Seconds(), in.attrs(shardAttr(shard)))
+	}
+}
+
+// lineageInstruments are the metrics of cleanup and rejected checkpoints.
+type lineageInstruments struct {
+	cleaned  metric.Int64Counter
+	rejected metric.Int64Counter
+}
+
+func newLineageInstruments(m metric.Meter) (lineageInstruments, error) {
+	var li lineageInstruments
+	var err1, err2 error
+	li.cleaned, err1 = m.Int64Counter("shardlease.leases.cleaned", metric.WithDescription("Rows of finished shards deleted."))
+	li.rejected, err2 = m.Int64Counter("shardlease.checkpoints.rejected", metric.WithDescription("Checkpoints Kinesis refused to read after."))
+	if err1 != nil {
+		return li, err1
+	}
+	return li, err2
+}
+
+// rejectedCheckpoint counts a checkpoint Kinesis refused on shard.
+func (c *Consumer) rejectedCheckpoint(shard string) {
+	c.stats.rejected.Add(1)
+	c.ins.rejected.Add(bg, 1, c.ins.attrs(shardAttr(shard)))
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"regexp"
 	"time"
 
 	"go.opentelemetry.io/otel/metric"
@@ -286,3 +287,131 @@ func buildConfig(stream string, opts []Option) (config, error) {
 	}
 	return c, nil
 }
+
+// startupTimeout bounds the start-up's shard sync, retries included, so
+// that an endpoint with nothing listening fails Run within a minute: five
+// lease durations, at most 45 seconds.
+func (c config) startupTimeout() time.Duration { return min(45*time.Second, 5*c.leaseDuration) }
+
+// A held lease's life is bounded on every path, whatever the handler or the
+// network does:
+//
+//   - cut-off: the holder stops handing batches, and cancels the handler's
+//     context, a margin before a lease duration has passed since its last
+//     successful write was sent (cutoffMargin);
+//   - grace: once the lease's context is cancelled or the runner is asked to
+//     stop (handoff, shutdown), the handler has the grace period to return;
+//     after it the runner abandons the handler (its goroutine is left
+//     behind), stops renewing and writes nothing more, so the lease expires
+//     for the others and Run can return;
+//   - calls: every call on the network has a deadline (callTimeout,
+//     readTimeout).
+
+// cutoffDivisor sets the cut-off margin: a holder stops a tenth of a lease
+// duration before the lease could expire for a taker, which covers monotonic
+// clocks running at slightly different rates and the time a handler takes to
+// notice its cancelled context.
+const cutoffDivisor = 10
+
+// cutoff returns when a lease whose last successful write was sent at sent
+// stops being handed batches.
+func (c config) cutoff(sent time.Time) time.Time {
+	return sent.Add(c.leaseDuration - c.leaseDuration/cutoffDivisor)
+}
+
+// tidyReserve is the part of the shutdown timeout kept for withdrawing
+// handoff requests, releasing rows handed over late and removing the worker
+// row, after the runners had the rest.
+func (c config) tidyReserve() time.Duration {
+	return min(c.renewInterval, c.shutdownTimeout/4)
+}
+
+// grace is how long a stopping runner (handoff, shutdown, lost lease) waits
+// for its handler and its final writes.
+func (c config) grace() time.Duration { return c.shutdownTimeout - c.tidyReserve() }
+
+// callTimeout bounds each call of the coordinator to the lease store
+// (listings, acquires, handoff requests, worker rows): half a lease
+// duration, so that a slow but working table still answers while a hung
+// call cannot stall take rounds for long. The keeper's writes have the renew
+// interval.
+func (c config) callTimeout() time.Duration { return max(c.renewInterval, c.leaseDuration/2) }
+
+// readTimeout bounds each call to Kinesis: a hung GetRecords must not keep a
+// lease renewed while its shard reads nothing. Enhanced fan-out's calls have
+// it too (registration, and SubscribeToShard until it answers).
+func (c config) readTimeout() time.Duration { return c.leaseDuration }
+
+// subscriptionHeartbeat is the longest Kinesis stays silent on an open
+// SubscribeToShard subscription: it sends an event, empty if need be, at
+// least every five seconds.
+const subscriptionHeartbeat = 5 * time.Second
+
+// silenceTimeout is how long an open subscription may deliver no event at
+// all (not even an empty one) before the reader closes it and subscribes
+// again: a lease duration, and at least two of the service's heartbeats, so
+// that a quiet shard is not resubscribed over and over.
+func (c config) silenceTimeout() time.Duration {
+	return max(c.leaseDuration, 2*subscriptionHeartbeat)
+}
+
+// WithShardHooks sets hooks called as this worker starts and stops reading
+// each shard. Default: none.
+func WithShardHooks(h ShardHooks) Option { return func(c *config) { c.hooks = h } }
+
+// WithMaxAttempts bounds how often a failing batch is handed to the handler.
+// After n failed calls the batch is narrowed down by halves, in order: each
+// half is handed over once, a half that succeeds is checkpointed, a half that
+// fails is halved again, and a single record is tried alone until it has
+// failed n times. Such a record goes to the WithDeadLetter callback before
+// the records after it are handed over, and the checkpoint moves past it
+// once the callback returns nil. One failing record in a batch of b costs
+// about 2n + 2·log2(b) handler calls; every other record is handled once.
+// Each dead-lettered record is logged at Error level with its shard and
+// sequence number and counted in Stats.RecordsDeadLettered and the
+// shardlease.records.deadlettered metric.
+//
+// Default 0: retry without a limit, so that no record is ever skipped; the
+// shardlease.retry.stuck and shardlease.retry.ages_out_in gauges and an
+// Error log line (from the third failure in a row, then once a minute) then
+// tell how long a shard has been stuck, on which sequence number, and how
+// long until that record leaves the stream. n > 0 needs
+// WithDeadLetter, and cannot be combined with WithManualCheckpoints.
+func WithMaxAttempts(n int) Option { return func(c *config) { c.maxAttempts = n } }
+
+// WithDeadLetter sets the callback that receives the records the handler
+// failed on WithMaxAttempts times. It needs WithMaxAttempts.
+func WithDeadLetter(fn DeadLetterFunc) Option { return func(c *config) { c.deadLetter = fn } }
+
+// checkRetry validates the retry options; bad formats an ErrInvalidConfig.
+func checkRetry(c *config, bad func(format string, args ...any) error) error {
+	switch {
+	case c.maxAttempts < 0:
+		return bad("WithMaxAttempts(%d): use a positive number of attempts, or 0 to retry without a limit", c.maxAttempts)
+	case c.maxAttempts > 0 && c.deadLetter == nil:
+		return bad("WithMaxAttempts(%d) needs WithDeadLetter(fn): records that fail every attempt must go somewhere, they are never dropped", c.maxAttempts)
+	case c.maxAttempts == 0 && c.deadLetter != nil:
+		return bad("WithDeadLetter needs WithMaxAttempts(n): without a limit a failing batch is retried forever and nothing reaches the callback")
+	case c.maxAttempts > 0 && c.manualCheckpoint:
+		return bad("WithMaxAttempts cannot be combined with WithManualCheckpoints: the consumer cannot move a checkpoint past a dead-lettered record that the handler checkpoints itself; retry inside the handler instead")
+	}
+	return nil
+}
+
+// WithEnhancedFanOut reads each held shard with SubscribeToShard through the
+// registered stream consumer consumerName instead of polling with
+// GetRecords. Run registers the consumer if it is not registered yet and
+// waits until it is ACTIVE; workers starting together share one registration.
+// Records are pushed as they arrive, and the consumer has a read allowance of
+// its own (2 MB/s per shard) instead of sharing 5 GetRecords calls a second
+// with every other reader of the stream. Leases, checkpoints, handoffs and
+// every guarantee are the same as with polling. The client must implement
+// FanOutAPI (*kinesis.Client does). A registered consumer is billed by the
+// hour for each shard, whether read or not: deregister it (see the
+// shardlease CLI) when no longer used.
+func WithEnhancedFanOut(consumerName string) Option {
+	return func(c *config) { c.fanOutName, c.fanOutSet = consumerName, true }
+}
+
+// consumerNamePattern is what Kinesis accepts as a stream consumer name.
+var consumerNamePattern = regexp.MustCompile(`^[a-zA-Z0-9_.-]{1,128}$`)

@@ -1,6 +1,16 @@
 package shardlease
 
-import "context"
+import (
+	"context"
+	"errors"
+	"log/slog"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+	"github.com/shardlease/shardlease/internal/backoff"
+	"github.com/shardlease/shardlease/internal/kpl"
+)
 
 // shardReader reads one held shard for its lease runner, one batch ahead of
 // the handler. It starts at the lease's checkpoint (sub-sequence included) or
@@ -23,4 +33,152 @@ func (c *Consumer) newReader(r *leaseRunner) shardReader {
 		return fanOutReader{r}
 	}
 	return pollingReader{r}
+}
+
+// listShards pages through ListShards, backing off on throttling.
+func listShards(ctx context.Context, kin KinesisAPI, stream string, cfg config) ([]types.Shard, error) {
+	var out []types.Shard
+	in := &kinesis.ListShardsInput{StreamName: aws.String(stream)}
+	bo := backoff.Backoff{Min: cfg.retryMin, Max: cfg.retryMax}
+	for {
+		cctx, cancel := ctx, context.CancelFunc(func() {})
+		if d := cfg.readTimeout(); d > 0 { // callers outside a consumer pass no timings
+			cctx, cancel = context.WithTimeout(ctx, d)
+		}
+		page, err := kin.ListShards(cctx, in)
+		cancel()
+		if err != nil {
+			var rnf *types.ResourceNotFoundException
+			var lim *types.LimitExceededException
+			var expired *types.ExpiredNextTokenException
+			switch {
+			case errors.As(err, &rnf):
+				return nil, &StreamNotFoundError{Stream: stream, Err: err}
+			case errors.As(err, &expired):
+				out, in = nil, &kinesis.ListShardsInput{StreamName: aws.String(stream)}
+				continue
+			case errors.As(err, &lim) || retryable(err):
+				// Bounded by ctx too: the start-up gives up after its limit.
+				if bo.Attempts() < 20 && bo.Sleep(ctx) {
+					continue
+				}
+			}
+			return nil, errorf("shardlease: stream %s: list shards: %w", stream, credentialsHint(err))
+		}
+		bo.Reset()
+		out = append(out, page.Shards...)
+		if page.NextToken == nil || *page.NextToken == "" {
+			return out, nil
+		}
+		in = &kinesis.ListShardsInput{NextToken: page.NextToken}
+	}
+}
+
+// retryable reports whether a Kinesis error is worth retrying after a
+// backoff: throttling, server errors and network errors. Errors that name a
+// missing stream or a bad argument are not.
+func retryable(err error) bool {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	var rnf *types.ResourceNotFoundException
+	var inv *types.InvalidArgumentException
+	var ad *types.AccessDeniedException
+	return !errors.As(err, &rnf) && !errors.As(err, &inv) && !errors.As(err, &ad)
+}
+
+// callTimedOut reports whether err is a call's own deadline passing while
+// ctx, the caller's context, is still live: a transient failure, retried.
+func callTimedOut(ctx context.Context, err error) bool {
+	return ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded)
+}
+
+// convert turns Kinesis records into handler records: KPL aggregates are
+// de-aggregated (unless raw aggregates were asked for), and user records up
+// to a checkpoint inside an aggregate (after, afterSub) are skipped.
+func (c *Consumer) convert(in []types.Record, after string, afterSub int64, log *slog.Logger) []Record {
+	out := make([]Record, 0, len(in))
+	var scratch []kpl.UserRecord
+	for _, kr := range in {
+		seq := aws.ToString(kr.SequenceNumber)
+		skip := int64(-1)
+		if afterSub >= 0 && seq == after {
+			skip = afterSub
+		}
+		rec := Record{
+			SequenceNumber:              seq,
+			SubSequenceNumber:           -1,
+			PartitionKey:                aws.ToString(kr.PartitionKey),
+			Data:                        kr.Data,
+			ApproximateArrivalTimestamp: aws.ToTime(kr.ApproximateArrivalTimestamp),
+		}
+		if c.cfg.rawAggregates || !kpl.IsAggregated(kr.Data) {
+			// In raw mode an aggregate checkpointed inside (by a consumer
+			// that de-aggregated) is handed over again whole: its user
+			// records cannot be handed over in part.
+			if skip < 0 || c.cfg.rawAggregates {
+				out = append(out, rec)
+			}
+			continue
+		}
+		var err error
+		scratch, err = kpl.DeaggregateInto(scratch[:0], kr.Data)
+		if err != nil {
+			// Handed over as it is, the way the KPL's own consumers do.
+			c.stats.corruptAggregates.Add(1)
+			c.ins.corrupt.Add(bg, 1, c.ins.attrs())
+			log.Warn("aggregated record does not decode; handing it over as it is", "sequence", seq, "err", err)
+			if skip < 0 {
+				out = append(out, rec)
+			}
+			continue
+		}
+		for _, u := range scratch {
+			if int64(u.SubSequence) <= skip {
+				continue
+			}
+			out = append(out, Record{
+				SequenceNumber:              seq,
+				SubSequenceNumber:           int64(u.SubSequence),
+				PartitionKey:                u.PartitionKey,
+				ExplicitHashKey:             u.ExplicitHashKey,
+				Data:                        u.Data,
+				ApproximateArrivalTimestamp: rec.ApproximateArrivalTimestamp,
+			})
+		}
+	}
+	return out
+}
+
+// checkpointRejected handles a GetShardIterator error for a reader
+// positioned at the checkpoint (seq, sub): if Kinesis refused the sequence
+// number, it logs and counts the refusal, marks the runner so that its
+// shard is not taken again until the next shard sync interval, and reports
+// true (the reader stops and the lease is released with its checkpoint).
+func (r *leaseRunner) checkpointRejected(err error, seq string, sub int64) bool {
+	var inv *types.InvalidArgumentException
+	if seq == "" || seq == ShardEnd || !errors.As(err, &inv) {
+		return false
+	}
+	r.rejected.Store(true)
+	r.c.rejectedCheckpoint(r.shard)
+	err = errorf("%w: stream %s shard %s: Kinesis refused to read after checkpoint %s (sub-sequence %d): %w",
+		ErrCheckpointRejected, r.key.Stream, r.shard, seq, sub, err)
+	r.log.Error("checkpoint rejected; the shard is not read until an operator acts: if the stream was re-created, stop the consumers and run 'shardlease adopt-stream'; if the row was edited, move its checkpoint with 'shardlease reset'. Retried after a shard sync interval", "err", err)
+	return true
+}
+
+// startInput positions in at start.
+func startInput(in *kinesis.GetShardIteratorInput, start Start) {
+	in.ShardIteratorType = types.ShardIteratorType(start.Position)
+	if start.Position == AtTimestamp {
+		in.Timestamp = aws.Time(start.Timestamp)
+	}
+}
+
+// start returns where the runner's row says a reader starts.
+func (r *leaseRunner) start() Start {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.lease.Start
 }

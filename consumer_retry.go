@@ -2,65 +2,14 @@ package shardlease
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
-	"go.opentelemetry.io/otel/metric"
 
 	"github.com/shardlease/shardlease/internal/backoff"
 )
-
-// DeadLetterFunc receives records of a shard that its handler failed on
-// WithMaxAttempts times each, with the error of the last failure; today one
-// record per call, at its place in the shard's order. Store them somewhere
-// to look at later (a queue, a table, a log). Returning nil lets the
-// checkpoint move past them; returning an error calls it again after a
-// backoff, for as long as the lease is held, and nothing after the records
-// is handled or checkpointed meanwhile. ctx is cancelled when the lease is
-// lost. A panic is recovered and treated as an error.
-type DeadLetterFunc func(ctx context.Context, shard string, records []Record, err error) error
-
-// WithMaxAttempts bounds how often a failing batch is handed to the handler.
-// After n failed calls the batch is narrowed down by halves, in order: each
-// half is handed over once, a half that succeeds is checkpointed, a half that
-// fails is halved again, and a single record is tried alone until it has
-// failed n times. Such a record goes to the WithDeadLetter callback before
-// the records after it are handed over, and the checkpoint moves past it
-// once the callback returns nil. One failing record in a batch of b costs
-// about 2n + 2·log2(b) handler calls; every other record is handled once.
-// Each dead-lettered record is logged at Error level with its shard and
-// sequence number and counted in Stats.RecordsDeadLettered and the
-// shardlease.records.deadlettered metric.
-//
-// Default 0: retry without a limit, so that no record is ever skipped; the
-// shardlease.retry.stuck and shardlease.retry.ages_out_in gauges and an
-// Error log line (from the third failure in a row, then once a minute) then
-// tell how long a shard has been stuck, on which sequence number, and how
-// long until that record leaves the stream. n > 0 needs
-// WithDeadLetter, and cannot be combined with WithManualCheckpoints.
-func WithMaxAttempts(n int) Option { return func(c *config) { c.maxAttempts = n } }
-
-// WithDeadLetter sets the callback that receives the records the handler
-// failed on WithMaxAttempts times. It needs WithMaxAttempts.
-func WithDeadLetter(fn DeadLetterFunc) Option { return func(c *config) { c.deadLetter = fn } }
-
-// checkRetry validates the retry options; bad formats an ErrInvalidConfig.
-func checkRetry(c *config, bad func(format string, args ...any) error) error {
-	switch {
-	case c.maxAttempts < 0:
-		return bad("WithMaxAttempts(%d): use a positive number of attempts, or 0 to retry without a limit", c.maxAttempts)
-	case c.maxAttempts > 0 && c.deadLetter == nil:
-		return bad("WithMaxAttempts(%d) needs WithDeadLetter(fn): records that fail every attempt must go somewhere, they are never dropped", c.maxAttempts)
-	case c.maxAttempts == 0 && c.deadLetter != nil:
-		return bad("WithDeadLetter needs WithMaxAttempts(n): without a limit a failing batch is retried forever and nothing reaches the callback")
-	case c.maxAttempts > 0 && c.manualCheckpoint:
-		return bad("WithMaxAttempts cannot be combined with WithManualCheckpoints: the consumer cannot move a checkpoint past a dead-lettered record that the handler checkpoints itself; retry inside the handler instead")
-	}
-	return nil
-}
 
 // stuckLogEvery is how often a shard whose batch keeps failing, without a
 // limit on attempts, logs at Error level; the first time after
@@ -276,15 +225,6 @@ func (r *leaseRunner) callDeadLetter(recs []Record, cause error) (err error) {
 	return r.c.cfg.deadLetter(r.leaseCtx, r.shard, recs, cause)
 }
 
-// StreamDescriber is the optional part of a Kinesis client the consumer
-// uses to learn the stream's retention period, so that a shard stuck on a
-// failing batch reports how long until the record ages out.
-// *kinesis.Client satisfies it; a KinesisAPI without it reports no such
-// time.
-type StreamDescriber interface {
-	DescribeStreamSummary(ctx context.Context, params *kinesis.DescribeStreamSummaryInput, optFns ...func(*kinesis.Options)) (*kinesis.DescribeStreamSummaryOutput, error)
-}
-
 var _ StreamDescriber = (*kinesis.Client)(nil)
 
 // retention is the stream's retention period, learned once.
@@ -330,34 +270,4 @@ func (c *Consumer) learnRetention() {
 		return
 	}
 	rt.hours = aws.ToInt32(out.StreamDescriptionSummary.RetentionPeriodHours)
-}
-
-// retryInstruments are the metrics of failing batches.
-type retryInstruments struct {
-	deadLettered metric.Int64Counter
-	stuck        metric.Float64ObservableGauge
-	agesOut      metric.Float64ObservableGauge
-}
-
-func newRetryInstruments(m metric.Meter) (retryInstruments, error) {
-	var in retryInstruments
-	var errs [3]error
-	in.deadLettered, errs[0] = m.Int64Counter("shardlease.records.deadlettered", metric.WithDescription("Records handed to the dead-letter callback."))
-	in.stuck, errs[1] = m.Float64ObservableGauge("shardlease.retry.stuck", metric.WithUnit("s"),
-		metric.WithDescription("How long each shard whose handler keeps failing has been stuck on one batch."))
-	in.agesOut, errs[2] = m.Float64ObservableGauge("shardlease.retry.ages_out_in", metric.WithUnit("s"),
-		metric.WithDescription("How long until the oldest record of a stuck shard ages out of the stream."))
-	return in, errors.Join(errs[:]...)
-}
-
-// observeStuck reports the stuck gauges of r.
-func (in *instruments) observeStuck(o metric.Observer, shard string, r *leaseRunner, now time.Time) {
-	stuckFor, left, knowLeft, ok := r.stuck(now)
-	if !ok {
-		return
-	}
-	o.ObserveFloat64(in.stuck, stuckFor.Seconds(), in.attrs(shardAttr(shard)))
-	if knowLeft {
-		o.ObserveFloat64(in.agesOut, left.Seconds(), in.attrs(shardAttr(shard)))
-	}
 }

@@ -3,76 +3,16 @@ package shardlease
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
-	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/shardlease/shardlease/internal/backoff"
-	"github.com/shardlease/shardlease/internal/kpl"
 	"github.com/shardlease/shardlease/internal/seqnum"
 )
-
-// Record is one user record handed to a Handler.
-type Record struct {
-	// SequenceNumber is the Kinesis sequence number of the record.
-	SequenceNumber string
-	// SubSequenceNumber is the index of a user record inside a KPL aggregated
-	// record, or -1 for a plain record.
-	SubSequenceNumber int64
-	// PartitionKey is the record's partition key.
-	PartitionKey string
-	// ExplicitHashKey is the explicit hash key of a de-aggregated user record
-	// that had one; empty otherwise.
-	ExplicitHashKey string
-	// Data is the record's payload.
-	Data []byte
-	// ApproximateArrivalTimestamp is when Kinesis accepted the record.
-	ApproximateArrivalTimestamp time.Time
-}
-
-// Batch is the records of one GetRecords call on one shard, in order.
-type Batch struct {
-	// Stream and ShardID name where the records come from.
-	Stream  string
-	ShardID string
-	// Records is never empty.
-	Records []Record
-	// MillisBehindLatest is how far the batch is behind the tip of the
-	// stream, as Kinesis reported it.
-	MillisBehindLatest int64
-
-	r   *leaseRunner
-	end bool // the last batch of a closed shard
-}
-
-// Checkpoint marks every record of the shard up to and including rec as
-// processed. The checkpoint is written with the lease's next renewal (see
-// WithCheckpointInterval); call Flush to write it at once. A checkpoint never
-// moves backwards: an older rec than the latest is ignored. Handlers that
-// finish work asynchronously call it once the work is done, from any
-// goroutine; it keeps working after the handler returns, for as long as the
-// lease is held. It fails with an error matching ErrLeaseLost once the lease
-// is lost, released or handed over: the next holder handles those records
-// again. At a handoff or shutdown the final write waits (half the grace
-// period at most) for the checkpoints of every batch the handler returned
-// nil for.
-func (b *Batch) Checkpoint(rec Record) error {
-	if rec.SequenceNumber == "" {
-		return errorf("%w: stream %s shard %s: the record has no sequence number", ErrInvalidConfig, b.Stream, b.ShardID)
-	}
-	return b.r.mark(rec.SequenceNumber, rec.SubSequenceNumber)
-}
-
-// Flush writes the pending checkpoint now (and renews the lease), waiting
-// for the write. It fails with ErrLeaseLost once the lease is gone.
-func (b *Batch) Flush(ctx context.Context) error { return b.r.flush(ctx) }
 
 // leaseRunner holds one lease: a keeper goroutine does every write to the
 // row, a reader (see shardReader) reads the shard one batch ahead, and a
@@ -538,114 +478,6 @@ func (r *leaseRunner) finish(bg context.Context) {
 	}
 }
 
-// process hands batches to the handler, one at a time, while the lease is
-// held and no stop was asked for.
-func (r *leaseRunner) process(batches <-chan *Batch) {
-	for {
-		var b *Batch
-		select {
-		case <-r.quit:
-			return
-		case <-r.leaseCtx.Done():
-			return
-		case got, ok := <-batches:
-			if !ok {
-				return
-			}
-			b = got
-		}
-		if len(b.Records) > 0 {
-			if !r.handle(b) {
-				return
-			}
-			if !r.c.cfg.manualCheckpoint {
-				// A batch holds whole Kinesis records, aggregates included.
-				_ = r.mark(b.Records[len(b.Records)-1].SequenceNumber, -1)
-			} else {
-				last := b.Records[len(b.Records)-1]
-				r.mu.Lock()
-				r.handedSeq, r.handedSub, r.hasHanded = last.SequenceNumber, last.SubSequenceNumber, true
-				r.mu.Unlock()
-			}
-		}
-		if b.end {
-			r.stopped(StopShardEnded)
-			r.endShard(b)
-			return
-		}
-	}
-}
-
-// handle runs the handler until it succeeds, retrying with backoff (up to
-// WithMaxAttempts, then see giveUp). It reports false when the runner must
-// stop first.
-func (r *leaseRunner) handle(b *Batch) bool {
-	cfg := r.c.cfg
-	bo := backoff.Backoff{Min: cfg.retryMin, Max: cfg.retryMax}
-	since := time.Now()
-	defer r.unstuck()
-	for {
-		if !r.mayHand() {
-			return false
-		}
-		err := r.attempt(b)
-		if err == nil {
-			return true
-		}
-		if r.isAbandoned() || r.leaseCtx.Err() != nil {
-			// Failed because the lease's context was cancelled: no
-			// fault of the batch's, and no attempt counted against it.
-			return false
-		}
-		if pe := (*PanicError)(nil); !errors.As(err, &pe) { // a panic was logged by logPanic
-			r.log.Warn("handler failed; retrying the batch", "records", len(b.Records), "first", b.Records[0].SequenceNumber, "attempt", bo.Attempts()+1, "err", err)
-		}
-		if cfg.maxAttempts > 0 && bo.Attempts()+1 >= cfg.maxAttempts {
-			return r.giveUp(b, err)
-		}
-		r.retrying(b, since, bo.Attempts()+1, err)
-		if !r.pause(bo.Next()) {
-			return false
-		}
-	}
-}
-
-// mayHand reports whether a batch may be handed to the handler now.
-func (r *leaseRunner) mayHand() bool {
-	select {
-	case <-r.quit:
-		return false
-	case <-r.leaseCtx.Done():
-		return false
-	default:
-	}
-	return r.valid()
-}
-
-// PanicError is the error a handler panic is turned into.
-type PanicError struct {
-	Stream, ShardID string
-	Value           any
-	Stack           []byte
-}
-
-func (e *PanicError) Error() string {
-	return fmt.Sprintf("shardlease: handler panicked on stream %s shard %s: %v", e.Stream, e.ShardID, e.Value)
-}
-
-// callHandler calls the handler, turning a panic into a PanicError.
-func (r *leaseRunner) callHandler(b *Batch) (err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			r.c.stats.panics.Add(1)
-			pe := &PanicError{Stream: b.Stream, ShardID: b.ShardID, Value: v, Stack: debug.Stack()}
-			r.logPanic(b, v, panicStack())
-			err = pe
-		}
-	}()
-	return r.c.handler(r.leaseCtx, b)
-}
-
 // endShard records SHARD_END once the last batch is processed (in manual
 // mode: once the handler checkpointed its last record).
 func (r *leaseRunner) endShard(b *Batch) {
@@ -674,63 +506,6 @@ func (r *leaseRunner) endShard(b *Batch) {
 	r.log.Info("shard read to its end")
 }
 
-// convert turns Kinesis records into handler records: KPL aggregates are
-// de-aggregated (unless raw aggregates were asked for), and user records up
-// to a checkpoint inside an aggregate (after, afterSub) are skipped.
-func (c *Consumer) convert(in []types.Record, after string, afterSub int64, log *slog.Logger) []Record {
-	out := make([]Record, 0, len(in))
-	var scratch []kpl.UserRecord
-	for _, kr := range in {
-		seq := aws.ToString(kr.SequenceNumber)
-		skip := int64(-1)
-		if afterSub >= 0 && seq == after {
-			skip = afterSub
-		}
-		rec := Record{
-			SequenceNumber:              seq,
-			SubSequenceNumber:           -1,
-			PartitionKey:                aws.ToString(kr.PartitionKey),
-			Data:                        kr.Data,
-			ApproximateArrivalTimestamp: aws.ToTime(kr.ApproximateArrivalTimestamp),
-		}
-		if c.cfg.rawAggregates || !kpl.IsAggregated(kr.Data) {
-			// In raw mode an aggregate checkpointed inside (by a consumer
-			// that de-aggregated) is handed over again whole: its user
-			// records cannot be handed over in part.
-			if skip < 0 || c.cfg.rawAggregates {
-				out = append(out, rec)
-			}
-			continue
-		}
-		var err error
-		scratch, err = kpl.DeaggregateInto(scratch[:0], kr.Data)
-		if err != nil {
-			// Handed over as it is, the way the KPL's own consumers do.
-			c.stats.corruptAggregates.Add(1)
-			c.ins.corrupt.Add(bg, 1, c.ins.attrs())
-			log.Warn("aggregated record does not decode; handing it over as it is", "sequence", seq, "err", err)
-			if skip < 0 {
-				out = append(out, rec)
-			}
-			continue
-		}
-		for _, u := range scratch {
-			if int64(u.SubSequence) <= skip {
-				continue
-			}
-			out = append(out, Record{
-				SequenceNumber:              seq,
-				SubSequenceNumber:           int64(u.SubSequence),
-				PartitionKey:                u.PartitionKey,
-				ExplicitHashKey:             u.ExplicitHashKey,
-				Data:                        u.Data,
-				ApproximateArrivalTimestamp: rec.ApproximateArrivalTimestamp,
-			})
-		}
-	}
-	return out
-}
-
 // awaitManualCheckpoints waits, with manual checkpoints, until the handler
 // checkpointed every record it accepted, or ctx ends: the final write then
 // carries the work finished during the stop.
@@ -752,4 +527,10 @@ func (r *leaseRunner) awaitManualCheckpoints(ctx context.Context) {
 			return
 		}
 	}
+}
+
+// errReleased is the cause of a manual checkpoint made after the lease was
+// released (handed over, shut down, or its shard finished).
+func (r *leaseRunner) errReleased() error {
+	return &LeaseError{Op: "checkpoint", Key: r.key, Err: errorf("%w: the lease was released (handed over, shut down or read to its end) or given up; the checkpoint was not written", ErrLeaseLost)}
 }

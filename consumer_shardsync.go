@@ -4,78 +4,15 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
 )
-
-// Start is where a reader of a shard starts while the shard's row holds no
-// checkpoint. It is decided once, when the row is made, and kept on the row,
-// so that it does not depend on which other rows exist when the lease is
-// taken (a parent's row may be gone by then).
-type Start struct {
-	// Position is TrimHorizon, Latest or AtTimestamp; empty on rows made
-	// without a Start.
-	Position InitialPosition
-	// Timestamp is the AtTimestamp position; zero otherwise.
-	Timestamp time.Time
-}
-
-// IsZero reports whether no start was recorded.
-func (s Start) IsZero() bool { return s.Position == "" }
-
-// String returns the position, with the timestamp for AtTimestamp.
-func (s Start) String() string {
-	if s.Position == AtTimestamp {
-		return string(s.Position) + " " + s.Timestamp.UTC().Format(time.RFC3339Nano)
-	}
-	return string(s.Position)
-}
-
-// validate checks a Start before a store writes it.
-func (s Start) validate() error {
-	switch s.Position {
-	case "", TrimHorizon, Latest:
-		if !s.Timestamp.IsZero() {
-			return errorf("%w: start %s has a timestamp; only %s takes one", ErrInvalidConfig, s.Position, AtTimestamp)
-		}
-	case AtTimestamp:
-		if s.Timestamp.IsZero() {
-			return errorf("%w: start %s has no timestamp", ErrInvalidConfig, AtTimestamp)
-		}
-	default:
-		return errorf("%w: start position %q is not %s, %s or %s", ErrInvalidConfig, s.Position, TrimHorizon, Latest, AtTimestamp)
-	}
-	return nil
-}
-
-// LineageStore is implemented by lease stores that keep where a shard starts
-// on its row and can delete the rows of finished shards (both stores of this
-// package do). The consumer uses it, when the store has it, to decide where
-// a child shard starts when its row is made, to fill in the parents of rows
-// made without them (imported or older rows), and to delete rows that can no
-// longer matter. A store without it still works, but its table only grows,
-// and a child whose parent row was deleted starts at the initial position.
-type LineageStore interface {
-	// CreateAt is Create that also records start on the new row. An
-	// existing row is not changed (created=false, no error).
-	CreateAt(ctx context.Context, key LeaseKey, parents []string, start Start) (created bool, err error)
-
-	// SetLineage records parents and start on the row of l, a row nobody
-	// has read yet: it succeeds only while the row is free, holds no
-	// checkpoint and its counter still equals l.Counter, and bumps the
-	// counter. Otherwise it fails with ErrLeaseHeld (ErrLeaseNotFound when
-	// the row is gone).
-	SetLineage(ctx context.Context, l Lease, parents []string, start Start) (Lease, error)
-
-	// DeleteFinished deletes the row of l if its checkpoint is ShardEnd and
-	// its counter still equals l.Counter. It reports whether it deleted the
-	// row; a row that is gone, moved on or not finished is left alone and is
-	// not an error.
-	DeleteFinished(ctx context.Context, l Lease) (bool, error)
-}
 
 // shardView is what one ListShards pass told about the stream's shards.
 type shardView struct {
@@ -322,17 +259,176 @@ func childStarted(parent string, byShard map[string]Lease) bool {
 	return false
 }
 
-// startInput positions in at start.
-func startInput(in *kinesis.GetShardIteratorInput, start Start) {
-	in.ShardIteratorType = types.ShardIteratorType(start.Position)
-	if start.Position == AtTimestamp {
-		in.Timestamp = aws.Time(start.Timestamp)
+// boundedSync runs a shard sync within a lease duration: a hung call must
+// not stall the coordinator's loop (and its take rounds) for longer.
+func (co *coordinator) boundedSync(ctx context.Context) error {
+	sctx, cancel := context.WithTimeout(ctx, co.c.cfg.leaseDuration)
+	defer cancel()
+	return co.syncShardsRunning(sctx)
+}
+
+// DescribeIdentity returns the identity of stream as Kinesis describes it
+// now. A missing stream is a *StreamNotFoundError.
+func DescribeIdentity(ctx context.Context, d StreamDescriber, stream string) (StreamIdentity, error) {
+	out, err := d.DescribeStreamSummary(ctx, &kinesis.DescribeStreamSummaryInput{StreamName: aws.String(stream)})
+	if err != nil {
+		var rnf *types.ResourceNotFoundException
+		if errors.As(err, &rnf) {
+			return StreamIdentity{}, &StreamNotFoundError{Stream: stream, Err: err}
+		}
+		return StreamIdentity{}, errorf("shardlease: stream %s: describe stream summary: %w", stream, err)
+	}
+	if out.StreamDescriptionSummary == nil {
+		return StreamIdentity{}, errorf("shardlease: stream %s: describe stream summary returned no description", stream)
+	}
+	sum := out.StreamDescriptionSummary
+	return StreamIdentity{Stream: stream, ARN: aws.ToString(sum.StreamARN), Created: aws.ToTime(sum.StreamCreationTimestamp)}, nil
+}
+
+// checkIdentity learns the stream's identity and compares it with the one
+// recorded in the store (recording it when none is) at the first call, and
+// with the one seen first at later calls. A mismatch is a
+// *StreamRecreatedError, which ends Run.
+func (co *coordinator) checkIdentity(ctx context.Context) error {
+	c := co.c
+	if co.noIdentity {
+		return nil
+	}
+	d, ok := c.kin.(StreamDescriber)
+	if !ok {
+		co.noIdentity = true
+		c.log.Info("the Kinesis client has no DescribeStreamSummary: the stream's identity is not checked (a re-created stream is not detected)")
+		return nil
+	}
+	now, err := DescribeIdentity(ctx, d, c.stream)
+	if err != nil {
+		var denied *types.AccessDeniedException
+		if errors.As(err, &denied) {
+			co.noIdentity = true
+			c.log.Warn("not allowed to describe the stream: its identity is not checked (a re-created stream is not detected); allow kinesis:DescribeStreamSummary", "err", err)
+			return nil
+		}
+		return err
+	}
+	if co.identity != nil {
+		if !co.identity.Same(now) {
+			return co.recreated(*co.identity, now)
+		}
+		return nil
+	}
+	is, ok := c.store.(IdentityStore)
+	if !ok {
+		co.identity = &now
+		return nil
+	}
+	recorded, created, err := is.RecordStreamIdentity(ctx, now)
+	if err != nil {
+		return errorf("shardlease: stream %s: record the stream's identity: %w", c.stream, err)
+	}
+	if !recorded.Same(now) {
+		return co.recreated(recorded, now)
+	}
+	if created {
+		c.log.Info("recorded the stream's identity", "arn", now.ARN, "created", now.Created)
+	}
+	co.identity = &now
+	return nil
+}
+
+func (co *coordinator) recreated(recorded, now StreamIdentity) error {
+	e := &StreamRecreatedError{Recorded: recorded, Current: now}
+	if tn, ok := co.c.store.(tableNamer); ok {
+		e.Table = tn.Table()
+	}
+	co.c.log.Error("stream re-created; not reading it", "err", e)
+	return e
+}
+
+// cleanable reports whether the row of a finished shard can no longer
+// matter, so that it may be deleted: it holds ShardEnd, Kinesis no longer
+// lists the shard (its records aged out of the stream's retention), and
+// every child (as Kinesis lists it, or as the rows name it) has a row with a
+// checkpoint of its own. A child that has not checkpointed yet still looks
+// at its parents before it starts reading, so their rows stay until then.
+func cleanable(l Lease, v shardView, rows map[string]Lease) bool {
+	if !l.Finished() {
+		return false
+	}
+	if _, listed := v.listed[l.Key.Shard]; listed {
+		return false
+	}
+	children := slices.Clone(v.children[l.Key.Shard])
+	for _, r := range rows {
+		if slices.Contains(r.Parents, l.Key.Shard) {
+			children = append(children, r.Key.Shard)
+		}
+	}
+	for _, child := range children {
+		if r, ok := rows[child]; !ok || r.Checkpoint == "" {
+			return false
+		}
+	}
+	return true
+}
+
+// cleanup deletes the rows of finished shards that can no longer matter
+// (see cleanable), each with a delete conditional on the counter seen, so
+// that a row that moved since the listing stays. Every deletion is logged
+// and counted (Stats.FinishedRowsDeleted). rows holds existing by shard.
+func (co *coordinator) cleanup(ctx context.Context, ls LineageStore, existing []Lease, rows map[string]Lease, v shardView) {
+	c := co.c
+	for _, l := range existing {
+		if !cleanable(l, v, rows) {
+			continue
+		}
+		deleted, err := ls.DeleteFinished(ctx, l)
+		switch {
+		case err != nil:
+			if ctx.Err() != nil {
+				return
+			}
+			c.log.Warn("deleting the row of a finished shard failed; retrying at the next shard sync", "shard", l.Key.Shard, "err", err)
+		case deleted:
+			c.stats.cleaned.Add(1)
+			c.ins.cleaned.Add(bg, 1, c.ins.attrs())
+			c.log.Info("deleted the row of a finished shard that Kinesis no longer lists", "shard", l.Key.Shard, "counter", l.Counter)
+		}
 	}
 }
 
-// start returns where the runner's row says a reader starts.
-func (r *leaseRunner) start() Start {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.lease.Start
+// tolerateCorrupt reports whether err only says that some rows are corrupt,
+// the listing being otherwise complete; then it logs each such row at Error
+// (once per row and run) and counts it in shardlease.rows.corrupt, and the
+// take round goes on without them.
+//
+// It sets co.corrupt to the shards of the stream whose rows are corrupt in
+// this listing (nil when it returns false).
+func (co *coordinator) tolerateCorrupt(ctx context.Context, err error) bool {
+	co.corrupt = nil
+	var cre *CorruptRowsError
+	if err == nil || ctx.Err() != nil || !errors.As(err, &cre) {
+		return false
+	}
+	c := co.c
+	co.corrupt = make(map[string]bool, len(cre.Rows))
+	for _, r := range cre.Rows {
+		if shard, ok := strings.CutPrefix(r.Key, c.stream+":"); ok && shard != "" {
+			co.corrupt[shard] = true
+		}
+	}
+	if co.corruptSeen == nil {
+		co.corruptSeen = make(map[string]bool)
+	}
+	counter, _ := c.ins.meter.Int64Counter("shardlease.rows.corrupt", metric.WithDescription("Rows left alone because they cannot be decoded, counted once per row and run."))
+	for _, r := range cre.Rows {
+		if co.corruptSeen[r.Key] {
+			continue
+		}
+		co.corruptSeen[r.Key] = true
+		c.log.Error("a row cannot be decoded; it is left alone while the others are balanced: fix it by hand or delete it", "row", r.Key, "err", r.Err)
+		if counter != nil {
+			counter.Add(ctx, 1, c.ins.attrs(attribute.String("row", r.Key)))
+		}
+	}
+	return true
 }

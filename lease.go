@@ -2,8 +2,10 @@ package shardlease
 
 import (
 	"context"
-	"errors"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
+	"reflect"
 	"strings"
 	"time"
 )
@@ -121,64 +123,6 @@ type Lease struct {
 // Held reports whether somebody holds the lease.
 func (l Lease) Held() bool { return l.Owner != "" }
 
-// LeaseStore keeps the lease rows. Every method takes a context first and
-// honours its cancellation. Every successful write bumps the fencing counter
-// by one and returns the lease as written; the returned lease is the handle
-// for the next write.
-//
-// Implementations must be safe for concurrent use.
-type LeaseStore interface {
-	// Create writes a free row for key with the given parents if the row does
-	// not exist. It returns created=false and no error when the row exists
-	// already; the existing row is not changed.
-	Create(ctx context.Context, key LeaseKey, parents []string) (created bool, err error)
-
-	// Get returns the row for key, read consistently. A missing row is an
-	// error matching ErrLeaseNotFound.
-	Get(ctx context.Context, key LeaseKey) (Lease, error)
-
-	// List returns every row of stream, and no row of any other stream,
-	// ordered by shard id.
-	List(ctx context.Context, stream string) ([]Lease, error)
-
-	// Acquire makes owner the holder of key. It succeeds when the row is free
-	// or when its counter still equals observed (the counter the caller saw
-	// unchanged for a whole lease duration, or saw when it was asked to take
-	// over). Otherwise it fails with ErrLeaseHeld. A missing row fails with
-	// ErrLeaseNotFound.
-	Acquire(ctx context.Context, key LeaseKey, owner string, observed int64) (Lease, error)
-
-	// Renew extends held. It succeeds only while the row's owner and counter
-	// equal held's; otherwise it fails with ErrLeaseLost (also when the row
-	// is gone). expiry is written for operators to read.
-	Renew(ctx context.Context, held Lease, expiry time.Time) (Lease, error)
-
-	// Checkpoint records progress and renews held in one write, under the
-	// same condition as Renew. subSequence is -1 unless the checkpoint is
-	// inside an aggregated record.
-	Checkpoint(ctx context.Context, held Lease, checkpoint string, subSequence int64, expiry time.Time) (Lease, error)
-
-	// Release frees held so that anybody may acquire it at once, keeping the
-	// checkpoint. If a handoff is pending, the row is released to the
-	// requested taker instead. It succeeds only while the row's owner and
-	// counter equal held's; when the row is free already (released twice) it
-	// returns the row and no error. When somebody else holds it, it fails with
-	// ErrLeaseLost.
-	Release(ctx context.Context, held Lease) (Lease, error)
-
-	// RequestHandoff asks the live holder of current.Key to hand it to taker.
-	// It succeeds only while the row's owner is still current.Owner and no
-	// other handoff is pending, and fails with ErrLeaseHeld otherwise (or
-	// ErrLeaseNotFound). Of the writes to a lease row, it alone leaves the
-	// counter as it is (the holder's own writes, acquiring, and copying
-	// progress in with Import or a legacy adoption all bump it), so that
-	// the holder keeps renewing, sees HandoffTo in the lease its next renewal
-	// returns, finishes its batch, checkpoints and releases, which makes the
-	// taker the owner. A taker whose request goes unanswered for a whole lease
-	// duration acquires the lease the ordinary way.
-	RequestHandoff(ctx context.Context, current Lease, taker string) (Lease, error)
-}
-
 // Worker is a worker row: the presence of a running worker that holds no
 // lease, so that other workers count it when they work out their fair share.
 // A worker that holds a lease is counted through its leases and needs no row.
@@ -218,106 +162,133 @@ func checkWorker(ctx context.Context, w Worker) error {
 // the stores and their errors use.
 func workerKey(w Worker) LeaseKey { return LeaseKey{Stream: w.Stream, Shard: workerMark + w.Owner} }
 
-// WorkerStore is implemented by lease stores that also keep worker rows (both
-// stores of this package do). The consumer uses it, when the store has it, so
-// that workers starting together, or joining a stream whose shards are all
-// held, see each other before they hold anything and take their share in one
-// round instead of overshooting and handing leases back. A store without it
-// still works: a worker is then seen only once it holds a lease.
-type WorkerStore interface {
-	// ListWithWorkers returns what List returns and the stream's worker
-	// rows, ordered by owner, from one read of the table.
-	ListWithWorkers(ctx context.Context, stream string) ([]Lease, []Worker, error)
-
-	// Heartbeat creates owner's worker row for stream, or bumps its counter,
-	// and returns the row as written.
-	Heartbeat(ctx context.Context, stream, owner string) (Worker, error)
-
-	// RemoveWorker deletes w's row if its counter still equals w.Counter.
-	// It reports whether it deleted the row; a row that is gone or has moved
-	// on is left alone and is not an error.
-	RemoveWorker(ctx context.Context, w Worker) (bool, error)
-}
-
-// EventualLister is implemented by worker stores that can list a stream's
-// rows more cheaply when the listing may be a moment old (DynamoStore: an
-// eventually consistent Scan, which costs half the read capacity of a
-// consistent one). The consumer's take rounds list this way when the store
-// has it; every decision a take round makes from its listing is carried out
-// by a conditional write on the counter it saw, so a row read before its
-// latest write only makes that write fail, and expiry is timed from the first
-// listing that showed a counter, which comes after the write that set it. A
-// wrapper of a store that changes what ListWithWorkers returns should
-// implement this too, or hide it (the consumer prefers it).
-type EventualLister interface {
-	// ListWithWorkersEventually returns what ListWithWorkers returns, except
-	// that each row may be as it was a moment before its latest write.
-	ListWithWorkersEventually(ctx context.Context, stream string) ([]Lease, []Worker, error)
-}
-
-// NoteStore is implemented by stores that let the worker coordinating a
-// stream reach the holders of its leases without every worker listing the
-// table: the coordinator writes a note on a row the holder renews anyway, and
-// the holder reads it in the row its next renewal returns. Both stores
-// implement it; without it every worker lists the stream's rows each take
-// interval, as before coordination.
-type NoteStore interface {
-	// Note writes note on current's row while its owner is still
-	// current.Owner. Like RequestHandoff it leaves the counter, and every
-	// other attribute, as it is, so the holder's next renewal succeeds and
-	// returns it. It fails with ErrLeaseHeld when the owner changed (or
-	// ErrLeaseNotFound).
-	Note(ctx context.Context, current Lease, note string) (Lease, error)
-	// GetEventually returns key's row as Get does, except that it may be as
-	// it was a moment before its latest write (an eventually consistent
-	// read: half the cost of Get's).
-	GetEventually(ctx context.Context, key LeaseKey) (Lease, error)
-}
-
-// Sentinel errors. Each store wraps them so that errors.Is finds them, with a
-// typed error naming the table and key around them.
-var (
-	// ErrLeaseLost means a write to a lease the caller held was refused
-	// because its owner or counter moved: somebody else took it. The caller
-	// must stop processing the shard at once.
-	ErrLeaseLost = errors.New("shardlease: lease lost")
-	// ErrLeaseHeld means Acquire or RequestHandoff found the lease held by
-	// somebody else with a counter other than the one observed.
-	ErrLeaseHeld = errors.New("shardlease: lease held by another owner")
-	// ErrLeaseNotFound means the row does not exist.
-	ErrLeaseNotFound = errors.New("shardlease: lease not found")
-	// ErrInvalidName means a stream name, shard id or table name is empty or
-	// has characters the service does not allow.
-	ErrInvalidName = errors.New("shardlease: invalid name")
-	// ErrTableNotFound means the lease table does not exist.
-	ErrTableNotFound = errors.New("shardlease: lease table not found")
-	// ErrBadTableSchema means the lease table's key schema is not a single
-	// string partition key named lease_key.
-	ErrBadTableSchema = errors.New("shardlease: lease table has the wrong key schema")
-	// ErrCorruptLease means a row's attributes cannot be decoded.
-	ErrCorruptLease = errors.New("shardlease: corrupt lease row")
-	// ErrInvalidConfig means an option or argument has a value that cannot
-	// work.
-	ErrInvalidConfig = errors.New("shardlease: invalid configuration")
-)
-
-// LeaseError names the table and lease a store operation failed on. Unwrap
-// yields both the sentinel (ErrLeaseLost, ...) and the underlying cause, such
-// as the SDK's error.
-type LeaseError struct {
-	Op    string // "acquire", "renew", "checkpoint", ...
-	Table string // empty for MemoryStore
-	Key   LeaseKey
-	Err   error
-}
-
-func (e *LeaseError) Error() string {
-	where := e.Key.String()
-	if e.Table != "" {
-		where = "table " + e.Table + ": " + where
+// isNil reports whether v is nil or an interface holding a nil pointer (a
+// typed nil client such as (*kinesis.Client)(nil), which would panic at the
+// first call).
+func isNil(v any) bool {
+	if v == nil {
+		return true
 	}
-	return fmt.Sprintf("%s%s %s: %s", errPrefix, e.Op, where, bare(e.Err))
+	rv := reflect.ValueOf(v)
+	switch rv.Kind() {
+	case reflect.Pointer, reflect.Interface, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan:
+		return rv.IsNil()
+	}
+	return false
 }
 
-// Unwrap returns the wrapped error.
-func (e *LeaseError) Unwrap() error { return e.Err }
+// StreamIdentity names one incarnation of a stream: a stream deleted and
+// created again under the same name has the same name and ARN but another
+// creation time, and Kinesis reuses its shard ids, so rows keyed
+// "stream:shard" cannot tell the two apart by themselves.
+type StreamIdentity struct {
+	// Stream is the stream's name.
+	Stream string
+	// ARN is the stream's ARN.
+	ARN string
+	// Created is when the stream was created, as Kinesis reports it.
+	Created time.Time
+}
+
+// Same reports whether id and other name the same incarnation.
+func (id StreamIdentity) Same(other StreamIdentity) bool {
+	return id.Stream == other.Stream && id.ARN == other.ARN && id.Created.Equal(other.Created)
+}
+
+func (id StreamIdentity) String() string {
+	return fmt.Sprintf("%s (created %s)", id.ARN, id.Created.UTC().Format(time.RFC3339))
+}
+
+// Finished reports whether l's shard was read to its end.
+func (l Lease) Finished() bool { return l.Checkpoint == ShardEnd }
+
+// incarnationMark separates the user's owner id from the random incarnation
+// in the identity a consumer writes into rows: "pod-0#a1b2c3d4e5f60718".
+const incarnationMark = "#"
+
+// incarnationBytes is the size of the random incarnation: 64 bits, so that
+// two runs never write the same identity.
+const incarnationBytes = 8
+
+// newIncarnation returns the identity one run of a consumer (or one CLI
+// command) writes into rows: the user's owner id, readable, plus a random
+// incarnation. Two processes started with the same owner id (a reused pod
+// name while the old pod still runs, two consumers of one stream in one
+// process) thus never take each other's rows for their own.
+func newIncarnation(owner string) string {
+	var b [incarnationBytes]byte
+	_, _ = rand.Read(b[:])
+	return owner + incarnationMark + hex.EncodeToString(b[:])
+}
+
+// NewOwnerIdentity returns a fresh identity for owner: the owner id plus a
+// random 64-bit incarnation, as a consumer writes into rows for each run.
+// Tools that write lease rows themselves (the shardlease CLI does) use one
+// per command, so that no two writers ever share an identity.
+func NewOwnerIdentity(owner string) string { return newIncarnation(owner) }
+
+// OwnerName returns the owner id a user configured (WithOwnerID) from an
+// identity written in a row, by cutting the incarnation off:
+// OwnerName("pod-0#a1b2c3d4e5f60718") is "pod-0". An identity without an
+// incarnation (written by an earlier release, or by hand) is returned as it
+// is.
+func OwnerName(identity string) string {
+	i := strings.LastIndex(identity, incarnationMark)
+	if i < 0 || len(identity)-i-1 != 2*incarnationBytes {
+		return identity
+	}
+	if _, err := hex.DecodeString(identity[i+1:]); err != nil {
+		return identity
+	}
+	return identity[:i]
+}
+
+// Start is where a reader of a shard starts while the shard's row holds no
+// checkpoint. It is decided once, when the row is made, and kept on the row,
+// so that it does not depend on which other rows exist when the lease is
+// taken (a parent's row may be gone by then).
+type Start struct {
+	// Position is TrimHorizon, Latest or AtTimestamp; empty on rows made
+	// without a Start.
+	Position InitialPosition
+	// Timestamp is the AtTimestamp position; zero otherwise.
+	Timestamp time.Time
+}
+
+// IsZero reports whether no start was recorded.
+func (s Start) IsZero() bool { return s.Position == "" }
+
+// String returns the position, with the timestamp for AtTimestamp.
+func (s Start) String() string {
+	if s.Position == AtTimestamp {
+		return string(s.Position) + " " + s.Timestamp.UTC().Format(time.RFC3339Nano)
+	}
+	return string(s.Position)
+}
+
+// validate checks a Start before a store writes it.
+func (s Start) validate() error {
+	switch s.Position {
+	case "", TrimHorizon, Latest:
+		if !s.Timestamp.IsZero() {
+			return errorf("%w: start %s has a timestamp; only %s takes one", ErrInvalidConfig, s.Position, AtTimestamp)
+		}
+	case AtTimestamp:
+		if s.Timestamp.IsZero() {
+			return errorf("%w: start %s has no timestamp", ErrInvalidConfig, AtTimestamp)
+		}
+	default:
+		return errorf("%w: start position %q is not %s, %s or %s", ErrInvalidConfig, s.Position, TrimHorizon, Latest, AtTimestamp)
+	}
+	return nil
+}
+
+func identityKey(stream string) LeaseKey {
+	return LeaseKey{Stream: stream, Shard: identityMark + "identity"}
+}
+
+// isIdentityKey reports whether a lease_key value is an identity row's.
+func isIdentityKey(key string) bool {
+	_, after, ok := strings.Cut(key, ":")
+	return ok && strings.HasPrefix(after, identityMark)
+}

@@ -1,8 +1,14 @@
 package shardlease
 
 import (
+	"errors"
 	"fmt"
 	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/shardlease/shardlease/internal/awshint"
 )
 
 // errPrefix starts the message of every error this package returns, once.
@@ -59,3 +65,187 @@ func (e *prefixedError) Unwrap() []error {
 	}
 	return nil
 }
+
+// StreamNotFoundError reports that the stream does not exist.
+type StreamNotFoundError struct {
+	Stream string
+	Err    error
+}
+
+func (e *StreamNotFoundError) Error() string {
+	return fmt.Sprintf("shardlease: stream %s not found: create it, or check the stream name, the region and the account the client uses: %v", e.Stream, e.Err)
+}
+
+// Unwrap returns the SDK's error.
+func (e *StreamNotFoundError) Unwrap() error { return e.Err }
+
+func isFatal(err error) bool {
+	var snf *StreamNotFoundError
+	return errors.As(err, &snf) || errors.Is(err, ErrTableNotFound) || errors.Is(err, ErrBadTableSchema) || errors.Is(err, ErrStreamRecreated)
+}
+
+// PanicError is the error a handler panic is turned into.
+type PanicError struct {
+	Stream, ShardID string
+	Value           any
+	Stack           []byte
+}
+
+func (e *PanicError) Error() string {
+	return fmt.Sprintf("shardlease: handler panicked on stream %s shard %s: %v", e.Stream, e.ShardID, e.Value)
+}
+
+var (
+	// ErrStreamRecreated means the lease table's rows of a stream belong to
+	// an earlier stream of the same name, deleted since: their checkpoints
+	// mean nothing to the stream there now. See StreamRecreatedError.
+	ErrStreamRecreated = errors.New("shardlease: stream was re-created")
+	// ErrCheckpointRejected means Kinesis refused to position a reader
+	// after a row's checkpoint (InvalidArgumentException): the sequence
+	// number is not one of the shard's. The shard is released and not read
+	// until an operator acts (Stats.CheckpointsRejected counts these).
+	ErrCheckpointRejected = errors.New("shardlease: checkpoint rejected by Kinesis")
+)
+
+// StreamRecreatedError reports that the rows of a stream were written for
+// another incarnation of it.
+type StreamRecreatedError struct {
+	Table    string // empty for stores without a table name
+	Recorded StreamIdentity
+	Current  StreamIdentity
+}
+
+func (e *StreamRecreatedError) Error() string {
+	table := "TABLE"
+	where := "the lease store"
+	if e.Table != "" {
+		table, where = e.Table, "table "+e.Table
+	}
+	return fmt.Sprintf("%v: the rows of stream %s in %s belong to the stream created at %s, but the stream now was created at %s: "+
+		"it was deleted and created again, and the old checkpoints do not apply to it (Kinesis reuses shard ids). "+
+		"Stop every consumer of the stream, then run 'shardlease adopt-stream -table %s -stream %s' to delete the old rows and record the new stream "+
+		"(its shards are then read from the initial position), or use another lease table",
+		ErrStreamRecreated, e.Current.Stream, where, e.Recorded.Created.UTC().Format(time.RFC3339Nano), e.Current.Created.UTC().Format(time.RFC3339Nano), table, e.Current.Stream)
+}
+
+// Unwrap returns ErrStreamRecreated.
+func (e *StreamRecreatedError) Unwrap() error { return ErrStreamRecreated }
+
+// CorruptRow is one row of a listing that could not be decoded.
+type CorruptRow struct {
+	// Key is the row's lease_key (empty if it has none).
+	Key string
+	// Err says what is wrong with it; it matches ErrCorruptLease.
+	Err error
+}
+
+// CorruptRowsError is what a listing (List, ListWithWorkers) returns when
+// some rows of the stream cannot be decoded, together with every row that
+// could: one corrupt row does not hide the others. It matches
+// ErrCorruptLease. A consumer fails at start on it; while running, it leaves
+// those rows alone (an Error log and the shardlease.rows.corrupt metric name
+// each) and balances the rest.
+type CorruptRowsError struct {
+	Table, Stream string
+	Rows          []CorruptRow
+}
+
+func (e *CorruptRowsError) Error() string {
+	keys := make([]string, 0, len(e.Rows))
+	for _, r := range e.Rows {
+		keys = append(keys, fmt.Sprintf("%q", r.Key))
+	}
+	first := ""
+	if len(e.Rows) > 0 {
+		first = ": " + bare(e.Rows[0].Err)
+	}
+	return fmt.Sprintf("shardlease: table %s, stream %s: %d rows cannot be decoded (%s); fix them by hand or delete them%s",
+		e.Table, e.Stream, len(e.Rows), strings.Join(keys, ", "), first)
+}
+
+// Unwrap returns the rows' errors, each matching ErrCorruptLease.
+func (e *CorruptRowsError) Unwrap() []error {
+	out := make([]error, 0, len(e.Rows)+1)
+	out = append(out, ErrCorruptLease)
+	for _, r := range e.Rows {
+		out = append(out, r.Err)
+	}
+	return out
+}
+
+// checkRegion fails when client is an SDK client (or anything that reports
+// the SDK's options) without a region, before any call is made: the SDK
+// would fail every call later, and only after looking for credentials.
+// Other implementations (wrappers, fakes) are not checked.
+func checkRegion(client any) error {
+	var service, region string
+	switch c := client.(type) {
+	case interface{ Options() dynamodb.Options }:
+		service, region = "DynamoDB", c.Options().Region
+	case interface{ Options() kinesis.Options }:
+		service, region = "Kinesis", c.Options().Region
+	default:
+		return nil
+	}
+	if region != "" {
+		return nil
+	}
+	return errorf("%w: the %s client has no AWS region: %s", ErrInvalidConfig, service, awshint.NoRegion)
+}
+
+// credentialsHint puts what to do in front of an error that says the SDK
+// found no credentials, and returns any other error as it is.
+func credentialsHint(err error) error {
+	if !awshint.IsNoCredentials(err) {
+		return err
+	}
+	return errorf("%s: %w", awshint.NoCredentials, err)
+}
+
+// Sentinel errors. Each store wraps them so that errors.Is finds them, with a
+// typed error naming the table and key around them.
+var (
+	// ErrLeaseLost means a write to a lease the caller held was refused
+	// because its owner or counter moved: somebody else took it. The caller
+	// must stop processing the shard at once.
+	ErrLeaseLost = errors.New("shardlease: lease lost")
+	// ErrLeaseHeld means Acquire or RequestHandoff found the lease held by
+	// somebody else with a counter other than the one observed.
+	ErrLeaseHeld = errors.New("shardlease: lease held by another owner")
+	// ErrLeaseNotFound means the row does not exist.
+	ErrLeaseNotFound = errors.New("shardlease: lease not found")
+	// ErrInvalidName means a stream name, shard id or table name is empty or
+	// has characters the service does not allow.
+	ErrInvalidName = errors.New("shardlease: invalid name")
+	// ErrTableNotFound means the lease table does not exist.
+	ErrTableNotFound = errors.New("shardlease: lease table not found")
+	// ErrBadTableSchema means the lease table's key schema is not a single
+	// string partition key named lease_key.
+	ErrBadTableSchema = errors.New("shardlease: lease table has the wrong key schema")
+	// ErrCorruptLease means a row's attributes cannot be decoded.
+	ErrCorruptLease = errors.New("shardlease: corrupt lease row")
+	// ErrInvalidConfig means an option or argument has a value that cannot
+	// work.
+	ErrInvalidConfig = errors.New("shardlease: invalid configuration")
+)
+
+// LeaseError names the table and lease a store operation failed on. Unwrap
+// yields both the sentinel (ErrLeaseLost, ...) and the underlying cause, such
+// as the SDK's error.
+type LeaseError struct {
+	Op    string // "acquire", "renew", "checkpoint", ...
+	Table string // empty for MemoryStore
+	Key   LeaseKey
+	Err   error
+}
+
+func (e *LeaseError) Error() string {
+	where := e.Key.String()
+	if e.Table != "" {
+		where = "table " + e.Table + ": " + where
+	}
+	return fmt.Sprintf("%s%s %s: %s", errPrefix, e.Op, where, bare(e.Err))
+}
+
+// Unwrap returns the wrapped error.
+func (e *LeaseError) Unwrap() error { return e.Err }

@@ -346,3 +346,161 @@ func validCheckpoint(checkpoint string, subSequence int64) error {
 	}
 	return nil
 }
+
+// WithdrawHandoff implements HandoffWithdrawer.
+func (m *MemoryStore) WithdrawHandoff(ctx context.Context, key LeaseKey, taker string) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return false, memErr("withdraw handoff", key, err)
+	}
+	if taker == "" {
+		return false, memErr("withdraw handoff", key, errorf("%w: taker owner id is empty", ErrInvalidConfig))
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	row, ok := m.rows[key]
+	if !ok || row.HandoffTo != taker {
+		return false, nil
+	}
+	before := row
+	row.HandoffTo = ""
+	m.wrote("withdraw handoff", before, row)
+	return true, nil
+}
+
+// CreateAt implements LineageStore.
+func (m *MemoryStore) CreateAt(ctx context.Context, key LeaseKey, parents []string, start Start) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return false, memErr("create", key, err)
+	}
+	if err := key.Validate(); err != nil {
+		return false, memErr("create", key, err)
+	}
+	if err := start.validate(); err != nil {
+		return false, memErr("create", key, err)
+	}
+	ps, err := normalParents(parents)
+	if err != nil {
+		return false, memErr("create", key, err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.rows[key]; ok {
+		return false, nil
+	}
+	row := Lease{Key: key, SubSequence: -1, Parents: ps, Start: normalStart(start)}
+	m.wrote("create", Lease{Key: key}, row)
+	return true, nil
+}
+
+// SetLineage implements LineageStore.
+func (m *MemoryStore) SetLineage(ctx context.Context, l Lease, parents []string, start Start) (Lease, error) {
+	if err := ctx.Err(); err != nil {
+		return Lease{}, memErr("set lineage", l.Key, err)
+	}
+	if err := start.validate(); err != nil {
+		return Lease{}, memErr("set lineage", l.Key, err)
+	}
+	ps, err := normalParents(parents)
+	if err != nil {
+		return Lease{}, memErr("set lineage", l.Key, err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	row, ok := m.rows[l.Key]
+	if !ok {
+		return Lease{}, memErr("set lineage", l.Key, ErrLeaseNotFound)
+	}
+	if row.Owner != "" || row.Checkpoint != "" || row.Counter != l.Counter {
+		return Lease{}, memErr("set lineage", l.Key, errorf("%w: row has owner %q counter %d checkpoint %q; expected a free row at counter %d without a checkpoint", ErrLeaseHeld, row.Owner, row.Counter, row.Checkpoint, l.Counter))
+	}
+	before := row
+	row.Parents = ps
+	row.Start = normalStart(start)
+	row.Counter++
+	m.wrote("set lineage", before, row)
+	return cloneLease(row), nil
+}
+
+// DeleteFinished implements LineageStore.
+func (m *MemoryStore) DeleteFinished(ctx context.Context, l Lease) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return false, memErr("delete finished", l.Key, err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	row, ok := m.rows[l.Key]
+	if !ok || row.Checkpoint != ShardEnd || row.Counter != l.Counter {
+		return false, nil
+	}
+	delete(m.rows, l.Key)
+	if m.hook != nil {
+		m.hook("delete finished", cloneLease(row), Lease{Key: l.Key})
+	}
+	return true, nil
+}
+
+// Delete removes a row without any condition, as an operator editing the
+// table by hand would. It reports whether the row existed.
+func (m *MemoryStore) Delete(key LeaseKey) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	_, ok := m.rows[key]
+	delete(m.rows, key)
+	return ok
+}
+
+// StreamIdentity implements IdentityStore.
+func (m *MemoryStore) StreamIdentity(ctx context.Context, stream string) (StreamIdentity, error) {
+	key := identityKey(stream)
+	if err := ctx.Err(); err != nil {
+		return StreamIdentity{}, memErr("get stream identity", key, err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	id, ok := m.identities[stream]
+	if !ok {
+		return StreamIdentity{}, memErr("get stream identity", key, ErrLeaseNotFound)
+	}
+	return id, nil
+}
+
+// RecordStreamIdentity implements IdentityStore.
+func (m *MemoryStore) RecordStreamIdentity(ctx context.Context, id StreamIdentity) (StreamIdentity, bool, error) {
+	key := identityKey(id.Stream)
+	if err := ctx.Err(); err != nil {
+		return StreamIdentity{}, false, memErr("record stream identity", key, err)
+	}
+	if err := checkIdentity(id); err != nil {
+		return StreamIdentity{}, false, memErr("record stream identity", key, err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if have, ok := m.identities[id.Stream]; ok {
+		return have, false, nil
+	}
+	m.identities[id.Stream] = id
+	return id, true, nil
+}
+
+// ResetStream implements IdentityStore.
+func (m *MemoryStore) ResetStream(ctx context.Context, id StreamIdentity) (int, error) {
+	key := identityKey(id.Stream)
+	if err := ctx.Err(); err != nil {
+		return 0, memErr("reset stream", key, err)
+	}
+	if err := checkIdentity(id); err != nil {
+		return 0, memErr("reset stream", key, err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := 0
+	for k := range m.rows {
+		if k.Stream == id.Stream {
+			delete(m.rows, k)
+			n++
+		}
+	}
+	delete(m.workers, id.Stream)
+	m.identities[id.Stream] = id
+	return n, nil
+}

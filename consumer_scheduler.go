@@ -1,0 +1,719 @@
+package shardlease
+
+import (
+	"context"
+	"errors"
+	"hash/fnv"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+	"github.com/shardlease/shardlease/internal/backoff"
+	"go.opentelemetry.io/otel/attribute"
+)
+
+// observation is what the take loop last saw of a lease or worker row, with
+// when its counter last moved on this machine's monotonic clock.
+type observation struct {
+	counter int64
+	owner   string
+	changed time.Time
+}
+
+// watch records that row key was seen at now with counter and owner, and
+// returns the observation: changed is when either last moved.
+func watch(obs map[string]observation, key string, counter int64, owner string, now time.Time) observation {
+	o, ok := obs[key]
+	if !ok || o.counter != counter || o.owner != owner {
+		o = observation{counter: counter, owner: owner, changed: now}
+		obs[key] = o
+	}
+	return o
+}
+
+// forgetUnseen drops the observations of rows that are gone.
+func forgetUnseen(obs map[string]observation, seen map[string]bool) {
+	for key := range obs {
+		if !seen[key] {
+			delete(obs, key)
+		}
+	}
+}
+
+// startup runs the first shard sync. A transient failure (throttling, a
+// 500, a timeout) is retried within startupTimeout; a missing stream or
+// table, a corrupt row, or a failure that persists is returned. It returns
+// nil when ctx is cancelled.
+func (co *coordinator) startup(ctx context.Context) error {
+	c := co.c
+	limit := c.cfg.startupTimeout()
+	sctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	bo := backoff.Backoff{Min: c.cfg.retryMin, Max: c.cfg.retryMax}
+	for {
+		err := co.syncShards(sctx)
+		if err == nil || ctx.Err() != nil {
+			return nil
+		}
+		if isFatal(err) || errors.Is(err, ErrCorruptLease) || sctx.Err() != nil || bo.Attempts() >= startupSyncAttempts {
+			return errorf("shardlease: stream %s: start-up failed (gave up after %d attempts within %v): %w", c.stream, bo.Attempts()+1, limit, err)
+		}
+		c.log.Warn("shard sync failed at start; retrying", "attempt", bo.Attempts()+1, "err", err)
+		if !bo.Sleep(sctx) {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return errorf("shardlease: stream %s: start-up failed (gave up after %d attempts within %v): %w", c.stream, bo.Attempts(), limit, err)
+		}
+	}
+}
+
+// The first take round waits takeInterval/settleDivisor after the worker
+// wrote its row.
+const settleDivisor = 4
+
+// startupSyncAttempts bounds the retries of the first shard sync.
+const startupSyncAttempts = 8
+
+func ownerSeed(owner string) uint64 {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(owner))
+	return h.Sum64()
+}
+
+// coordinator is Run's own state: one goroutine lists and takes leases and
+// starts and stops the lease runners.
+type coordinator struct {
+	c      *Consumer
+	obs    map[string]observation
+	exited chan *leaseRunner
+	wake   chan struct{} // run a take round now
+	resync chan struct{} // list shards now
+	wg     sync.WaitGroup
+	// pending handoff requests this worker made, by shard id, with when.
+	pending map[string]time.Time
+	rng     *rand.Rand
+	// refused holds shards the store refused to hand out until an operator
+	// acts (an unattributed legacy row), with when; retried after a shard
+	// sync interval.
+	refused map[string]time.Time
+	// takable holds the shards free or expired at the last take round, with
+	// when this worker first saw them so: one still there a take interval
+	// later was left over by the workers below their share, and any worker
+	// below the ceiling may take it.
+	takable map[string]time.Time
+
+	// Worker rows, when the store keeps them (ws is nil otherwise).
+	ws   WorkerStore
+	wobs map[string]observation // other workers' rows, by owner
+	row  *Worker                // this worker's row as last written; nil when it has none
+	beat time.Time              // when row was written
+	// corruptSeen holds the rows already reported as corrupt.
+	corruptSeen map[string]bool
+	// corrupt holds the shards whose rows the last listing could not decode.
+	corrupt map[string]bool
+	// unsure is set while a heartbeat's outcome is unknown (it failed or
+	// was cancelled): the row may exist with a counter this worker never
+	// saw.
+	unsure bool
+
+	// listed holds the shards the last shard sync listed, by id.
+	listed map[string]types.Shard
+	// identity is the stream's incarnation as this worker checked it; nil
+	// until the first check. noIdentity is set when the client cannot
+	// describe the stream.
+	identity   *StreamIdentity
+	noIdentity bool
+
+	// cd is the coordination state (coordinate.go).
+	cd coordination
+}
+
+// heartbeat writes this worker's row (see WorkerStore). A failure other than
+// a missing or misconfigured table is logged: the worker is then seen late,
+// which costs a correcting handoff, nothing more.
+func (co *coordinator) heartbeat(ctx context.Context) error {
+	if co.ws == nil {
+		return nil
+	}
+	c := co.c
+	sent := time.Now()
+	hctx, cancel := c.storeCtx(ctx)
+	w, err := co.ws.Heartbeat(hctx, c.stream, c.cfg.identity)
+	cancel()
+	if err != nil {
+		co.unsure = true
+		if ctx.Err() != nil {
+			return nil
+		}
+		if isFatal(err) {
+			return errorf("shardlease: stream %s: %w", c.stream, err)
+		}
+		c.log.Warn("writing the worker row failed; retrying at the next take round", "err", err)
+		return nil
+	}
+	co.row, co.beat, co.unsure = &w, sent, false
+	return nil
+}
+
+// removeRow deletes this worker's row, if it has one: once it holds a lease
+// (its leases show it), and when Run returns.
+func (co *coordinator) removeRow(ctx context.Context) {
+	if co.row == nil && !co.unsure {
+		return
+	}
+	c := co.c
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.renewInterval)
+	defer cancel()
+	const gaveUp = "removing the worker row failed; other workers remove it once it stops changing"
+	if co.unsure {
+		// Learn the counter with one more heartbeat: the delete is
+		// conditional on it.
+		w, err := co.ws.Heartbeat(ctx, c.stream, c.cfg.identity)
+		if err != nil {
+			c.log.Warn(gaveUp, "err", err)
+			return
+		}
+		co.row, co.unsure = &w, false
+	}
+	if _, err := co.ws.RemoveWorker(ctx, *co.row); err != nil {
+		c.log.Warn(gaveUp, "err", err)
+		return
+	}
+	co.row = nil
+}
+
+func (co *coordinator) loop(ctx context.Context) error {
+	c := co.c
+	take := time.NewTicker(c.cfg.takeInterval)
+	defer take.Stop()
+	sync := time.NewTicker(c.cfg.shardSync)
+	defer sync.Stop()
+	// While handoffs this worker asked for are pending, it also lists half
+	// a take interval after each round: a holder answers in its own take
+	// round, which may fall just after this worker's, and the lease would
+	// otherwise wait a whole interval more.
+	var followUp <-chan time.Time
+	round := func() error {
+		err := co.takeRound(ctx)
+		followUp = nil
+		// Only requests younger than a lease duration: a holder that has
+		// not answered by then is busy (it keeps its lease), and listing
+		// twice as often would not hurry it.
+		for _, since := range co.pending {
+			if time.Since(since) < c.cfg.leaseDuration {
+				followUp = time.After(c.cfg.takeInterval / 2)
+				break
+			}
+		}
+		return err
+	}
+	// Workers started together see each other's rows only once each has
+	// written its own: let the others' land before the first round.
+	if co.ws != nil && !backoff.Wait(ctx, c.cfg.takeInterval/settleDivisor) {
+		return nil
+	}
+	if err := round(); err != nil {
+		return err
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case r := <-co.exited:
+			co.forget(r)
+		case <-take.C:
+			if !co.listsNow() {
+				co.backstop(ctx)
+				continue
+			}
+			if err := round(); err != nil {
+				return err
+			}
+		case n := <-c.notes:
+			co.onNote(n)
+		case <-co.cd.watch.C:
+			co.watchFirst(ctx)
+		case <-co.cd.expiry.C:
+			if err := co.takeExpired(ctx); err != nil {
+				return err
+			}
+		case <-followUp:
+			if err := round(); err != nil {
+				return err
+			}
+		case <-co.wake:
+			if err := round(); err != nil {
+				return err
+			}
+		case <-sync.C:
+			if err := co.boundedSync(ctx); err != nil && ctx.Err() == nil {
+				if isFatal(err) {
+					return err
+				}
+				c.log.Warn("shard sync failed; retrying at the next interval", "err", err)
+			}
+		case <-co.resync:
+			if err := co.boundedSync(ctx); err != nil && ctx.Err() == nil && isFatal(err) {
+				return err
+			}
+			co.poke(co.wake)
+		}
+	}
+}
+
+func (co *coordinator) poke(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+func (co *coordinator) forget(r *leaseRunner) {
+	c := co.c
+	c.mu.Lock()
+	if c.held[r.shard] == r {
+		delete(c.held, r.shard)
+	}
+	c.mu.Unlock()
+	if r.rejected.Load() {
+		co.refused[r.shard] = time.Now()
+	}
+	if r.endedShard.Load() {
+		// The children's rows are made and taken now, not at the
+		// coordinator's next shard sync: this worker lists until done.
+		co.cd.catchUp = true
+		co.poke(co.resync)
+	} else if r.lost.Load() {
+		co.poke(co.wake)
+	}
+}
+
+// shutdown withdraws the handoff requests this worker made, stops every
+// runner and waits for them (abandoning handlers that do not return within
+// the grace period), releases rows handed to this worker too late to be
+// run, and removes its worker row: all within the shutdown timeout.
+func (co *coordinator) shutdown(ctx context.Context) {
+	c := co.c
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.shutdownTimeout)
+	defer cancel()
+	co.withdraw(ctx)
+	co.passLead(ctx)
+	c.stats.coordinating.Store(false)
+	c.mu.Lock()
+	runners := make([]*leaseRunner, 0, len(c.held))
+	for _, r := range c.held {
+		runners = append(runners, r)
+	}
+	c.mu.Unlock()
+	for _, r := range runners {
+		r.stop()
+	}
+	done := make(chan struct{})
+	go func() { co.wg.Wait(); close(done) }()
+	timer := time.NewTimer(c.cfg.grace())
+	defer timer.Stop()
+wait:
+	for {
+		select {
+		case r := <-co.exited:
+			co.forget(r)
+		case <-timer.C:
+			c.log.Warn("shutdown timeout: abandoning the handlers still running", "timeout", c.cfg.shutdownTimeout)
+			for _, r := range runners {
+				r.abandon()
+			}
+		case <-done:
+			break wait
+		}
+	}
+	co.releaseLate(ctx)
+	co.removeRow(ctx)
+	c.log.Info("stopped")
+}
+
+// withdraw removes the handoff requests this worker made that are still
+// pending, so that no holder hands a lease to a worker that is gone.
+func (co *coordinator) withdraw(ctx context.Context) {
+	c := co.c
+	hw, ok := c.store.(HandoffWithdrawer)
+	if !ok {
+		return
+	}
+	for id := range co.pending {
+		cctx, cancel := c.storeCtx(ctx)
+		withdrawn, err := hw.WithdrawHandoff(cctx, LeaseKey{Stream: c.stream, Shard: id}, c.cfg.identity)
+		cancel()
+		switch {
+		case err != nil:
+			c.log.Warn("withdrawing a handoff request failed; the lease waits a lease duration for this worker", "shard", id, "err", err)
+		case withdrawn:
+			c.log.Info("handoff request withdrawn", "shard", id)
+		}
+		delete(co.pending, id)
+	}
+}
+
+// releaseLate frees the rows naming this worker that it does not run: leases
+// handed over to it after its loop ended. A row whose abandoned handler still
+// runs is left to expire.
+func (co *coordinator) releaseLate(ctx context.Context) {
+	c := co.c
+	lctx, cancel := c.storeCtx(ctx)
+	leases, err := c.store.List(lctx, c.stream)
+	cancel()
+	if err != nil {
+		c.log.Warn("listing leases at shutdown failed; leases handed to this worker late expire after a lease duration", "err", err)
+		return
+	}
+	held, stuck := c.heldSet(), c.stuckSet()
+	for _, l := range leases {
+		if l.Owner != c.cfg.identity || held[l.Key.Shard] || stuck[l.Key.Shard] {
+			continue
+		}
+		rctx, cancel := c.storeCtx(ctx)
+		_, err := c.store.Release(rctx, l)
+		cancel()
+		if err != nil {
+			c.log.Warn("releasing a lease handed over at shutdown failed; it expires after a lease duration", "shard", l.Key.Shard, "err", err)
+			continue
+		}
+		c.stats.released.Add(1)
+		c.log.Info("lease handed over at shutdown released", "shard", l.Key.Shard, "counter", l.Counter)
+	}
+}
+
+// takeRound lists the stream's leases and carries out the plan planRound
+// makes of the listing: adopted handoffs first, then free leases, then
+// expired ones, then (by handoff) leases of the most loaded live owner.
+func (co *coordinator) takeRound(ctx context.Context) error {
+	c := co.c
+	var leases []Lease
+	var workers []Worker
+	var err error
+	// Every decision below is carried out by a conditional write on the
+	// counter the listing shows, and expiry is timed from the first listing
+	// that showed a counter: a listing a moment old is safe, and costs half.
+	lctx, cancel := c.storeCtx(ctx)
+	el, eventual := c.store.(EventualLister)
+	switch {
+	case co.ws != nil && eventual:
+		leases, workers, err = el.ListWithWorkersEventually(lctx, c.stream)
+	case co.ws != nil:
+		leases, workers, err = co.ws.ListWithWorkers(lctx, c.stream)
+	default:
+		leases, err = c.store.List(lctx, c.stream)
+	}
+	cancel()
+	if co.tolerateCorrupt(ctx, err) {
+		err = nil
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		if isFatal(err) {
+			return err
+		}
+		c.log.Warn("listing leases failed; retrying at the next take round", "err", err)
+		return nil
+	}
+	now := time.Now()
+	c.stats.listings.Add(1)
+	c.ins.listings.Add(bg, 1, c.ins.attrs())
+	co.cd.recent, co.cd.recentAt = leases, now
+	me := c.cfg.identity
+	byShard := make(map[string]Lease, len(leases))
+	seen := make(map[string]bool, len(leases))
+	for _, l := range leases {
+		byShard[l.Key.Shard] = l
+		seen[l.Key.Shard] = true
+		watch(co.obs, l.Key.Shard, l.Counter, l.Owner, now)
+	}
+	forgetUnseen(co.obs, seen)
+	held, stuck := c.heldSet(), c.stuckSet()
+	in := listing{
+		me: me, held: held, skip: stuck,
+		expired:   make(map[string]bool),
+		pending:   make(map[string]bool, len(co.pending)),
+		leftover:  make(map[string]bool),
+		refused:   make(map[string]bool),
+		maxLeases: c.cfg.maxLeases, maxSteals: c.cfg.maxStealsPerTake,
+	}
+	// Work that can be read now: not finished, and every parent finished.
+	for _, l := range leases {
+		if l.Checkpoint == ShardEnd || !parentsDone(l, byShard, co.listed, co.corrupt) {
+			continue
+		}
+		in.leases = append(in.leases, l)
+		// A lease is expired once its counter stood still for the longer
+		// of this worker's lease duration and the holder's, written on the
+		// row.
+		if l.Owner != "" && l.Owner != me && now.Sub(co.obs[l.Key.Shard].changed) >= expiresAfter(l, c.cfg.leaseDuration) {
+			in.expired[l.Key.Shard] = true
+		}
+		if since, ok := co.takable[l.Key.Shard]; ok && now.Sub(since) >= c.cfg.takeInterval {
+			in.leftover[l.Key.Shard] = true
+		}
+		if at, ok := co.refused[l.Key.Shard]; ok && now.Sub(at) < c.cfg.shardSync {
+			in.refused[l.Key.Shard] = true
+		}
+	}
+	// Workers that hold nothing yet count too, while their rows move.
+	in.workers = co.liveWorkers(ctx, workers, now)
+	// Requests still pending (not answered or withdrawn) count as waiting
+	// while they are younger than a lease duration.
+	for id, since := range co.pending {
+		if l, ok := byShard[id]; !ok || held[id] || l.HandoffTo != me {
+			continue
+		}
+		in.pending[id] = true
+		if now.Sub(since) < c.cfg.leaseDuration {
+			in.waiting++
+		}
+	}
+	first, hasFirst := firstReadable(in.leases)
+	hasFirst = hasFirst && co.cd.ns != nil
+	if hasFirst {
+		in.first = first.Key.Shard
+	}
+	p := planRound(in, co.rng)
+	defer func() {
+		was := co.takable
+		co.takable = make(map[string]time.Time, len(p.free)+len(p.stale))
+		for _, l := range p.takable() {
+			since, ok := was[l.Key.Shard]
+			if !ok {
+				since = now
+			}
+			co.takable[l.Key.Shard] = since
+		}
+	}()
+	c.log.Debug("take round", "leases", len(in.leases), "owners", len(p.load), "target", p.target, "ceiling", p.ceiling, "held", len(held))
+
+	// A handoff asked of this worker shows in the listing before the next
+	// renewal would return it: answer it now.
+	for _, l := range p.answer {
+		c.answerHandoff(l.Key.Shard, l.HandoffTo)
+	}
+	// mine counts the leases this worker runs; the handoffs it asked for
+	// count separately (waiting), so that one that goes unanswered for a
+	// lease duration does not keep this worker from free and expired leases.
+	mine, busy := 0, false
+	for _, l := range in.leases {
+		if held[l.Key.Shard] {
+			mine++
+		}
+	}
+	// Take the rows that name this worker but that it does not hold: leases
+	// handed over to it, and leases an earlier runner of it gave up. Each is
+	// taken with a write of its own (an acquire on the counter seen), so the
+	// lease is timed from that write, as other workers time it, and a runner
+	// that gave the lease up cannot write to it again.
+	for _, l := range p.adopt {
+		took, err := co.take(ctx, l, byShard, now)
+		if err != nil || ctx.Err() != nil {
+			return err
+		}
+		if took {
+			mine++
+			busy = true
+			held[l.Key.Shard] = true
+		}
+	}
+	// Forget requests that were answered or withdrawn.
+	for id := range co.pending {
+		if !in.pending[id] {
+			delete(co.pending, id)
+		}
+	}
+	// With coordination, the first readable lease goes first when it was
+	// released or expired: whoever takes it coordinates. The coordinator
+	// takes every free or expired lease at once, beyond its share (the
+	// other workers may not be listing), and wakes those below their share
+	// afterwards.
+	if hasFirst && !held[first.Key.Shard] && !in.skip[first.Key.Shard] && !in.refused[first.Key.Shard] &&
+		(in.maxLeases == 0 || mine+in.waiting < in.maxLeases) &&
+		(first.Owner == "" && first.Counter > 0 || in.expired[first.Key.Shard]) {
+		took, err := co.take(ctx, first, byShard, now)
+		if err != nil || ctx.Err() != nil {
+			return err
+		}
+		if took {
+			mine++
+			busy = true
+			held[first.Key.Shard] = true
+		}
+	}
+	// Only a coordinator of an earlier round takes beyond its share: workers
+	// starting together (a fleet restarted) each take their share first,
+	// whoever wins the first lease.
+	in.leading = co.cd.leading && hasFirst && held[first.Key.Shard]
+	// Free and expired leases, in a worker-specific order so that workers
+	// starting together spread over the shards. A lease left over since an
+	// earlier round may take this worker up to the ceiling; otherwise its
+	// own share is the limit.
+	for _, l := range p.takable() {
+		if held[l.Key.Shard] {
+			continue
+		}
+		if mine+in.waiting >= p.limit(in, l) {
+			continue
+		}
+		took, err := co.take(ctx, l, byShard, now)
+		if err != nil || ctx.Err() != nil {
+			return err
+		}
+		if took {
+			mine++
+			busy = true
+		}
+	}
+	// Ask the most loaded live owners for handoffs while this worker is
+	// below its share. A request the store refuses (another worker asked
+	// first, or the lease moved since the listing) is replaced by another.
+	st := p.stealer(in, mine, len(co.pending))
+	for {
+		l, ok := st.next(co.rng)
+		if !ok {
+			break
+		}
+		rctx, cancel := c.storeCtx(ctx)
+		_, err := c.store.RequestHandoff(rctx, l, me)
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			c.log.Debug("handoff request refused", "shard", l.Key.Shard, "holder", l.Owner, "err", err)
+			st.refused(l)
+			continue
+		}
+		c.log.Info("handoff requested", "shard", l.Key.Shard, "holder", l.Owner, "counter", l.Counter)
+		c.ins.stolen.Add(bg, 1, c.ins.attrs())
+		c.stats.asked.Add(1)
+		co.pending[l.Key.Shard] = now
+		st.granted(l)
+		busy = true
+	}
+	co.afterRound(ctx, in, p, first, busy, now)
+
+	// A worker that holds a lease is seen through it; one that holds none
+	// keeps its row moving.
+	switch {
+	case mine > 0:
+		co.removeRow(ctx)
+	case co.row == nil || now.Sub(co.beat) >= c.cfg.renewInterval:
+		return co.heartbeat(ctx)
+	}
+	return nil
+}
+
+// liveWorkers returns the owners of the worker rows that moved within a
+// lease duration, as this worker has watched them; a row of another worker
+// that stood still that long is deleted (its worker is gone).
+func (co *coordinator) liveWorkers(ctx context.Context, workers []Worker, now time.Time) []string {
+	c := co.c
+	var live []string
+	seen := make(map[string]bool, len(workers))
+	for _, w := range workers {
+		seen[w.Owner] = true
+		if w.Owner == c.cfg.identity {
+			continue
+		}
+		if o := watch(co.wobs, w.Owner, w.Counter, w.Owner, now); now.Sub(o.changed) < c.cfg.leaseDuration {
+			live = append(live, w.Owner)
+			continue
+		}
+		rctx, cancel := c.storeCtx(ctx)
+		removed, err := co.ws.RemoveWorker(rctx, w)
+		cancel()
+		if err != nil {
+			c.log.Debug("removing a gone worker's row failed", "worker", w.Owner, "err", err)
+		} else if removed {
+			c.log.Info("removed the row of a worker that stopped", "worker", w.Owner, "counter", w.Counter)
+		}
+	}
+	forgetUnseen(co.wobs, seen)
+	return live
+}
+
+// take acquires l on the counter seen in the listing and starts its
+// runner. It reports whether this worker holds l now; the error is one that
+// must end Run. Rows naming this worker are taken the same way (leases
+// handed over to it, or given up by an earlier runner of it), so that every
+// lease is timed from a write of this worker's, as other workers time it.
+func (co *coordinator) take(ctx context.Context, l Lease, byShard map[string]Lease, now time.Time) (bool, error) {
+	c := co.c
+	me := c.cfg.identity
+	sent := time.Now()
+	actx, cancel := c.storeCtx(WithHolderLeaseDuration(ctx, c.cfg.leaseDuration))
+	got, err := c.store.Acquire(actx, l.Key, me, l.Counter)
+	cancel()
+	if err != nil {
+		switch {
+		case ctx.Err() != nil:
+		case isFatal(err):
+			return false, err
+		case errors.Is(err, ErrLegacyRow) || errors.Is(err, ErrCorruptLease):
+			co.refused[l.Key.Shard] = now
+			c.log.Error("shard not read until an operator acts", "shard", l.Key.Shard, "err", err)
+		case !errors.Is(err, ErrLeaseHeld) && !errors.Is(err, ErrLeaseNotFound):
+			c.log.Warn("acquire failed", "shard", l.Key.Shard, "err", err)
+		default:
+			c.log.Debug("lease taken by another worker first", "shard", l.Key.Shard, "err", err)
+		}
+		return false, nil
+	}
+	_, asked := co.pending[l.Key.Shard]
+	delete(co.pending, l.Key.Shard)
+	how, kind := "taken", "free"
+	switch {
+	case l.Owner == me && asked && l.HandoffTo == "" && l.Expiry.IsZero():
+		how, kind = "handed over", "handoff"
+	case l.Owner == me && l.Expiry.IsZero():
+		// This worker's own acquire whose reply was lost: what it took
+		// before, it takes again.
+		how, kind = "taken again (the reply to its acquire was lost)", "free"
+	case l.Owner == me:
+		how, kind = "taken back", "expired"
+	case l.Owner != "":
+		how, kind = "taken over from "+l.Owner, "expired"
+	}
+	if kind == "handoff" {
+		c.stats.handedIn.Add(1)
+	} else {
+		c.stats.taken.Add(1)
+	}
+	c.ins.taken.Add(bg, 1, c.ins.attrs(attribute.String("how", kind)))
+	co.start(ctx, got, how, hasTrackedParent(l, byShard), sent)
+	return true, nil
+}
+
+// hasTrackedParent reports whether any parent of l has a row: the parent was
+// read by this application, so l must be read from its start.
+func hasTrackedParent(l Lease, byShard map[string]Lease) bool {
+	for _, p := range l.Parents {
+		if _, ok := byShard[p]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+// start launches a runner for a lease this worker now holds.
+//
+// written is when the acquire that made this worker the holder was sent.
+func (co *coordinator) start(ctx context.Context, l Lease, how string, fromStart bool, written time.Time) {
+	c := co.c
+	r := newLeaseRunner(c, l, fromStart, written)
+	c.mu.Lock()
+	c.held[l.Key.Shard] = r
+	c.mu.Unlock()
+	c.log.Info("lease "+how, "shard", l.Key.Shard, "counter", l.Counter, "checkpoint", l.Checkpoint)
+	co.wg.Go(func() {
+		r.run(ctx)
+		co.exited <- r
+	})
+}

@@ -1,0 +1,262 @@
+package shardlease
+
+import (
+	"context"
+	"slices"
+	"time"
+)
+
+// TableChecker is implemented by stores that can verify their backing table
+// before the consumer starts (DynamoStore does).
+type TableChecker interface {
+	CheckTable(ctx context.Context) error
+}
+
+// IdentityStore is implemented by lease stores that record which
+// incarnation of a stream its rows belong to, in one row per stream (both
+// stores of this package do). The consumer checks it at start and at every
+// shard sync, and refuses to run on rows of a stream that was deleted and
+// created again (see ErrStreamRecreated).
+type IdentityStore interface {
+	// StreamIdentity returns the identity recorded for stream. None recorded
+	// is an error matching ErrLeaseNotFound.
+	StreamIdentity(ctx context.Context, stream string) (StreamIdentity, error)
+
+	// RecordStreamIdentity records id for its stream if none is recorded
+	// (created=true) and returns the identity recorded now, which differs
+	// from id when another one was recorded before.
+	RecordStreamIdentity(ctx context.Context, id StreamIdentity) (recorded StreamIdentity, created bool, err error)
+
+	// ResetStream deletes every row of id.Stream (leases, checkpoints and
+	// worker rows) and records id as the stream's identity. It is for
+	// operators, with every consumer of the stream stopped: it writes
+	// without fencing. It returns how many lease rows it deleted.
+	ResetStream(ctx context.Context, id StreamIdentity) (deleted int, err error)
+}
+
+// tableNamer is implemented by stores with a table name (DynamoStore).
+type tableNamer interface{ Table() string }
+
+// HandoffWithdrawer is implemented by lease stores that let a taker withdraw
+// a handoff request it made (both stores of this package do). A worker that
+// shuts down withdraws its pending requests, so that no holder hands a lease
+// to a worker that is gone. With a store without it, such a lease waits a
+// lease duration for the gone taker instead.
+type HandoffWithdrawer interface {
+	// WithdrawHandoff removes the handoff request naming taker from key's
+	// row, without bumping the counter. It reports whether it removed one;
+	// a request already answered, or naming another taker, is left alone
+	// and is not an error. A holder releasing the lease afterwards frees it
+	// instead of handing it to taker.
+	WithdrawHandoff(ctx context.Context, key LeaseKey, taker string) (bool, error)
+}
+
+type holderDurationKey struct{}
+
+// The holder's lease duration is written on the row (attribute
+// lease_duration, milliseconds) by every acquire, renewal and checkpoint of
+// a consumer, so that a worker configured with a shorter lease duration
+// (during a rolling deploy that changes WithLeaseDuration) still waits out
+// the holder's: a taker judges a lease expired only once its counter stood
+// still for the longer of its own lease duration and the row's.
+
+// WithHolderLeaseDuration returns a context that carries the lease duration
+// of the worker making a write. The consumer passes it to Acquire, Renew and
+// Checkpoint; a LeaseStore writes it on the row (see HolderLeaseDuration).
+func WithHolderLeaseDuration(ctx context.Context, d time.Duration) context.Context {
+	return context.WithValue(ctx, holderDurationKey{}, d)
+}
+
+// HolderLeaseDuration returns the lease duration carried by ctx (see
+// WithHolderLeaseDuration), or 0. A LeaseStore writes a positive one on the
+// row in Acquire, Renew and Checkpoint and returns it in Lease.Duration;
+// Acquire without one clears the row's. A store that keeps no duration
+// works, but then a fleet must not mix lease durations.
+func HolderLeaseDuration(ctx context.Context) time.Duration {
+	d, _ := ctx.Value(holderDurationKey{}).(time.Duration)
+	return max(d, 0)
+}
+
+// expiresAfter is how long a taker whose own lease duration is own waits,
+// with l's counter standing still, before it may take l: the longer of its
+// own and the holder's lease duration written on the row.
+func expiresAfter(l Lease, own time.Duration) time.Duration {
+	return max(own, l.Duration)
+}
+
+// LineageStore is implemented by lease stores that keep where a shard starts
+// on its row and can delete the rows of finished shards (both stores of this
+// package do). The consumer uses it, when the store has it, to decide where
+// a child shard starts when its row is made, to fill in the parents of rows
+// made without them (imported or older rows), and to delete rows that can no
+// longer matter. A store without it still works, but its table only grows,
+// and a child whose parent row was deleted starts at the initial position.
+type LineageStore interface {
+	// CreateAt is Create that also records start on the new row. An
+	// existing row is not changed (created=false, no error).
+	CreateAt(ctx context.Context, key LeaseKey, parents []string, start Start) (created bool, err error)
+
+	// SetLineage records parents and start on the row of l, a row nobody
+	// has read yet: it succeeds only while the row is free, holds no
+	// checkpoint and its counter still equals l.Counter, and bumps the
+	// counter. Otherwise it fails with ErrLeaseHeld (ErrLeaseNotFound when
+	// the row is gone).
+	SetLineage(ctx context.Context, l Lease, parents []string, start Start) (Lease, error)
+
+	// DeleteFinished deletes the row of l if its checkpoint is ShardEnd and
+	// its counter still equals l.Counter. It reports whether it deleted the
+	// row; a row that is gone, moved on or not finished is left alone and is
+	// not an error.
+	DeleteFinished(ctx context.Context, l Lease) (bool, error)
+}
+
+// LeaseStore keeps the lease rows. Every method takes a context first and
+// honours its cancellation. Every successful write bumps the fencing counter
+// by one and returns the lease as written; the returned lease is the handle
+// for the next write.
+//
+// Implementations must be safe for concurrent use.
+type LeaseStore interface {
+	// Create writes a free row for key with the given parents if the row does
+	// not exist. It returns created=false and no error when the row exists
+	// already; the existing row is not changed.
+	Create(ctx context.Context, key LeaseKey, parents []string) (created bool, err error)
+
+	// Get returns the row for key, read consistently. A missing row is an
+	// error matching ErrLeaseNotFound.
+	Get(ctx context.Context, key LeaseKey) (Lease, error)
+
+	// List returns every row of stream, and no row of any other stream,
+	// ordered by shard id.
+	List(ctx context.Context, stream string) ([]Lease, error)
+
+	// Acquire makes owner the holder of key. It succeeds when the row is free
+	// or when its counter still equals observed (the counter the caller saw
+	// unchanged for a whole lease duration, or saw when it was asked to take
+	// over). Otherwise it fails with ErrLeaseHeld. A missing row fails with
+	// ErrLeaseNotFound.
+	Acquire(ctx context.Context, key LeaseKey, owner string, observed int64) (Lease, error)
+
+	// Renew extends held. It succeeds only while the row's owner and counter
+	// equal held's; otherwise it fails with ErrLeaseLost (also when the row
+	// is gone). expiry is written for operators to read.
+	Renew(ctx context.Context, held Lease, expiry time.Time) (Lease, error)
+
+	// Checkpoint records progress and renews held in one write, under the
+	// same condition as Renew. subSequence is -1 unless the checkpoint is
+	// inside an aggregated record.
+	Checkpoint(ctx context.Context, held Lease, checkpoint string, subSequence int64, expiry time.Time) (Lease, error)
+
+	// Release frees held so that anybody may acquire it at once, keeping the
+	// checkpoint. If a handoff is pending, the row is released to the
+	// requested taker instead. It succeeds only while the row's owner and
+	// counter equal held's; when the row is free already (released twice) it
+	// returns the row and no error. When somebody else holds it, it fails with
+	// ErrLeaseLost.
+	Release(ctx context.Context, held Lease) (Lease, error)
+
+	// RequestHandoff asks the live holder of current.Key to hand it to taker.
+	// It succeeds only while the row's owner is still current.Owner and no
+	// other handoff is pending, and fails with ErrLeaseHeld otherwise (or
+	// ErrLeaseNotFound). Of the writes to a lease row, it alone leaves the
+	// counter as it is (the holder's own writes, acquiring, and copying
+	// progress in with Import or a legacy adoption all bump it), so that
+	// the holder keeps renewing, sees HandoffTo in the lease its next renewal
+	// returns, finishes its batch, checkpoints and releases, which makes the
+	// taker the owner. A taker whose request goes unanswered for a whole lease
+	// duration acquires the lease the ordinary way.
+	RequestHandoff(ctx context.Context, current Lease, taker string) (Lease, error)
+}
+
+// WorkerStore is implemented by lease stores that also keep worker rows (both
+// stores of this package do). The consumer uses it, when the store has it, so
+// that workers starting together, or joining a stream whose shards are all
+// held, see each other before they hold anything and take their share in one
+// round instead of overshooting and handing leases back. A store without it
+// still works: a worker is then seen only once it holds a lease.
+type WorkerStore interface {
+	// ListWithWorkers returns what List returns and the stream's worker
+	// rows, ordered by owner, from one read of the table.
+	ListWithWorkers(ctx context.Context, stream string) ([]Lease, []Worker, error)
+
+	// Heartbeat creates owner's worker row for stream, or bumps its counter,
+	// and returns the row as written.
+	Heartbeat(ctx context.Context, stream, owner string) (Worker, error)
+
+	// RemoveWorker deletes w's row if its counter still equals w.Counter.
+	// It reports whether it deleted the row; a row that is gone or has moved
+	// on is left alone and is not an error.
+	RemoveWorker(ctx context.Context, w Worker) (bool, error)
+}
+
+// EventualLister is implemented by worker stores that can list a stream's
+// rows more cheaply when the listing may be a moment old (DynamoStore: an
+// eventually consistent Scan, which costs half the read capacity of a
+// consistent one). The consumer's take rounds list this way when the store
+// has it; every decision a take round makes from its listing is carried out
+// by a conditional write on the counter it saw, so a row read before its
+// latest write only makes that write fail, and expiry is timed from the first
+// listing that showed a counter, which comes after the write that set it. A
+// wrapper of a store that changes what ListWithWorkers returns should
+// implement this too, or hide it (the consumer prefers it).
+type EventualLister interface {
+	// ListWithWorkersEventually returns what ListWithWorkers returns, except
+	// that each row may be as it was a moment before its latest write.
+	ListWithWorkersEventually(ctx context.Context, stream string) ([]Lease, []Worker, error)
+}
+
+// NoteStore is implemented by stores that let the worker coordinating a
+// stream reach the holders of its leases without every worker listing the
+// table: the coordinator writes a note on a row the holder renews anyway, and
+// the holder reads it in the row its next renewal returns. Both stores
+// implement it; without it every worker lists the stream's rows each take
+// interval, as before coordination.
+type NoteStore interface {
+	// Note writes note on current's row while its owner is still
+	// current.Owner. Like RequestHandoff it leaves the counter, and every
+	// other attribute, as it is, so the holder's next renewal succeeds and
+	// returns it. It fails with ErrLeaseHeld when the owner changed (or
+	// ErrLeaseNotFound).
+	Note(ctx context.Context, current Lease, note string) (Lease, error)
+	// GetEventually returns key's row as Get does, except that it may be as
+	// it was a moment before its latest write (an eventually consistent
+	// read: half the cost of Get's).
+	GetEventually(ctx context.Context, key LeaseKey) (Lease, error)
+}
+
+// normalStart is start as the stores keep it: timestamps to the millisecond.
+func normalStart(s Start) Start {
+	if !s.Timestamp.IsZero() {
+		s.Timestamp = time.UnixMilli(s.Timestamp.UnixMilli())
+	}
+	return s
+}
+
+func normalParents(parents []string) ([]string, error) {
+	for _, p := range parents {
+		if err := ValidateShardID(p); err != nil {
+			return nil, errorf("parent: %w", err)
+		}
+	}
+	if len(parents) == 0 {
+		return nil, nil
+	}
+	out := slices.Clone(parents)
+	slices.Sort(out)
+	return slices.Compact(out), nil
+}
+
+func checkIdentity(id StreamIdentity) error {
+	if err := ValidateStreamName(id.Stream); err != nil {
+		return err
+	}
+	if id.ARN == "" || id.Created.IsZero() {
+		return errorf("%w: stream identity of %s has no ARN or creation time", ErrInvalidConfig, id.Stream)
+	}
+	return nil
+}
+
+var (
+	_ HandoffWithdrawer = (*MemoryStore)(nil)
+	_ HandoffWithdrawer = (*DynamoStore)(nil)
+)
