@@ -199,8 +199,8 @@ func (c *Consumer) Run(ctx context.Context) error {
 	if !c.running.CompareAndSwap(false, true) {
 		return errorf("%w: stream %s: Run was called twice on one Consumer; create a Consumer per run", ErrInvalidConfig, c.stream)
 	}
-	watch := c.watchStartup("checking the lease table")
-	defer watch.done(false)
+	boot := c.watchStartup("checking the lease table")
+	defer boot.done(false)
 	if tc, ok := c.store.(TableChecker); ok {
 		if err := tc.CheckTable(ctx); err != nil {
 			if ctx.Err() != nil {
@@ -214,7 +214,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 		return errorf("shardlease: stream %s: registering metric callbacks: %w", c.stream, err)
 	}
 	defer func() { _ = reg.Unregister() }()
-	co := &coordinator{
+	sc := &scheduler{
 		c:       c,
 		obs:     make(map[string]observation),
 		wobs:    make(map[string]observation),
@@ -226,37 +226,37 @@ func (c *Consumer) Run(ctx context.Context) error {
 		refused: make(map[string]time.Time),
 		rng:     rand.New(rand.NewPCG(ownerSeed(c.cfg.identity), 1)),
 	}
-	co.ws, _ = c.store.(WorkerStore)
-	co.cd = newCoordination(c, co.ws)
-	defer co.cd.watch.Stop()
-	defer co.cd.expiry.Stop()
+	sc.ws, _ = c.store.(WorkerStore)
+	sc.cd = newCoordination(c, sc.ws)
+	defer sc.cd.lookTimer.Stop()
+	defer sc.cd.expiry.Stop()
 	// Show this worker to the others before anything else, so that workers
 	// starting together count each other in their first take round.
-	watch.at("writing this worker's row")
-	if err := co.heartbeat(ctx); err != nil {
+	boot.at("writing this worker's row")
+	if err := sc.heartbeat(ctx); err != nil {
 		return err
 	}
-	watch.at("listing the stream's shards")
-	if err := co.startup(ctx); err != nil || ctx.Err() != nil {
+	boot.at("listing the stream's shards")
+	if err := sc.startup(ctx); err != nil || ctx.Err() != nil {
 		// Leave no worker row behind: the others would count this worker
 		// for a lease duration.
-		co.removeRow(context.WithoutCancel(ctx))
+		sc.removeRow(context.WithoutCancel(ctx))
 		return err
 	}
 	if c.fanOut != nil {
-		watch.at("registering the enhanced fan-out consumer")
+		boot.at("registering the enhanced fan-out consumer")
 		// Registered (or found) before any lease is taken.
 		if err := c.fanOut.register(ctx, c); err != nil {
-			co.removeRow(context.WithoutCancel(ctx))
+			sc.removeRow(context.WithoutCancel(ctx))
 			if ctx.Err() != nil {
 				return nil
 			}
 			return err
 		}
 	}
-	watch.done(true)
-	err = co.loop(ctx)
-	co.shutdown(context.WithoutCancel(ctx))
+	boot.done(true)
+	err = sc.loop(ctx)
+	sc.shutdown(context.WithoutCancel(ctx))
 	return err
 }
 

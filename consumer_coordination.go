@@ -90,7 +90,7 @@ type coordination struct {
 	// stalled or free: the deputy lists until it moves again.
 	deputyRow string
 	suspect   bool
-	watch     *time.Timer
+	lookTimer     *time.Timer
 	// watchUntil keeps a worker that stopped listing watching the first
 	// lease as the deputy would, while its last listing showed no deputy
 	// for it: long enough for the coordinator to name one and for it to
@@ -134,7 +134,7 @@ func newCoordination(c *Consumer, ws WorkerStore) coordination {
 	if ns, ok := c.store.(NoteStore); ok && ws != nil {
 		cd.ns = ns
 	}
-	cd.watch = stoppedTimer()
+	cd.lookTimer = stoppedTimer()
 	cd.expiry = stoppedTimer()
 	return cd
 }
@@ -146,12 +146,12 @@ func stoppedTimer() *time.Timer {
 }
 
 // listsNow reports whether this worker lists the table at a take tick.
-func (co *coordinator) listsNow() bool {
-	cd := &co.cd
+func (sc *scheduler) listsNow() bool {
+	cd := &sc.cd
 	if cd.ns == nil {
 		return true
 	}
-	return cd.leading || cd.catchUp || cd.suspect || co.c.heldCount() == 0
+	return cd.leading || cd.catchUp || cd.suspect || sc.c.heldCount() == 0
 }
 
 // holds reports whether this worker runs shard.
@@ -169,63 +169,63 @@ func (c *Consumer) heldCount() int {
 }
 
 // onNote handles a note one of this worker's renewals returned.
-func (co *coordinator) onNote(n noteSeen) {
-	cd := &co.cd
+func (sc *scheduler) onNote(n noteSeen) {
+	cd := &sc.cd
 	if n.shard == cd.deputyRow {
 		if _, ok := deputyFirst(n.text); !ok {
-			co.c.log.Debug("no longer the deputy")
+			sc.c.log.Debug("no longer the deputy")
 			cd.deputyRow = ""
-			cd.watch.Stop()
+			cd.lookTimer.Stop()
 		}
 	}
 	switch f := strings.Fields(n.text); {
 	case len(f) == 0:
 	case f[0] == noteWake || f[0] == noteLead:
-		co.c.log.Debug("woken by the coordinator: listing", "shard", n.shard, "note", f[0])
+		sc.c.log.Debug("woken by the coordinator: listing", "shard", n.shard, "note", f[0])
 		cd.catchUp = true
-		co.poke(co.wake)
+		sc.poke(sc.wake)
 	case f[0] == noteDeputy && len(f) >= 2:
 		if cd.deputyRow == "" {
-			co.c.log.Info("named deputy: watching the coordinator's lease", "lease", f[1])
+			sc.c.log.Info("named deputy: watching the coordinator's lease", "lease", f[1])
 		}
 		cd.deputyRow, cd.first = n.shard, f[1]
-		co.armWatch()
+		sc.armWatch()
 	}
 }
 
 // armWatch schedules the deputy's next look at the coordinator's row: half
 // a take interval, give or take a fifth, so deputies do not move in step.
-func (co *coordinator) armWatch() {
-	half := co.c.cfg.takeInterval / 2
-	co.cd.watch.Reset(half*4/5 + rand.N(half*2/5+1))
+func (sc *scheduler) armWatch() {
+	half := sc.c.cfg.takeInterval / 2
+	sc.cd.lookTimer.Reset(half*4/5 + rand.N(half*2/5+1))
 }
 
 // isDeputy reports whether this worker watches the coordinator now: it
 // was named deputy and holds the row that says so, or it watches for a while
 // because no deputy was named yet (watchUntil).
-func (co *coordinator) isDeputy() bool {
-	cd := &co.cd
+func (sc *scheduler) isDeputy() bool {
+	cd := &sc.cd
 	if cd.leading || cd.first == "" {
 		return false
 	}
 	if cd.deputyRow == "" {
 		return time.Now().Before(cd.watchUntil)
 	}
-	return co.c.holds(cd.deputyRow)
+	return sc.c.holds(cd.deputyRow)
 }
 
 // watchFirst is the deputy's look at the coordinator's row (see
 // lookAtFirst), every half take interval while it watches.
-func (co *coordinator) watchFirst(ctx context.Context) {
-	cd := &co.cd
-	if cd.deputyRow != "" && !co.c.holds(cd.deputyRow) {
+func (sc *scheduler) watchFirst(ctx context.Context) {
+	cd := &sc.cd
+	if cd.deputyRow != "" && !sc.c.holds(cd.deputyRow) {
 		cd.deputyRow = "" // the row that named it moved on
 	}
-	if !co.isDeputy() {
+	if !sc.isDeputy() {
 		return
 	}
-	defer co.armWatch()
-	co.lookAtFirst(ctx)
+	defer sc.armWatch()
+	sc.lookAtFirst(ctx)
 }
 
 // lookAtFirst reads the first lease's row, eventually consistent, and makes
@@ -233,9 +233,9 @@ func (co *coordinator) watchFirst(ctx context.Context) {
 // shard finished and was cleaned up), this worker (it holds the lease
 // without coordinating yet), or a counter that stood still longer than a
 // renewal. A read that fails otherwise changes nothing.
-func (co *coordinator) lookAtFirst(ctx context.Context) {
-	cd := &co.cd
-	c := co.c
+func (sc *scheduler) lookAtFirst(ctx context.Context) {
+	cd := &sc.cd
+	c := sc.c
 	gctx, cancel := c.storeCtx(ctx)
 	l, err := cd.ns.GetEventually(gctx, LeaseKey{Stream: c.stream, Shard: cd.first})
 	cancel()
@@ -250,21 +250,21 @@ func (co *coordinator) lookAtFirst(ctx context.Context) {
 		l = Lease{}
 	}
 	now := time.Now()
-	o := watch(co.obs, cd.first, l.Counter, l.Owner, now)
-	if l.Owner == "" || l.Owner == c.cfg.identity || now.Sub(o.changed) >= co.stall(l) {
+	o := observeRow(sc.obs, cd.first, l.Counter, l.Owner, now)
+	if l.Owner == "" || l.Owner == c.cfg.identity || now.Sub(o.changed) >= sc.stall(l) {
 		if !cd.suspect {
 			c.log.Info("the coordinator's lease stands still or is free: listing", "lease", cd.first, "owner", l.Owner, "counter", l.Counter)
 		}
 		cd.suspect = true
-		co.poke(co.wake)
+		sc.poke(sc.wake)
 	}
 }
 
 // stall is how long a lease's counter may stand still before its holder
 // looks late: a renewal interval (the longer of this worker's and a third of
 // the holder's lease duration) and half a take interval.
-func (co *coordinator) stall(l Lease) time.Duration {
-	cfg := co.c.cfg
+func (sc *scheduler) stall(l Lease) time.Duration {
+	cfg := sc.c.cfg
 	return max(cfg.renewInterval, expiresAfter(l, cfg.leaseDuration)/3) + cfg.takeInterval/2
 }
 
@@ -279,13 +279,13 @@ func firstReadable(leases []Lease) (Lease, bool) {
 // afterRound updates the roles from a take round: in is its listing, p its
 // plan, first its first readable lease (in.first names it; "" when there is
 // none), busy whether the round took, adopted or asked for anything.
-func (co *coordinator) afterRound(ctx context.Context, in listing, p plan, first Lease, busy bool, now time.Time) {
-	cd := &co.cd
+func (sc *scheduler) afterRound(ctx context.Context, in listing, p plan, first Lease, busy bool, now time.Time) {
+	cd := &sc.cd
 	if cd.ns == nil {
 		return
 	}
-	c := co.c
-	cd.catchUp = busy || len(co.pending) > 0 || co.mayTakeSoon(in, p, now)
+	c := sc.c
+	cd.catchUp = busy || len(sc.pending) > 0 || sc.mayTakeSoon(in, p, now)
 	if in.first == "" {
 		cd.leading = false
 		c.stats.coordinating.Store(false)
@@ -307,9 +307,9 @@ func (co *coordinator) afterRound(ctx context.Context, in listing, p plan, first
 	// shard before it finished, or the deputy's alarm was false): tell it.
 	handOver := was && !cd.leading
 	if cd.suspect {
-		o := co.obs[first.Key.Shard]
+		o := sc.obs[first.Key.Shard]
 		switch {
-		case cd.leading || first.Owner != "" && !in.expired[first.Key.Shard] && now.Sub(o.changed) < co.stall(first):
+		case cd.leading || first.Owner != "" && !in.expired[first.Key.Shard] && now.Sub(o.changed) < sc.stall(first):
 			cd.suspect = false
 			handOver = !cd.leading
 		case first.Owner == "" && in.maxLeases > 0 && len(held) >= in.maxLeases:
@@ -319,14 +319,14 @@ func (co *coordinator) afterRound(ctx context.Context, in listing, p plan, first
 		}
 	}
 	if handOver && first.Owner != "" && first.Owner != in.me && first.HandoffTo == "" && !in.expired[first.Key.Shard] {
-		co.note(ctx, first, fmt.Sprintf("%s %x", noteLead, co.nextNonce()))
+		sc.note(ctx, first, fmt.Sprintf("%s %x", noteLead, sc.nextNonce()))
 	}
 	// A worker that stops listing while no deputy is named for the first
 	// lease watches it in the meantime: a coordinator that crashes in its
 	// first moments is then noticed as quickly as later on.
 	if !cd.leading && !cd.catchUp && cd.deputyRow == "" && first.Owner != "" && !hasDeputyFor(in.leases, first.Key.Shard) {
 		cd.watchUntil = now.Add(c.cfg.renewInterval + c.cfg.takeInterval)
-		co.armWatch()
+		sc.armWatch()
 	}
 	if !cd.leading {
 		cd.due = map[string]dueLease{}
@@ -335,14 +335,14 @@ func (co *coordinator) afterRound(ctx context.Context, in listing, p plan, first
 			// A deputy whose coordinator stopped takes the leases it watched
 			// stand still the moment they expire, as the coordinator would,
 			// the first one (and with it coordination) included.
-			co.scheduleExpiry(in, now)
+			sc.scheduleExpiry(in, now)
 		}
 		return
 	}
 	cd.deputyRow = ""
-	co.scheduleExpiry(in, now)
-	deputyRow := co.nameDeputy(ctx, in, first)
-	co.wakeBelowShare(ctx, in, p, held, deputyRow, now)
+	sc.scheduleExpiry(in, now)
+	deputyRow := sc.nameDeputy(ctx, in, first)
+	sc.wakeBelowShare(ctx, in, p, held, deputyRow, now)
 }
 
 // mayTakeSoon reports whether a worker below its ceiling (and its
@@ -351,7 +351,7 @@ func (co *coordinator) afterRound(ctx context.Context, in listing, p plan, first
 // expire, and expiry is judged from this worker's own listings). Such a
 // worker keeps listing: a worker woken because the coordinator could not
 // take a lease would otherwise stop before the lease expired for it.
-func (co *coordinator) mayTakeSoon(in listing, p plan, now time.Time) bool {
+func (sc *scheduler) mayTakeSoon(in listing, p plan, now time.Time) bool {
 	mine := 0
 	for _, l := range in.leases {
 		if in.held[l.Key.Shard] {
@@ -366,7 +366,7 @@ func (co *coordinator) mayTakeSoon(in listing, p plan, now time.Time) bool {
 		if in.held[id] || in.skip[id] || in.refused[id] || l.Owner == in.me {
 			continue
 		}
-		if l.Owner == "" || now.Sub(co.obs[id].changed) >= co.stall(l) {
+		if l.Owner == "" || now.Sub(sc.obs[id].changed) >= sc.stall(l) {
 			return true
 		}
 	}
@@ -376,9 +376,9 @@ func (co *coordinator) mayTakeSoon(in listing, p plan, now time.Time) bool {
 // scheduleExpiry arms the coordinator's timer for the leases of others whose
 // lease duration, timed from when it first saw their counter, runs out
 // before its next listing: each is taken at that moment instead.
-func (co *coordinator) scheduleExpiry(in listing, now time.Time) {
-	cd := &co.cd
-	c := co.c
+func (sc *scheduler) scheduleExpiry(in listing, now time.Time) {
+	cd := &sc.cd
+	c := sc.c
 	next := now.Add(c.cfg.takeInterval)
 	cd.due = map[string]dueLease{}
 	var earliest time.Time
@@ -387,7 +387,7 @@ func (co *coordinator) scheduleExpiry(in listing, now time.Time) {
 		if l.Owner == "" || l.Owner == in.me || in.held[id] || in.skip[id] || in.expired[id] || in.refused[id] {
 			continue
 		}
-		at := co.obs[id].changed.Add(expiresAfter(l, c.cfg.leaseDuration))
+		at := sc.obs[id].changed.Add(expiresAfter(l, c.cfg.leaseDuration))
 		if !at.Before(next) {
 			continue
 		}
@@ -405,13 +405,13 @@ func (co *coordinator) scheduleExpiry(in listing, now time.Time) {
 // takeExpired takes the due leases whose lease duration has run out, each
 // with an acquire on the counter the coordinator saw stand still: a holder
 // that renewed meanwhile makes it fail.
-func (co *coordinator) takeExpired(ctx context.Context) error {
-	cd := &co.cd
+func (sc *scheduler) takeExpired(ctx context.Context) error {
+	cd := &sc.cd
 	if !cd.leading && !cd.suspect {
 		return nil
 	}
 	now := time.Now()
-	stuck := co.c.stuckSet()
+	stuck := sc.c.stuckSet()
 	byShard := make(map[string]Lease, len(cd.recent))
 	for _, l := range cd.recent {
 		byShard[l.Key.Shard] = l
@@ -441,13 +441,13 @@ func (co *coordinator) takeExpired(ctx context.Context) error {
 	for _, id := range now2 {
 		d := cd.due[id]
 		delete(cd.due, id)
-		if max := co.c.cfg.maxLeases; max > 0 && co.c.heldCount() >= max {
+		if limit := sc.c.cfg.maxLeases; limit > 0 && sc.c.heldCount() >= limit {
 			continue
 		}
-		if o, ok := co.obs[id]; !ok || o.counter != d.lease.Counter || stuck[id] {
+		if o, ok := sc.obs[id]; !ok || o.counter != d.lease.Counter || stuck[id] {
 			continue
 		}
-		if _, err := co.take(ctx, d.lease, byShard, now); err != nil || ctx.Err() != nil {
+		if _, err := sc.take(ctx, d.lease, byShard, now); err != nil || ctx.Err() != nil {
 			return err
 		}
 	}
@@ -470,7 +470,7 @@ func hasDeputyFor(leases []Lease, first string) bool {
 // nameDeputy makes sure one live worker other than the coordinator watches
 // the first lease: it keeps a deputy named for the current first lease and
 // names one (on its lowest running lease) when there is none.
-func (co *coordinator) nameDeputy(ctx context.Context, in listing, first Lease) (noted string) {
+func (sc *scheduler) nameDeputy(ctx context.Context, in listing, first Lease) (noted string) {
 	var stale, cands []Lease
 	for _, l := range in.leases {
 		if l.Owner == "" || l.Owner == in.me || in.held[l.Key.Shard] || in.expired[l.Key.Shard] || l.HandoffTo != "" {
@@ -498,7 +498,7 @@ func (co *coordinator) nameDeputy(ctx context.Context, in listing, first Lease) 
 		return ""
 	}
 	l := slices.MinFunc(cands, func(a, b Lease) int { return strings.Compare(a.Key.Shard, b.Key.Shard) })
-	co.note(ctx, l, fmt.Sprintf("%s %s %x", noteDeputy, first.Key.Shard, co.nextNonce()))
+	sc.note(ctx, l, fmt.Sprintf("%s %s %x", noteDeputy, first.Key.Shard, sc.nextNonce()))
 	return l.Key.Shard
 }
 
@@ -506,8 +506,8 @@ func (co *coordinator) nameDeputy(ctx context.Context, in listing, first Lease) 
 // share, while another runs at least two more or a lease is left free or
 // expired that the coordinator could not take (WithMaxLeases), once a lease
 // duration at most. held is what the coordinator runs after its round.
-func (co *coordinator) wakeBelowShare(ctx context.Context, in listing, p plan, held map[string]bool, deputyRow string, now time.Time) {
-	cd := &co.cd
+func (sc *scheduler) wakeBelowShare(ctx context.Context, in listing, p plan, held map[string]bool, deputyRow string, now time.Time) {
+	cd := &sc.cd
 	load := maps.Clone(p.load)
 	mine, open := 0, 0
 	for _, l := range in.leases {
@@ -542,7 +542,7 @@ func (co *coordinator) wakeBelowShare(ctx context.Context, in listing, p plan, h
 		if target, _ := share(owner, load, len(in.leases), 0); n >= target {
 			continue
 		}
-		L := co.c.cfg.leaseDuration
+		L := sc.c.cfg.leaseDuration
 		ws, ok := cd.woken[owner]
 		if ok && now.Sub(ws.at) < ws.wait {
 			continue
@@ -561,7 +561,7 @@ func (co *coordinator) wakeBelowShare(ctx context.Context, in listing, p plan, h
 				break
 			}
 		}
-		co.note(ctx, l, fmt.Sprintf("%s %x", noteWake, co.nextNonce()))
+		sc.note(ctx, l, fmt.Sprintf("%s %x", noteWake, sc.nextNonce()))
 	}
 	for owner := range cd.woken {
 		if _, ok := load[owner]; !ok {
@@ -570,16 +570,16 @@ func (co *coordinator) wakeBelowShare(ctx context.Context, in listing, p plan, h
 	}
 }
 
-func (co *coordinator) nextNonce() uint64 {
-	co.cd.nonce++
-	return co.cd.nonce<<16 | uint64(rand.N(1<<16))
+func (sc *scheduler) nextNonce() uint64 {
+	sc.cd.nonce++
+	return sc.cd.nonce<<16 | uint64(rand.N(1<<16))
 }
 
 // note writes a note; a failure is logged (the next listing tries again).
-func (co *coordinator) note(ctx context.Context, l Lease, text string) {
-	c := co.c
+func (sc *scheduler) note(ctx context.Context, l Lease, text string) {
+	c := sc.c
 	nctx, cancel := c.storeCtx(ctx)
-	_, err := co.cd.ns.Note(nctx, l, text)
+	_, err := sc.cd.ns.Note(nctx, l, text)
 	cancel()
 	if err != nil {
 		if ctx.Err() == nil {
@@ -601,12 +601,12 @@ const backstopFactor = 8
 // a coordinator that left no deputy behind is noticed: a row with no owner,
 // or a counter that stood still since this worker's previous look, makes
 // it list.
-func (co *coordinator) backstop(ctx context.Context) {
-	cd := &co.cd
-	if cd.ns == nil || cd.first == "" || co.isDeputy() {
+func (sc *scheduler) backstop(ctx context.Context) {
+	cd := &sc.cd
+	if cd.ns == nil || cd.first == "" || sc.isDeputy() {
 		return
 	}
-	c := co.c
+	c := sc.c
 	now := time.Now()
 	h := max(1, c.heldCount())
 	period := c.cfg.takeInterval * time.Duration(backstopFactor*max(cd.readable, h)/h)
@@ -618,18 +618,18 @@ func (co *coordinator) backstop(ctx context.Context) {
 		return
 	}
 	cd.lookAt = now.Add(period/2 + rand.N(period))
-	co.lookAtFirst(ctx)
+	sc.lookAtFirst(ctx)
 }
 
 // passLead is a leaving coordinator's last act: it tells another worker
 // (its deputy if it named one) to list, so that the leases it is about to
 // release are taken even when the deputy had not learnt of its naming yet.
-func (co *coordinator) passLead(ctx context.Context) {
-	cd := &co.cd
+func (sc *scheduler) passLead(ctx context.Context) {
+	cd := &sc.cd
 	if cd.ns == nil || !cd.leading {
 		return
 	}
-	me := co.c.cfg.identity
+	me := sc.c.cfg.identity
 	var to *Lease
 	for i, l := range cd.recent {
 		if l.Owner == "" || l.Owner == me || l.HandoffTo != "" || l.Checkpoint == ShardEnd {
@@ -644,6 +644,6 @@ func (co *coordinator) passLead(ctx context.Context) {
 		}
 	}
 	if to != nil {
-		co.note(ctx, *to, fmt.Sprintf("%s %x", noteLead, co.nextNonce()))
+		sc.note(ctx, *to, fmt.Sprintf("%s %x", noteLead, sc.nextNonce()))
 	}
 }

@@ -163,8 +163,8 @@ func (r *leaseRunner) call(b *Batch) error {
 	}
 }
 
-// started runs the start hook, before the first batch.
-func (r *leaseRunner) started() {
+// runStartHook runs the start hook, before the first batch.
+func (r *leaseRunner) runStartHook() {
 	fn := r.c.cfg.hooks.OnStart
 	if fn == nil {
 		return
@@ -178,7 +178,7 @@ func (r *leaseRunner) started() {
 		if r.fromStart {
 			s.Position = TrimHorizon
 		}
-		if st := r.start(); !st.IsZero() {
+		if st := r.rowStart(); !st.IsZero() {
 			s.Position = st.Position
 		}
 	}
@@ -186,9 +186,9 @@ func (r *leaseRunner) started() {
 	fn(r.leaseCtx, s)
 }
 
-// stopped runs the stop hook once, with reason, or (reason empty) with the
-// reason the processor stopped for.
-func (r *leaseRunner) stopped(reason StopReason) {
+// runStopHook runs the stop hook once, with reason, or (reason empty) with the
+// reason the processor runStopHook for.
+func (r *leaseRunner) runStopHook(reason StopReason) {
 	if !r.stopHookRan.CompareAndSwap(false, true) {
 		return
 	}
@@ -269,7 +269,7 @@ func (r *leaseRunner) process(batches <-chan *Batch) {
 			}
 		}
 		if b.end {
-			r.stopped(StopShardEnded)
+			r.runStopHook(StopShardEnded)
 			r.endShard(b)
 			return
 		}

@@ -176,8 +176,8 @@ func startInput(in *kinesis.GetShardIteratorInput, start Start) {
 	}
 }
 
-// start returns where the runner's row says a reader starts.
-func (r *leaseRunner) start() Start {
+// rowStart returns where the runner's row says a reader starts.
+func (r *leaseRunner) rowStart() Start {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.lease.Start

@@ -204,8 +204,8 @@ func (r fanOutReader) startingPosition(seq string, sub int64, cont string) *type
 		return &types.StartingPosition{Type: types.ShardIteratorTypeAtSequenceNumber, SequenceNumber: aws.String(seq)}
 	case seq != "":
 		return &types.StartingPosition{Type: types.ShardIteratorTypeAfterSequenceNumber, SequenceNumber: aws.String(seq)}
-	case !r.start().IsZero():
-		st := r.start()
+	case !r.rowStart().IsZero():
+		st := r.rowStart()
 		pos := &types.StartingPosition{Type: types.ShardIteratorType(st.Position)}
 		if st.Position == AtTimestamp {
 			pos.Timestamp = aws.Time(st.Timestamp)

@@ -147,8 +147,8 @@ func (r *leaseRunner) iterator(ctx context.Context, seq string, sub int64) (stri
 	case seq != "":
 		in.ShardIteratorType = types.ShardIteratorTypeAfterSequenceNumber
 		in.StartingSequenceNumber = aws.String(seq)
-	case !r.start().IsZero():
-		startInput(in, r.start())
+	case !r.rowStart().IsZero():
+		startInput(in, r.rowStart())
 	case r.fromStart:
 		in.ShardIteratorType = types.ShardIteratorTypeTrimHorizon
 	default:

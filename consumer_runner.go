@@ -238,9 +238,9 @@ func (r *leaseRunner) run(parent context.Context) {
 	wg.Go(func() {
 		defer close(r.procDone)
 		defer fetchCancel()
-		r.started()
+		r.runStartHook()
 		r.process(batches)
-		r.stopped("")
+		r.runStopHook("")
 	})
 	wg.Go(r.watchdog)
 	r.keep(parent)
@@ -257,7 +257,7 @@ func (r *leaseRunner) run(parent context.Context) {
 // them, flushes, and the final checkpoint and release.
 func (r *leaseRunner) keep(parent context.Context) {
 	cfg := r.c.cfg
-	bg := WithHolderLeaseDuration(context.WithoutCancel(parent), cfg.leaseDuration)
+	wctx := WithHolderLeaseDuration(context.WithoutCancel(parent), cfg.leaseDuration)
 	tick := time.NewTicker(cfg.checkpointFlush)
 	defer tick.Stop()
 	retry := time.NewTimer(0)
@@ -290,7 +290,7 @@ func (r *leaseRunner) keep(parent context.Context) {
 		if !dirty && !force && time.Since(lastWrite)+cfg.checkpointFlush/2 < cfg.renewInterval {
 			return nil
 		}
-		ctx, cancel := context.WithTimeout(bg, cfg.renewInterval)
+		ctx, cancel := context.WithTimeout(wctx, cfg.renewInterval)
 		defer cancel()
 		var next Lease
 		var err error
@@ -313,7 +313,7 @@ func (r *leaseRunner) keep(parent context.Context) {
 		}
 		r.mu.Unlock()
 		lastWrite = sent
-		r.c.ins.renewDuration.Record(bg, seconds(time.Since(sent)), r.c.ins.attrs(attribute.Bool("checkpoint", dirty)))
+		r.c.ins.renewDuration.Record(wctx, seconds(time.Since(sent)), r.c.ins.attrs(attribute.Bool("checkpoint", dirty)))
 		if dirty {
 			r.log.Debug("checkpoint written", "checkpoint", seq, "sub", sub, "counter", next.Counter)
 		}
@@ -341,7 +341,7 @@ func (r *leaseRunner) keep(parent context.Context) {
 			return true
 		}
 		r.c.stats.writeFailures.Add(1)
-		r.c.ins.writeFailures.Add(bg, 1, r.c.ins.attrs())
+		r.c.ins.writeFailures.Add(wctx, 1, r.c.ins.attrs())
 		r.log.Warn("lease write failed; retrying", "err", err)
 		retry.Reset(bo.Next())
 		return false
@@ -386,7 +386,7 @@ func (r *leaseRunner) keep(parent context.Context) {
 			// The reader holds nothing open (a subscription, say) once the
 			// lease is released, so the next holder is not refused.
 			<-r.readDone
-			r.finish(bg)
+			r.finish(wctx)
 			return
 		}
 	}
@@ -394,7 +394,7 @@ func (r *leaseRunner) keep(parent context.Context) {
 
 // finish writes the final checkpoint and releases the lease (to the
 // requested taker during a handoff).
-func (r *leaseRunner) finish(bg context.Context) {
+func (r *leaseRunner) finish(wctx context.Context) {
 	if r.lost.Load() {
 		return
 	}
@@ -406,13 +406,13 @@ func (r *leaseRunner) finish(bg context.Context) {
 	if from.IsZero() {
 		from = time.Now()
 	}
-	ctx, cancel := context.WithDeadline(bg, from.Add(cfg.grace()))
+	ctx, cancel := context.WithDeadline(wctx, from.Add(cfg.grace()))
 	defer cancel()
 	// Checkpoints of work still in flight are waited for during half the
 	// grace period; the other half is the final writes'.
-	wctx, wcancel := context.WithDeadline(bg, from.Add(cfg.grace()/2))
-	r.awaitManualCheckpoints(wctx)
-	wcancel()
+	actx, acancel := context.WithDeadline(wctx, from.Add(cfg.grace()/2))
+	r.awaitManualCheckpoints(actx)
+	acancel()
 	bo := backoff.Backoff{Min: cfg.retryMin, Max: cfg.retryMax}
 	for {
 		r.mu.Lock()

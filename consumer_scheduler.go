@@ -21,9 +21,9 @@ type observation struct {
 	changed time.Time
 }
 
-// watch records that row key was seen at now with counter and owner, and
+// observeRow records that row key was seen at now with counter and owner, and
 // returns the observation: changed is when either last moved.
-func watch(obs map[string]observation, key string, counter int64, owner string, now time.Time) observation {
+func observeRow(obs map[string]observation, key string, counter int64, owner string, now time.Time) observation {
 	o, ok := obs[key]
 	if !ok || o.counter != counter || o.owner != owner {
 		o = observation{counter: counter, owner: owner, changed: now}
@@ -45,14 +45,14 @@ func forgetUnseen(obs map[string]observation, seen map[string]bool) {
 // 500, a timeout) is retried within startupTimeout; a missing stream or
 // table, a corrupt row, or a failure that persists is returned. It returns
 // nil when ctx is cancelled.
-func (co *coordinator) startup(ctx context.Context) error {
-	c := co.c
+func (sc *scheduler) startup(ctx context.Context) error {
+	c := sc.c
 	limit := c.cfg.startupTimeout()
 	sctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
 	bo := backoff.Backoff{Min: c.cfg.retryMin, Max: c.cfg.retryMax}
 	for {
-		err := co.syncShards(sctx)
+		err := sc.syncShards(sctx)
 		if err == nil || ctx.Err() != nil {
 			return nil
 		}
@@ -82,9 +82,9 @@ func ownerSeed(owner string) uint64 {
 	return h.Sum64()
 }
 
-// coordinator is Run's own state: one goroutine lists and takes leases and
+// scheduler is Run's own state: one goroutine lists and takes leases and
 // starts and stops the lease runners.
-type coordinator struct {
+type scheduler struct {
 	c      *Consumer
 	obs    map[string]observation
 	exited chan *leaseRunner
@@ -133,17 +133,17 @@ type coordinator struct {
 // heartbeat writes this worker's row (see WorkerStore). A failure other than
 // a missing or misconfigured table is logged: the worker is then seen late,
 // which costs a correcting handoff, nothing more.
-func (co *coordinator) heartbeat(ctx context.Context) error {
-	if co.ws == nil {
+func (sc *scheduler) heartbeat(ctx context.Context) error {
+	if sc.ws == nil {
 		return nil
 	}
-	c := co.c
+	c := sc.c
 	sent := time.Now()
 	hctx, cancel := c.storeCtx(ctx)
-	w, err := co.ws.Heartbeat(hctx, c.stream, c.cfg.identity)
+	w, err := sc.ws.Heartbeat(hctx, c.stream, c.cfg.identity)
 	cancel()
 	if err != nil {
-		co.unsure = true
+		sc.unsure = true
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -153,55 +153,55 @@ func (co *coordinator) heartbeat(ctx context.Context) error {
 		c.log.Warn("writing the worker row failed; retrying at the next take round", "err", err)
 		return nil
 	}
-	co.row, co.beat, co.unsure = &w, sent, false
+	sc.row, sc.beat, sc.unsure = &w, sent, false
 	return nil
 }
 
 // removeRow deletes this worker's row, if it has one: once it holds a lease
 // (its leases show it), and when Run returns.
-func (co *coordinator) removeRow(ctx context.Context) {
-	if co.row == nil && !co.unsure {
+func (sc *scheduler) removeRow(ctx context.Context) {
+	if sc.row == nil && !sc.unsure {
 		return
 	}
-	c := co.c
+	c := sc.c
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.renewInterval)
 	defer cancel()
 	const gaveUp = "removing the worker row failed; other workers remove it once it stops changing"
-	if co.unsure {
+	if sc.unsure {
 		// Learn the counter with one more heartbeat: the delete is
 		// conditional on it.
-		w, err := co.ws.Heartbeat(ctx, c.stream, c.cfg.identity)
+		w, err := sc.ws.Heartbeat(ctx, c.stream, c.cfg.identity)
 		if err != nil {
 			c.log.Warn(gaveUp, "err", err)
 			return
 		}
-		co.row, co.unsure = &w, false
+		sc.row, sc.unsure = &w, false
 	}
-	if _, err := co.ws.RemoveWorker(ctx, *co.row); err != nil {
+	if _, err := sc.ws.RemoveWorker(ctx, *sc.row); err != nil {
 		c.log.Warn(gaveUp, "err", err)
 		return
 	}
-	co.row = nil
+	sc.row = nil
 }
 
-func (co *coordinator) loop(ctx context.Context) error {
-	c := co.c
+func (sc *scheduler) loop(ctx context.Context) error {
+	c := sc.c
 	take := time.NewTicker(c.cfg.takeInterval)
 	defer take.Stop()
-	sync := time.NewTicker(c.cfg.shardSync)
-	defer sync.Stop()
+	syncTick := time.NewTicker(c.cfg.shardSync)
+	defer syncTick.Stop()
 	// While handoffs this worker asked for are pending, it also lists half
 	// a take interval after each round: a holder answers in its own take
 	// round, which may fall just after this worker's, and the lease would
 	// otherwise wait a whole interval more.
 	var followUp <-chan time.Time
 	round := func() error {
-		err := co.takeRound(ctx)
+		err := sc.takeRound(ctx)
 		followUp = nil
 		// Only requests younger than a lease duration: a holder that has
 		// not answered by then is busy (it keeps its lease), and listing
 		// twice as often would not hurry it.
-		for _, since := range co.pending {
+		for _, since := range sc.pending {
 			if time.Since(since) < c.cfg.leaseDuration {
 				followUp = time.After(c.cfg.takeInterval / 2)
 				break
@@ -211,7 +211,7 @@ func (co *coordinator) loop(ctx context.Context) error {
 	}
 	// Workers started together see each other's rows only once each has
 	// written its own: let the others' land before the first round.
-	if co.ws != nil && !backoff.Wait(ctx, c.cfg.takeInterval/settleDivisor) {
+	if sc.ws != nil && !backoff.Wait(ctx, c.cfg.takeInterval/settleDivisor) {
 		return nil
 	}
 	if err := round(); err != nil {
@@ -221,72 +221,72 @@ func (co *coordinator) loop(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return nil
-		case r := <-co.exited:
-			co.forget(r)
+		case r := <-sc.exited:
+			sc.forget(r)
 		case <-take.C:
-			if !co.listsNow() {
-				co.backstop(ctx)
+			if !sc.listsNow() {
+				sc.backstop(ctx)
 				continue
 			}
 			if err := round(); err != nil {
 				return err
 			}
 		case n := <-c.notes:
-			co.onNote(n)
-		case <-co.cd.watch.C:
-			co.watchFirst(ctx)
-		case <-co.cd.expiry.C:
-			if err := co.takeExpired(ctx); err != nil {
+			sc.onNote(n)
+		case <-sc.cd.lookTimer.C:
+			sc.watchFirst(ctx)
+		case <-sc.cd.expiry.C:
+			if err := sc.takeExpired(ctx); err != nil {
 				return err
 			}
 		case <-followUp:
 			if err := round(); err != nil {
 				return err
 			}
-		case <-co.wake:
+		case <-sc.wake:
 			if err := round(); err != nil {
 				return err
 			}
-		case <-sync.C:
-			if err := co.boundedSync(ctx); err != nil && ctx.Err() == nil {
+		case <-syncTick.C:
+			if err := sc.boundedSync(ctx); err != nil && ctx.Err() == nil {
 				if isFatal(err) {
 					return err
 				}
 				c.log.Warn("shard sync failed; retrying at the next interval", "err", err)
 			}
-		case <-co.resync:
-			if err := co.boundedSync(ctx); err != nil && ctx.Err() == nil && isFatal(err) {
+		case <-sc.resync:
+			if err := sc.boundedSync(ctx); err != nil && ctx.Err() == nil && isFatal(err) {
 				return err
 			}
-			co.poke(co.wake)
+			sc.poke(sc.wake)
 		}
 	}
 }
 
-func (co *coordinator) poke(ch chan struct{}) {
+func (sc *scheduler) poke(ch chan struct{}) {
 	select {
 	case ch <- struct{}{}:
 	default:
 	}
 }
 
-func (co *coordinator) forget(r *leaseRunner) {
-	c := co.c
+func (sc *scheduler) forget(r *leaseRunner) {
+	c := sc.c
 	c.mu.Lock()
 	if c.held[r.shard] == r {
 		delete(c.held, r.shard)
 	}
 	c.mu.Unlock()
 	if r.rejected.Load() {
-		co.refused[r.shard] = time.Now()
+		sc.refused[r.shard] = time.Now()
 	}
 	if r.endedShard.Load() {
 		// The children's rows are made and taken now, not at the
 		// coordinator's next shard sync: this worker lists until done.
-		co.cd.catchUp = true
-		co.poke(co.resync)
+		sc.cd.catchUp = true
+		sc.poke(sc.resync)
 	} else if r.lost.Load() {
-		co.poke(co.wake)
+		sc.poke(sc.wake)
 	}
 }
 
@@ -294,12 +294,12 @@ func (co *coordinator) forget(r *leaseRunner) {
 // runner and waits for them (abandoning handlers that do not return within
 // the grace period), releases rows handed to this worker too late to be
 // run, and removes its worker row: all within the shutdown timeout.
-func (co *coordinator) shutdown(ctx context.Context) {
-	c := co.c
+func (sc *scheduler) shutdown(ctx context.Context) {
+	c := sc.c
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.shutdownTimeout)
 	defer cancel()
-	co.withdraw(ctx)
-	co.passLead(ctx)
+	sc.withdraw(ctx)
+	sc.passLead(ctx)
 	c.stats.coordinating.Store(false)
 	c.mu.Lock()
 	runners := make([]*leaseRunner, 0, len(c.held))
@@ -311,14 +311,14 @@ func (co *coordinator) shutdown(ctx context.Context) {
 		r.stop()
 	}
 	done := make(chan struct{})
-	go func() { co.wg.Wait(); close(done) }()
+	go func() { sc.wg.Wait(); close(done) }()
 	timer := time.NewTimer(c.cfg.grace())
 	defer timer.Stop()
 wait:
 	for {
 		select {
-		case r := <-co.exited:
-			co.forget(r)
+		case r := <-sc.exited:
+			sc.forget(r)
 		case <-timer.C:
 			c.log.Warn("shutdown timeout: abandoning the handlers still running", "timeout", c.cfg.shutdownTimeout)
 			for _, r := range runners {
@@ -328,20 +328,20 @@ wait:
 			break wait
 		}
 	}
-	co.releaseLate(ctx)
-	co.removeRow(ctx)
+	sc.releaseLate(ctx)
+	sc.removeRow(ctx)
 	c.log.Info("stopped")
 }
 
 // withdraw removes the handoff requests this worker made that are still
 // pending, so that no holder hands a lease to a worker that is gone.
-func (co *coordinator) withdraw(ctx context.Context) {
-	c := co.c
+func (sc *scheduler) withdraw(ctx context.Context) {
+	c := sc.c
 	hw, ok := c.store.(HandoffWithdrawer)
 	if !ok {
 		return
 	}
-	for id := range co.pending {
+	for id := range sc.pending {
 		cctx, cancel := c.storeCtx(ctx)
 		withdrawn, err := hw.WithdrawHandoff(cctx, LeaseKey{Stream: c.stream, Shard: id}, c.cfg.identity)
 		cancel()
@@ -351,15 +351,15 @@ func (co *coordinator) withdraw(ctx context.Context) {
 		case withdrawn:
 			c.log.Info("handoff request withdrawn", "shard", id)
 		}
-		delete(co.pending, id)
+		delete(sc.pending, id)
 	}
 }
 
 // releaseLate frees the rows naming this worker that it does not run: leases
 // handed over to it after its loop ended. A row whose abandoned handler still
 // runs is left to expire.
-func (co *coordinator) releaseLate(ctx context.Context) {
-	c := co.c
+func (sc *scheduler) releaseLate(ctx context.Context) {
+	c := sc.c
 	lctx, cancel := c.storeCtx(ctx)
 	leases, err := c.store.List(lctx, c.stream)
 	cancel()
@@ -387,8 +387,8 @@ func (co *coordinator) releaseLate(ctx context.Context) {
 // takeRound lists the stream's leases and carries out the plan planRound
 // makes of the listing: adopted handoffs first, then free leases, then
 // expired ones, then (by handoff) leases of the most loaded live owner.
-func (co *coordinator) takeRound(ctx context.Context) error {
-	c := co.c
+func (sc *scheduler) takeRound(ctx context.Context) error {
+	c := sc.c
 	var leases []Lease
 	var workers []Worker
 	var err error
@@ -398,15 +398,15 @@ func (co *coordinator) takeRound(ctx context.Context) error {
 	lctx, cancel := c.storeCtx(ctx)
 	el, eventual := c.store.(EventualLister)
 	switch {
-	case co.ws != nil && eventual:
+	case sc.ws != nil && eventual:
 		leases, workers, err = el.ListWithWorkersEventually(lctx, c.stream)
-	case co.ws != nil:
-		leases, workers, err = co.ws.ListWithWorkers(lctx, c.stream)
+	case sc.ws != nil:
+		leases, workers, err = sc.ws.ListWithWorkers(lctx, c.stream)
 	default:
 		leases, err = c.store.List(lctx, c.stream)
 	}
 	cancel()
-	if co.tolerateCorrupt(ctx, err) {
+	if sc.tolerateCorrupt(ctx, err) {
 		err = nil
 	}
 	if err != nil {
@@ -422,49 +422,49 @@ func (co *coordinator) takeRound(ctx context.Context) error {
 	now := time.Now()
 	c.stats.listings.Add(1)
 	c.ins.listings.Add(bg, 1, c.ins.attrs())
-	co.cd.recent, co.cd.recentAt = leases, now
+	sc.cd.recent, sc.cd.recentAt = leases, now
 	me := c.cfg.identity
 	byShard := make(map[string]Lease, len(leases))
 	seen := make(map[string]bool, len(leases))
 	for _, l := range leases {
 		byShard[l.Key.Shard] = l
 		seen[l.Key.Shard] = true
-		watch(co.obs, l.Key.Shard, l.Counter, l.Owner, now)
+		observeRow(sc.obs, l.Key.Shard, l.Counter, l.Owner, now)
 	}
-	forgetUnseen(co.obs, seen)
+	forgetUnseen(sc.obs, seen)
 	held, stuck := c.heldSet(), c.stuckSet()
 	in := listing{
 		me: me, held: held, skip: stuck,
 		expired:   make(map[string]bool),
-		pending:   make(map[string]bool, len(co.pending)),
+		pending:   make(map[string]bool, len(sc.pending)),
 		leftover:  make(map[string]bool),
 		refused:   make(map[string]bool),
 		maxLeases: c.cfg.maxLeases, maxSteals: c.cfg.maxStealsPerTake,
 	}
 	// Work that can be read now: not finished, and every parent finished.
 	for _, l := range leases {
-		if l.Checkpoint == ShardEnd || !parentsDone(l, byShard, co.listed, co.corrupt) {
+		if l.Checkpoint == ShardEnd || !parentsDone(l, byShard, sc.listed, sc.corrupt) {
 			continue
 		}
 		in.leases = append(in.leases, l)
 		// A lease is expired once its counter stood still for the longer
 		// of this worker's lease duration and the holder's, written on the
 		// row.
-		if l.Owner != "" && l.Owner != me && now.Sub(co.obs[l.Key.Shard].changed) >= expiresAfter(l, c.cfg.leaseDuration) {
+		if l.Owner != "" && l.Owner != me && now.Sub(sc.obs[l.Key.Shard].changed) >= expiresAfter(l, c.cfg.leaseDuration) {
 			in.expired[l.Key.Shard] = true
 		}
-		if since, ok := co.takable[l.Key.Shard]; ok && now.Sub(since) >= c.cfg.takeInterval {
+		if since, ok := sc.takable[l.Key.Shard]; ok && now.Sub(since) >= c.cfg.takeInterval {
 			in.leftover[l.Key.Shard] = true
 		}
-		if at, ok := co.refused[l.Key.Shard]; ok && now.Sub(at) < c.cfg.shardSync {
+		if at, ok := sc.refused[l.Key.Shard]; ok && now.Sub(at) < c.cfg.shardSync {
 			in.refused[l.Key.Shard] = true
 		}
 	}
 	// Workers that hold nothing yet count too, while their rows move.
-	in.workers = co.liveWorkers(ctx, workers, now)
+	in.workers = sc.liveWorkers(ctx, workers, now)
 	// Requests still pending (not answered or withdrawn) count as waiting
 	// while they are younger than a lease duration.
-	for id, since := range co.pending {
+	for id, since := range sc.pending {
 		if l, ok := byShard[id]; !ok || held[id] || l.HandoffTo != me {
 			continue
 		}
@@ -474,20 +474,20 @@ func (co *coordinator) takeRound(ctx context.Context) error {
 		}
 	}
 	first, hasFirst := firstReadable(in.leases)
-	hasFirst = hasFirst && co.cd.ns != nil
+	hasFirst = hasFirst && sc.cd.ns != nil
 	if hasFirst {
 		in.first = first.Key.Shard
 	}
-	p := planRound(in, co.rng)
+	p := planRound(in, sc.rng)
 	defer func() {
-		was := co.takable
-		co.takable = make(map[string]time.Time, len(p.free)+len(p.stale))
+		was := sc.takable
+		sc.takable = make(map[string]time.Time, len(p.free)+len(p.stale))
 		for _, l := range p.takable() {
 			since, ok := was[l.Key.Shard]
 			if !ok {
 				since = now
 			}
-			co.takable[l.Key.Shard] = since
+			sc.takable[l.Key.Shard] = since
 		}
 	}()
 	c.log.Debug("take round", "leases", len(in.leases), "owners", len(p.load), "target", p.target, "ceiling", p.ceiling, "held", len(held))
@@ -512,7 +512,7 @@ func (co *coordinator) takeRound(ctx context.Context) error {
 	// lease is timed from that write, as other workers time it, and a runner
 	// that gave the lease up cannot write to it again.
 	for _, l := range p.adopt {
-		took, err := co.take(ctx, l, byShard, now)
+		took, err := sc.take(ctx, l, byShard, now)
 		if err != nil || ctx.Err() != nil {
 			return err
 		}
@@ -523,9 +523,9 @@ func (co *coordinator) takeRound(ctx context.Context) error {
 		}
 	}
 	// Forget requests that were answered or withdrawn.
-	for id := range co.pending {
+	for id := range sc.pending {
 		if !in.pending[id] {
-			delete(co.pending, id)
+			delete(sc.pending, id)
 		}
 	}
 	// With coordination, the first readable lease goes first when it was
@@ -536,7 +536,7 @@ func (co *coordinator) takeRound(ctx context.Context) error {
 	if hasFirst && !held[first.Key.Shard] && !in.skip[first.Key.Shard] && !in.refused[first.Key.Shard] &&
 		(in.maxLeases == 0 || mine+in.waiting < in.maxLeases) &&
 		(first.Owner == "" && first.Counter > 0 || in.expired[first.Key.Shard]) {
-		took, err := co.take(ctx, first, byShard, now)
+		took, err := sc.take(ctx, first, byShard, now)
 		if err != nil || ctx.Err() != nil {
 			return err
 		}
@@ -549,7 +549,7 @@ func (co *coordinator) takeRound(ctx context.Context) error {
 	// Only a coordinator of an earlier round takes beyond its share: workers
 	// starting together (a fleet restarted) each take their share first,
 	// whoever wins the first lease.
-	in.leading = co.cd.leading && hasFirst && held[first.Key.Shard]
+	in.leading = sc.cd.leading && hasFirst && held[first.Key.Shard]
 	// Free and expired leases, in a worker-specific order so that workers
 	// starting together spread over the shards. A lease left over since an
 	// earlier round may take this worker up to the ceiling; otherwise its
@@ -561,7 +561,7 @@ func (co *coordinator) takeRound(ctx context.Context) error {
 		if mine+in.waiting >= p.limit(in, l) {
 			continue
 		}
-		took, err := co.take(ctx, l, byShard, now)
+		took, err := sc.take(ctx, l, byShard, now)
 		if err != nil || ctx.Err() != nil {
 			return err
 		}
@@ -573,9 +573,9 @@ func (co *coordinator) takeRound(ctx context.Context) error {
 	// Ask the most loaded live owners for handoffs while this worker is
 	// below its share. A request the store refuses (another worker asked
 	// first, or the lease moved since the listing) is replaced by another.
-	st := p.stealer(in, mine, len(co.pending))
+	st := p.stealer(in, mine, len(sc.pending))
 	for {
-		l, ok := st.next(co.rng)
+		l, ok := st.next(sc.rng)
 		if !ok {
 			break
 		}
@@ -593,19 +593,19 @@ func (co *coordinator) takeRound(ctx context.Context) error {
 		c.log.Info("handoff requested", "shard", l.Key.Shard, "holder", l.Owner, "counter", l.Counter)
 		c.ins.stolen.Add(bg, 1, c.ins.attrs())
 		c.stats.asked.Add(1)
-		co.pending[l.Key.Shard] = now
+		sc.pending[l.Key.Shard] = now
 		st.granted(l)
 		busy = true
 	}
-	co.afterRound(ctx, in, p, first, busy, now)
+	sc.afterRound(ctx, in, p, first, busy, now)
 
 	// A worker that holds a lease is seen through it; one that holds none
 	// keeps its row moving.
 	switch {
 	case mine > 0:
-		co.removeRow(ctx)
-	case co.row == nil || now.Sub(co.beat) >= c.cfg.renewInterval:
-		return co.heartbeat(ctx)
+		sc.removeRow(ctx)
+	case sc.row == nil || now.Sub(sc.beat) >= c.cfg.renewInterval:
+		return sc.heartbeat(ctx)
 	}
 	return nil
 }
@@ -613,8 +613,8 @@ func (co *coordinator) takeRound(ctx context.Context) error {
 // liveWorkers returns the owners of the worker rows that moved within a
 // lease duration, as this worker has watched them; a row of another worker
 // that stood still that long is deleted (its worker is gone).
-func (co *coordinator) liveWorkers(ctx context.Context, workers []Worker, now time.Time) []string {
-	c := co.c
+func (sc *scheduler) liveWorkers(ctx context.Context, workers []Worker, now time.Time) []string {
+	c := sc.c
 	var live []string
 	seen := make(map[string]bool, len(workers))
 	for _, w := range workers {
@@ -622,12 +622,12 @@ func (co *coordinator) liveWorkers(ctx context.Context, workers []Worker, now ti
 		if w.Owner == c.cfg.identity {
 			continue
 		}
-		if o := watch(co.wobs, w.Owner, w.Counter, w.Owner, now); now.Sub(o.changed) < c.cfg.leaseDuration {
+		if o := observeRow(sc.wobs, w.Owner, w.Counter, w.Owner, now); now.Sub(o.changed) < c.cfg.leaseDuration {
 			live = append(live, w.Owner)
 			continue
 		}
 		rctx, cancel := c.storeCtx(ctx)
-		removed, err := co.ws.RemoveWorker(rctx, w)
+		removed, err := sc.ws.RemoveWorker(rctx, w)
 		cancel()
 		if err != nil {
 			c.log.Debug("removing a gone worker's row failed", "worker", w.Owner, "err", err)
@@ -635,7 +635,7 @@ func (co *coordinator) liveWorkers(ctx context.Context, workers []Worker, now ti
 			c.log.Info("removed the row of a worker that stopped", "worker", w.Owner, "counter", w.Counter)
 		}
 	}
-	forgetUnseen(co.wobs, seen)
+	forgetUnseen(sc.wobs, seen)
 	return live
 }
 
@@ -644,8 +644,8 @@ func (co *coordinator) liveWorkers(ctx context.Context, workers []Worker, now ti
 // must end Run. Rows naming this worker are taken the same way (leases
 // handed over to it, or given up by an earlier runner of it), so that every
 // lease is timed from a write of this worker's, as other workers time it.
-func (co *coordinator) take(ctx context.Context, l Lease, byShard map[string]Lease, now time.Time) (bool, error) {
-	c := co.c
+func (sc *scheduler) take(ctx context.Context, l Lease, byShard map[string]Lease, now time.Time) (bool, error) {
+	c := sc.c
 	me := c.cfg.identity
 	sent := time.Now()
 	actx, cancel := c.storeCtx(WithHolderLeaseDuration(ctx, c.cfg.leaseDuration))
@@ -657,7 +657,7 @@ func (co *coordinator) take(ctx context.Context, l Lease, byShard map[string]Lea
 		case isFatal(err):
 			return false, err
 		case errors.Is(err, ErrLegacyRow) || errors.Is(err, ErrCorruptLease):
-			co.refused[l.Key.Shard] = now
+			sc.refused[l.Key.Shard] = now
 			c.log.Error("shard not read until an operator acts", "shard", l.Key.Shard, "err", err)
 		case !errors.Is(err, ErrLeaseHeld) && !errors.Is(err, ErrLeaseNotFound):
 			c.log.Warn("acquire failed", "shard", l.Key.Shard, "err", err)
@@ -666,8 +666,8 @@ func (co *coordinator) take(ctx context.Context, l Lease, byShard map[string]Lea
 		}
 		return false, nil
 	}
-	_, asked := co.pending[l.Key.Shard]
-	delete(co.pending, l.Key.Shard)
+	_, asked := sc.pending[l.Key.Shard]
+	delete(sc.pending, l.Key.Shard)
 	how, kind := "taken", "free"
 	switch {
 	case l.Owner == me && asked && l.HandoffTo == "" && l.Expiry.IsZero():
@@ -687,7 +687,7 @@ func (co *coordinator) take(ctx context.Context, l Lease, byShard map[string]Lea
 		c.stats.taken.Add(1)
 	}
 	c.ins.taken.Add(bg, 1, c.ins.attrs(attribute.String("how", kind)))
-	co.start(ctx, got, how, hasTrackedParent(l, byShard), sent)
+	sc.launch(ctx, got, how, hasTrackedParent(l, byShard), sent)
 	return true, nil
 }
 
@@ -702,18 +702,18 @@ func hasTrackedParent(l Lease, byShard map[string]Lease) bool {
 	return false
 }
 
-// start launches a runner for a lease this worker now holds.
+// launch launches a runner for a lease this worker now holds.
 //
 // written is when the acquire that made this worker the holder was sent.
-func (co *coordinator) start(ctx context.Context, l Lease, how string, fromStart bool, written time.Time) {
-	c := co.c
+func (sc *scheduler) launch(ctx context.Context, l Lease, how string, fromStart bool, written time.Time) {
+	c := sc.c
 	r := newLeaseRunner(c, l, fromStart, written)
 	c.mu.Lock()
 	c.held[l.Key.Shard] = r
 	c.mu.Unlock()
 	c.log.Info("lease "+how, "shard", l.Key.Shard, "counter", l.Counter, "checkpoint", l.Checkpoint)
-	co.wg.Go(func() {
+	sc.wg.Go(func() {
 		r.run(ctx)
-		co.exited <- r
+		sc.exited <- r
 	})
 }

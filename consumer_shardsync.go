@@ -64,9 +64,9 @@ func startFor(s types.Shard, firstSync bool, cfg config) Start {
 	return Start{Position: TrimHorizon}
 }
 
-// started reports whether a reader took l: it was taken or holds a
+// wasRead reports whether a reader took l: it was taken or holds a
 // checkpoint, which happens only once every parent is finished.
-func started(l Lease) bool { return l.Checkpoint != "" || l.Owner != "" }
+func wasRead(l Lease) bool { return l.Checkpoint != "" || l.Owner != "" }
 
 // finishedByChildren reports whether a closed shard that has no row was
 // evidently read to its end: one of its children has a row that was
@@ -74,7 +74,7 @@ func started(l Lease) bool { return l.Checkpoint != "" || l.Owner != "" }
 // made again.
 func finishedByChildren(id string, v shardView, rows map[string]Lease) bool {
 	for _, child := range v.children[id] {
-		if l, ok := rows[child]; ok && started(l) {
+		if l, ok := rows[child]; ok && wasRead(l) {
 			return true
 		}
 	}
@@ -86,8 +86,8 @@ func finishedByChildren(id string, v shardView, rows map[string]Lease) bool {
 // rows made without it; and deletes the rows of finished shards that can no
 // longer matter (see cleanup). A row that cannot be decoded fails it: this
 // is the start-up sync, and a worker does not start on a corrupt table.
-func (co *coordinator) syncShards(ctx context.Context) error {
-	return co.syncShardsWith(ctx, false)
+func (sc *scheduler) syncShards(ctx context.Context) error {
+	return sc.syncShardsWith(ctx, false)
 }
 
 // syncShardsRunning is syncShards while the worker runs: a row that cannot
@@ -96,39 +96,39 @@ func (co *coordinator) syncShards(ctx context.Context) error {
 // of such a row is neither finished nor missing: its row is not made again,
 // its children do not start because of it, and no row is cleaned up while
 // it is there (it might be the only row naming a parent).
-func (co *coordinator) syncShardsRunning(ctx context.Context) error {
-	return co.syncShardsWith(ctx, true)
+func (sc *scheduler) syncShardsRunning(ctx context.Context) error {
+	return sc.syncShardsWith(ctx, true)
 }
 
-func (co *coordinator) syncShardsWith(ctx context.Context, running bool) error {
-	c := co.c
+func (sc *scheduler) syncShardsWith(ctx context.Context, running bool) error {
+	c := sc.c
 	// The stream's identity is checked while the shards and rows are
 	// listed (it costs a round trip or two), and before any row is made.
 	identity := make(chan error, 1)
-	go func() { identity <- co.checkIdentity(ctx) }()
-	quiet := running && !co.listsNow()
-	shards, existing, reused, err := co.listBoth(ctx, running, quiet)
+	go func() { identity <- sc.checkStreamIdentity(ctx) }()
+	quiet := running && !sc.listsNow()
+	shards, existing, reused, err := sc.listBoth(ctx, running, quiet)
 	if idErr := <-identity; idErr != nil {
 		return idErr
 	}
 	if quiet && err == nil {
 		// A worker that does not list (see coordinate.go) keeps its view of
 		// the shards; the coordinator makes and cleans up rows.
-		co.listed = viewOf(shards).listed
+		sc.listed = viewOf(shards).listed
 		return nil
 	}
 	var corrupt map[string]bool
 	switch {
 	case reused:
-		corrupt = co.corrupt
-	case running && co.tolerateCorrupt(ctx, err):
-		corrupt, err = co.corrupt, nil
+		corrupt = sc.corrupt
+	case running && sc.tolerateCorrupt(ctx, err):
+		corrupt, err = sc.corrupt, nil
 	}
 	if err != nil {
 		return err
 	}
 	view := viewOf(shards)
-	co.listed = view.listed
+	sc.listed = view.listed
 	rows := make(map[string]Lease, len(existing))
 	for _, l := range existing {
 		rows[l.Key.Shard] = l
@@ -164,9 +164,9 @@ func (co *coordinator) syncShardsWith(ctx context.Context, running bool) error {
 	if ls == nil {
 		return nil
 	}
-	co.fillLineage(ctx, ls, existing, view)
+	sc.fillLineage(ctx, ls, existing, view)
 	if len(corrupt) == 0 {
-		co.cleanup(ctx, ls, existing, rows, view)
+		sc.cleanup(ctx, ls, existing, rows, view)
 	}
 	return nil
 }
@@ -175,14 +175,14 @@ func (co *coordinator) syncShardsWith(ctx context.Context, running bool) error {
 // the rows of its take round are reused when they are at most two take
 // intervals old (reused is then set): every write the sync makes from them
 // is conditional, as the take round's are. A quiet worker lists no rows.
-func (co *coordinator) listBoth(ctx context.Context, running, quiet bool) (shards []types.Shard, existing []Lease, reused bool, err error) {
-	c := co.c
+func (sc *scheduler) listBoth(ctx context.Context, running, quiet bool) (shards []types.Shard, existing []Lease, reused bool, err error) {
+	c := sc.c
 	shards, err = listShards(ctx, c.kin, c.stream, c.cfg)
 	if err != nil || quiet {
 		return shards, nil, false, err
 	}
-	if running && co.cd.ns != nil && co.cd.recentAt.After(time.Now().Add(-2*c.cfg.takeInterval)) {
-		return shards, co.cd.recent, true, nil
+	if running && sc.cd.ns != nil && sc.cd.recentAt.After(time.Now().Add(-2*c.cfg.takeInterval)) {
+		return shards, sc.cd.recent, true, nil
 	}
 	existing, err = c.store.List(ctx, c.stream)
 	return shards, existing, false, err
@@ -192,8 +192,8 @@ func (co *coordinator) listBoth(ctx context.Context, running, quiet bool) (shard
 // rows made without them (rows imported from other libraries, or of an
 // earlier release) while nobody has read them yet, so that they wait for
 // their parents and start where a row made by shard sync would.
-func (co *coordinator) fillLineage(ctx context.Context, ls LineageStore, existing []Lease, v shardView) {
-	c := co.c
+func (sc *scheduler) fillLineage(ctx context.Context, ls LineageStore, existing []Lease, v shardView) {
+	c := sc.c
 	for _, l := range existing {
 		s, ok := v.listed[l.Key.Shard]
 		if !ok || l.Owner != "" || l.Checkpoint != "" {
@@ -252,7 +252,7 @@ func parentsDone(l Lease, byShard map[string]Lease, listed map[string]types.Shar
 // started.
 func childStarted(parent string, byShard map[string]Lease) bool {
 	for _, c := range byShard {
-		if started(c) && slices.Contains(c.Parents, parent) {
+		if wasRead(c) && slices.Contains(c.Parents, parent) {
 			return true
 		}
 	}
@@ -261,10 +261,10 @@ func childStarted(parent string, byShard map[string]Lease) bool {
 
 // boundedSync runs a shard sync within a lease duration: a hung call must
 // not stall the coordinator's loop (and its take rounds) for longer.
-func (co *coordinator) boundedSync(ctx context.Context) error {
-	sctx, cancel := context.WithTimeout(ctx, co.c.cfg.leaseDuration)
+func (sc *scheduler) boundedSync(ctx context.Context) error {
+	sctx, cancel := context.WithTimeout(ctx, sc.c.cfg.leaseDuration)
 	defer cancel()
-	return co.syncShardsRunning(sctx)
+	return sc.syncShardsRunning(sctx)
 }
 
 // DescribeIdentity returns the identity of stream as Kinesis describes it
@@ -285,18 +285,18 @@ func DescribeIdentity(ctx context.Context, d StreamDescriber, stream string) (St
 	return StreamIdentity{Stream: stream, ARN: aws.ToString(sum.StreamARN), Created: aws.ToTime(sum.StreamCreationTimestamp)}, nil
 }
 
-// checkIdentity learns the stream's identity and compares it with the one
+// checkStreamIdentity learns the stream's identity and compares it with the one
 // recorded in the store (recording it when none is) at the first call, and
 // with the one seen first at later calls. A mismatch is a
 // *StreamRecreatedError, which ends Run.
-func (co *coordinator) checkIdentity(ctx context.Context) error {
-	c := co.c
-	if co.noIdentity {
+func (sc *scheduler) checkStreamIdentity(ctx context.Context) error {
+	c := sc.c
+	if sc.noIdentity {
 		return nil
 	}
 	d, ok := c.kin.(StreamDescriber)
 	if !ok {
-		co.noIdentity = true
+		sc.noIdentity = true
 		c.log.Info("the Kinesis client has no DescribeStreamSummary: the stream's identity is not checked (a re-created stream is not detected)")
 		return nil
 	}
@@ -304,21 +304,21 @@ func (co *coordinator) checkIdentity(ctx context.Context) error {
 	if err != nil {
 		var denied *types.AccessDeniedException
 		if errors.As(err, &denied) {
-			co.noIdentity = true
+			sc.noIdentity = true
 			c.log.Warn("not allowed to describe the stream: its identity is not checked (a re-created stream is not detected); allow kinesis:DescribeStreamSummary", "err", err)
 			return nil
 		}
 		return err
 	}
-	if co.identity != nil {
-		if !co.identity.Same(now) {
-			return co.recreated(*co.identity, now)
+	if sc.identity != nil {
+		if !sc.identity.Same(now) {
+			return sc.recreated(*sc.identity, now)
 		}
 		return nil
 	}
 	is, ok := c.store.(IdentityStore)
 	if !ok {
-		co.identity = &now
+		sc.identity = &now
 		return nil
 	}
 	recorded, created, err := is.RecordStreamIdentity(ctx, now)
@@ -326,21 +326,21 @@ func (co *coordinator) checkIdentity(ctx context.Context) error {
 		return errorf("shardlease: stream %s: record the stream's identity: %w", c.stream, err)
 	}
 	if !recorded.Same(now) {
-		return co.recreated(recorded, now)
+		return sc.recreated(recorded, now)
 	}
 	if created {
 		c.log.Info("recorded the stream's identity", "arn", now.ARN, "created", now.Created)
 	}
-	co.identity = &now
+	sc.identity = &now
 	return nil
 }
 
-func (co *coordinator) recreated(recorded, now StreamIdentity) error {
+func (sc *scheduler) recreated(recorded, now StreamIdentity) error {
 	e := &StreamRecreatedError{Recorded: recorded, Current: now}
-	if tn, ok := co.c.store.(tableNamer); ok {
+	if tn, ok := sc.c.store.(tableNamer); ok {
 		e.Table = tn.Table()
 	}
-	co.c.log.Error("stream re-created; not reading it", "err", e)
+	sc.c.log.Error("stream re-created; not reading it", "err", e)
 	return e
 }
 
@@ -375,8 +375,8 @@ func cleanable(l Lease, v shardView, rows map[string]Lease) bool {
 // (see cleanable), each with a delete conditional on the counter seen, so
 // that a row that moved since the listing stays. Every deletion is logged
 // and counted (Stats.FinishedRowsDeleted). rows holds existing by shard.
-func (co *coordinator) cleanup(ctx context.Context, ls LineageStore, existing []Lease, rows map[string]Lease, v shardView) {
-	c := co.c
+func (sc *scheduler) cleanup(ctx context.Context, ls LineageStore, existing []Lease, rows map[string]Lease, v shardView) {
+	c := sc.c
 	for _, l := range existing {
 		if !cleanable(l, v, rows) {
 			continue
@@ -401,30 +401,30 @@ func (co *coordinator) cleanup(ctx context.Context, ls LineageStore, existing []
 // (once per row and run) and counts it in shardlease.rows.corrupt, and the
 // take round goes on without them.
 //
-// It sets co.corrupt to the shards of the stream whose rows are corrupt in
+// It sets sc.corrupt to the shards of the stream whose rows are corrupt in
 // this listing (nil when it returns false).
-func (co *coordinator) tolerateCorrupt(ctx context.Context, err error) bool {
-	co.corrupt = nil
+func (sc *scheduler) tolerateCorrupt(ctx context.Context, err error) bool {
+	sc.corrupt = nil
 	var cre *CorruptRowsError
 	if err == nil || ctx.Err() != nil || !errors.As(err, &cre) {
 		return false
 	}
-	c := co.c
-	co.corrupt = make(map[string]bool, len(cre.Rows))
+	c := sc.c
+	sc.corrupt = make(map[string]bool, len(cre.Rows))
 	for _, r := range cre.Rows {
 		if shard, ok := strings.CutPrefix(r.Key, c.stream+":"); ok && shard != "" {
-			co.corrupt[shard] = true
+			sc.corrupt[shard] = true
 		}
 	}
-	if co.corruptSeen == nil {
-		co.corruptSeen = make(map[string]bool)
+	if sc.corruptSeen == nil {
+		sc.corruptSeen = make(map[string]bool)
 	}
 	counter, _ := c.ins.meter.Int64Counter("shardlease.rows.corrupt", metric.WithDescription("Rows left alone because they cannot be decoded, counted once per row and run."))
 	for _, r := range cre.Rows {
-		if co.corruptSeen[r.Key] {
+		if sc.corruptSeen[r.Key] {
 			continue
 		}
-		co.corruptSeen[r.Key] = true
+		sc.corruptSeen[r.Key] = true
 		c.log.Error("a row cannot be decoded; it is left alone while the others are balanced: fix it by hand or delete it", "row", r.Key, "err", r.Err)
 		if counter != nil {
 			counter.Add(ctx, 1, c.ins.attrs(attribute.String("row", r.Key)))

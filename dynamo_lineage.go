@@ -150,7 +150,7 @@ func (s *DynamoStore) StreamIdentity(ctx context.Context, stream string) (Stream
 // (and a read when a row exists).
 func (s *DynamoStore) RecordStreamIdentity(ctx context.Context, id StreamIdentity) (StreamIdentity, bool, error) {
 	key := identityKey(id.Stream)
-	if err := checkIdentity(id); err != nil {
+	if err := validIdentity(id); err != nil {
 		return StreamIdentity{}, false, s.fail("record stream identity", key, err)
 	}
 	_, err := s.client.PutItem(ctx, &dynamodb.PutItemInput{
@@ -172,7 +172,7 @@ func (s *DynamoStore) RecordStreamIdentity(ctx context.Context, id StreamIdentit
 // stream, and a PutItem.
 func (s *DynamoStore) ResetStream(ctx context.Context, id StreamIdentity) (int, error) {
 	key := identityKey(id.Stream)
-	if err := checkIdentity(id); err != nil {
+	if err := validIdentity(id); err != nil {
 		return 0, s.fail("reset stream", key, err)
 	}
 	keys, err := s.scanKeys(ctx, "begins_with(lease_key, :prefix)", map[string]types.AttributeValue{":prefix": str(id.Stream + ":")})

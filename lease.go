@@ -59,12 +59,12 @@ func ValidateShardID(id string) error {
 	return validateName("shard id", id, 128)
 }
 
-func validateName(what, name string, max int) error {
+func validateName(what, name string, maxLen int) error {
 	if name == "" {
-		return errorf("%w: %s is empty; use 1 to %d characters of a-z, A-Z, 0-9, '_', '.' and '-'", ErrInvalidName, what, max)
+		return errorf("%w: %s is empty; use 1 to %d characters of a-z, A-Z, 0-9, '_', '.' and '-'", ErrInvalidName, what, maxLen)
 	}
-	if len(name) > max {
-		return errorf("%w: %s %q is %d characters long; use 1 to %d characters of a-z, A-Z, 0-9, '_', '.' and '-'", ErrInvalidName, what, name, len(name), max)
+	if len(name) > maxLen {
+		return errorf("%w: %s %q is %d characters long; use 1 to %d characters of a-z, A-Z, 0-9, '_', '.' and '-'", ErrInvalidName, what, name, len(name), maxLen)
 	}
 	for i := 0; i < len(name); i++ {
 		c := name[i]

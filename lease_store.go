@@ -246,7 +246,7 @@ func normalParents(parents []string) ([]string, error) {
 	return slices.Compact(out), nil
 }
 
-func checkIdentity(id StreamIdentity) error {
+func validIdentity(id StreamIdentity) error {
 	if err := ValidateStreamName(id.Stream); err != nil {
 		return err
 	}

@@ -470,7 +470,7 @@ func (m *MemoryStore) RecordStreamIdentity(ctx context.Context, id StreamIdentit
 	if err := ctx.Err(); err != nil {
 		return StreamIdentity{}, false, memErr("record stream identity", key, err)
 	}
-	if err := checkIdentity(id); err != nil {
+	if err := validIdentity(id); err != nil {
 		return StreamIdentity{}, false, memErr("record stream identity", key, err)
 	}
 	m.mu.Lock()
@@ -488,7 +488,7 @@ func (m *MemoryStore) ResetStream(ctx context.Context, id StreamIdentity) (int, 
 	if err := ctx.Err(); err != nil {
 		return 0, memErr("reset stream", key, err)
 	}
-	if err := checkIdentity(id); err != nil {
+	if err := validIdentity(id); err != nil {
 		return 0, memErr("reset stream", key, err)
 	}
 	m.mu.Lock()
