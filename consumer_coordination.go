@@ -90,7 +90,7 @@ type coordination struct {
 	// stalled or free: the deputy lists until it moves again.
 	deputyRow string
 	suspect   bool
-	lookTimer     *time.Timer
+	lookTimer *time.Timer
 	// watchUntil keeps a worker that stopped listing watching the first
 	// lease as the deputy would, while its last listing showed no deputy
 	// for it: long enough for the coordinator to name one and for it to
