@@ -58,6 +58,11 @@ type Consumer struct {
 	// first gets stuck (retry.go).
 	retention retention
 	fanOut    *fanOut // nil unless WithEnhancedFanOut
+	// caps are the store's optional capabilities; describer is the
+	// Kinesis client's DescribeStreamSummary (nil when it lacks it). Both
+	// are resolved once, by NewConsumer.
+	caps      storeCaps
+	describer StreamDescriber
 	// notes carries the notes renewals return to Run's coordinator.
 	notes chan noteSeen
 }
@@ -160,7 +165,9 @@ func NewConsumer(client KinesisAPI, store LeaseStore, stream string, handler Han
 	if err != nil {
 		return nil, errorf("%w: stream %s: creating metric instruments: %w", ErrInvalidConfig, stream, err)
 	}
+	describer, _ := client.(StreamDescriber)
 	return &Consumer{
+		caps: resolveCaps(store), describer: describer,
 		kin: client, store: store, stream: stream, handler: handler, cfg: cfg, ins: ins, fanOut: fo,
 		log:  cfg.logger.With("stream", stream, "owner", cfg.identity),
 		held: make(map[string]*leaseRunner), stuck: make(map[string]*leaseRunner),
@@ -201,7 +208,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 	}
 	boot := c.watchStartup("checking the lease table")
 	defer boot.done(false)
-	if tc, ok := c.store.(TableChecker); ok {
+	if tc := c.caps.table; tc != nil {
 		if err := tc.CheckTable(ctx); err != nil {
 			if ctx.Err() != nil {
 				return nil // cancelled during start-up: nothing was started
@@ -226,8 +233,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 		refused: make(map[string]time.Time),
 		rng:     rand.New(rand.NewPCG(ownerSeed(c.cfg.identity), 1)),
 	}
-	sc.ws, _ = c.store.(WorkerStore)
-	sc.cd = newCoordination(c, sc.ws)
+	sc.cd = newCoordination(c)
 	defer sc.cd.lookTimer.Stop()
 	defer sc.cd.expiry.Stop()
 	// Show this worker to the others before anything else, so that workers

@@ -129,11 +129,9 @@ type dueLease struct {
 	at    time.Time
 }
 
-func newCoordination(c *Consumer, ws WorkerStore) coordination {
+func newCoordination(c *Consumer) coordination {
 	cd := coordination{catchUp: true, due: map[string]dueLease{}, woken: map[string]wakeState{}}
-	if ns, ok := c.store.(NoteStore); ok && ws != nil {
-		cd.ns = ns
-	}
+	cd.ns = c.caps.notes
 	cd.lookTimer = stoppedTimer()
 	cd.expiry = stoppedTimer()
 	return cd

@@ -251,8 +251,8 @@ func (c *Consumer) agesOutIn(arrival, now time.Time) (time.Duration, bool) {
 // needed: when a shard first gets stuck. A failure is retried after
 // stuckLogEvery.
 func (c *Consumer) learnRetention() {
-	d, ok := c.kin.(StreamDescriber)
-	if !ok {
+	d := c.describer
+	if d == nil {
 		return
 	}
 	rt := &c.retention

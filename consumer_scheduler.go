@@ -104,8 +104,7 @@ type scheduler struct {
 	// below the ceiling may take it.
 	takable map[string]time.Time
 
-	// Worker rows, when the store keeps them (ws is nil otherwise).
-	ws   WorkerStore
+	// Worker rows, when the store keeps them (caps.workers).
 	wobs map[string]observation // other workers' rows, by owner
 	row  *Worker                // this worker's row as last written; nil when it has none
 	beat time.Time              // when row was written
@@ -134,13 +133,13 @@ type scheduler struct {
 // a missing or misconfigured table is logged: the worker is then seen late,
 // which costs a correcting handoff, nothing more.
 func (sc *scheduler) heartbeat(ctx context.Context) error {
-	if sc.ws == nil {
+	if sc.c.caps.workers == nil {
 		return nil
 	}
 	c := sc.c
 	sent := time.Now()
 	hctx, cancel := c.storeCtx(ctx)
-	w, err := sc.ws.Heartbeat(hctx, c.stream, c.cfg.identity)
+	w, err := sc.c.caps.workers.Heartbeat(hctx, c.stream, c.cfg.identity)
 	cancel()
 	if err != nil {
 		sc.unsure = true
@@ -170,14 +169,14 @@ func (sc *scheduler) removeRow(ctx context.Context) {
 	if sc.unsure {
 		// Learn the counter with one more heartbeat: the delete is
 		// conditional on it.
-		w, err := sc.ws.Heartbeat(ctx, c.stream, c.cfg.identity)
+		w, err := sc.c.caps.workers.Heartbeat(ctx, c.stream, c.cfg.identity)
 		if err != nil {
 			c.log.Warn(gaveUp, "err", err)
 			return
 		}
 		sc.row, sc.unsure = &w, false
 	}
-	if _, err := sc.ws.RemoveWorker(ctx, *sc.row); err != nil {
+	if _, err := sc.c.caps.workers.RemoveWorker(ctx, *sc.row); err != nil {
 		c.log.Warn(gaveUp, "err", err)
 		return
 	}
@@ -211,7 +210,7 @@ func (sc *scheduler) loop(ctx context.Context) error {
 	}
 	// Workers started together see each other's rows only once each has
 	// written its own: let the others' land before the first round.
-	if sc.ws != nil && !backoff.Wait(ctx, c.cfg.takeInterval/settleDivisor) {
+	if sc.c.caps.workers != nil && !backoff.Wait(ctx, c.cfg.takeInterval/settleDivisor) {
 		return nil
 	}
 	if err := round(); err != nil {
@@ -337,8 +336,8 @@ wait:
 // pending, so that no holder hands a lease to a worker that is gone.
 func (sc *scheduler) withdraw(ctx context.Context) {
 	c := sc.c
-	hw, ok := c.store.(HandoffWithdrawer)
-	if !ok {
+	hw := c.caps.withdraws
+	if hw == nil {
 		return
 	}
 	for id := range sc.pending {
@@ -396,12 +395,11 @@ func (sc *scheduler) takeRound(ctx context.Context) error {
 	// counter the listing shows, and expiry is timed from the first listing
 	// that showed a counter: a listing a moment old is safe, and costs half.
 	lctx, cancel := c.storeCtx(ctx)
-	el, eventual := c.store.(EventualLister)
 	switch {
-	case sc.ws != nil && eventual:
-		leases, workers, err = el.ListWithWorkersEventually(lctx, c.stream)
-	case sc.ws != nil:
-		leases, workers, err = sc.ws.ListWithWorkers(lctx, c.stream)
+	case c.caps.eventual != nil:
+		leases, workers, err = c.caps.eventual.ListWithWorkersEventually(lctx, c.stream)
+	case c.caps.workers != nil:
+		leases, workers, err = c.caps.workers.ListWithWorkers(lctx, c.stream)
 	default:
 		leases, err = c.store.List(lctx, c.stream)
 	}
@@ -627,7 +625,7 @@ func (sc *scheduler) liveWorkers(ctx context.Context, workers []Worker, now time
 			continue
 		}
 		rctx, cancel := c.storeCtx(ctx)
-		removed, err := sc.ws.RemoveWorker(rctx, w)
+		removed, err := sc.c.caps.workers.RemoveWorker(rctx, w)
 		cancel()
 		if err != nil {
 			c.log.Debug("removing a gone worker's row failed", "worker", w.Owner, "err", err)

@@ -133,7 +133,7 @@ func (sc *scheduler) syncShardsWith(ctx context.Context, running bool) error {
 	for _, l := range existing {
 		rows[l.Key.Shard] = l
 	}
-	ls, _ := c.store.(LineageStore)
+	ls := c.caps.lineage
 	firstSync := len(existing) == 0 && len(corrupt) == 0
 	for _, s := range shards {
 		id := aws.ToString(s.ShardId)
@@ -294,8 +294,8 @@ func (sc *scheduler) checkStreamIdentity(ctx context.Context) error {
 	if sc.noIdentity {
 		return nil
 	}
-	d, ok := c.kin.(StreamDescriber)
-	if !ok {
+	d := c.describer
+	if d == nil {
 		sc.noIdentity = true
 		c.log.Info("the Kinesis client has no DescribeStreamSummary: the stream's identity is not checked (a re-created stream is not detected)")
 		return nil
@@ -316,8 +316,8 @@ func (sc *scheduler) checkStreamIdentity(ctx context.Context) error {
 		}
 		return nil
 	}
-	is, ok := c.store.(IdentityStore)
-	if !ok {
+	is := c.caps.identity
+	if is == nil {
 		sc.identity = &now
 		return nil
 	}
@@ -336,10 +336,7 @@ func (sc *scheduler) checkStreamIdentity(ctx context.Context) error {
 }
 
 func (sc *scheduler) recreated(recorded, now StreamIdentity) error {
-	e := &StreamRecreatedError{Recorded: recorded, Current: now}
-	if tn, ok := sc.c.store.(tableNamer); ok {
-		e.Table = tn.Table()
-	}
+	e := &StreamRecreatedError{Recorded: recorded, Current: now, Table: sc.c.caps.tableName}
 	sc.c.log.Error("stream re-created; not reading it", "err", e)
 	return e
 }

@@ -260,3 +260,38 @@ var (
 	_ HandoffWithdrawer = (*MemoryStore)(nil)
 	_ HandoffWithdrawer = (*DynamoStore)(nil)
 )
+
+// storeCaps are the optional capabilities of a lease store, resolved once
+// when a consumer is made. A nil field is a capability the store lacks; the
+// doc of each interface says what the consumer does without it.
+type storeCaps struct {
+	table    TableChecker
+	workers  WorkerStore
+	eventual EventualLister // only with workers: it lists worker rows too
+	// notes is nil unless the store keeps worker rows too: coordination
+	// needs both (without it every worker lists).
+	notes     NoteStore
+	lineage   LineageStore
+	identity  IdentityStore
+	withdraws HandoffWithdrawer
+	// tableName is the store's table ("" when it has none), for errors.
+	tableName string
+}
+
+// resolveCaps finds the optional capabilities of store.
+func resolveCaps(store LeaseStore) storeCaps {
+	var c storeCaps
+	c.table, _ = store.(TableChecker)
+	c.workers, _ = store.(WorkerStore)
+	if c.workers != nil {
+		c.eventual, _ = store.(EventualLister)
+		c.notes, _ = store.(NoteStore)
+	}
+	c.lineage, _ = store.(LineageStore)
+	c.identity, _ = store.(IdentityStore)
+	c.withdraws, _ = store.(HandoffWithdrawer)
+	if tn, ok := store.(tableNamer); ok {
+		c.tableName = tn.Table()
+	}
+	return c
+}
