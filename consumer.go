@@ -67,16 +67,6 @@ type Consumer struct {
 	notes chan noteSeen
 }
 
-type counters struct {
-	records, batches, handlerErrors, panics, corruptAggregates atomic.Int64
-	taken, handedIn, lost, released, writeFailures, asked      atomic.Int64
-	deadLettered                                               atomic.Int64
-	cleaned, rejected                                          atomic.Int64
-	subscriptions                                              atomic.Int64
-	listings                                                   atomic.Int64
-	coordinating                                               atomic.Bool
-}
-
 // Stats is a snapshot of a consumer's counters since it was created.
 type Stats struct {
 	// RecordsHandled and BatchesHandled count what handlers returned nil for.

@@ -326,7 +326,7 @@ func (r *leaseRunner) mayHand() bool {
 func (r *leaseRunner) callHandler(b *Batch) (err error) {
 	defer func() {
 		if v := recover(); v != nil {
-			r.c.stats.panics.Add(1)
+			r.c.count(evHandlerPanic, 1)
 			pe := &PanicError{Stream: b.Stream, ShardID: b.ShardID, Value: v, Stack: debug.Stack()}
 			r.logPanic(b, v, panicStack())
 			err = pe

@@ -3,6 +3,7 @@ package shardlease
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -195,6 +196,90 @@ func newLineageInstruments(m metric.Meter) (lineageInstruments, error) {
 
 // rejectedCheckpoint counts a checkpoint Kinesis refused on shard.
 func (c *Consumer) rejectedCheckpoint(shard string) {
-	c.stats.rejected.Add(1)
-	c.ins.rejected.Add(bg, 1, c.ins.attrs(shardAttr(shard)))
+	c.count(evCheckpointRejected, 1, shardAttr(shard))
+}
+
+type counters struct {
+	records, batches, handlerErrors, panics, corruptAggregates atomic.Int64
+	taken, handedIn, lost, released, writeFailures, asked      atomic.Int64
+	deadLettered                                               atomic.Int64
+	cleaned, rejected                                          atomic.Int64
+	subscriptions                                              atomic.Int64
+	listings                                                   atomic.Int64
+	coordinating                                               atomic.Bool
+}
+
+// event is something a consumer counts: each is counted in Stats and in its
+// metric (if it has one) by count, and nowhere else.
+type event uint8
+
+const (
+	evRecordsHandled event = iota
+	evBatchesHandled
+	evHandlerError
+	evHandlerPanic
+	evCorruptAggregate
+	evTaken
+	evHandedIn
+	evHandoffAsked
+	evLost
+	evReleased
+	evWriteFailure
+	evDeadLettered
+	evRowCleaned
+	evCheckpointRejected
+	evSubscribed
+	evListed
+)
+
+// meters returns the Stats counter of e and its metric (nil when it has
+// none). A lease taken by handoff is counted as handed in, and in the taken
+// metric with how=handoff.
+func (c *Consumer) meters(e event) (*atomic.Int64, metric.Int64Counter) {
+	s, in := &c.stats, c.ins
+	switch e {
+	case evRecordsHandled:
+		return &s.records, in.records
+	case evBatchesHandled:
+		return &s.batches, in.batches
+	case evHandlerError:
+		return &s.handlerErrors, in.handlerErrors
+	case evHandlerPanic:
+		return &s.panics, nil
+	case evCorruptAggregate:
+		return &s.corruptAggregates, in.corrupt
+	case evTaken:
+		return &s.taken, in.taken
+	case evHandedIn:
+		return &s.handedIn, in.taken
+	case evHandoffAsked:
+		return &s.asked, in.stolen
+	case evLost:
+		return &s.lost, in.lost
+	case evReleased:
+		return &s.released, nil
+	case evWriteFailure:
+		return &s.writeFailures, in.writeFailures
+	case evDeadLettered:
+		return &s.deadLettered, in.deadLettered
+	case evRowCleaned:
+		return &s.cleaned, in.cleaned
+	case evCheckpointRejected:
+		return &s.rejected, in.rejected
+	case evSubscribed:
+		return &s.subscriptions, nil
+	case evListed:
+		return &s.listings, in.listings
+	}
+	panic("shardlease: unknown event")
+}
+
+// count counts n of e in Stats and in e's metric, with the stream and owner
+// attributes and kv.
+func (c *Consumer) count(e event, n int64, kv ...attribute.KeyValue) {
+	stat, m := c.meters(e)
+	stat.Add(n)
+	if m != nil {
+		m.Add(bg, n, c.ins.attrs(kv...))
+	}
 }

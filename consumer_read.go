@@ -125,8 +125,7 @@ func (c *Consumer) convert(in []types.Record, after string, afterSub int64, log 
 		scratch, err = kpl.DeaggregateInto(scratch[:0], kr.Data)
 		if err != nil {
 			// Handed over as it is, the way the KPL's own consumers do.
-			c.stats.corruptAggregates.Add(1)
-			c.ins.corrupt.Add(bg, 1, c.ins.attrs())
+			c.count(evCorruptAggregate, 1)
 			log.Warn("aggregated record does not decode; handing it over as it is", "sequence", seq, "err", err)
 			if skip < 0 {
 				out = append(out, rec)

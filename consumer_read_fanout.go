@@ -68,7 +68,7 @@ func (r fanOutReader) read(ctx context.Context, out chan<- *Batch) {
 		sctx, cancelSub := context.WithCancel(ctx)
 		sub, err := r.subscribe(sctx, cancelSub, in)
 		if err == nil {
-			r.c.stats.subscriptions.Add(1)
+			r.c.count(evSubscribed, 1)
 			stream := sub.GetStream()
 			var ok, end bool
 			ok, end, err = r.drain(ctx, stream, send, &lastSeq, &lastSub, &cont)

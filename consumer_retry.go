@@ -144,14 +144,11 @@ func (r *leaseRunner) attempt(b *Batch) error {
 	err := r.call(b)
 	r.c.ins.handlerTime.Record(bg, seconds(time.Since(start)), r.c.ins.attrs())
 	if err == nil {
-		r.c.stats.batches.Add(1)
-		r.c.stats.records.Add(int64(len(b.Records)))
-		r.c.ins.batches.Add(bg, 1, r.c.ins.attrs())
-		r.c.ins.records.Add(bg, int64(len(b.Records)), r.c.ins.attrs())
+		r.c.count(evBatchesHandled, 1)
+		r.c.count(evRecordsHandled, int64(len(b.Records)))
 		return nil
 	}
-	r.c.stats.handlerErrors.Add(1)
-	r.c.ins.handlerErrors.Add(bg, 1, r.c.ins.attrs())
+	r.c.count(evHandlerError, 1)
 	return err
 }
 
@@ -208,8 +205,7 @@ func (r *leaseRunner) deadLetter(recs []Record, err error) bool {
 		r.log.Error("record dead-lettered after failing every attempt", "sequence", rec.SequenceNumber, "sub", rec.SubSequenceNumber,
 			"attempts", r.c.cfg.maxAttempts, "err", err)
 	}
-	r.c.stats.deadLettered.Add(int64(len(recs)))
-	r.c.ins.deadLettered.Add(bg, int64(len(recs)), r.c.ins.attrs(shardAttr(r.shard)))
+	r.c.count(evDeadLettered, int64(len(recs)), shardAttr(r.shard))
 	r.progress(recs)
 	return true
 }

@@ -141,8 +141,7 @@ func (r *leaseRunner) handOff(taker string) {
 
 func (r *leaseRunner) markLost(reason string, err error) {
 	if r.lost.CompareAndSwap(false, true) {
-		r.c.stats.lost.Add(1)
-		r.c.ins.lost.Add(bg, 1, r.c.ins.attrs())
+		r.c.count(evLost, 1)
 		r.mu.Lock()
 		counter := r.lease.Counter
 		r.mu.Unlock()
@@ -340,8 +339,7 @@ func (r *leaseRunner) keep(parent context.Context) {
 			r.markLost("no write succeeded for a whole lease duration", err)
 			return true
 		}
-		r.c.stats.writeFailures.Add(1)
-		r.c.ins.writeFailures.Add(wctx, 1, r.c.ins.attrs())
+		r.c.count(evWriteFailure, 1)
 		r.log.Warn("lease write failed; retrying", "err", err)
 		retry.Reset(bo.Next())
 		return false
@@ -461,7 +459,7 @@ func (r *leaseRunner) finish(wctx context.Context) {
 			}
 			released, err = r.c.store.Release(ctx, held)
 			if err == nil {
-				r.c.stats.released.Add(1)
+				r.c.count(evReleased, 1)
 				r.log.Info("lease released", "checkpoint", seq, "to", released.Owner, "counter", released.Counter)
 				return
 			}

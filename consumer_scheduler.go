@@ -378,7 +378,7 @@ func (sc *scheduler) releaseLate(ctx context.Context) {
 			c.log.Warn("releasing a lease handed over at shutdown failed; it expires after a lease duration", "shard", l.Key.Shard, "err", err)
 			continue
 		}
-		c.stats.released.Add(1)
+		c.count(evReleased, 1)
 		c.log.Info("lease handed over at shutdown released", "shard", l.Key.Shard, "counter", l.Counter)
 	}
 }
@@ -418,8 +418,7 @@ func (sc *scheduler) takeRound(ctx context.Context) error {
 		return nil
 	}
 	now := time.Now()
-	c.stats.listings.Add(1)
-	c.ins.listings.Add(bg, 1, c.ins.attrs())
+	c.count(evListed, 1)
 	sc.cd.recent, sc.cd.recentAt = leases, now
 	me := c.cfg.identity
 	byShard := make(map[string]Lease, len(leases))
@@ -589,8 +588,7 @@ func (sc *scheduler) takeRound(ctx context.Context) error {
 			continue
 		}
 		c.log.Info("handoff requested", "shard", l.Key.Shard, "holder", l.Owner, "counter", l.Counter)
-		c.ins.stolen.Add(bg, 1, c.ins.attrs())
-		c.stats.asked.Add(1)
+		c.count(evHandoffAsked, 1)
 		sc.pending[l.Key.Shard] = now
 		st.granted(l)
 		busy = true
@@ -679,12 +677,11 @@ func (sc *scheduler) take(ctx context.Context, l Lease, byShard map[string]Lease
 	case l.Owner != "":
 		how, kind = "taken over from "+l.Owner, "expired"
 	}
+	ev := evTaken
 	if kind == "handoff" {
-		c.stats.handedIn.Add(1)
-	} else {
-		c.stats.taken.Add(1)
+		ev = evHandedIn
 	}
-	c.ins.taken.Add(bg, 1, c.ins.attrs(attribute.String("how", kind)))
+	c.count(ev, 1, attribute.String("how", kind))
 	sc.launch(ctx, got, how, hasTrackedParent(l, byShard), sent)
 	return true, nil
 }

@@ -386,8 +386,7 @@ func (sc *scheduler) cleanup(ctx context.Context, ls LineageStore, existing []Le
 			}
 			c.log.Warn("deleting the row of a finished shard failed; retrying at the next shard sync", "shard", l.Key.Shard, "err", err)
 		case deleted:
-			c.stats.cleaned.Add(1)
-			c.ins.cleaned.Add(bg, 1, c.ins.attrs())
+			c.count(evRowCleaned, 1)
 			c.log.Info("deleted the row of a finished shard that Kinesis no longer lists", "shard", l.Key.Shard, "counter", l.Counter)
 		}
 	}
