@@ -178,7 +178,7 @@ func (r *leaseRunner) runStartHook() {
 		if r.fromStart {
 			s.Position = TrimHorizon
 		}
-		if st := r.rowStart(); !st.IsZero() {
+		if _, _, st := r.startsFrom(); !st.IsZero() {
 			s.Position = st.Position
 		}
 	}

@@ -174,10 +174,3 @@ func startInput(in *kinesis.GetShardIteratorInput, start Start) {
 		in.Timestamp = aws.Time(start.Timestamp)
 	}
 }
-
-// rowStart returns where the runner's row says a reader starts.
-func (r *leaseRunner) rowStart() Start {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.lease.Start
-}

@@ -44,9 +44,7 @@ func (r fanOutReader) read(ctx context.Context, out chan<- *Batch) {
 	fo := r.c.fanOut
 	bo := backoff.Backoff{Min: r.c.cfg.retryMin, Max: r.c.cfg.retryMax}
 	inUse := backoff.Backoff{Min: r.c.cfg.retryMin, Max: min(r.c.cfg.retryMax, inUseMaxWait)}
-	r.mu.Lock()
-	lastSeq, lastSub := r.lease.Checkpoint, r.lease.SubSequence
-	r.mu.Unlock()
+	lastSeq, lastSub, _ := r.startsFrom()
 	send := func(b *Batch) bool {
 		select {
 		case out <- b:
@@ -204,8 +202,8 @@ func (r fanOutReader) startingPosition(seq string, sub int64, cont string) *type
 		return &types.StartingPosition{Type: types.ShardIteratorTypeAtSequenceNumber, SequenceNumber: aws.String(seq)}
 	case seq != "":
 		return &types.StartingPosition{Type: types.ShardIteratorTypeAfterSequenceNumber, SequenceNumber: aws.String(seq)}
-	case !r.rowStart().IsZero():
-		st := r.rowStart()
+	case !r.taken.Start.IsZero():
+		st := r.taken.Start
 		pos := &types.StartingPosition{Type: types.ShardIteratorType(st.Position)}
 		if st.Position == AtTimestamp {
 			pos.Timestamp = aws.Time(st.Timestamp)

@@ -20,9 +20,7 @@ func (r pollingReader) read(ctx context.Context, out chan<- *Batch) {
 	defer close(out)
 	cfg := r.c.cfg
 	bo := backoff.Backoff{Min: cfg.retryMin, Max: cfg.retryMax}
-	r.mu.Lock()
-	lastSeq, lastSub := r.lease.Checkpoint, r.lease.SubSequence
-	r.mu.Unlock()
+	lastSeq, lastSub, _ := r.startsFrom()
 	if lastSeq == ShardEnd {
 		select {
 		case out <- &Batch{Stream: r.key.Stream, ShardID: r.shard, r: r.leaseRunner, end: true}:
@@ -147,8 +145,8 @@ func (r *leaseRunner) iterator(ctx context.Context, seq string, sub int64) (stri
 	case seq != "":
 		in.ShardIteratorType = types.ShardIteratorTypeAfterSequenceNumber
 		in.StartingSequenceNumber = aws.String(seq)
-	case !r.rowStart().IsZero():
-		startInput(in, r.rowStart())
+	case !r.taken.Start.IsZero():
+		startInput(in, r.taken.Start)
 	case r.fromStart:
 		in.ShardIteratorType = types.ShardIteratorTypeTrimHorizon
 	default:

@@ -22,7 +22,10 @@ type leaseRunner struct {
 	shard     string
 	key       LeaseKey
 	fromStart bool
-	log       *slog.Logger
+	// taken is the lease as this worker took it: where its reader starts.
+	// Set before the runner starts; never written after.
+	taken Lease
+	log   *slog.Logger
 
 	leaseCtx    context.Context // cancelled when the lease is lost or aborted
 	leaseCancel context.CancelFunc
@@ -93,7 +96,7 @@ func newLeaseRunner(c *Consumer, l Lease, fromStart bool, written time.Time) *le
 	validUntil := c.cfg.cutoff(written)
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &leaseRunner{
-		c: c, shard: l.Key.Shard, key: l.Key, fromStart: fromStart,
+		c: c, shard: l.Key.Shard, key: l.Key, fromStart: fromStart, taken: l,
 		log:      c.log.With("shard", l.Key.Shard),
 		leaseCtx: ctx, leaseCancel: cancel,
 		quit:       make(chan struct{}),
@@ -531,4 +534,11 @@ func (r *leaseRunner) awaitManualCheckpoints(ctx context.Context) {
 // released (handed over, shut down, or its shard finished).
 func (r *leaseRunner) errReleased() error {
 	return &LeaseError{Op: "checkpoint", Key: r.key, Err: errorf("%w: the lease was released (handed over, shut down or read to its end) or given up; the checkpoint was not written", ErrLeaseLost)}
+}
+
+// startsFrom returns where the runner's reader starts: the checkpoint and
+// sub-sequence of the lease as taken, and where its row says a reader
+// starts while it holds no checkpoint.
+func (r *leaseRunner) startsFrom() (seq string, sub int64, start Start) {
+	return r.taken.Checkpoint, r.taken.SubSequence, r.taken.Start
 }
