@@ -56,9 +56,9 @@ type config struct {
 	retryMin         time.Duration
 	retryMax         time.Duration
 	meterProvider    metric.MeterProvider
-	maxAttempts      int            // retry.go
-	deadLetter       DeadLetterFunc // retry.go
-	hooks            ShardHooks     // hooks.go
+	maxAttempts      int            // WithMaxAttempts
+	deadLetter       DeadLetterFunc // WithDeadLetter
+	hooks            ShardHooks     // WithShardHooks
 	fanOutName       string         // WithEnhancedFanOut
 	fanOutSet        bool
 
@@ -196,8 +196,9 @@ func defaultOwnerID() string {
 	return host + "-" + hex.EncodeToString(b[:])
 }
 
-func buildConfig(stream string, opts []Option) (config, error) {
-	c := config{
+// defaultConfig is the configuration before any option.
+func defaultConfig() config {
+	return config{
 		leaseDuration:    10 * time.Second,
 		shardSync:        time.Minute,
 		maxStealsPerTake: 32,
@@ -209,6 +210,13 @@ func buildConfig(stream string, opts []Option) (config, error) {
 		retryMax:         10 * time.Second,
 		wallClock:        time.Now,
 	}
+}
+
+// buildConfig applies opts to the defaults, derives the timings left unset
+// from the lease duration, and validates the result. A bad value is an
+// ErrInvalidConfig naming the stream and the option.
+func buildConfig(stream string, opts []Option) (config, error) {
+	c := defaultConfig()
 	for _, o := range opts {
 		if o != nil {
 			o(&c)
@@ -217,6 +225,27 @@ func buildConfig(stream string, opts []Option) (config, error) {
 	if c.leaseDuration > 0 && c.leaseDuration < minLeaseDuration {
 		return c, errorf("%w: stream %s: WithLeaseDuration(%v): a lease duration must be at least %v (10s is usual): renewals, take rounds and the cut-off margin are fractions of it", ErrInvalidConfig, stream, c.leaseDuration, minLeaseDuration)
 	}
+	c.derive()
+	bad := func(format string, args ...any) error {
+		return errorf("%w: stream %s: %s", ErrInvalidConfig, stream, fmt.Sprintf(format, args...))
+	}
+	for _, check := range []func(bad func(string, ...any) error) error{c.checkTimings, c.checkLimits, c.checkPosition} {
+		if err := check(bad); err != nil {
+			return c, err
+		}
+	}
+	if err := checkRetry(&c, bad); err != nil {
+		return c, err
+	}
+	if c.logger == nil {
+		c.logger = slog.Default()
+	}
+	return c, nil
+}
+
+// derive fills in the timings and the owner id left unset, and this run's
+// identity.
+func (c *config) derive() {
 	if !c.renewSet {
 		c.renewInterval = c.leaseDuration / 3
 	}
@@ -230,9 +259,11 @@ func buildConfig(stream string, opts []Option) (config, error) {
 		c.ownerID = defaultOwnerID()
 	}
 	c.identity = newIncarnation(c.ownerID)
-	bad := func(format string, args ...any) error {
-		return errorf("%w: stream %s: %s", ErrInvalidConfig, stream, fmt.Sprintf(format, args...))
-	}
+}
+
+// checkTimings checks that every duration is positive and that renewals
+// and checkpoints fit in a lease duration.
+func (c *config) checkTimings(bad func(format string, args ...any) error) error {
 	positive := []struct {
 		name string
 		d    time.Duration
@@ -247,45 +278,51 @@ func buildConfig(stream string, opts []Option) (config, error) {
 	}
 	for _, p := range positive {
 		if p.d <= 0 {
-			return c, bad("%s(%v): the duration must be positive", p.name, p.d)
+			return bad("%s(%v): the duration must be positive", p.name, p.d)
 		}
 	}
 	switch {
 	case c.renewInterval >= c.leaseDuration:
-		return c, bad("WithRenewInterval(%v) must be shorter than the lease duration %v (a third of it is usual), or the lease runs out between renewals", c.renewInterval, c.leaseDuration)
+		return bad("WithRenewInterval(%v) must be shorter than the lease duration %v (a third of it is usual), or the lease runs out between renewals", c.renewInterval, c.leaseDuration)
 	case c.checkpointFlush > c.renewInterval:
-		return c, bad("WithCheckpointInterval(%v) must not exceed the renew interval %v: checkpoints ride on renewals at the latest", c.checkpointFlush, c.renewInterval)
-	case c.maxLeases < 0:
-		return c, bad("WithMaxLeases(%d): use a positive cap, or 0 for none", c.maxLeases)
-	case c.maxStealsPerTake < 0:
-		return c, bad("WithMaxStealsPerTake(%d): use 0 (never steal) or more", c.maxStealsPerTake)
-	case c.batchSize < 1 || c.batchSize > 10000:
-		return c, bad("WithBatchSize(%d): Kinesis returns 1 to 10000 records per GetRecords call", c.batchSize)
-	case c.retryMin <= 0 || c.retryMax < c.retryMin:
-		return c, bad("WithRetryBackoff(%v, %v): both must be positive and the first not above the second", c.retryMin, c.retryMax)
-	case c.wallClock == nil:
-		return c, bad("WithWallClock(nil): pass a clock such as time.Now")
-	case c.ownerID == "":
-		return c, bad("WithOwnerID(\"\"): the owner id is empty; pass one unique per process, or leave the option out for the host name plus a random suffix")
-	case len(c.ownerID) > maxOwnerID:
-		return c, bad("WithOwnerID: the owner id is %d bytes long; use at most %d (the rows carry it with a 17-byte incarnation)", len(c.ownerID), maxOwnerID)
+		return bad("WithCheckpointInterval(%v) must not exceed the renew interval %v: checkpoints ride on renewals at the latest", c.checkpointFlush, c.renewInterval)
 	}
+	return nil
+}
+
+// checkLimits checks the caps, sizes, backoff, clock and owner id.
+func (c *config) checkLimits(bad func(format string, args ...any) error) error {
+	switch {
+	case c.maxLeases < 0:
+		return bad("WithMaxLeases(%d): use a positive cap, or 0 for none", c.maxLeases)
+	case c.maxStealsPerTake < 0:
+		return bad("WithMaxStealsPerTake(%d): use 0 (never steal) or more", c.maxStealsPerTake)
+	case c.batchSize < 1 || c.batchSize > 10000:
+		return bad("WithBatchSize(%d): Kinesis returns 1 to 10000 records per GetRecords call", c.batchSize)
+	case c.retryMin <= 0 || c.retryMax < c.retryMin:
+		return bad("WithRetryBackoff(%v, %v): both must be positive and the first not above the second", c.retryMin, c.retryMax)
+	case c.wallClock == nil:
+		return bad("WithWallClock(nil): pass a clock such as time.Now")
+	case c.ownerID == "":
+		return bad("WithOwnerID(\"\"): the owner id is empty; pass one unique per process, or leave the option out for the host name plus a random suffix")
+	case len(c.ownerID) > maxOwnerID:
+		return bad("WithOwnerID: the owner id is %d bytes long; use at most %d (the rows carry it with a 17-byte incarnation)", len(c.ownerID), maxOwnerID)
+	}
+	return nil
+}
+
+// checkPosition checks the initial position (and its timestamp).
+func (c *config) checkPosition(bad func(format string, args ...any) error) error {
 	switch c.position {
 	case TrimHorizon, Latest:
 	case AtTimestamp:
 		if c.startTimestamp.IsZero() {
-			return c, bad("the initial position AT_TIMESTAMP needs a timestamp: use WithStartTimestamp(t)")
+			return bad("the initial position AT_TIMESTAMP needs a timestamp: use WithStartTimestamp(t)")
 		}
 	default:
-		return c, bad("initial position %q is not one of TRIM_HORIZON, LATEST, AT_TIMESTAMP", c.position)
+		return bad("initial position %q is not one of TRIM_HORIZON, LATEST, AT_TIMESTAMP", c.position)
 	}
-	if err := checkRetry(&c, bad); err != nil {
-		return c, err
-	}
-	if c.logger == nil {
-		c.logger = slog.Default()
-	}
-	return c, nil
+	return nil
 }
 
 // startupTimeout bounds the start-up's shard sync, retries included, so
