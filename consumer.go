@@ -48,23 +48,25 @@ type Consumer struct {
 	cfg     config
 	log     *slog.Logger
 
-	mu      sync.Mutex
-	held    map[string]*leaseRunner // by shard id; owned by Run's coordinator
-	stuck   map[string]*leaseRunner // abandoned runners whose handler still runs (bounds.go)
-	running atomic.Bool
-	stats   counters
-	ins     *instruments
-	// retention is the stream's retention period, learned when a shard
-	// first gets stuck (retry.go).
-	retention retention
-	fanOut    *fanOut // nil unless WithEnhancedFanOut
-	// caps are the store's optional capabilities; describer is the
-	// Kinesis client's DescribeStreamSummary (nil when it lacks it). Both
-	// are resolved once, by NewConsumer.
+	// Set by NewConsumer; never written after. caps are the store's
+	// optional capabilities, describer the Kinesis client's
+	// DescribeStreamSummary (nil when it lacks it).
 	caps      storeCaps
 	describer StreamDescriber
-	// notes carries the notes renewals return to Run's coordinator.
-	notes chan noteSeen
+	fanOut    *fanOut // nil unless WithEnhancedFanOut
+	ins       *instruments
+
+	// mu guards held and stuck. held is written by Run's scheduler (launch
+	// and forget); stuck by a runner that abandons its handler and by that
+	// handler's goroutine when it returns at last.
+	mu    sync.Mutex
+	held  map[string]*leaseRunner // by shard id: the leases this worker runs
+	stuck map[string]*leaseRunner // by shard id: abandoned runners whose handler still runs
+
+	running   atomic.Bool   // set by Run: a Consumer runs once
+	stats     counters      // counted by every goroutine, through count
+	retention retention     // the stream's retention period, learned when a shard first gets stuck
+	notes     chan noteSeen // notes renewals return, sent by runners to the scheduler
 }
 
 // Stats is a snapshot of a consumer's counters since it was created.

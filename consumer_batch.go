@@ -61,7 +61,7 @@ func (s *ShardStop) Checkpoint(rec Record) error {
 	if rec.SequenceNumber == "" {
 		return errorf("%w: stream %s shard %s: the record has no sequence number", ErrInvalidConfig, s.Stream, s.ShardID)
 	}
-	return s.r.mark(rec.SequenceNumber, rec.SubSequenceNumber)
+	return s.r.mark(positionOf(rec))
 }
 
 // ShardHooks are called as this worker starts and stops reading a shard,
@@ -134,7 +134,7 @@ func (b *Batch) Checkpoint(rec Record) error {
 	if rec.SequenceNumber == "" {
 		return errorf("%w: stream %s shard %s: the record has no sequence number", ErrInvalidConfig, b.Stream, b.ShardID)
 	}
-	return b.r.mark(rec.SequenceNumber, rec.SubSequenceNumber)
+	return b.r.mark(positionOf(rec))
 }
 
 // Flush writes the pending checkpoint now (and renews the lease), waiting

@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/shardlease/shardlease/internal/backoff"
@@ -57,11 +58,11 @@ func (r *leaseRunner) logPanic(b *Batch, value any, stack []string) {
 		first, last = b.Records[0].SequenceNumber, b.Records[len(b.Records)-1].SequenceNumber
 	}
 	seen := fmt.Sprintf("%s|%s|%s|%d", site, first, last, len(b.Records))
-	if seen == r.panicSeen {
+	if seen == r.h.panicSeen {
 		r.log.Debug("handler panicked again at the same place on the same batch", "panic", fmt.Sprint(value), "site", site)
 		return
 	}
-	r.panicSeen = seen
+	r.h.panicSeen = seen
 	r.log.Error("handler panicked; the batch is retried", "panic", fmt.Sprint(value), "site", site,
 		"records", len(b.Records), "first", first, "stack", stack)
 }
@@ -105,18 +106,18 @@ func (r *leaseRunner) watchdog() {
 // may still be running, so the lease must expire rather than move at once),
 // and the shard stays with nobody in this worker until the handler returns.
 func (r *leaseRunner) abandon() {
-	r.handlerMu.Lock()
-	defer r.handlerMu.Unlock()
+	r.h.mu.Lock()
+	defer r.h.mu.Unlock()
 	select {
-	case <-r.abandoned:
+	case <-r.h.abandoned:
 		return
 	case <-r.procDone:
 		return // the handler returned meanwhile: nothing to abandon
 	default:
 	}
-	close(r.abandoned)
+	close(r.h.abandoned)
 	r.leaseCancel()
-	if r.inHandler {
+	if r.h.running {
 		r.c.markStuck(r)
 		r.log.Error("the handler did not return within the shutdown timeout after its context was cancelled or the lease was asked to stop; "+
 			"its goroutine is left behind, the lease is no longer renewed and expires for the other workers; handlers must return when their context is cancelled",
@@ -127,7 +128,7 @@ func (r *leaseRunner) abandon() {
 // isAbandoned reports whether the handler was abandoned.
 func (r *leaseRunner) isAbandoned() bool {
 	select {
-	case <-r.abandoned:
+	case <-r.h.abandoned:
 		return true
 	default:
 		return false
@@ -137,28 +138,28 @@ func (r *leaseRunner) isAbandoned() bool {
 // call runs the handler on its own goroutine, so that a handler that does
 // not return can be abandoned.
 func (r *leaseRunner) call(b *Batch) error {
-	r.handlerMu.Lock()
+	r.h.mu.Lock()
 	if r.isAbandoned() {
-		r.handlerMu.Unlock()
+		r.h.mu.Unlock()
 		return errAbandoned
 	}
-	r.inHandler = true
-	r.handlerMu.Unlock()
+	r.h.running = true
+	r.h.mu.Unlock()
 	done := make(chan error, 1)
 	go func() {
 		err := r.callHandler(b)
-		r.handlerMu.Lock()
-		r.inHandler = false
+		r.h.mu.Lock()
+		r.h.running = false
 		if r.isAbandoned() {
 			r.c.unstick(r)
 		}
-		r.handlerMu.Unlock()
+		r.h.mu.Unlock()
 		done <- err
 	}()
 	select {
 	case err := <-done:
 		return err
-	case <-r.abandoned:
+	case <-r.h.abandoned:
 		return errAbandoned
 	}
 }
@@ -169,17 +170,16 @@ func (r *leaseRunner) runStartHook() {
 	if fn == nil {
 		return
 	}
-	r.mu.Lock()
-	s := ShardStart{Stream: r.key.Stream, ShardID: r.shard, Checkpoint: r.lease.Checkpoint, SubSequence: r.lease.SubSequence}
-	r.mu.Unlock()
+	seq, sub, start := r.startsFrom()
+	s := ShardStart{Stream: r.key.Stream, ShardID: r.shard, Checkpoint: seq, SubSequence: sub}
 	if s.Checkpoint == "" {
 		s.SubSequence = -1
 		s.Position = r.c.cfg.position
 		if r.fromStart {
 			s.Position = TrimHorizon
 		}
-		if _, _, st := r.startsFrom(); !st.IsZero() {
-			s.Position = st.Position
+		if !start.IsZero() {
+			s.Position = start.Position
 		}
 	}
 	defer r.recoverHook("OnStart")
@@ -189,30 +189,11 @@ func (r *leaseRunner) runStartHook() {
 // runStopHook runs the stop hook once, with reason, or (reason empty) with the
 // reason the processor runStopHook for.
 func (r *leaseRunner) runStopHook(reason StopReason) {
-	if !r.stopHookRan.CompareAndSwap(false, true) {
+	if !r.end.hooked.CompareAndSwap(false, true) {
 		return
 	}
 	if reason == "" {
-		asked := false
-		select {
-		case <-r.quit:
-			asked = true
-		default:
-		}
-		switch {
-		case r.lost.Load():
-			reason = StopLost
-		case r.handedOff.Load():
-			reason = StopHandedOff
-		case asked || r.valid():
-			// Asked to stop, or the reader ended by itself (the shard is
-			// gone): the lease is released after the hook.
-			reason = StopShuttingDown
-		default:
-			// No write succeeded for a lease duration: the lease may be
-			// another worker's already.
-			reason = StopLost
-		}
+		reason = r.stopReason()
 	}
 	if reason == StopLost {
 		r.leaseCancel() // the handler's context ends before the hook runs
@@ -260,12 +241,12 @@ func (r *leaseRunner) process(batches <-chan *Batch) {
 			}
 			if !r.c.cfg.manualCheckpoint {
 				// A batch holds whole Kinesis records, aggregates included.
-				_ = r.mark(b.Records[len(b.Records)-1].SequenceNumber, -1)
+				_ = r.mark(position{b.Records[len(b.Records)-1].SequenceNumber, -1})
 			} else {
-				last := b.Records[len(b.Records)-1]
-				r.mu.Lock()
-				r.handedSeq, r.handedSub, r.hasHanded = last.SequenceNumber, last.SubSequenceNumber, true
-				r.mu.Unlock()
+				last := positionOf(b.Records[len(b.Records)-1])
+				r.k.mu.Lock()
+				r.k.handed, r.k.hasHanded = last, true
+				r.k.mu.Unlock()
 			}
 		}
 		if b.end {
@@ -333,4 +314,17 @@ func (r *leaseRunner) callHandler(b *Batch) (err error) {
 		}
 	}()
 	return r.c.handler(r.leaseCtx, b)
+}
+
+// handling is the state of a runner's handler calls, shared by the
+// processor, the handler's own goroutine and the watchdog as marked.
+type handling struct {
+	mu        sync.Mutex
+	running   bool          // (mu) a handler call is running
+	abandoned chan struct{} // closed (under mu) when the handler is given up on
+	// panicSeen is the panic site and batch of the last handler panic
+	// logged at Error (see logPanic); the processor's alone.
+	panicSeen string
+	stuckMu   sync.Mutex
+	stuck     *stuckState // (stuckMu) while the handler keeps failing on a batch
 }

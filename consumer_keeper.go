@@ -3,48 +3,152 @@ package shardlease
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
+
+	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/shardlease/shardlease/internal/backoff"
 	"github.com/shardlease/shardlease/internal/seqnum"
-	"go.opentelemetry.io/otel/attribute"
 )
 
+// The keeper makes every write to one lease row, on the runner's own
+// goroutine: renewals every renew interval, the checkpoints that ride on
+// them, the flushes a handler asks for, and at the end the final checkpoint
+// and the release. Every write takes one path: nextWrite picks it, send
+// makes it and records its outcome.
+//
+// A write that failed without a refusal may have landed with only its reply
+// lost. It is sent again as it was, first, before anything else: the store
+// then recognises it as this worker's own write, and the lease is timed
+// from when it was first sent, as a taker would time it. A refused write
+// (ErrLeaseLost) means the lease is lost; so does the cut-off passing with
+// no write succeeding (see cutoffDivisor): the handler's context is
+// cancelled before any taker may see the lease expired.
+
+// position is a place in a shard: a sequence number, and the sub-sequence
+// of a user record inside a KPL aggregate (-1 for a whole record).
+type position struct {
+	seq string
+	sub int64
+}
+
+// positionOf returns the position of rec.
+func positionOf(rec Record) position { return position{rec.SequenceNumber, rec.SubSequenceNumber} }
+
+// compare orders positions. Sequence numbers are decimal strings of up to
+// 128 bits; ShardEnd is after all; an empty one before all. A whole record
+// (sub -1) is after all its sub-records.
+func (p position) compare(q position) int {
+	if c := seqnum.Compare(p.seq, q.seq); c != 0 {
+		return c
+	}
+	wa, wb := p.sub < 0, q.sub < 0
+	switch {
+	case wa && wb:
+		return 0
+	case wa:
+		return 1
+	case wb:
+		return -1
+	case p.sub < q.sub:
+		return -1
+	case p.sub > q.sub:
+		return 1
+	}
+	return 0
+}
+
+// keeper is the state of a runner's one write path. Fields marked (mu) are
+// shared with the other goroutines of the runner under mu; the others are
+// the keeper goroutine's alone.
+type keeper struct {
+	mu         sync.Mutex
+	lease      Lease     // (mu) the handle: the row as the last write left it
+	validUntil time.Time // (mu) the cut-off, on this machine's monotonic clock
+	pending    position  // (mu) the checkpoint to write; moved forward by mark
+	written    position  // (mu) the checkpoint the row holds
+	handed     position  // (mu) manual checkpoints: the last record handled
+	hasHanded  bool      // (mu)
+	stopAt     time.Time // (mu) when the runner was told to stop
+	sealed     bool      // (mu) no checkpoint can be written any more
+
+	lastWrite time.Time // when the last successful write was sent
+	unsure    *attempt  // the last write, failed without a refusal
+
+	flushReq chan chan error // a handler's Flush, answered by the keeper
+	moved    chan struct{}   // poked when pending moves
+	done     chan struct{}   // closed once the keeper writes no more
+}
+
 // attempt is one write of the keeper: a checkpoint when dirty, else a
-// renewal.
+// renewal. again is set when it is a write sent before whose outcome is
+// unknown.
 type attempt struct {
-	seq    string
-	sub    int64
+	pos    position
 	dirty  bool
+	again  bool
 	expiry time.Time
 	sent   time.Time // when it was first sent: it may have landed then
 }
 
-func (r *leaseRunner) mark(seq string, sub int64) error {
-	if r.lost.Load() {
+// newKeeper returns the keeper of l, which a write sent at written made
+// ours until validUntil.
+func newKeeper(l Lease, validUntil, written time.Time) keeper {
+	at := position{l.Checkpoint, l.SubSequence}
+	return keeper{
+		lease: l, validUntil: validUntil, lastWrite: written,
+		pending: at, written: at,
+		flushReq: make(chan chan error),
+		moved:    make(chan struct{}, 1),
+		done:     make(chan struct{}),
+	}
+}
+
+// cutoff returns when the lease stops being surely ours.
+func (k *keeper) cutoff() time.Time {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.validUntil
+}
+
+// close marks the keeper done: no checkpoint is taken and no flush answered
+// any more.
+func (k *keeper) close() {
+	k.mu.Lock()
+	k.sealed = true
+	k.mu.Unlock()
+	close(k.done)
+}
+
+// mark moves the pending checkpoint forward to p (never back).
+func (r *leaseRunner) mark(p position) error {
+	if r.lost() {
 		return &LeaseError{Op: "checkpoint", Key: r.key, Err: ErrLeaseLost}
 	}
-	r.mu.Lock()
-	if r.sealed {
-		r.mu.Unlock()
+	k := &r.k
+	k.mu.Lock()
+	if k.sealed {
+		k.mu.Unlock()
 		return r.errReleased()
 	}
-	if comparePosition(seq, sub, r.pendSeq, r.pendSub) > 0 {
-		r.pendSeq, r.pendSub = seq, sub
+	if p.compare(k.pending) > 0 {
+		k.pending = p
 	}
-	r.mu.Unlock()
+	k.mu.Unlock()
 	select {
-	case r.cpMoved <- struct{}{}:
+	case k.moved <- struct{}{}:
 	default:
 	}
 	return nil
 }
 
+// flush asks the keeper to write now, and waits for the write.
 func (r *leaseRunner) flush(ctx context.Context) error {
 	reply := make(chan error, 1)
 	select {
-	case r.flushReq <- reply:
-	case <-r.keeperDone:
+	case r.k.flushReq <- reply:
+	case <-r.k.done:
 		return &LeaseError{Op: "flush", Key: r.key, Err: ErrLeaseLost}
 	case <-ctx.Done():
 		return ctx.Err()
@@ -57,154 +161,101 @@ func (r *leaseRunner) flush(ctx context.Context) error {
 	}
 }
 
-// comparePosition orders (sequence number, sub-sequence) pairs. Sequence
-// numbers are decimal strings of up to 128 bits; ShardEnd is after all; an
-// empty one before all. A whole record (sub -1) is after all its
-// sub-records.
-func comparePosition(seqA string, subA int64, seqB string, subB int64) int {
-	if c := seqnum.Compare(seqA, seqB); c != 0 {
-		return c
+// nextWrite returns the handle and the keeper's next write: the write whose
+// outcome is unknown, sent again as it was; else the pending checkpoint,
+// when the row does not hold it yet; else a renewal.
+func (r *leaseRunner) nextWrite() (Lease, attempt) {
+	k := &r.k
+	k.mu.Lock()
+	held, pending, dirty := k.lease, k.pending, k.pending != k.written
+	k.mu.Unlock()
+	if a := k.unsure; a != nil {
+		again := *a
+		again.again = true
+		return held, again
 	}
-	wa, wb := subA < 0, subB < 0
-	switch {
-	case wa && wb:
-		return 0
-	case wa:
-		return 1
-	case wb:
-		return -1
-	case subA < subB:
-		return -1
-	case subA > subB:
-		return 1
-	}
-	return 0
+	cfg := r.c.cfg
+	return held, attempt{pos: pending, dirty: dirty, expiry: cfg.wallClock().Add(cfg.leaseDuration), sent: time.Now()}
 }
 
-// keep does every write to the lease row: renewals, checkpoints riding on
-// them, flushes, and the final checkpoint and release.
+// send makes write a on held and records its outcome. On success the row as
+// written is the handle, the lease is ours until the cut-off after a.sent
+// (if a first attempt landed, the counter moved then), and a checkpoint it
+// carried is the row's. On failure a is kept to be sent again as it was.
+func (r *leaseRunner) send(ctx context.Context, held Lease, a attempt) (Lease, error) {
+	var next Lease
+	var err error
+	if a.dirty {
+		next, err = r.c.store.Checkpoint(ctx, held, a.pos.seq, a.pos.sub, a.expiry)
+	} else {
+		next, err = r.c.store.Renew(ctx, held, a.expiry)
+	}
+	k := &r.k
+	if err != nil {
+		a.again = false
+		k.unsure = &a
+		return Lease{}, err
+	}
+	k.unsure = nil
+	k.mu.Lock()
+	k.lease = next
+	k.validUntil = r.c.cfg.cutoff(a.sent)
+	if a.dirty {
+		k.written = a.pos
+	}
+	k.mu.Unlock()
+	k.lastWrite = a.sent
+	return next, nil
+}
+
+// keep renews the lease (checkpoints riding on renewals) and answers
+// flushes until the runner stops, then makes the final write (finish).
 func (r *leaseRunner) keep(parent context.Context) {
 	cfg := r.c.cfg
 	wctx := WithHolderLeaseDuration(context.WithoutCancel(parent), cfg.leaseDuration)
 	tick := time.NewTicker(cfg.checkpointFlush)
 	defer tick.Stop()
-	retry := time.NewTimer(0)
-	if !retry.Stop() {
-		<-retry.C
-	}
+	retry := time.NewTimer(time.Hour)
+	retry.Stop()
 	defer retry.Stop()
 	bo := backoff.Backoff{Min: min(cfg.retryMin, cfg.renewInterval/4), Max: cfg.renewInterval / 3}
-	lastWrite := r.lastWrite
 	// cut fires at the cut-off: no write succeeded for almost a lease
 	// duration, so the handler's context is cancelled now, before any
 	// taker may see the lease expired.
-	r.mu.Lock()
-	cut := time.NewTimer(time.Until(r.validUntil))
-	r.mu.Unlock()
+	cut := time.NewTimer(time.Until(r.k.cutoff()))
 	defer cut.Stop()
-
-	write := func(force bool) error {
-		r.mu.Lock()
-		held := r.lease
-		seq, sub := r.pendSeq, r.pendSub
-		dirty := seq != r.wroteSeq || sub != r.wroteSub
-		r.mu.Unlock()
-		expiry, sent := cfg.wallClock().Add(cfg.leaseDuration), time.Now()
-		if a := r.unsure; a != nil {
-			// If the first attempt landed, the row's counter moved then, and
-			// the lease is ours for a lease duration from then only.
-			seq, sub, dirty, expiry, sent, force = a.seq, a.sub, a.dirty, a.expiry, a.sent, true
+	// renew writes when due and reports whether the keeper must stop.
+	renew := func(force bool) (stop bool) {
+		err := r.renew(wctx, force, cut)
+		if err == nil {
+			bo.Reset()
+			return false
 		}
-		if !dirty && !force && time.Since(lastWrite)+cfg.checkpointFlush/2 < cfg.renewInterval {
-			return nil
-		}
-		ctx, cancel := context.WithTimeout(wctx, cfg.renewInterval)
-		defer cancel()
-		var next Lease
-		var err error
-		if dirty {
-			next, err = r.c.store.Checkpoint(ctx, held, seq, sub, expiry)
-		} else {
-			next, err = r.c.store.Renew(ctx, held, expiry)
-		}
-		if err != nil {
-			r.unsure = &attempt{seq: seq, sub: sub, dirty: dirty, expiry: expiry, sent: sent}
-			return err
-		}
-		r.unsure = nil
-		r.mu.Lock()
-		r.lease = next
-		r.validUntil = cfg.cutoff(sent)
-		cut.Reset(time.Until(r.validUntil))
-		if dirty {
-			r.wroteSeq, r.wroteSub = seq, sub
-		}
-		r.mu.Unlock()
-		lastWrite = sent
-		r.c.ins.renewDuration.Record(wctx, seconds(time.Since(sent)), r.c.ins.attrs(attribute.Bool("checkpoint", dirty)))
-		if dirty {
-			r.log.Debug("checkpoint written", "checkpoint", seq, "sub", sub, "counter", next.Counter)
-		}
-		if next.HandoffTo != "" {
-			r.handOff(next.HandoffTo)
-		}
-		if next.Note != held.Note {
-			r.c.sendNote(r.shard, next.Note)
-		}
-		return nil
+		return r.writeFailed(err, retry, &bo)
 	}
-	// failed handles a failed write and reports whether the keeper must stop.
-	failed := func(err error) bool {
-		if errors.Is(err, ErrLeaseLost) {
-			r.markLost("a write was refused", err)
-			return true
-		}
-		if isFatal(err) {
-			r.log.Error("lease table unusable", "err", err)
-			r.markLost("the lease table is unusable", err)
-			return true
-		}
-		if !r.valid() {
-			r.markLost("no write succeeded for a whole lease duration", err)
-			return true
-		}
-		r.c.count(evWriteFailure, 1)
-		r.log.Warn("lease write failed; retrying", "err", err)
-		retry.Reset(bo.Next())
-		return false
-	}
-
 	for {
 		select {
 		case <-tick.C:
-			if err := write(false); err != nil {
-				if failed(err) {
-					return
-				}
-				continue
-			}
-			bo.Reset()
-		case <-retry.C:
-			if err := write(true); err != nil {
-				if failed(err) {
-					return
-				}
-				continue
-			}
-			bo.Reset()
-		case reply := <-r.flushReq:
-			err := write(true)
-			if err != nil && failed(err) {
-				reply <- err
+			if renew(false) {
 				return
 			}
+		case <-retry.C:
+			if renew(true) {
+				return
+			}
+		case reply := <-r.k.flushReq:
+			err := r.renew(wctx, true, cut)
+			stop := err != nil && r.writeFailed(err, retry, &bo)
 			reply <- err
+			if stop {
+				return
+			}
 		case <-cut.C:
 			if !r.valid() {
 				r.markLost("no write succeeded since the cut-off, a margin before the lease could expire", nil)
 				return
 			}
-		case <-r.abandoned:
+		case <-r.h.abandoned:
 			return
 		case <-r.procDone:
 			if r.isAbandoned() {
@@ -219,17 +270,69 @@ func (r *leaseRunner) keep(parent context.Context) {
 	}
 }
 
+// renew makes the keeper's next write when one is due: forced (a retry or a
+// flush), a write to send again, a pending checkpoint, or the renew
+// interval (less half a checkpoint interval) since the last write. It
+// answers a handoff request or a note the written row carries.
+func (r *leaseRunner) renew(ctx context.Context, force bool, cut *time.Timer) error {
+	cfg := r.c.cfg
+	held, a := r.nextWrite()
+	if !a.dirty && !force && !a.again && time.Since(r.k.lastWrite)+cfg.checkpointFlush/2 < cfg.renewInterval {
+		return nil
+	}
+	wctx, cancel := context.WithTimeout(ctx, cfg.renewInterval)
+	defer cancel()
+	next, err := r.send(wctx, held, a)
+	if err != nil {
+		return err
+	}
+	cut.Reset(time.Until(r.k.cutoff()))
+	r.c.ins.renewDuration.Record(ctx, seconds(time.Since(a.sent)), r.c.ins.attrs(attribute.Bool("checkpoint", a.dirty)))
+	if a.dirty {
+		r.log.Debug("checkpoint written", "checkpoint", a.pos.seq, "sub", a.pos.sub, "counter", next.Counter)
+	}
+	if next.HandoffTo != "" {
+		r.handOff(next.HandoffTo)
+	}
+	if next.Note != held.Note {
+		r.c.sendNote(r.shard, next.Note)
+	}
+	return nil
+}
+
+// writeFailed handles a failed renewal and reports whether the keeper must
+// stop: a refusal or an unusable table loses the lease, as does a lease no
+// longer surely ours; anything else is retried after a backoff.
+func (r *leaseRunner) writeFailed(err error, retry *time.Timer, bo *backoff.Backoff) bool {
+	switch {
+	case errors.Is(err, ErrLeaseLost):
+		r.markLost("a write was refused", err)
+		return true
+	case isFatal(err):
+		r.log.Error("lease table unusable", "err", err)
+		r.markLost("the lease table is unusable", err)
+		return true
+	case !r.valid():
+		r.markLost("no write succeeded for a whole lease duration", err)
+		return true
+	}
+	r.c.count(evWriteFailure, 1)
+	r.log.Warn("lease write failed; retrying", "err", err)
+	retry.Reset(bo.Next())
+	return false
+}
+
 // finish writes the final checkpoint and releases the lease (to the
-// requested taker during a handoff).
+// requested taker during a handoff), within the grace period counted from
+// the stop, handler time included.
 func (r *leaseRunner) finish(wctx context.Context) {
-	if r.lost.Load() {
+	if r.lost() {
 		return
 	}
 	cfg := r.c.cfg
-	// The grace period counts from the stop, handler time included.
-	r.mu.Lock()
-	from := r.stopAt
-	r.mu.Unlock()
+	r.k.mu.Lock()
+	from := r.k.stopAt
+	r.k.mu.Unlock()
 	if from.IsZero() {
 		from = time.Now()
 	}
@@ -242,58 +345,13 @@ func (r *leaseRunner) finish(wctx context.Context) {
 	acancel()
 	bo := backoff.Backoff{Min: cfg.retryMin, Max: cfg.retryMax}
 	for {
-		r.mu.Lock()
-		held := r.lease
-		seq, sub := r.pendSeq, r.pendSub
-		dirty := seq != r.wroteSeq || sub != r.wroteSub
-		r.mu.Unlock()
-		expiry, renew := cfg.wallClock().Add(cfg.leaseDuration), false
-		if a := r.unsure; a != nil {
-			// Send the write whose outcome is unknown again first.
-			seq, sub, dirty, expiry, renew = a.seq, a.sub, a.dirty, a.expiry, !a.dirty
-		}
-		var err error
-		if dirty || renew {
-			var next Lease
-			if dirty {
-				next, err = r.c.store.Checkpoint(ctx, held, seq, sub, expiry)
-			} else {
-				next, err = r.c.store.Renew(ctx, held, expiry)
-			}
-			if err == nil {
-				r.unsure = nil
-				r.mu.Lock()
-				r.lease = next
-				if dirty {
-					r.wroteSeq, r.wroteSub = seq, sub
-				}
-				r.mu.Unlock()
-				continue
-			}
-			if r.unsure == nil {
-				r.unsure = &attempt{seq: seq, sub: sub, dirty: dirty, expiry: expiry, sent: time.Now()}
-			}
-		} else {
-			r.mu.Lock()
-			if r.pendSeq != seq || r.pendSub != sub {
-				r.mu.Unlock()
-				continue // a checkpoint came in meanwhile: write it first
-			}
-			r.sealed = true
-			r.mu.Unlock()
-			var released Lease
-			if r.endedShard.Load() {
-				// A finished shard is nobody's work: free it rather than hand it over.
-				held.HandoffTo = ""
-			}
-			released, err = r.c.store.Release(ctx, held)
-			if err == nil {
-				r.c.count(evReleased, 1)
-				r.log.Info("lease released", "checkpoint", seq, "to", released.Owner, "counter", released.Counter)
-				return
-			}
-		}
-		if errors.Is(err, ErrLeaseLost) || isFatal(err) || !r.valid() {
+		released, err := r.finalWrite(ctx)
+		switch {
+		case released:
+			return
+		case err == nil:
+			continue
+		case errors.Is(err, ErrLeaseLost) || isFatal(err) || !r.valid():
 			r.markLost("the final write was refused", err)
 			return
 		}
@@ -305,25 +363,83 @@ func (r *leaseRunner) finish(wctx context.Context) {
 	}
 }
 
+// finalWrite makes one step of the final write: the next write while one is
+// due (a pending checkpoint, or a write to send again), else the release,
+// once no checkpoint can come in any more. It reports whether the lease was
+// released.
+func (r *leaseRunner) finalWrite(ctx context.Context) (released bool, err error) {
+	held, a := r.nextWrite()
+	if a.dirty || a.again {
+		_, err := r.send(ctx, held, a)
+		return false, err
+	}
+	k := &r.k
+	k.mu.Lock()
+	if k.pending != a.pos {
+		k.mu.Unlock()
+		return false, nil // a checkpoint came in meanwhile: write it first
+	}
+	k.sealed = true
+	k.mu.Unlock()
+	if r.end.get() == stopShardEnd {
+		// A finished shard is nobody's work: free it rather than hand it over.
+		held.HandoffTo = ""
+	}
+	row, err := r.c.store.Release(ctx, held)
+	if err != nil {
+		return false, err
+	}
+	r.c.count(evReleased, 1)
+	r.log.Info("lease released", "checkpoint", a.pos.seq, "to", row.Owner, "counter", row.Counter)
+	return true, nil
+}
+
+// awaitCheckpoint waits until the pending checkpoint reaches target, and
+// reports whether it did before stop or abort was closed.
+func (r *leaseRunner) awaitCheckpoint(target position, stop, abort <-chan struct{}) bool {
+	for {
+		r.k.mu.Lock()
+		done := r.k.pending.compare(target) >= 0
+		r.k.mu.Unlock()
+		if done {
+			return true
+		}
+		select {
+		case <-r.k.moved:
+		case <-stop:
+			return false
+		case <-abort:
+			return false
+		}
+	}
+}
+
 // awaitManualCheckpoints waits, with manual checkpoints, until the handler
 // checkpointed every record it accepted, or ctx ends: the final write then
 // carries the work finished during the stop.
 func (r *leaseRunner) awaitManualCheckpoints(ctx context.Context) {
-	if !r.c.cfg.manualCheckpoint || r.endedShard.Load() {
+	if !r.c.cfg.manualCheckpoint || r.end.get() == stopShardEnd {
 		return
 	}
-	for {
-		r.mu.Lock()
-		done := !r.hasHanded || comparePosition(r.pendSeq, r.pendSub, r.handedSeq, r.handedSub) >= 0
-		r.mu.Unlock()
-		if done {
-			return
-		}
-		select {
-		case <-r.cpMoved:
-		case <-ctx.Done():
-			r.log.Warn("stopping before the handler checkpointed every record it accepted; the rest is handed again to the next holder")
+	r.k.mu.Lock()
+	handed, has := r.k.handed, r.k.hasHanded
+	r.k.mu.Unlock()
+	if has && !r.awaitCheckpoint(handed, ctx.Done(), nil) {
+		r.log.Warn("stopping before the handler checkpointed every record it accepted; the rest is handed again to the next holder")
+	}
+}
+
+// endShard records SHARD_END once the last batch is processed (in manual
+// mode: once the handler checkpointed its last record).
+func (r *leaseRunner) endShard(b *Batch) {
+	if r.c.cfg.manualCheckpoint && len(b.Records) > 0 {
+		if !r.awaitCheckpoint(positionOf(b.Records[len(b.Records)-1]), r.quit, r.leaseCtx.Done()) {
 			return
 		}
 	}
+	r.k.mu.Lock()
+	r.k.pending = position{ShardEnd, -1}
+	r.k.mu.Unlock()
+	r.end.raise(stopShardEnd)
+	r.log.Info("shard read to its end")
 }

@@ -37,13 +37,13 @@ type stuckState struct {
 func (r *leaseRunner) retrying(b *Batch, since time.Time, attempt int, err error) {
 	first := b.Records[0]
 	now := time.Now()
-	r.stuckMu.Lock()
+	r.h.stuckMu.Lock()
 	s := r.stuckOn(first, since)
 	due := r.c.cfg.maxAttempts == 0 && attempt >= stuckLogAfter && (s.logged.IsZero() || now.Sub(s.logged) >= stuckLogEvery)
 	if due {
 		s.logged = now
 	}
-	r.stuckMu.Unlock()
+	r.h.stuckMu.Unlock()
 	r.c.learnRetention()
 	if !due {
 		return
@@ -56,20 +56,20 @@ func (r *leaseRunner) retrying(b *Batch, since time.Time, attempt int, err error
 }
 
 // stuckOn returns the stuck state, starting it (stuck on rec since since)
-// if there is none. r.stuckMu is held.
+// if there is none. r.h.stuckMu is held.
 func (r *leaseRunner) stuckOn(rec Record, since time.Time) *stuckState {
-	if r.stuckAt == nil {
-		r.stuckAt = &stuckState{since: since, seq: rec.SequenceNumber, arrival: rec.ApproximateArrivalTimestamp}
+	if r.h.stuck == nil {
+		r.h.stuck = &stuckState{since: since, seq: rec.SequenceNumber, arrival: rec.ApproximateArrivalTimestamp}
 	}
-	return r.stuckAt
+	return r.h.stuck
 }
 
 // unstuck clears the stuck state once the batch is done.
 func (r *leaseRunner) unstuck() {
-	r.stuckMu.Lock()
-	s := r.stuckAt
-	r.stuckAt = nil
-	r.stuckMu.Unlock()
+	r.h.stuckMu.Lock()
+	s := r.h.stuck
+	r.h.stuck = nil
+	r.h.stuckMu.Unlock()
 	if s != nil && !s.logged.IsZero() {
 		r.log.Info("shard moving again", "sequence", s.seq, "stuck_for", time.Since(s.since).Round(time.Millisecond))
 	}
@@ -78,9 +78,9 @@ func (r *leaseRunner) unstuck() {
 // stuck returns how long the runner has been stuck and how long until the
 // record it is stuck on ages out (ok false when not stuck).
 func (r *leaseRunner) stuck(now time.Time) (stuckFor, left time.Duration, knowLeft, ok bool) {
-	r.stuckMu.Lock()
-	s := r.stuckAt
-	r.stuckMu.Unlock()
+	r.h.stuckMu.Lock()
+	s := r.h.stuck
+	r.h.stuckMu.Unlock()
 	if s == nil {
 		return 0, 0, false, false
 	}
@@ -129,8 +129,7 @@ func (r *leaseRunner) isolate(b *Batch, recs []Record, failed int, err error) bo
 
 // progress checkpoints the last of recs, which are done.
 func (r *leaseRunner) progress(recs []Record) {
-	last := recs[len(recs)-1]
-	_ = r.mark(last.SequenceNumber, last.SubSequenceNumber)
+	_ = r.mark(positionOf(recs[len(recs)-1]))
 }
 
 // part is a batch of some of b's records.
@@ -191,9 +190,9 @@ func (r *leaseRunner) deadLetter(recs []Record, err error) bool {
 			break
 		}
 		// Stuck until the callback succeeds: report it as such.
-		r.stuckMu.Lock()
+		r.h.stuckMu.Lock()
 		r.stuckOn(recs[0], since)
-		r.stuckMu.Unlock()
+		r.h.stuckMu.Unlock()
 		r.c.learnRetention()
 		r.log.Error("dead-letter callback failed; calling it again, the checkpoint stays before the records",
 			"records", len(recs), "first", recs[0].SequenceNumber, "attempt", bo.Attempts()+1, "err", cerr)

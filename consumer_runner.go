@@ -8,149 +8,116 @@ import (
 	"time"
 )
 
-// leaseRunner holds one lease: a keeper goroutine does every write to the
-// row, a reader (see shardReader) reads the shard one batch ahead, and a
-// processor hands batches to the handler.
+// A lease runner holds one lease, from the write that made it this worker's
+// until the release that gives it up, or until it is lost:
+//
+//	launch ─► reading ─┬─ stop (Run ends) ──┐
+//	          keeper   ├─ handOff (taker) ──┼─► stopping ─► final write ─► released
+//	          reader   └─ shard read to its ┘   handler      checkpoint,   (to the taker,
+//	          handler     end                   finishes     then release  or free)
+//	                                            its batch
+//	reading, stopping ─► lost: a write refused, or no write for the cut-off.
+//	                     The handler's context is cancelled at once, the stop
+//	                     hook runs, nothing more is written.
+//	stopping, lost ───► abandoned: the handler is deaf past the grace period.
+//	                     No write at all: the lease expires for the others.
+//
+// Four goroutines: the keeper (run's own, consumer_keeper.go) makes every
+// write to the row; the reader reads the shard one batch ahead; the
+// processor hands batches to the handler, which runs on a goroutine of its
+// own so that it can be abandoned (consumer_handler.go); the watchdog
+// enforces the grace period. Why the runner stops is one cause (ending),
+// set by the first request and raised only by a graver one.
+
+// leaseRunner holds one lease (see the top of this file).
 type leaseRunner struct {
+	// Set by newLeaseRunner; never written after.
 	c         *Consumer
 	shard     string
 	key       LeaseKey
-	fromStart bool
-	// taken is the lease as this worker took it: where its reader starts.
-	// Set before the runner starts; never written after.
-	taken Lease
-	log   *slog.Logger
+	fromStart bool  // a parent was read by this application: read from the start
+	taken     Lease // the lease as this worker took it: where its reader starts
+	log       *slog.Logger
 
-	leaseCtx    context.Context // cancelled when the lease is lost or aborted
+	// leaseCtx is the handler's context: cancelled when the lease is lost,
+	// at the cut-off, and when the grace period runs out.
+	leaseCtx    context.Context
 	leaseCancel context.CancelFunc
-	quit        chan struct{} // closed to stop after the batch in hand
-	quitOnce    sync.Once
-	procDone    chan struct{}
-	readDone    chan struct{} // closed when the reader has returned
-	keeperDone  chan struct{}
-	flushReq    chan chan error
-	cpMoved     chan struct{} // poked when the pending checkpoint moves
 
-	mu         sync.Mutex
-	lease      Lease     // the handle, kept by the keeper
-	validUntil time.Time // monotonic: the lease is ours until then
-	pendSeq    string    // pending checkpoint; written when it differs
-	pendSub    int64
-	wroteSeq   string
-	wroteSub   int64
-	lastWrite  time.Time // when the last successful write was sent (keeper only)
+	k   keeper   // the one write path (consumer_keeper.go)
+	end ending   // why the runner stops
+	h   handling // the handler's goroutine and its watchdog (consumer_handler.go)
 
-	behind atomic.Int64 // MillisBehindLatest of the last read; -1 before the first
-	// panicSeen is the panic site and batch of the last handler panic
-	// logged at Error (see logPanic); handler goroutine only.
-	panicSeen string
-	// unsure is the keeper's last write, which failed without a refusal:
-	// it may have landed with only its reply lost. It is sent again as it
-	// was, so that the store can recognise it as this worker's own write.
-	// Only the keeper goroutine uses it.
-	unsure *attempt
+	quit     chan struct{} // closed by stop: finish the batch in hand
+	quitOnce sync.Once
+	procDone chan struct{} // closed by the processor once the stop hook ran
+	readDone chan struct{} // closed by the reader once it holds nothing open
 
-	lost       atomic.Bool
-	handedOff  atomic.Bool
-	endedShard atomic.Bool
-
-	// abandoned is closed when the handler is given up on (bounds.go).
-	abandoned chan struct{}
-	handlerMu sync.Mutex
-	inHandler bool // a handler call is running (under handlerMu)
-
-	// stopAt is when the runner was told to stop (under mu); sealed is set
-	// (under mu) once no checkpoint can be written any more; handed is the
-	// last record the handler returned nil for (manual checkpoints).
-	stopAt    time.Time
-	sealed    bool
-	handedSeq string
-	handedSub int64
-	hasHanded bool
-
-	stuckMu     sync.Mutex
-	stuckAt     *stuckState // while the handler keeps failing on a batch (retry.go)
-	stopHookRan atomic.Bool // hooks.go
-	rejected    atomic.Bool // Kinesis refused the checkpoint (see ErrCheckpointRejected)
+	behind   atomic.Int64 // reader: MillisBehindLatest of the last read; -1 before the first
+	rejected atomic.Bool  // reader: Kinesis refused the checkpoint (see ErrCheckpointRejected)
 }
+
+// stopCause is why a runner stops. Causes are ordered by gravity: a graver
+// one replaces a lighter one, never the reverse.
+type stopCause uint32
+
+const (
+	// stillRunning: no stop was asked for.
+	stillRunning stopCause = iota
+	// stopAsked: Run is shutting down.
+	stopAsked
+	// stopHandoff: another worker asked for the lease; the release goes to it.
+	stopHandoff
+	// stopShardEnd: the shard was read to its end; SHARD_END is written and
+	// the lease freed (a finished shard is nobody's work).
+	stopShardEnd
+	// stopLost: the lease is no longer ours; nothing more may be written.
+	stopLost
+)
+
+// ending is a runner's stop cause, and whether its stop hook ran.
+type ending struct {
+	cause  atomic.Uint32
+	hooked atomic.Bool
+}
+
+// raise sets the cause to c unless it is as grave already; it reports
+// whether it did.
+func (e *ending) raise(c stopCause) bool {
+	for {
+		old := e.cause.Load()
+		if stopCause(old) >= c {
+			return false
+		}
+		if e.cause.CompareAndSwap(old, uint32(c)) {
+			return true
+		}
+	}
+}
+
+// get returns the cause.
+func (e *ending) get() stopCause { return stopCause(e.cause.Load()) }
 
 // newLeaseRunner returns a runner for l, which this worker's write sent at
 // written made its own: the lease is ours for a lease duration from then.
 func newLeaseRunner(c *Consumer, l Lease, fromStart bool, written time.Time) *leaseRunner {
-	validUntil := c.cfg.cutoff(written)
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &leaseRunner{
 		c: c, shard: l.Key.Shard, key: l.Key, fromStart: fromStart, taken: l,
 		log:      c.log.With("shard", l.Key.Shard),
 		leaseCtx: ctx, leaseCancel: cancel,
-		quit:       make(chan struct{}),
-		procDone:   make(chan struct{}),
-		readDone:   make(chan struct{}),
-		keeperDone: make(chan struct{}),
-		flushReq:   make(chan chan error),
-		cpMoved:    make(chan struct{}, 1),
-		abandoned:  make(chan struct{}),
-		lease:      l,
-		validUntil: validUntil,
-		lastWrite:  written,
-		pendSeq:    l.Checkpoint, pendSub: l.SubSequence,
-		wroteSeq: l.Checkpoint, wroteSub: l.SubSequence,
+		k:        newKeeper(l, c.cfg.cutoff(written), written),
+		h:        handling{abandoned: make(chan struct{})},
+		quit:     make(chan struct{}),
+		procDone: make(chan struct{}),
+		readDone: make(chan struct{}),
 	}
 	r.behind.Store(-1)
 	return r
 }
 
-// stop asks the runner to finish the batch in hand, write its checkpoint
-// and release the lease.
-func (r *leaseRunner) stop() {
-	r.quitOnce.Do(func() {
-		r.mu.Lock()
-		r.stopAt = time.Now()
-		r.mu.Unlock()
-		close(r.quit)
-	})
-}
-
-// handOff stops the runner after the batch in hand and makes its release
-// go to taker. The request stays on the row until the release, so the
-// handle may carry it before a renewal has returned it.
-func (r *leaseRunner) handOff(taker string) {
-	r.mu.Lock()
-	if r.lease.HandoffTo == "" {
-		r.lease.HandoffTo = taker
-	}
-	r.mu.Unlock()
-	if r.handedOff.CompareAndSwap(false, true) {
-		r.log.Info("handoff requested by " + taker + "; finishing the batch in hand")
-		r.stop()
-	}
-}
-
-func (r *leaseRunner) markLost(reason string, err error) {
-	if r.lost.CompareAndSwap(false, true) {
-		r.c.count(evLost, 1)
-		r.mu.Lock()
-		counter := r.lease.Counter
-		r.mu.Unlock()
-		r.log.Warn("lease lost: "+reason, "counter", counter, "err", err)
-	}
-	// The handler's context first: the stop hook must find it cancelled.
-	r.leaseCancel()
-	r.stop()
-}
-
-// valid reports whether the lease is still surely ours: not lost, and the
-// cut-off (a margin before a lease duration after the last successful write
-// was sent) has not passed.
-func (r *leaseRunner) valid() bool {
-	if r.lost.Load() {
-		return false
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return time.Now().Before(r.validUntil)
-}
-
+// run runs the lease until it is released or lost; the keeper's loop runs
+// on the caller's goroutine, the reader, processor and watchdog on their own.
 func (r *leaseRunner) run(parent context.Context) {
 	batches := make(chan *Batch)
 	fetchCtx, fetchCancel := context.WithCancel(r.leaseCtx)
@@ -169,41 +136,86 @@ func (r *leaseRunner) run(parent context.Context) {
 	})
 	wg.Go(r.watchdog)
 	r.keep(parent)
-	r.mu.Lock()
-	r.sealed = true
-	r.mu.Unlock()
-	close(r.keeperDone)
+	r.k.close()
 	fetchCancel()
 	wg.Wait()
 	r.leaseCancel()
 }
 
-// endShard records SHARD_END once the last batch is processed (in manual
-// mode: once the handler checkpointed its last record).
-func (r *leaseRunner) endShard(b *Batch) {
-	if r.c.cfg.manualCheckpoint && len(b.Records) > 0 {
-		last := b.Records[len(b.Records)-1]
-		for {
-			r.mu.Lock()
-			done := comparePosition(r.pendSeq, r.pendSub, last.SequenceNumber, last.SubSequenceNumber) >= 0
-			r.mu.Unlock()
-			if done {
-				break
-			}
-			select {
-			case <-r.cpMoved:
-			case <-r.quit:
-				return
-			case <-r.leaseCtx.Done():
-				return
-			}
-		}
+// stop asks the runner to finish the batch in hand, write its checkpoint
+// and release the lease.
+func (r *leaseRunner) stop() {
+	r.end.raise(stopAsked)
+	r.quitOnce.Do(func() {
+		r.k.mu.Lock()
+		r.k.stopAt = time.Now()
+		r.k.mu.Unlock()
+		close(r.quit)
+	})
+}
+
+// handOff stops the runner after the batch in hand and makes its release
+// go to taker. The request stays on the row until the release, so the
+// handle may carry it before a renewal has returned it.
+func (r *leaseRunner) handOff(taker string) {
+	r.k.mu.Lock()
+	if r.k.lease.HandoffTo == "" {
+		r.k.lease.HandoffTo = taker
 	}
-	r.mu.Lock()
-	r.pendSeq, r.pendSub = ShardEnd, -1
-	r.mu.Unlock()
-	r.endedShard.Store(true)
-	r.log.Info("shard read to its end")
+	r.k.mu.Unlock()
+	if r.end.raise(stopHandoff) {
+		r.log.Info("handoff requested by " + taker + "; finishing the batch in hand")
+		r.stop()
+	}
+}
+
+// markLost records that the lease is no longer ours: the handler's context
+// is cancelled and the runner stops, writing nothing more.
+func (r *leaseRunner) markLost(reason string, err error) {
+	if r.end.raise(stopLost) {
+		r.c.count(evLost, 1)
+		r.k.mu.Lock()
+		counter := r.k.lease.Counter
+		r.k.mu.Unlock()
+		r.log.Warn("lease lost: "+reason, "counter", counter, "err", err)
+	}
+	// The handler's context first: the stop hook must find it cancelled.
+	r.leaseCancel()
+	r.stop()
+}
+
+// lost reports whether the lease was lost.
+func (r *leaseRunner) lost() bool { return r.end.get() == stopLost }
+
+// valid reports whether the lease is still surely ours: not lost, and the
+// cut-off (a margin before a lease duration after the last successful write
+// was sent) has not passed.
+func (r *leaseRunner) valid() bool {
+	if r.lost() {
+		return false
+	}
+	return time.Now().Before(r.k.cutoff())
+}
+
+// stopReason is what the stop hook is told when the processor stops: the
+// cause, or for a reader that ended by itself (the shard is gone) shutting
+// down while the lease is still surely ours, and lost once no write
+// succeeded for a lease duration (it may be another worker's already).
+func (r *leaseRunner) stopReason() StopReason {
+	switch r.end.get() {
+	case stopLost:
+		return StopLost
+	case stopShardEnd:
+		return StopShardEnded
+	case stopHandoff:
+		return StopHandedOff
+	case stopAsked:
+		return StopShuttingDown
+	}
+	if r.valid() {
+		return StopShuttingDown
+	}
+	return StopLost
 }
 
 // errReleased is the cause of a manual checkpoint made after the lease was

@@ -279,12 +279,12 @@ func (sc *scheduler) forget(r *leaseRunner) {
 	if r.rejected.Load() {
 		sc.refused[r.shard] = time.Now()
 	}
-	if r.endedShard.Load() {
+	if cause := r.end.get(); cause == stopShardEnd {
 		// The children's rows are made and taken now, not at the
 		// coordinator's next shard sync: this worker lists until done.
 		sc.cd.catchUp = true
 		sc.poke(sc.resync)
-	} else if r.lost.Load() {
+	} else if cause == stopLost {
 		sc.poke(sc.wake)
 	}
 }
