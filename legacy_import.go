@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -17,6 +16,7 @@ import (
 	kinesistypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/shardlease/shardlease/internal/backoff"
+	"github.com/shardlease/shardlease/internal/foreign"
 	"github.com/shardlease/shardlease/internal/seqnum"
 )
 
@@ -221,17 +221,6 @@ func (e *ImportSchemaError) Is(target error) bool { return target == ErrBadTable
 
 const shardleaseTableLook = "a shardlease lease table"
 
-// foreignRow is one row of a foreign table as Import reads it.
-type foreignRow struct {
-	shard      string
-	checkpoint string // as shardlease writes it, or the raw value when skip is set
-	sub        int64
-	parents    []string
-	skip       string // why the row is not copied; empty to copy it
-	noProgress bool   // skipped because the source holds no progress for the shard
-	epoch      int64  // KCL multi-stream: the stream's creation epoch
-}
-
 // Import copies each shard's progress from fromTable, a table of another
 // library in the given format, into the lease table of to for stream, so
 // that a service moving to shardlease resumes where it stopped. dynamo reads
@@ -331,7 +320,7 @@ func Import(ctx context.Context, dynamo DynamoDBAPI, kin KinesisAPI, format Impo
 		byShard[l.Key.Shard] = l
 	}
 	for _, r := range rows {
-		if l, ok := byShard[r.shard]; ok && r.skip == "" && l.Checkpoint == "" && l.Owner != "" {
+		if l, ok := byShard[r.Shard]; ok && r.Skip == "" && l.Checkpoint == "" && l.Owner != "" {
 			return nil, errorf("shardlease: import %s table %s: nothing was written: %w", format, fromTable, heldDuringImport(to.table, l))
 		}
 	}
@@ -339,19 +328,19 @@ func Import(ctx context.Context, dynamo DynamoDBAPI, kin KinesisAPI, format Impo
 	rep := &ImportReport{Stream: stream, FromTable: fromTable, ToTable: to.table, Format: format}
 	inSource := map[string]bool{}
 	for _, r := range rows {
-		inSource[r.shard] = true
-		res := ImportResult{Shard: r.shard, Checkpoint: r.checkpoint, Action: ImportSkipped, Reason: r.skip}
-		if r.noProgress {
-			res.Reason += "; " + startsAt(r.shard, shards, byShard)
+		inSource[r.Shard] = true
+		res := ImportResult{Shard: r.Shard, Checkpoint: r.Checkpoint, Action: ImportSkipped, Reason: r.Skip}
+		if r.NoProgress {
+			res.Reason += "; " + startsAt(r.Shard, shards, byShard)
 		}
-		if r.skip == "" {
-			l, exists := byShard[r.shard]
+		if r.Skip == "" {
+			l, exists := byShard[r.Shard]
 			if !exists {
-				l = Lease{Key: LeaseKey{Stream: stream, Shard: r.shard}}
+				l = Lease{Key: LeaseKey{Stream: stream, Shard: r.Shard}}
 			}
 			res.Action, res.Reason, err = to.importRow(ctx, l, exists, r, fromTable)
 			if err != nil {
-				return rep, errorf("shardlease: import %s table %s into table %s, stream %s, shard %s: %w", format, fromTable, to.table, stream, r.shard, err)
+				return rep, errorf("shardlease: import %s table %s into table %s, stream %s, shard %s: %w", format, fromTable, to.table, stream, r.Shard, err)
 			}
 		}
 		rep.Results = append(rep.Results, res)
@@ -405,29 +394,29 @@ func startsAt(shard string, shards map[string]kinesistypes.Shard, own map[string
 // and returns an ImportMismatchError if any does not fit. It sets each such
 // row's parents to the stream's, and with force marks rows of unlisted
 // shards skipped.
-func checkAgainstStream(ctx context.Context, kin KinesisAPI, format ImportFormat, from, stream string, rows []foreignRow, shards map[string]kinesistypes.Shard, force bool) error {
+func checkAgainstStream(ctx context.Context, kin KinesisAPI, format ImportFormat, from, stream string, rows []foreign.Row, shards map[string]kinesistypes.Shard, force bool) error {
 	mismatch := &ImportMismatchError{Format: format, FromTable: from, Stream: stream}
 	for i := range rows {
 		r := &rows[i]
-		if r.skip != "" {
+		if r.Skip != "" {
 			continue
 		}
-		sh, ok := shards[r.shard]
+		sh, ok := shards[r.Shard]
 		if !ok {
 			if force {
-				r.skip = fmt.Sprintf("stream %s does not list this shard (closed and aged out of its retention, imported with force): nothing to read", stream)
+				r.Skip = fmt.Sprintf("stream %s does not list this shard (closed and aged out of its retention, imported with force): nothing to read", stream)
 				continue
 			}
-			mismatch.Unlisted = append(mismatch.Unlisted, r.shard)
+			mismatch.Unlisted = append(mismatch.Unlisted, r.Shard)
 			continue
 		}
-		r.parents = shardParents(sh)
-		problem, err := checkCheckpoint(ctx, kin, stream, sh, r.checkpoint, r.sub)
+		r.Parents = shardParents(sh)
+		problem, err := checkCheckpoint(ctx, kin, stream, sh, r.Checkpoint, r.SubSequence)
 		if err != nil {
-			return errorf("shardlease: import %s table %s: check the checkpoint of shard %s against stream %s: %w", format, from, r.shard, stream, err)
+			return errorf("shardlease: import %s table %s: check the checkpoint of shard %s against stream %s: %w", format, from, r.Shard, stream, err)
 		}
 		if problem != "" {
-			mismatch.Rejected = append(mismatch.Rejected, ImportCheck{Shard: r.shard, Checkpoint: r.checkpoint, Problem: problem})
+			mismatch.Rejected = append(mismatch.Rejected, ImportCheck{Shard: r.Shard, Checkpoint: r.Checkpoint, Problem: problem})
 		}
 	}
 	if len(mismatch.Unlisted) > 0 || len(mismatch.Rejected) > 0 {
@@ -485,10 +474,10 @@ func checkCheckpoint(ctx context.Context, kin KinesisAPI, stream string, sh kine
 // reports whether it was there) unless it has some. A row that somebody
 // holds is never written: Import is not its holder, and the holder is
 // reading the shard from its own start position.
-func (s *DynamoStore) importRow(ctx context.Context, own Lease, exists bool, r foreignRow, from string) (action ImportAction, reason string, err error) {
+func (s *DynamoStore) importRow(ctx context.Context, own Lease, exists bool, r foreign.Row, from string) (action ImportAction, reason string, err error) {
 	key := own.Key
 	if exists && own.Checkpoint != "" {
-		return ImportSkipped, alreadyHas(own, r.checkpoint, ""), nil
+		return ImportSkipped, alreadyHas(own, r.Checkpoint, ""), nil
 	}
 	if exists && own.Owner != "" {
 		return "", "", heldDuringImport(s.table, own)
@@ -496,20 +485,20 @@ func (s *DynamoStore) importRow(ctx context.Context, own Lease, exists bool, r f
 	if !exists {
 		own = Lease{Key: key}
 	}
-	row, ok, _, err := s.fillFree(ctx, own, exists, r.checkpoint, r.sub, r.parents)
+	row, ok, _, err := s.fillFree(ctx, own, exists, r.Checkpoint, r.SubSequence, r.Parents)
 	switch {
 	case err != nil:
 		return "", "", err
 	case !ok && row.Checkpoint != "":
-		return ImportSkipped, alreadyHas(row, r.checkpoint, ", saved while the import ran"), nil
+		return ImportSkipped, alreadyHas(row, r.Checkpoint, ", saved while the import ran"), nil
 	case !ok && row.Owner != "":
 		return "", "", heldDuringImport(s.table, row)
 	case !ok:
 		return "", "", errorf("row %s changed while the import ran (counter %d, was %d); run the import again", key, row.Counter, own.Counter)
 	}
-	what := "checkpoint " + r.checkpoint
-	if r.sub >= 0 {
-		what += fmt.Sprintf(" sub-sequence %d", r.sub)
+	what := "checkpoint " + r.Checkpoint
+	if r.SubSequence >= 0 {
+		what += fmt.Sprintf(" sub-sequence %d", r.SubSequence)
 	}
 	if !exists {
 		return ImportCopied, fmt.Sprintf("created row %s with %s from table %s", key, what, from), nil
@@ -584,8 +573,8 @@ func (e *sourceNotFound) Is(target error) bool { return target == ErrTableNotFou
 
 // scanForeign reads every row of table and returns the rows to report,
 // ordered by shard id.
-func scanForeign(ctx context.Context, client DynamoDBAPI, format ImportFormat, table, stream string) ([]foreignRow, error) {
-	var rows []foreignRow
+func scanForeign(ctx context.Context, client DynamoDBAPI, format ImportFormat, table, stream string) ([]foreign.Row, error) {
+	var rows []foreign.Row
 	newest := map[string]int64{} // KCL multi-stream: newest epoch per shard of stream
 	var start map[string]types.AttributeValue
 	for {
@@ -598,21 +587,21 @@ func scanForeign(ctx context.Context, client DynamoDBAPI, format ImportFormat, t
 			return nil, &TableError{Table: table, Err: errorf("scan the %s table: %w", format, err)}
 		}
 		for _, item := range page.Items {
-			var r foreignRow
+			var r foreign.Row
 			var mine bool
 			switch format {
 			case ImportKinsumer:
-				r, mine = kinsumerRow(item), true
+				r, mine = foreign.KinsumerRow(item, ValidateShardID), true
 			case ImportVMwareKCL:
-				r, mine = vmwareRow(item), true
+				r, mine = foreign.VMwareRow(item, ValidateShardID), true
 			default:
-				r, mine = kclRow(item, stream)
+				r, mine = foreign.KCLRow(item, stream, ValidateShardID)
 			}
 			if !mine {
 				continue
 			}
-			if r.epoch > newest[r.shard] {
-				newest[r.shard] = r.epoch
+			if r.Epoch > newest[r.Shard] {
+				newest[r.Shard] = r.Epoch
 			}
 			rows = append(rows, r)
 		}
@@ -622,132 +611,15 @@ func scanForeign(ctx context.Context, client DynamoDBAPI, format ImportFormat, t
 		start = page.LastEvaluatedKey
 	}
 	for i, r := range rows {
-		if r.skip == "" && r.epoch < newest[r.shard] {
-			rows[i].skip = fmt.Sprintf("lease of an older incarnation of stream %s (creation epoch %d; the newest is %d)", stream, r.epoch, newest[r.shard])
+		if r.Skip == "" && r.Epoch < newest[r.Shard] {
+			rows[i].Skip = fmt.Sprintf("lease of an older incarnation of stream %s (creation epoch %d; the newest is %d)", stream, r.Epoch, newest[r.Shard])
 		}
 	}
-	slices.SortStableFunc(rows, func(a, b foreignRow) int {
-		if c := strings.Compare(a.shard, b.shard); c != 0 {
+	slices.SortStableFunc(rows, func(a, b foreign.Row) int {
+		if c := strings.Compare(a.Shard, b.Shard); c != 0 {
 			return c
 		}
-		return cmp.Compare(b.epoch, a.epoch)
+		return cmp.Compare(b.Epoch, a.Epoch)
 	})
 	return rows, nil
-}
-
-// stringAttr returns item[name] as a string; present is false when it is
-// missing or NULL, ok is false when it has another type.
-func stringAttr(item map[string]types.AttributeValue, name string) (v string, present, ok bool) {
-	switch av := item[name].(type) {
-	case nil, *types.AttributeValueMemberNULL:
-		return "", false, true
-	case *types.AttributeValueMemberS:
-		return av.Value, true, true
-	}
-	return "", true, false
-}
-
-func kinsumerRow(item map[string]types.AttributeValue) foreignRow {
-	shard, _, _ := stringAttr(item, "Shard")
-	r := foreignRow{shard: shard, sub: -1}
-	if err := ValidateShardID(shard); err != nil {
-		r.skip = fmt.Sprintf("Shard is not a shard id: %v", err)
-		return r
-	}
-	seq, present, ok := stringAttr(item, "SequenceNumber")
-	r.checkpoint = seq
-	switch item["Finished"].(type) {
-	case nil, *types.AttributeValueMemberNULL:
-	default: // kinsumer writes the time the shard was consumed to its end
-		r.checkpoint = ShardEnd
-		return r
-	}
-	switch {
-	case !ok:
-		r.skip = fmt.Sprintf("SequenceNumber is %s, want a string", avType(item["SequenceNumber"]))
-	case !present || seq == "":
-		r.skip, r.noProgress = "no SequenceNumber: kinsumer never checkpointed the shard", true
-	case validCheckpoint(seq, -1) != nil:
-		r.skip = fmt.Sprintf("SequenceNumber %q is not a sequence number", seq)
-	}
-	return r
-}
-
-// vmwareRow reads one row of a vmware-go-kcl-v2 table. Its ParentShardId,
-// like every source's parents, is not read: Import takes the parents from
-// the stream.
-func vmwareRow(item map[string]types.AttributeValue) foreignRow {
-	shard, _, _ := stringAttr(item, "ShardID")
-	r := foreignRow{shard: shard, sub: -1}
-	if err := ValidateShardID(shard); err != nil {
-		r.skip = fmt.Sprintf("ShardID is not a shard id: %v", err)
-		return r
-	}
-	cp, present, ok := stringAttr(item, "Checkpoint")
-	r.checkpoint = cp
-	switch {
-	case !ok:
-		r.skip = fmt.Sprintf("Checkpoint is %s, want a string", avType(item["Checkpoint"]))
-	case !present || cp == "":
-		r.skip, r.noProgress = "no Checkpoint: no record was processed", true
-	case cp == "TRIM_HORIZON" || cp == "LATEST" || cp == "AT_TIMESTAMP":
-		r.skip, r.noProgress = cp+" means no record was processed yet", true
-	case cp == ShardEnd:
-	case validCheckpoint(cp, -1) != nil:
-		r.skip = fmt.Sprintf("Checkpoint %q is neither a sequence number nor SHARD_END", cp)
-	}
-	return r
-}
-
-// kclRow reads one KCL lease; mine is false for a lease of another stream in
-// a multi-stream table.
-func kclRow(item map[string]types.AttributeValue, stream string) (r foreignRow, mine bool) {
-	key, _, _ := stringAttr(item, "leaseKey")
-	r = foreignRow{shard: key, sub: -1}
-	if i := strings.LastIndexByte(key, ':'); i >= 0 {
-		// Multi-stream mode: "account:stream:epoch:shard".
-		r.shard = key[i+1:]
-		parts := strings.Split(key[:i], ":")
-		if len(parts) != 3 {
-			r.skip = fmt.Sprintf("leaseKey %q is neither a shard id nor account:stream:epoch:shard", key)
-			return r, true
-		}
-		if parts[1] != stream {
-			return r, false
-		}
-		epoch, err := strconv.ParseInt(parts[2], 10, 64)
-		if err != nil {
-			r.skip = fmt.Sprintf("leaseKey %q has creation epoch %q, not a number", key, parts[2])
-			return r, true
-		}
-		r.epoch = epoch
-	}
-	if err := ValidateShardID(r.shard); err != nil {
-		r.skip = fmt.Sprintf("leaseKey %q does not end in a shard id: %v", key, err)
-		return r, true
-	}
-	cp, present, ok := stringAttr(item, "checkpoint")
-	r.checkpoint = cp
-	switch {
-	case !ok:
-		r.skip = fmt.Sprintf("checkpoint is %s, want a string", avType(item["checkpoint"]))
-		return r, true
-	case !present || cp == "":
-		r.skip, r.noProgress = "no checkpoint: no record was processed", true
-		return r, true
-	case cp == "TRIM_HORIZON" || cp == "LATEST" || cp == "AT_TIMESTAMP":
-		r.skip, r.noProgress = cp+" means no record was processed yet", true
-		return r, true
-	case cp == ShardEnd:
-		return r, true
-	case validCheckpoint(cp, -1) != nil:
-		r.skip = fmt.Sprintf("checkpoint %q is neither a sequence number nor a KCL sentinel", cp)
-		return r, true
-	}
-	if v, ok := item["checkpointSubSequenceNumber"].(*types.AttributeValueMemberN); ok {
-		if n, err := strconv.ParseInt(v.Value, 10, 64); err == nil && n >= 0 {
-			r.sub = n
-		}
-	}
-	return r, true
 }
