@@ -1,7 +1,6 @@
 package shardlease
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -52,18 +51,17 @@ const (
 // ImportFormats returns the formats Import reads, in the order errors and
 // the command line list them.
 func ImportFormats() []ImportFormat {
-	return []ImportFormat{ImportKinsumer, ImportVMwareKCL, ImportKCL}
+	var formats []ImportFormat
+	for _, f := range foreign.Formats() {
+		formats = append(formats, ImportFormat(f))
+	}
+	return formats
 }
 
-// foreignKey is the partition key each format's table has.
+// foreignKey is the partition key each format's table has; "" for a format
+// Import does not read.
 func foreignKey(format ImportFormat) string {
-	switch format {
-	case ImportKinsumer:
-		return "Shard"
-	case ImportVMwareKCL:
-		return "ShardID"
-	}
-	return "leaseKey"
+	return foreign.Format(format).Key()
 }
 
 // ImportAction is what Import did with one shard (ImportResult.Action).
@@ -575,7 +573,6 @@ func (e *sourceNotFound) Is(target error) bool { return target == ErrTableNotFou
 // ordered by shard id.
 func scanForeign(ctx context.Context, client DynamoDBAPI, format ImportFormat, table, stream string) ([]foreign.Row, error) {
 	var rows []foreign.Row
-	newest := map[string]int64{} // KCL multi-stream: newest epoch per shard of stream
 	var start map[string]types.AttributeValue
 	for {
 		page, err := client.Scan(ctx, &dynamodb.ScanInput{
@@ -587,39 +584,16 @@ func scanForeign(ctx context.Context, client DynamoDBAPI, format ImportFormat, t
 			return nil, &TableError{Table: table, Err: errorf("scan the %s table: %w", format, err)}
 		}
 		for _, item := range page.Items {
-			var r foreign.Row
-			var mine bool
-			switch format {
-			case ImportKinsumer:
-				r, mine = foreign.KinsumerRow(item, ValidateShardID), true
-			case ImportVMwareKCL:
-				r, mine = foreign.VMwareRow(item, ValidateShardID), true
-			default:
-				r, mine = foreign.KCLRow(item, stream, ValidateShardID)
+			if r, mine := foreign.Decode(foreign.Format(format), item, stream, ValidateShardID); mine {
+				rows = append(rows, r)
 			}
-			if !mine {
-				continue
-			}
-			if r.Epoch > newest[r.Shard] {
-				newest[r.Shard] = r.Epoch
-			}
-			rows = append(rows, r)
 		}
 		if len(page.LastEvaluatedKey) == 0 {
 			break
 		}
 		start = page.LastEvaluatedKey
 	}
-	for i, r := range rows {
-		if r.Skip == "" && r.Epoch < newest[r.Shard] {
-			rows[i].Skip = fmt.Sprintf("lease of an older incarnation of stream %s (creation epoch %d; the newest is %d)", stream, r.Epoch, newest[r.Shard])
-		}
-	}
-	slices.SortStableFunc(rows, func(a, b foreign.Row) int {
-		if c := strings.Compare(a.Shard, b.Shard); c != 0 {
-			return c
-		}
-		return cmp.Compare(b.Epoch, a.Epoch)
-	})
+	foreign.SkipOlderIncarnations(rows, stream)
+	foreign.Sort(rows)
 	return rows, nil
 }

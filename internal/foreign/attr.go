@@ -37,6 +37,13 @@ func validCheckpoint(checkpoint string) bool {
 	return true
 }
 
+// startPosition reports whether checkpoint is one of the start positions
+// that the KCL (and vmware-go-kcl-v2) keep for a shard before its first
+// record is processed.
+func startPosition(checkpoint string) bool {
+	return checkpoint == "TRIM_HORIZON" || checkpoint == "LATEST" || checkpoint == "AT_TIMESTAMP"
+}
+
 // attrType names the type of an attribute value in a reason.
 func attrType(av types.AttributeValue) string {
 	switch av.(type) {

@@ -10,10 +10,17 @@ import (
 	"github.com/shardlease/shardlease/internal/seqnum"
 )
 
-// KCLRow reads one KCL lease; mine is false for a lease of another stream in
-// a multi-stream table.
-func KCLRow(item map[string]types.AttributeValue, stream string, checkShard func(string) error) (r Row, mine bool) {
-	key, _, _ := stringAttr(item, "leaseKey")
+// kclKey is the partition key of a Java KCL lease table.
+const kclKey = "leaseKey"
+
+// kclRow reads one KCL lease: the shard id in leaseKey (in multi-stream
+// mode "account:stream:epoch:shard"), the progress in checkpoint, a
+// sequence number, SHARD_END or a start position, and the sub-sequence in
+// checkpointSubSequenceNumber. A start position means no record was
+// processed: the row is skipped. mine is false for a lease of another
+// stream in a multi-stream table.
+func kclRow(item map[string]types.AttributeValue, stream string, checkShard func(string) error) (r Row, mine bool) {
+	key, _, _ := stringAttr(item, kclKey)
 	r = Row{Shard: key, SubSequence: -1}
 	if i := strings.LastIndexByte(key, ':'); i >= 0 {
 		// Multi-stream mode: "account:stream:epoch:shard".
@@ -46,7 +53,7 @@ func KCLRow(item map[string]types.AttributeValue, stream string, checkShard func
 	case !present || cp == "":
 		r.Skip, r.NoProgress = "no checkpoint: no record was processed", true
 		return r, true
-	case cp == "TRIM_HORIZON" || cp == "LATEST" || cp == "AT_TIMESTAMP":
+	case startPosition(cp):
 		r.Skip, r.NoProgress = cp+" means no record was processed yet", true
 		return r, true
 	case cp == seqnum.ShardEnd:

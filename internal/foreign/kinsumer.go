@@ -8,9 +8,16 @@ import (
 	"github.com/shardlease/shardlease/internal/seqnum"
 )
 
-// KinsumerRow reads one row of a kinsumer checkpoint table.
-func KinsumerRow(item map[string]types.AttributeValue, checkShard func(string) error) Row {
-	shard, _, _ := stringAttr(item, "Shard")
+// kinsumerKey is the partition key of a kinsumer checkpoint table.
+const kinsumerKey = "Shard"
+
+// kinsumerRow reads one row of a kinsumer checkpoint table: the shard id in
+// Shard, the last processed record in SequenceNumber, and Finished, which
+// kinsumer sets (to the time, in unix nanoseconds) once the shard was
+// consumed to its end. A finished row is copied as SHARD_END; a row
+// without a SequenceNumber is skipped.
+func kinsumerRow(item map[string]types.AttributeValue, checkShard func(string) error) Row {
+	shard, _, _ := stringAttr(item, kinsumerKey)
 	r := Row{Shard: shard, SubSequence: -1}
 	if err := checkShard(shard); err != nil {
 		r.Skip = fmt.Sprintf("Shard is not a shard id: %v", err)
