@@ -269,24 +269,8 @@ func Import(ctx context.Context, dynamo DynamoDBAPI, kin KinesisAPI, format Impo
 			o(&cfg)
 		}
 	}
-	switch {
-	case dynamo == nil:
-		return nil, errorf("%w: import: DynamoDB client is nil; pass dynamodb.NewFromConfig(cfg)", ErrInvalidConfig)
-	case kin == nil:
-		return nil, errorf("%w: import: Kinesis client is nil; pass kinesis.NewFromConfig(cfg) for the stream's account and region", ErrInvalidConfig)
-	case to == nil:
-		return nil, errorf("%w: import: destination store is nil; pass a store from shardlease.NewDynamoStore", ErrInvalidConfig)
-	case !slices.Contains(ImportFormats(), format):
-		return nil, errorf("%w: import: format %q is not one of %q", ErrInvalidConfig, format, ImportFormats())
-	}
-	if err := ValidateStreamName(stream); err != nil {
-		return nil, errorf("shardlease: import: %w", err)
-	}
-	if err := ValidateTableName(fromTable); err != nil {
-		return nil, errorf("shardlease: import: %w", err)
-	}
-	if fromTable == to.table {
-		return nil, errorf("%w: import: the %s table and the lease table are both %s; pass the other library's table", ErrInvalidConfig, format, fromTable)
+	if err := validateImport(dynamo, kin, format, fromTable, to, stream); err != nil {
+		return nil, err
 	}
 	if err := to.CheckTable(ctx); err != nil {
 		return nil, errorf("shardlease: import into the lease table: %w", err)
@@ -298,48 +282,102 @@ func Import(ctx context.Context, dynamo DynamoDBAPI, kin KinesisAPI, format Impo
 	if err != nil {
 		return nil, err
 	}
-	listed, err := listShards(ctx, kin, stream, config{retryMin: 100 * time.Millisecond, retryMax: 10 * time.Second})
-	if err != nil {
-		return nil, errorf("shardlease: import %s table %s: check its rows against stream %s: %w", format, fromTable, stream, err)
-	}
-	shards := make(map[string]kinesistypes.Shard, len(listed))
-	for _, sh := range listed {
-		shards[aws.ToString(sh.ShardId)] = sh
-	}
-	if err := checkAgainstStream(ctx, kin, format, fromTable, stream, rows, shards, cfg.force); err != nil {
+	run := &importRun{to: to, format: format, from: fromTable, stream: stream}
+	if err := run.listStream(ctx, kin); err != nil {
 		return nil, err
 	}
-	own, err := to.List(ctx, stream)
-	if err != nil {
-		return nil, errorf("shardlease: import into table %s, stream %s: list the rows: %w", to.table, stream, err)
+	if err := checkAgainstStream(ctx, kin, format, fromTable, stream, rows, run.shards, cfg.force); err != nil {
+		return nil, err
 	}
-	byShard := make(map[string]Lease, len(own))
+	if err := run.listOwn(ctx, rows); err != nil {
+		return nil, err
+	}
+	return run.write(ctx, rows)
+}
+
+// validateImport checks Import's arguments before any call is made.
+func validateImport(dynamo DynamoDBAPI, kin KinesisAPI, format ImportFormat, fromTable string, to *DynamoStore, stream string) error {
+	switch {
+	case dynamo == nil:
+		return errorf("%w: import: DynamoDB client is nil; pass dynamodb.NewFromConfig(cfg)", ErrInvalidConfig)
+	case kin == nil:
+		return errorf("%w: import: Kinesis client is nil; pass kinesis.NewFromConfig(cfg) for the stream's account and region", ErrInvalidConfig)
+	case to == nil:
+		return errorf("%w: import: destination store is nil; pass a store from shardlease.NewDynamoStore", ErrInvalidConfig)
+	case !slices.Contains(ImportFormats(), format):
+		return errorf("%w: import: format %q is not one of %q", ErrInvalidConfig, format, ImportFormats())
+	}
+	if err := ValidateStreamName(stream); err != nil {
+		return errorf("shardlease: import: %w", err)
+	}
+	if err := ValidateTableName(fromTable); err != nil {
+		return errorf("shardlease: import: %w", err)
+	}
+	if fromTable == to.table {
+		return errorf("%w: import: the %s table and the lease table are both %s; pass the other library's table", ErrInvalidConfig, format, fromTable)
+	}
+	return nil
+}
+
+// importRun is one Import once its arguments are checked: what it imports,
+// and what it read of the stream and of the lease table. One goroutine,
+// Import's, uses it.
+type importRun struct {
+	to     *DynamoStore
+	format ImportFormat
+	from   string // the source table
+	stream string
+
+	listed []kinesistypes.Shard          // the stream's shards, as ListShards gave them
+	shards map[string]kinesistypes.Shard // listed, by shard id
+	own    map[string]Lease              // the stream's rows in the lease table, by shard id
+}
+
+// listStream reads the stream's shards.
+func (run *importRun) listStream(ctx context.Context, kin KinesisAPI) error {
+	listed, err := listShards(ctx, kin, run.stream, config{retryMin: 100 * time.Millisecond, retryMax: 10 * time.Second})
+	if err != nil {
+		return errorf("shardlease: import %s table %s: check its rows against stream %s: %w", run.format, run.from, run.stream, err)
+	}
+	run.listed = listed
+	run.shards = make(map[string]kinesistypes.Shard, len(listed))
+	for _, sh := range listed {
+		run.shards[aws.ToString(sh.ShardId)] = sh
+	}
+	return nil
+}
+
+// listOwn reads the stream's rows in the lease table. A row to copy into
+// that a consumer holds without a checkpoint stops the import before
+// anything is written (ErrLeaseHeld).
+func (run *importRun) listOwn(ctx context.Context, rows []foreign.Row) error {
+	own, err := run.to.List(ctx, run.stream)
+	if err != nil {
+		return errorf("shardlease: import into table %s, stream %s: list the rows: %w", run.to.table, run.stream, err)
+	}
+	run.own = make(map[string]Lease, len(own))
 	for _, l := range own {
-		byShard[l.Key.Shard] = l
+		run.own[l.Key.Shard] = l
 	}
 	for _, r := range rows {
-		if l, ok := byShard[r.Shard]; ok && r.Skip == "" && l.Checkpoint == "" && l.Owner != "" {
-			return nil, errorf("shardlease: import %s table %s: nothing was written: %w", format, fromTable, heldDuringImport(to.table, l))
+		if l, ok := run.own[r.Shard]; ok && r.Skip == "" && l.Checkpoint == "" && l.Owner != "" {
+			return errorf("shardlease: import %s table %s: nothing was written: %w", run.format, run.from, heldDuringImport(run.to.table, l))
 		}
 	}
+	return nil
+}
 
-	rep := &ImportReport{Stream: stream, FromTable: fromTable, ToTable: to.table, Format: format}
+// write copies the rows in order and reports them, with the listed shards
+// that the source has no row for. After an error the report holds the
+// rows before the one that failed.
+func (run *importRun) write(ctx context.Context, rows []foreign.Row) (*ImportReport, error) {
+	rep := &ImportReport{Stream: run.stream, FromTable: run.from, ToTable: run.to.table, Format: run.format}
 	inSource := map[string]bool{}
 	for _, r := range rows {
 		inSource[r.Shard] = true
-		res := ImportResult{Shard: r.Shard, Checkpoint: r.Checkpoint, Action: ImportSkipped, Reason: r.Skip}
-		if r.NoProgress {
-			res.Reason += "; " + startsAt(r.Shard, shards, byShard)
-		}
-		if r.Skip == "" {
-			l, exists := byShard[r.Shard]
-			if !exists {
-				l = Lease{Key: LeaseKey{Stream: stream, Shard: r.Shard}}
-			}
-			res.Action, res.Reason, err = to.importRow(ctx, l, exists, r, fromTable)
-			if err != nil {
-				return rep, errorf("shardlease: import %s table %s into table %s, stream %s, shard %s: %w", format, fromTable, to.table, stream, r.Shard, err)
-			}
+		res, err := run.copyRow(ctx, r)
+		if err != nil {
+			return rep, err
 		}
 		rep.Results = append(rep.Results, res)
 		if res.Action == ImportCopied {
@@ -348,17 +386,39 @@ func Import(ctx context.Context, dynamo DynamoDBAPI, kin KinesisAPI, format Impo
 			rep.Skipped++
 		}
 	}
-	for _, sh := range listed {
+	for _, sh := range run.listed {
 		id := aws.ToString(sh.ShardId)
 		if inSource[id] {
 			continue
 		}
 		rep.Results = append(rep.Results, ImportResult{Shard: id, Action: ImportNotInSource,
-			Reason: "the source table has no row for this shard; " + startsAt(id, shards, byShard)})
+			Reason: "the source table has no row for this shard; " + startsAt(id, run.shards, run.own)})
 		rep.NotInSource++
 	}
 	slices.SortStableFunc(rep.Results, func(a, b ImportResult) int { return strings.Compare(a.Shard, b.Shard) })
 	return rep, nil
+}
+
+// copyRow writes one source row into its own row, unless it is skipped,
+// and says what was done.
+func (run *importRun) copyRow(ctx context.Context, r foreign.Row) (ImportResult, error) {
+	res := ImportResult{Shard: r.Shard, Checkpoint: r.Checkpoint, Action: ImportSkipped, Reason: r.Skip}
+	if r.NoProgress {
+		res.Reason += "; " + startsAt(r.Shard, run.shards, run.own)
+	}
+	if r.Skip != "" {
+		return res, nil
+	}
+	l, exists := run.own[r.Shard]
+	if !exists {
+		l = Lease{Key: LeaseKey{Stream: run.stream, Shard: r.Shard}}
+	}
+	var err error
+	res.Action, res.Reason, err = run.to.importRow(ctx, l, exists, r, run.from)
+	if err != nil {
+		return res, errorf("shardlease: import %s table %s into table %s, stream %s, shard %s: %w", run.format, run.from, run.to.table, run.stream, r.Shard, err)
+	}
+	return res, nil
 }
 
 // startsAt says where a consumer starts a shard that the import leaves
