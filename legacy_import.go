@@ -19,9 +19,11 @@ import (
 	"github.com/shardlease/shardlease/internal/seqnum"
 )
 
-// This file copies progress from other libraries' tables (Import). Copying a
-// checkpoint never overwrites progress: every copy is conditional on the
-// destination row being free and having no checkpoint yet.
+// This file copies progress from other libraries' tables (Import): it scans
+// the source table, checks the rows against the stream and writes them;
+// internal/foreign knows each library's layout and decodes the rows.
+// Copying a checkpoint never overwrites progress: every copy is conditional
+// on the destination row being free and having no checkpoint yet.
 
 // ImportFormat names the layout of another library's checkpoint table.
 type ImportFormat string
@@ -98,14 +100,14 @@ type ImportResult struct {
 // the stream, and one per shard the stream lists that the source has no row
 // for, ordered by shard id.
 type ImportReport struct {
-	Stream      string
-	FromTable   string
-	ToTable     string
-	Format      ImportFormat
-	Results     []ImportResult
-	Copied      int // results with ImportCopied
-	Skipped     int // results with ImportSkipped
-	NotInSource int // results with ImportNotInSource
+	Stream      string         // the stream imported
+	FromTable   string         // the source table, read only
+	ToTable     string         // the lease table written
+	Format      ImportFormat   // the source table's format
+	Results     []ImportResult // ordered by shard id
+	Copied      int            // results with ImportCopied
+	Skipped     int            // results with ImportSkipped
+	NotInSource int            // results with ImportNotInSource
 }
 
 // ImportOption configures Import.
@@ -177,6 +179,8 @@ func (e *ImportMismatchError) Error() string {
 // Is reports whether target is ErrImportWrongStream.
 func (e *ImportMismatchError) Is(target error) bool { return target == ErrImportWrongStream }
 
+// firstOf returns the first n of ids, and a last entry that counts the
+// others when there are more.
 func firstOf(ids []string, n int) []string {
 	if len(ids) <= n {
 		return ids
@@ -286,7 +290,7 @@ func Import(ctx context.Context, dynamo DynamoDBAPI, kin KinesisAPI, format Impo
 	if err := run.listStream(ctx, kin); err != nil {
 		return nil, err
 	}
-	if err := checkAgainstStream(ctx, kin, format, fromTable, stream, rows, run.shards, cfg.force); err != nil {
+	if err := run.checkAgainstStream(ctx, kin, rows, cfg.force); err != nil {
 		return nil, err
 	}
 	if err := run.listOwn(ctx, rows); err != nil {
@@ -452,26 +456,26 @@ func startsAt(shard string, shards map[string]kinesistypes.Shard, own map[string
 // and returns an ImportMismatchError if any does not fit. It sets each such
 // row's parents to the stream's, and with force marks rows of unlisted
 // shards skipped.
-func checkAgainstStream(ctx context.Context, kin KinesisAPI, format ImportFormat, from, stream string, rows []foreign.Row, shards map[string]kinesistypes.Shard, force bool) error {
-	mismatch := &ImportMismatchError{Format: format, FromTable: from, Stream: stream}
+func (run *importRun) checkAgainstStream(ctx context.Context, kin KinesisAPI, rows []foreign.Row, force bool) error {
+	mismatch := &ImportMismatchError{Format: run.format, FromTable: run.from, Stream: run.stream}
 	for i := range rows {
 		r := &rows[i]
 		if r.Skip != "" {
 			continue
 		}
-		sh, ok := shards[r.Shard]
+		sh, ok := run.shards[r.Shard]
 		if !ok {
 			if force {
-				r.Skip = fmt.Sprintf("stream %s does not list this shard (closed and aged out of its retention, imported with force): nothing to read", stream)
+				r.Skip = fmt.Sprintf("stream %s does not list this shard (closed and aged out of its retention, imported with force): nothing to read", run.stream)
 				continue
 			}
 			mismatch.Unlisted = append(mismatch.Unlisted, r.Shard)
 			continue
 		}
 		r.Parents = shardParents(sh)
-		problem, err := checkCheckpoint(ctx, kin, stream, sh, r.Checkpoint, r.SubSequence)
+		problem, err := checkCheckpoint(ctx, kin, run.stream, sh, r.Checkpoint, r.SubSequence)
 		if err != nil {
-			return errorf("shardlease: import %s table %s: check the checkpoint of shard %s against stream %s: %w", format, from, r.Shard, stream, err)
+			return errorf("shardlease: import %s table %s: check the checkpoint of shard %s against stream %s: %w", run.format, run.from, r.Shard, run.stream, err)
 		}
 		if problem != "" {
 			mismatch.Rejected = append(mismatch.Rejected, ImportCheck{Shard: r.Shard, Checkpoint: r.Checkpoint, Problem: problem})
@@ -572,17 +576,20 @@ func heldDuringImport(table string, row Lease) error {
 		ErrLeaseHeld, row.Key, table, row.Owner, row.Counter, row.Key.Stream)
 }
 
-func alreadyHas(own Lease, foreign, when string) string {
-	cmp := ""
-	switch c := seqnum.Compare(own.Checkpoint, foreign); {
+// alreadyHas is the reason for skipping a row that has a checkpoint: it
+// compares own's with the imported one. when, if not empty, says when
+// own's was saved.
+func alreadyHas(own Lease, imported, when string) string {
+	order := ""
+	switch c := seqnum.Compare(own.Checkpoint, imported); {
 	case c == 0:
-		cmp = "the same as the imported one"
+		order = "the same as the imported one"
 	case c > 0:
-		cmp = "newer than the imported " + foreign
+		order = "newer than the imported " + imported
 	default:
-		cmp = "older than the imported " + foreign + "; it is kept: to import, delete the row's checkpoint first"
+		order = "older than the imported " + imported + "; it is kept: to import, delete the row's checkpoint first"
 	}
-	return fmt.Sprintf("already has progress: row %s has checkpoint %s%s, %s", own.Key, own.Checkpoint, when, cmp)
+	return fmt.Sprintf("already has progress: row %s has checkpoint %s%s, %s", own.Key, own.Checkpoint, when, order)
 }
 
 // checkForeignSchema checks that table has the key of format; if not, the
