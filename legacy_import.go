@@ -1,12 +1,10 @@
 package shardlease
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -17,12 +15,15 @@ import (
 	kinesistypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/shardlease/shardlease/internal/backoff"
+	"github.com/shardlease/shardlease/internal/foreign"
 	"github.com/shardlease/shardlease/internal/seqnum"
 )
 
-// This file copies progress from other libraries' tables (Import). Copying a
-// checkpoint never overwrites progress: every copy is conditional on the
-// destination row being free and having no checkpoint yet.
+// This file copies progress from other libraries' tables (Import): it scans
+// the source table, checks the rows against the stream and writes them;
+// internal/foreign knows each library's layout and decodes the rows.
+// Copying a checkpoint never overwrites progress: every copy is conditional
+// on the destination row being free and having no checkpoint yet.
 
 // ImportFormat names the layout of another library's checkpoint table.
 type ImportFormat string
@@ -52,18 +53,17 @@ const (
 // ImportFormats returns the formats Import reads, in the order errors and
 // the command line list them.
 func ImportFormats() []ImportFormat {
-	return []ImportFormat{ImportKinsumer, ImportVMwareKCL, ImportKCL}
+	var formats []ImportFormat
+	for _, f := range foreign.Formats() {
+		formats = append(formats, ImportFormat(f))
+	}
+	return formats
 }
 
-// foreignKey is the partition key each format's table has.
+// foreignKey is the partition key each format's table has; "" for a format
+// Import does not read.
 func foreignKey(format ImportFormat) string {
-	switch format {
-	case ImportKinsumer:
-		return "Shard"
-	case ImportVMwareKCL:
-		return "ShardID"
-	}
-	return "leaseKey"
+	return foreign.Format(format).Key()
 }
 
 // ImportAction is what Import did with one shard (ImportResult.Action).
@@ -100,14 +100,14 @@ type ImportResult struct {
 // the stream, and one per shard the stream lists that the source has no row
 // for, ordered by shard id.
 type ImportReport struct {
-	Stream      string
-	FromTable   string
-	ToTable     string
-	Format      ImportFormat
-	Results     []ImportResult
-	Copied      int // results with ImportCopied
-	Skipped     int // results with ImportSkipped
-	NotInSource int // results with ImportNotInSource
+	Stream      string         // the stream imported
+	FromTable   string         // the source table, read only
+	ToTable     string         // the lease table written
+	Format      ImportFormat   // the source table's format
+	Results     []ImportResult // ordered by shard id
+	Copied      int            // results with ImportCopied
+	Skipped     int            // results with ImportSkipped
+	NotInSource int            // results with ImportNotInSource
 }
 
 // ImportOption configures Import.
@@ -179,6 +179,8 @@ func (e *ImportMismatchError) Error() string {
 // Is reports whether target is ErrImportWrongStream.
 func (e *ImportMismatchError) Is(target error) bool { return target == ErrImportWrongStream }
 
+// firstOf returns the first n of ids, and a last entry that counts the
+// others when there are more.
 func firstOf(ids []string, n int) []string {
 	if len(ids) <= n {
 		return ids
@@ -220,17 +222,6 @@ func (e *ImportSchemaError) Error() string {
 func (e *ImportSchemaError) Is(target error) bool { return target == ErrBadTableSchema }
 
 const shardleaseTableLook = "a shardlease lease table"
-
-// foreignRow is one row of a foreign table as Import reads it.
-type foreignRow struct {
-	shard      string
-	checkpoint string // as shardlease writes it, or the raw value when skip is set
-	sub        int64
-	parents    []string
-	skip       string // why the row is not copied; empty to copy it
-	noProgress bool   // skipped because the source holds no progress for the shard
-	epoch      int64  // KCL multi-stream: the stream's creation epoch
-}
 
 // Import copies each shard's progress from fromTable, a table of another
 // library in the given format, into the lease table of to for stream, so
@@ -282,24 +273,8 @@ func Import(ctx context.Context, dynamo DynamoDBAPI, kin KinesisAPI, format Impo
 			o(&cfg)
 		}
 	}
-	switch {
-	case dynamo == nil:
-		return nil, errorf("%w: import: DynamoDB client is nil; pass dynamodb.NewFromConfig(cfg)", ErrInvalidConfig)
-	case kin == nil:
-		return nil, errorf("%w: import: Kinesis client is nil; pass kinesis.NewFromConfig(cfg) for the stream's account and region", ErrInvalidConfig)
-	case to == nil:
-		return nil, errorf("%w: import: destination store is nil; pass a store from shardlease.NewDynamoStore", ErrInvalidConfig)
-	case !slices.Contains(ImportFormats(), format):
-		return nil, errorf("%w: import: format %q is not one of %q", ErrInvalidConfig, format, ImportFormats())
-	}
-	if err := ValidateStreamName(stream); err != nil {
-		return nil, errorf("shardlease: import: %w", err)
-	}
-	if err := ValidateTableName(fromTable); err != nil {
-		return nil, errorf("shardlease: import: %w", err)
-	}
-	if fromTable == to.table {
-		return nil, errorf("%w: import: the %s table and the lease table are both %s; pass the other library's table", ErrInvalidConfig, format, fromTable)
+	if err := validateImport(dynamo, kin, format, fromTable, to, stream); err != nil {
+		return nil, err
 	}
 	if err := to.CheckTable(ctx); err != nil {
 		return nil, errorf("shardlease: import into the lease table: %w", err)
@@ -311,48 +286,102 @@ func Import(ctx context.Context, dynamo DynamoDBAPI, kin KinesisAPI, format Impo
 	if err != nil {
 		return nil, err
 	}
-	listed, err := listShards(ctx, kin, stream, config{retryMin: 100 * time.Millisecond, retryMax: 10 * time.Second})
-	if err != nil {
-		return nil, errorf("shardlease: import %s table %s: check its rows against stream %s: %w", format, fromTable, stream, err)
-	}
-	shards := make(map[string]kinesistypes.Shard, len(listed))
-	for _, sh := range listed {
-		shards[aws.ToString(sh.ShardId)] = sh
-	}
-	if err := checkAgainstStream(ctx, kin, format, fromTable, stream, rows, shards, cfg.force); err != nil {
+	run := &importRun{to: to, format: format, from: fromTable, stream: stream}
+	if err := run.listStream(ctx, kin); err != nil {
 		return nil, err
 	}
-	own, err := to.List(ctx, stream)
-	if err != nil {
-		return nil, errorf("shardlease: import into table %s, stream %s: list the rows: %w", to.table, stream, err)
+	if err := run.checkAgainstStream(ctx, kin, rows, cfg.force); err != nil {
+		return nil, err
 	}
-	byShard := make(map[string]Lease, len(own))
+	if err := run.listOwn(ctx, rows); err != nil {
+		return nil, err
+	}
+	return run.write(ctx, rows)
+}
+
+// validateImport checks Import's arguments before any call is made.
+func validateImport(dynamo DynamoDBAPI, kin KinesisAPI, format ImportFormat, fromTable string, to *DynamoStore, stream string) error {
+	switch {
+	case dynamo == nil:
+		return errorf("%w: import: DynamoDB client is nil; pass dynamodb.NewFromConfig(cfg)", ErrInvalidConfig)
+	case kin == nil:
+		return errorf("%w: import: Kinesis client is nil; pass kinesis.NewFromConfig(cfg) for the stream's account and region", ErrInvalidConfig)
+	case to == nil:
+		return errorf("%w: import: destination store is nil; pass a store from shardlease.NewDynamoStore", ErrInvalidConfig)
+	case !slices.Contains(ImportFormats(), format):
+		return errorf("%w: import: format %q is not one of %q", ErrInvalidConfig, format, ImportFormats())
+	}
+	if err := ValidateStreamName(stream); err != nil {
+		return errorf("shardlease: import: %w", err)
+	}
+	if err := ValidateTableName(fromTable); err != nil {
+		return errorf("shardlease: import: %w", err)
+	}
+	if fromTable == to.table {
+		return errorf("%w: import: the %s table and the lease table are both %s; pass the other library's table", ErrInvalidConfig, format, fromTable)
+	}
+	return nil
+}
+
+// importRun is one Import once its arguments are checked: what it imports,
+// and what it read of the stream and of the lease table. One goroutine,
+// Import's, uses it.
+type importRun struct {
+	to     *DynamoStore
+	format ImportFormat
+	from   string // the source table
+	stream string
+
+	listed []kinesistypes.Shard          // the stream's shards, as ListShards gave them
+	shards map[string]kinesistypes.Shard // listed, by shard id
+	own    map[string]Lease              // the stream's rows in the lease table, by shard id
+}
+
+// listStream reads the stream's shards.
+func (run *importRun) listStream(ctx context.Context, kin KinesisAPI) error {
+	listed, err := listShards(ctx, kin, run.stream, config{retryMin: 100 * time.Millisecond, retryMax: 10 * time.Second})
+	if err != nil {
+		return errorf("shardlease: import %s table %s: check its rows against stream %s: %w", run.format, run.from, run.stream, err)
+	}
+	run.listed = listed
+	run.shards = make(map[string]kinesistypes.Shard, len(listed))
+	for _, sh := range listed {
+		run.shards[aws.ToString(sh.ShardId)] = sh
+	}
+	return nil
+}
+
+// listOwn reads the stream's rows in the lease table. A row to copy into
+// that a consumer holds without a checkpoint stops the import before
+// anything is written (ErrLeaseHeld).
+func (run *importRun) listOwn(ctx context.Context, rows []foreign.Row) error {
+	own, err := run.to.List(ctx, run.stream)
+	if err != nil {
+		return errorf("shardlease: import into table %s, stream %s: list the rows: %w", run.to.table, run.stream, err)
+	}
+	run.own = make(map[string]Lease, len(own))
 	for _, l := range own {
-		byShard[l.Key.Shard] = l
+		run.own[l.Key.Shard] = l
 	}
 	for _, r := range rows {
-		if l, ok := byShard[r.shard]; ok && r.skip == "" && l.Checkpoint == "" && l.Owner != "" {
-			return nil, errorf("shardlease: import %s table %s: nothing was written: %w", format, fromTable, heldDuringImport(to.table, l))
+		if l, ok := run.own[r.Shard]; ok && r.Skip == "" && l.Checkpoint == "" && l.Owner != "" {
+			return errorf("shardlease: import %s table %s: nothing was written: %w", run.format, run.from, heldDuringImport(run.to.table, l))
 		}
 	}
+	return nil
+}
 
-	rep := &ImportReport{Stream: stream, FromTable: fromTable, ToTable: to.table, Format: format}
+// write copies the rows in order and reports them, with the listed shards
+// that the source has no row for. After an error the report holds the
+// rows before the one that failed.
+func (run *importRun) write(ctx context.Context, rows []foreign.Row) (*ImportReport, error) {
+	rep := &ImportReport{Stream: run.stream, FromTable: run.from, ToTable: run.to.table, Format: run.format}
 	inSource := map[string]bool{}
 	for _, r := range rows {
-		inSource[r.shard] = true
-		res := ImportResult{Shard: r.shard, Checkpoint: r.checkpoint, Action: ImportSkipped, Reason: r.skip}
-		if r.noProgress {
-			res.Reason += "; " + startsAt(r.shard, shards, byShard)
-		}
-		if r.skip == "" {
-			l, exists := byShard[r.shard]
-			if !exists {
-				l = Lease{Key: LeaseKey{Stream: stream, Shard: r.shard}}
-			}
-			res.Action, res.Reason, err = to.importRow(ctx, l, exists, r, fromTable)
-			if err != nil {
-				return rep, errorf("shardlease: import %s table %s into table %s, stream %s, shard %s: %w", format, fromTable, to.table, stream, r.shard, err)
-			}
+		inSource[r.Shard] = true
+		res, err := run.copyRow(ctx, r)
+		if err != nil {
+			return rep, err
 		}
 		rep.Results = append(rep.Results, res)
 		if res.Action == ImportCopied {
@@ -361,17 +390,39 @@ func Import(ctx context.Context, dynamo DynamoDBAPI, kin KinesisAPI, format Impo
 			rep.Skipped++
 		}
 	}
-	for _, sh := range listed {
+	for _, sh := range run.listed {
 		id := aws.ToString(sh.ShardId)
 		if inSource[id] {
 			continue
 		}
 		rep.Results = append(rep.Results, ImportResult{Shard: id, Action: ImportNotInSource,
-			Reason: "the source table has no row for this shard; " + startsAt(id, shards, byShard)})
+			Reason: "the source table has no row for this shard; " + startsAt(id, run.shards, run.own)})
 		rep.NotInSource++
 	}
 	slices.SortStableFunc(rep.Results, func(a, b ImportResult) int { return strings.Compare(a.Shard, b.Shard) })
 	return rep, nil
+}
+
+// copyRow writes one source row into its own row, unless it is skipped,
+// and says what was done.
+func (run *importRun) copyRow(ctx context.Context, r foreign.Row) (ImportResult, error) {
+	res := ImportResult{Shard: r.Shard, Checkpoint: r.Checkpoint, Action: ImportSkipped, Reason: r.Skip}
+	if r.NoProgress {
+		res.Reason += "; " + startsAt(r.Shard, run.shards, run.own)
+	}
+	if r.Skip != "" {
+		return res, nil
+	}
+	l, exists := run.own[r.Shard]
+	if !exists {
+		l = Lease{Key: LeaseKey{Stream: run.stream, Shard: r.Shard}}
+	}
+	var err error
+	res.Action, res.Reason, err = run.to.importRow(ctx, l, exists, r, run.from)
+	if err != nil {
+		return res, errorf("shardlease: import %s table %s into table %s, stream %s, shard %s: %w", run.format, run.from, run.to.table, run.stream, r.Shard, err)
+	}
+	return res, nil
 }
 
 // startsAt says where a consumer starts a shard that the import leaves
@@ -405,29 +456,29 @@ func startsAt(shard string, shards map[string]kinesistypes.Shard, own map[string
 // and returns an ImportMismatchError if any does not fit. It sets each such
 // row's parents to the stream's, and with force marks rows of unlisted
 // shards skipped.
-func checkAgainstStream(ctx context.Context, kin KinesisAPI, format ImportFormat, from, stream string, rows []foreignRow, shards map[string]kinesistypes.Shard, force bool) error {
-	mismatch := &ImportMismatchError{Format: format, FromTable: from, Stream: stream}
+func (run *importRun) checkAgainstStream(ctx context.Context, kin KinesisAPI, rows []foreign.Row, force bool) error {
+	mismatch := &ImportMismatchError{Format: run.format, FromTable: run.from, Stream: run.stream}
 	for i := range rows {
 		r := &rows[i]
-		if r.skip != "" {
+		if r.Skip != "" {
 			continue
 		}
-		sh, ok := shards[r.shard]
+		sh, ok := run.shards[r.Shard]
 		if !ok {
 			if force {
-				r.skip = fmt.Sprintf("stream %s does not list this shard (closed and aged out of its retention, imported with force): nothing to read", stream)
+				r.Skip = fmt.Sprintf("stream %s does not list this shard (closed and aged out of its retention, imported with force): nothing to read", run.stream)
 				continue
 			}
-			mismatch.Unlisted = append(mismatch.Unlisted, r.shard)
+			mismatch.Unlisted = append(mismatch.Unlisted, r.Shard)
 			continue
 		}
-		r.parents = shardParents(sh)
-		problem, err := checkCheckpoint(ctx, kin, stream, sh, r.checkpoint, r.sub)
+		r.Parents = shardParents(sh)
+		problem, err := checkCheckpoint(ctx, kin, run.stream, sh, r.Checkpoint, r.SubSequence)
 		if err != nil {
-			return errorf("shardlease: import %s table %s: check the checkpoint of shard %s against stream %s: %w", format, from, r.shard, stream, err)
+			return errorf("shardlease: import %s table %s: check the checkpoint of shard %s against stream %s: %w", run.format, run.from, r.Shard, run.stream, err)
 		}
 		if problem != "" {
-			mismatch.Rejected = append(mismatch.Rejected, ImportCheck{Shard: r.shard, Checkpoint: r.checkpoint, Problem: problem})
+			mismatch.Rejected = append(mismatch.Rejected, ImportCheck{Shard: r.Shard, Checkpoint: r.Checkpoint, Problem: problem})
 		}
 	}
 	if len(mismatch.Unlisted) > 0 || len(mismatch.Rejected) > 0 {
@@ -485,10 +536,10 @@ func checkCheckpoint(ctx context.Context, kin KinesisAPI, stream string, sh kine
 // reports whether it was there) unless it has some. A row that somebody
 // holds is never written: Import is not its holder, and the holder is
 // reading the shard from its own start position.
-func (s *DynamoStore) importRow(ctx context.Context, own Lease, exists bool, r foreignRow, from string) (action ImportAction, reason string, err error) {
+func (s *DynamoStore) importRow(ctx context.Context, own Lease, exists bool, r foreign.Row, from string) (action ImportAction, reason string, err error) {
 	key := own.Key
 	if exists && own.Checkpoint != "" {
-		return ImportSkipped, alreadyHas(own, r.checkpoint, ""), nil
+		return ImportSkipped, alreadyHas(own, r.Checkpoint, ""), nil
 	}
 	if exists && own.Owner != "" {
 		return "", "", heldDuringImport(s.table, own)
@@ -496,20 +547,20 @@ func (s *DynamoStore) importRow(ctx context.Context, own Lease, exists bool, r f
 	if !exists {
 		own = Lease{Key: key}
 	}
-	row, ok, _, err := s.fillFree(ctx, own, exists, r.checkpoint, r.sub, r.parents)
+	row, ok, _, err := s.fillFree(ctx, own, exists, r.Checkpoint, r.SubSequence, r.Parents)
 	switch {
 	case err != nil:
 		return "", "", err
 	case !ok && row.Checkpoint != "":
-		return ImportSkipped, alreadyHas(row, r.checkpoint, ", saved while the import ran"), nil
+		return ImportSkipped, alreadyHas(row, r.Checkpoint, ", saved while the import ran"), nil
 	case !ok && row.Owner != "":
 		return "", "", heldDuringImport(s.table, row)
 	case !ok:
 		return "", "", errorf("row %s changed while the import ran (counter %d, was %d); run the import again", key, row.Counter, own.Counter)
 	}
-	what := "checkpoint " + r.checkpoint
-	if r.sub >= 0 {
-		what += fmt.Sprintf(" sub-sequence %d", r.sub)
+	what := "checkpoint " + r.Checkpoint
+	if r.SubSequence >= 0 {
+		what += fmt.Sprintf(" sub-sequence %d", r.SubSequence)
 	}
 	if !exists {
 		return ImportCopied, fmt.Sprintf("created row %s with %s from table %s", key, what, from), nil
@@ -525,17 +576,20 @@ func heldDuringImport(table string, row Lease) error {
 		ErrLeaseHeld, row.Key, table, row.Owner, row.Counter, row.Key.Stream)
 }
 
-func alreadyHas(own Lease, foreign, when string) string {
-	cmp := ""
-	switch c := seqnum.Compare(own.Checkpoint, foreign); {
+// alreadyHas is the reason for skipping a row that has a checkpoint: it
+// compares own's with the imported one. when, if not empty, says when
+// own's was saved.
+func alreadyHas(own Lease, imported, when string) string {
+	order := ""
+	switch c := seqnum.Compare(own.Checkpoint, imported); {
 	case c == 0:
-		cmp = "the same as the imported one"
+		order = "the same as the imported one"
 	case c > 0:
-		cmp = "newer than the imported " + foreign
+		order = "newer than the imported " + imported
 	default:
-		cmp = "older than the imported " + foreign + "; it is kept: to import, delete the row's checkpoint first"
+		order = "older than the imported " + imported + "; it is kept: to import, delete the row's checkpoint first"
 	}
-	return fmt.Sprintf("already has progress: row %s has checkpoint %s%s, %s", own.Key, own.Checkpoint, when, cmp)
+	return fmt.Sprintf("already has progress: row %s has checkpoint %s%s, %s", own.Key, own.Checkpoint, when, order)
 }
 
 // checkForeignSchema checks that table has the key of format; if not, the
@@ -584,9 +638,8 @@ func (e *sourceNotFound) Is(target error) bool { return target == ErrTableNotFou
 
 // scanForeign reads every row of table and returns the rows to report,
 // ordered by shard id.
-func scanForeign(ctx context.Context, client DynamoDBAPI, format ImportFormat, table, stream string) ([]foreignRow, error) {
-	var rows []foreignRow
-	newest := map[string]int64{} // KCL multi-stream: newest epoch per shard of stream
+func scanForeign(ctx context.Context, client DynamoDBAPI, format ImportFormat, table, stream string) ([]foreign.Row, error) {
+	var rows []foreign.Row
 	var start map[string]types.AttributeValue
 	for {
 		page, err := client.Scan(ctx, &dynamodb.ScanInput{
@@ -598,156 +651,16 @@ func scanForeign(ctx context.Context, client DynamoDBAPI, format ImportFormat, t
 			return nil, &TableError{Table: table, Err: errorf("scan the %s table: %w", format, err)}
 		}
 		for _, item := range page.Items {
-			var r foreignRow
-			var mine bool
-			switch format {
-			case ImportKinsumer:
-				r, mine = kinsumerRow(item), true
-			case ImportVMwareKCL:
-				r, mine = vmwareRow(item), true
-			default:
-				r, mine = kclRow(item, stream)
+			if r, mine := foreign.Decode(foreign.Format(format), item, stream, ValidateShardID); mine {
+				rows = append(rows, r)
 			}
-			if !mine {
-				continue
-			}
-			if r.epoch > newest[r.shard] {
-				newest[r.shard] = r.epoch
-			}
-			rows = append(rows, r)
 		}
 		if len(page.LastEvaluatedKey) == 0 {
 			break
 		}
 		start = page.LastEvaluatedKey
 	}
-	for i, r := range rows {
-		if r.skip == "" && r.epoch < newest[r.shard] {
-			rows[i].skip = fmt.Sprintf("lease of an older incarnation of stream %s (creation epoch %d; the newest is %d)", stream, r.epoch, newest[r.shard])
-		}
-	}
-	slices.SortStableFunc(rows, func(a, b foreignRow) int {
-		if c := strings.Compare(a.shard, b.shard); c != 0 {
-			return c
-		}
-		return cmp.Compare(b.epoch, a.epoch)
-	})
+	foreign.SkipOlderIncarnations(rows, stream)
+	foreign.Sort(rows)
 	return rows, nil
-}
-
-// stringAttr returns item[name] as a string; present is false when it is
-// missing or NULL, ok is false when it has another type.
-func stringAttr(item map[string]types.AttributeValue, name string) (v string, present, ok bool) {
-	switch av := item[name].(type) {
-	case nil, *types.AttributeValueMemberNULL:
-		return "", false, true
-	case *types.AttributeValueMemberS:
-		return av.Value, true, true
-	}
-	return "", true, false
-}
-
-func kinsumerRow(item map[string]types.AttributeValue) foreignRow {
-	shard, _, _ := stringAttr(item, "Shard")
-	r := foreignRow{shard: shard, sub: -1}
-	if err := ValidateShardID(shard); err != nil {
-		r.skip = fmt.Sprintf("Shard is not a shard id: %v", err)
-		return r
-	}
-	seq, present, ok := stringAttr(item, "SequenceNumber")
-	r.checkpoint = seq
-	switch item["Finished"].(type) {
-	case nil, *types.AttributeValueMemberNULL:
-	default: // kinsumer writes the time the shard was consumed to its end
-		r.checkpoint = ShardEnd
-		return r
-	}
-	switch {
-	case !ok:
-		r.skip = fmt.Sprintf("SequenceNumber is %s, want a string", avType(item["SequenceNumber"]))
-	case !present || seq == "":
-		r.skip, r.noProgress = "no SequenceNumber: kinsumer never checkpointed the shard", true
-	case validCheckpoint(seq, -1) != nil:
-		r.skip = fmt.Sprintf("SequenceNumber %q is not a sequence number", seq)
-	}
-	return r
-}
-
-// vmwareRow reads one row of a vmware-go-kcl-v2 table. Its ParentShardId,
-// like every source's parents, is not read: Import takes the parents from
-// the stream.
-func vmwareRow(item map[string]types.AttributeValue) foreignRow {
-	shard, _, _ := stringAttr(item, "ShardID")
-	r := foreignRow{shard: shard, sub: -1}
-	if err := ValidateShardID(shard); err != nil {
-		r.skip = fmt.Sprintf("ShardID is not a shard id: %v", err)
-		return r
-	}
-	cp, present, ok := stringAttr(item, "Checkpoint")
-	r.checkpoint = cp
-	switch {
-	case !ok:
-		r.skip = fmt.Sprintf("Checkpoint is %s, want a string", avType(item["Checkpoint"]))
-	case !present || cp == "":
-		r.skip, r.noProgress = "no Checkpoint: no record was processed", true
-	case cp == "TRIM_HORIZON" || cp == "LATEST" || cp == "AT_TIMESTAMP":
-		r.skip, r.noProgress = cp+" means no record was processed yet", true
-	case cp == ShardEnd:
-	case validCheckpoint(cp, -1) != nil:
-		r.skip = fmt.Sprintf("Checkpoint %q is neither a sequence number nor SHARD_END", cp)
-	}
-	return r
-}
-
-// kclRow reads one KCL lease; mine is false for a lease of another stream in
-// a multi-stream table.
-func kclRow(item map[string]types.AttributeValue, stream string) (r foreignRow, mine bool) {
-	key, _, _ := stringAttr(item, "leaseKey")
-	r = foreignRow{shard: key, sub: -1}
-	if i := strings.LastIndexByte(key, ':'); i >= 0 {
-		// Multi-stream mode: "account:stream:epoch:shard".
-		r.shard = key[i+1:]
-		parts := strings.Split(key[:i], ":")
-		if len(parts) != 3 {
-			r.skip = fmt.Sprintf("leaseKey %q is neither a shard id nor account:stream:epoch:shard", key)
-			return r, true
-		}
-		if parts[1] != stream {
-			return r, false
-		}
-		epoch, err := strconv.ParseInt(parts[2], 10, 64)
-		if err != nil {
-			r.skip = fmt.Sprintf("leaseKey %q has creation epoch %q, not a number", key, parts[2])
-			return r, true
-		}
-		r.epoch = epoch
-	}
-	if err := ValidateShardID(r.shard); err != nil {
-		r.skip = fmt.Sprintf("leaseKey %q does not end in a shard id: %v", key, err)
-		return r, true
-	}
-	cp, present, ok := stringAttr(item, "checkpoint")
-	r.checkpoint = cp
-	switch {
-	case !ok:
-		r.skip = fmt.Sprintf("checkpoint is %s, want a string", avType(item["checkpoint"]))
-		return r, true
-	case !present || cp == "":
-		r.skip, r.noProgress = "no checkpoint: no record was processed", true
-		return r, true
-	case cp == "TRIM_HORIZON" || cp == "LATEST" || cp == "AT_TIMESTAMP":
-		r.skip, r.noProgress = cp+" means no record was processed yet", true
-		return r, true
-	case cp == ShardEnd:
-		return r, true
-	case validCheckpoint(cp, -1) != nil:
-		r.skip = fmt.Sprintf("checkpoint %q is neither a sequence number nor a KCL sentinel", cp)
-		return r, true
-	}
-	if v, ok := item["checkpointSubSequenceNumber"].(*types.AttributeValueMemberN); ok {
-		if n, err := strconv.ParseInt(v.Value, 10, 64); err == nil && n >= 0 {
-			r.sub = n
-		}
-	}
-	return r, true
 }

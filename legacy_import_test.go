@@ -36,6 +36,12 @@ func requireIdempotent(t *testing.T, raw shardlease.DynamoDBAPI, kin shardlease.
 	require.Equal(t, before, after)
 }
 
+// TestImportFormats: the public formats are the ones the decoders read, in
+// the order errors and the command line list them.
+func TestImportFormats(t *testing.T) {
+	require.Equal(t, []shardlease.ImportFormat{shardlease.ImportKinsumer, shardlease.ImportVMwareKCL, shardlease.ImportKCL}, shardlease.ImportFormats())
+}
+
 func TestImportKinsumer(t *testing.T) {
 	ctx := t.Context()
 	raw, table := dynamoTable(t)

@@ -1,0 +1,74 @@
+package foreign
+
+import (
+	"fmt"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/shardlease/shardlease/internal/seqnum"
+)
+
+// stringAttr returns item[name] as a string; present is false when it is
+// missing or NULL, ok is false when it has another type.
+func stringAttr(item map[string]types.AttributeValue, name string) (v string, present, ok bool) {
+	switch av := item[name].(type) {
+	case nil, *types.AttributeValueMemberNULL:
+		return "", false, true
+	case *types.AttributeValueMemberS:
+		return av.Value, true, true
+	}
+	return "", true, false
+}
+
+// validCheckpoint reports whether checkpoint is one shardlease writes: a
+// sequence number (decimal digits) or SHARD_END.
+func validCheckpoint(checkpoint string) bool {
+	if checkpoint == "" {
+		return false
+	}
+	if checkpoint == seqnum.ShardEnd {
+		return true
+	}
+	for i := 0; i < len(checkpoint); i++ {
+		if checkpoint[i] < '0' || checkpoint[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// startPosition reports whether checkpoint is one of the start positions
+// that the KCL (and vmware-go-kcl-v2) keep for a shard before its first
+// record is processed.
+func startPosition(checkpoint string) bool {
+	return checkpoint == "TRIM_HORIZON" || checkpoint == "LATEST" || checkpoint == "AT_TIMESTAMP"
+}
+
+// attrType names the type of an attribute value in a reason.
+func attrType(av types.AttributeValue) string {
+	switch av.(type) {
+	case nil:
+		return "missing"
+	case *types.AttributeValueMemberS:
+		return "a string"
+	case *types.AttributeValueMemberN:
+		return "a number"
+	case *types.AttributeValueMemberB:
+		return "binary"
+	case *types.AttributeValueMemberBOOL:
+		return "a boolean"
+	case *types.AttributeValueMemberNULL:
+		return "null"
+	case *types.AttributeValueMemberSS:
+		return "a string set"
+	case *types.AttributeValueMemberNS:
+		return "a number set"
+	case *types.AttributeValueMemberBS:
+		return "a binary set"
+	case *types.AttributeValueMemberL:
+		return "a list"
+	case *types.AttributeValueMemberM:
+		return "a map"
+	}
+	return fmt.Sprintf("%T", av)
+}
