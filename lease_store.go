@@ -115,6 +115,13 @@ type LineageStore interface {
 // by one and returns the lease as written; the returned lease is the handle
 // for the next write.
 //
+// The context of Acquire, Renew and Checkpoint carries the writer's lease
+// duration (HolderLeaseDuration). A store writes a positive one on the row
+// and returns it in Lease.Duration, so that takers configured with a shorter
+// lease wait out the holder's; a store that drops it still fences every
+// write, but a rolling deploy that lengthens WithLeaseDuration is then safe
+// only once every worker runs the new duration.
+//
 // Implementations must be safe for concurrent use.
 type LeaseStore interface {
 	// Create writes a free row for key with the given parents if the row does
