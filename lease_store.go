@@ -119,8 +119,8 @@ type LineageStore interface {
 // duration (HolderLeaseDuration). A store writes a positive one on the row
 // and returns it in Lease.Duration, so that takers configured with a shorter
 // lease wait out the holder's; a store that drops it still fences every
-// write, but a rolling deploy that lengthens WithLeaseDuration is then safe
-// only once every worker runs the new duration.
+// write, but one reader per shard then holds only while every worker runs
+// the same lease duration.
 //
 // Implementations must be safe for concurrent use.
 type LeaseStore interface {
