@@ -10,44 +10,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
-func avString(av types.AttributeValue) string {
-	if s, ok := av.(*types.AttributeValueMemberS); ok {
-		return s.Value
-	}
-	return ""
-}
-
-// startAttrs adds the attributes of start to item.
-func startAttrs(item map[string]types.AttributeValue, start Start) {
-	if start.IsZero() {
-		return
-	}
-	item[attrStart] = str(string(start.Position))
-	if start.Position == AtTimestamp {
-		item[attrStartTime] = num(start.Timestamp.UnixMilli())
-	}
-}
-
-func decodeIdentity(stream string, item map[string]types.AttributeValue) (StreamIdentity, error) {
-	arn, ok1 := item[attrStreamARN].(*types.AttributeValueMemberS)
-	created, ok2 := item[attrStreamCreate].(*types.AttributeValueMemberN)
-	if !ok1 || !ok2 {
-		return StreamIdentity{}, errorf("%w: identity row of stream %s has no string %s or number %s; delete the row (consumers record it again)", ErrCorruptLease, stream, attrStreamARN, attrStreamCreate)
-	}
-	ns, err := strconv.ParseInt(created.Value, 10, 64)
-	if err != nil {
-		return StreamIdentity{}, errorf("%w: identity row of stream %s: %s is not a whole number; delete the row (consumers record it again)", ErrCorruptLease, stream, attrStreamCreate)
-	}
-	return StreamIdentity{Stream: stream, ARN: arn.Value, Created: time.Unix(0, ns)}, nil
-}
-
-func identityItem(id StreamIdentity) map[string]types.AttributeValue {
-	item := keyAttr(identityKey(id.Stream))
-	item[attrStreamARN] = str(id.ARN)
-	item[attrStreamCreate] = num(id.Created.UnixNano())
-	return item
-}
-
 // Attribute names of a lease row.
 const (
 	attrKey         = "lease_key"
@@ -62,6 +24,14 @@ const (
 	attrNote        = "lease_note"
 )
 
+// Attribute names of the lineage and identity rows.
+const (
+	attrStart        = "start_position"  // S: TRIM_HORIZON, LATEST or AT_TIMESTAMP
+	attrStartTime    = "start_timestamp" // N: unix ms, with AT_TIMESTAMP
+	attrStreamARN    = "stream_arn"      // S, on the identity row
+	attrStreamCreate = "stream_created"  // N: unix ns, on the identity row
+)
+
 func keyAttr(key LeaseKey) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{attrKey: &types.AttributeValueMemberS{Value: key.String()}}
 }
@@ -72,28 +42,36 @@ func num(n int64) types.AttributeValue {
 
 func str(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
 
-// decodeWorker decodes item if it is one of stream's worker rows (ok).
-func decodeWorker(item map[string]types.AttributeValue, stream string) (w Worker, ok bool, err error) {
-	keyAV, _ := item[attrKey].(*types.AttributeValueMemberS)
-	if keyAV == nil {
-		return Worker{}, false, nil
+func expiryAttr(t time.Time) types.AttributeValue { return num(t.UnixMilli()) }
+
+// startAttrs adds the attributes of start to item.
+func startAttrs(item map[string]types.AttributeValue, start Start) {
+	if start.IsZero() {
+		return
 	}
-	owner, ok := strings.CutPrefix(keyAV.Value, stream+":"+workerMark)
-	if !ok {
-		return Worker{}, false, nil
+	item[attrStart] = str(string(start.Position))
+	if start.Position == AtTimestamp {
+		item[attrStartTime] = num(start.Timestamp.UnixMilli())
 	}
-	w = Worker{Stream: stream, Owner: owner}
-	n, isNum := item[attrCounter].(*types.AttributeValueMemberN)
-	if !isNum {
-		return w, true, errorf("%w: worker row %q: attribute %s is %s, want a number; delete the row (the worker writes it again)", ErrCorruptLease, keyAV.Value, attrCounter, avType(item[attrCounter]))
-	}
-	if w.Counter, err = strconv.ParseInt(n.Value, 10, 64); err != nil || owner == "" {
-		return w, true, errorf("%w: worker row %q has no owner or a counter that is not a whole number; delete the row (the worker writes it again)", ErrCorruptLease, keyAV.Value)
-	}
-	return w, true, nil
 }
 
-func expiryAttr(t time.Time) types.AttributeValue { return num(t.UnixMilli()) }
+// checkpointSet returns the SET/REMOVE clauses that write checkpoint and
+// sub-sequence, filling :cp and :sub in vals.
+func checkpointSet(vals map[string]types.AttributeValue, checkpoint string, sub int64) (set, remove string) {
+	vals[":cp"] = str(checkpoint)
+	if sub >= 0 {
+		vals[":sub"] = num(sub)
+		return "checkpoint = :cp, checkpoint_sub = :sub", ""
+	}
+	return "checkpoint = :cp", " REMOVE checkpoint_sub"
+}
+
+func identityItem(id StreamIdentity) map[string]types.AttributeValue {
+	item := keyAttr(identityKey(id.Stream))
+	item[attrStreamARN] = str(id.ARN)
+	item[attrStreamCreate] = num(id.Created.UnixNano())
+	return item
+}
 
 // decodeLease turns a row into a Lease. A row whose attributes have the
 // wrong types or values is an error matching ErrCorruptLease that names the
@@ -225,6 +203,47 @@ func decodeLease(item map[string]types.AttributeValue) (Lease, error) {
 		l.Duration = time.Duration(ms) * time.Millisecond
 	}
 	return l, nil
+}
+
+// decodeWorker decodes item if it is one of stream's worker rows (ok).
+func decodeWorker(item map[string]types.AttributeValue, stream string) (w Worker, ok bool, err error) {
+	keyAV, _ := item[attrKey].(*types.AttributeValueMemberS)
+	if keyAV == nil {
+		return Worker{}, false, nil
+	}
+	owner, ok := strings.CutPrefix(keyAV.Value, stream+":"+workerMark)
+	if !ok {
+		return Worker{}, false, nil
+	}
+	w = Worker{Stream: stream, Owner: owner}
+	n, isNum := item[attrCounter].(*types.AttributeValueMemberN)
+	if !isNum {
+		return w, true, errorf("%w: worker row %q: attribute %s is %s, want a number; delete the row (the worker writes it again)", ErrCorruptLease, keyAV.Value, attrCounter, avType(item[attrCounter]))
+	}
+	if w.Counter, err = strconv.ParseInt(n.Value, 10, 64); err != nil || owner == "" {
+		return w, true, errorf("%w: worker row %q has no owner or a counter that is not a whole number; delete the row (the worker writes it again)", ErrCorruptLease, keyAV.Value)
+	}
+	return w, true, nil
+}
+
+func decodeIdentity(stream string, item map[string]types.AttributeValue) (StreamIdentity, error) {
+	arn, ok1 := item[attrStreamARN].(*types.AttributeValueMemberS)
+	created, ok2 := item[attrStreamCreate].(*types.AttributeValueMemberN)
+	if !ok1 || !ok2 {
+		return StreamIdentity{}, errorf("%w: identity row of stream %s has no string %s or number %s; delete the row (consumers record it again)", ErrCorruptLease, stream, attrStreamARN, attrStreamCreate)
+	}
+	ns, err := strconv.ParseInt(created.Value, 10, 64)
+	if err != nil {
+		return StreamIdentity{}, errorf("%w: identity row of stream %s: %s is not a whole number; delete the row (consumers record it again)", ErrCorruptLease, stream, attrStreamCreate)
+	}
+	return StreamIdentity{Stream: stream, ARN: arn.Value, Created: time.Unix(0, ns)}, nil
+}
+
+func avString(av types.AttributeValue) string {
+	if s, ok := av.(*types.AttributeValueMemberS); ok {
+		return s.Value
+	}
+	return ""
 }
 
 func avType(av types.AttributeValue) string {

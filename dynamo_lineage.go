@@ -11,18 +11,8 @@ import (
 )
 
 var (
-	_ LineageStore  = (*MemoryStore)(nil)
 	_ LineageStore  = (*DynamoStore)(nil)
-	_ IdentityStore = (*MemoryStore)(nil)
 	_ IdentityStore = (*DynamoStore)(nil)
-)
-
-// Attribute names of the lineage and identity rows.
-const (
-	attrStart        = "start_position"  // S: TRIM_HORIZON, LATEST or AT_TIMESTAMP
-	attrStartTime    = "start_timestamp" // N: unix ms, with AT_TIMESTAMP
-	attrStreamARN    = "stream_arn"      // S, on the identity row
-	attrStreamCreate = "stream_created"  // N: unix ns, on the identity row
 )
 
 // identityMark starts the part after the colon of a stream's identity row:

@@ -148,17 +148,6 @@ func (s *DynamoStore) bareCheckpoint(ctx context.Context, shard string) (checkpo
 	return v.Value, sub, true, nil
 }
 
-// checkpointSet returns the SET/REMOVE clauses that write checkpoint and
-// sub-sequence, filling :cp and :sub in vals.
-func checkpointSet(vals map[string]types.AttributeValue, checkpoint string, sub int64) (set, remove string) {
-	vals[":cp"] = str(checkpoint)
-	if sub >= 0 {
-		vals[":sub"] = num(sub)
-		return "checkpoint = :cp, checkpoint_sub = :sub", ""
-	}
-	return "checkpoint = :cp", " REMOVE checkpoint_sub"
-}
-
 // adoptAfterAcquire runs after a successful acquire write: when the row has
 // no checkpoint it falls back to the shard's bare row. It costs one GetItem,
 // and only for rows without a checkpoint of a stream legacyApplies to whose
