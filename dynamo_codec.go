@@ -75,134 +75,201 @@ func identityItem(id StreamIdentity) map[string]types.AttributeValue {
 
 // decodeLease turns a row into a Lease. A row whose attributes have the
 // wrong types or values is an error matching ErrCorruptLease that names the
-// row and the attribute.
+// row and the attribute. The attribute groups are read in a fixed order, so
+// a row with several corrupt attributes is always named by the same one.
 func decodeLease(item map[string]types.AttributeValue) (Lease, error) {
+	key, err := decodeLeaseKey(item)
+	if err != nil {
+		return Lease{}, err
+	}
+	r := leaseRow{key: key, item: item}
+	l := Lease{Key: key, SubSequence: -1}
+	for _, decode := range []func(leaseRow, *Lease) error{
+		decodeHolder, decodeProgress, decodeParents, decodeTerms, decodeStart, decodeDuration,
+	} {
+		if err := decode(r, &l); err != nil {
+			return Lease{}, err
+		}
+	}
+	return l, nil
+}
+
+// decodeLeaseKey reads a row's lease_key, which must be "stream:shard".
+func decodeLeaseKey(item map[string]types.AttributeValue) (LeaseKey, error) {
 	keyAV, ok := item[attrKey].(*types.AttributeValueMemberS)
 	if !ok {
-		return Lease{}, errorf("%w: a row has no string %s attribute (found %s); delete the row or fix it by hand", ErrCorruptLease, attrKey, avType(item[attrKey]))
+		return LeaseKey{}, errorf("%w: a row has no string %s attribute (found %s); delete the row or fix it by hand", ErrCorruptLease, attrKey, avType(item[attrKey]))
 	}
 	key, err := ParseLeaseKey(keyAV.Value)
 	if err != nil {
-		return Lease{}, errorf("%w: row %q: %w; delete the row or fix its %s", ErrCorruptLease, keyAV.Value, err, attrKey)
+		return LeaseKey{}, errorf("%w: row %q: %w; delete the row or fix its %s", ErrCorruptLease, keyAV.Value, err, attrKey)
 	}
-	corrupt := func(attr, want string, detail error) error {
-		extra := ""
-		if detail != nil {
-			extra = " (" + detail.Error() + ")"
-		}
-		return errorf("%w: row %q: attribute %s is %s, want %s%s; fix the attribute by hand or delete the row (its checkpoint is lost with it)",
-			ErrCorruptLease, key, attr, avType(item[attr]), want, extra)
+	return key, nil
+}
+
+// leaseRow reads the attributes of the lease row of key. Its errors match
+// ErrCorruptLease and name the row and the attribute.
+type leaseRow struct {
+	key  LeaseKey
+	item map[string]types.AttributeValue
+}
+
+// corrupt is the error for attribute attr, which is not want; detail, when
+// set, says why.
+func (r leaseRow) corrupt(attr, want string, detail error) error {
+	extra := ""
+	if detail != nil {
+		extra = " (" + detail.Error() + ")"
 	}
-	l := Lease{Key: key, SubSequence: -1}
-	if av, present := item[attrOwner]; present {
-		v, ok := av.(*types.AttributeValueMemberS)
-		if !ok {
-			return Lease{}, corrupt(attrOwner, "a string", nil)
-		}
-		l.Owner = v.Value
+	return errorf("%w: row %q: attribute %s is %s, want %s%s; fix the attribute by hand or delete the row (its checkpoint is lost with it)",
+		ErrCorruptLease, r.key, attr, avType(r.item[attr]), want, extra)
+}
+
+// stringAttr reads attr as a string; present is false when it is absent.
+func (r leaseRow) stringAttr(attr string) (v string, present bool, err error) {
+	av, present := r.item[attr]
+	if !present {
+		return "", false, nil
 	}
-	numAttr := func(attr string) (int64, bool, error) {
-		av, present := item[attr]
-		if !present {
-			return 0, false, nil
-		}
-		v, ok := av.(*types.AttributeValueMemberN)
-		if !ok {
-			return 0, true, corrupt(attr, "a number", nil)
-		}
-		n, err := strconv.ParseInt(v.Value, 10, 64)
-		if err != nil {
-			return 0, true, corrupt(attr, "a whole number", err)
-		}
-		return n, true, nil
+	s, ok := av.(*types.AttributeValueMemberS)
+	if !ok {
+		return "", true, r.corrupt(attr, "a string", nil)
 	}
-	counter, present, err := numAttr(attrCounter)
+	return s.Value, true, nil
+}
+
+// intAttr reads attr as a whole number; present is false when it is absent.
+func (r leaseRow) intAttr(attr string) (n int64, present bool, err error) {
+	av, present := r.item[attr]
+	if !present {
+		return 0, false, nil
+	}
+	v, ok := av.(*types.AttributeValueMemberN)
+	if !ok {
+		return 0, true, r.corrupt(attr, "a number", nil)
+	}
+	n, err = strconv.ParseInt(v.Value, 10, 64)
 	if err != nil {
-		return Lease{}, err
+		return 0, true, r.corrupt(attr, "a whole number", err)
+	}
+	return n, true, nil
+}
+
+// nonNegativeAttr reads attr as intAttr does and refuses a negative number
+// as not want.
+func (r leaseRow) nonNegativeAttr(attr, want string) (n int64, present bool, err error) {
+	n, present, err = r.intAttr(attr)
+	if err == nil && n < 0 {
+		return 0, true, r.corrupt(attr, want, nil)
+	}
+	return n, present, err
+}
+
+// decodeHolder reads the owner and the counter, which every row has.
+func decodeHolder(r leaseRow, l *Lease) (err error) {
+	if l.Owner, _, err = r.stringAttr(attrOwner); err != nil {
+		return err
+	}
+	counter, present, err := r.nonNegativeAttr(attrCounter, "a non-negative number")
+	if err != nil {
+		return err
 	}
 	if !present {
-		return Lease{}, corrupt(attrCounter, "a number", nil)
-	}
-	if counter < 0 {
-		return Lease{}, corrupt(attrCounter, "a non-negative number", nil)
+		return r.corrupt(attrCounter, "a number", nil)
 	}
 	l.Counter = counter
-	if av, present := item[attrCheckpoint]; present {
-		v, ok := av.(*types.AttributeValueMemberS)
-		if !ok {
-			return Lease{}, corrupt(attrCheckpoint, "a string", nil)
-		}
-		if err := validCheckpoint(v.Value, -1); err != nil {
-			return Lease{}, corrupt(attrCheckpoint, "a sequence number or "+ShardEnd, nil)
-		}
-		l.Checkpoint = v.Value
+	return nil
+}
+
+// decodeProgress reads the checkpoint and its sub-sequence.
+func decodeProgress(r leaseRow, l *Lease) error {
+	cp, present, err := r.stringAttr(attrCheckpoint)
+	if err != nil {
+		return err
 	}
-	if sub, present, err := numAttr(attrSubSequence); err != nil {
-		return Lease{}, err
-	} else if present {
-		if sub < 0 {
-			return Lease{}, corrupt(attrSubSequence, "a non-negative number", nil)
-		}
+	if present && validCheckpoint(cp, -1) != nil {
+		return r.corrupt(attrCheckpoint, "a sequence number or "+ShardEnd, nil)
+	}
+	l.Checkpoint = cp
+	sub, present, err := r.nonNegativeAttr(attrSubSequence, "a non-negative number")
+	if err != nil {
+		return err
+	}
+	if present {
 		l.SubSequence = sub
 	}
-	if av, present := item[attrParents]; present {
-		v, ok := av.(*types.AttributeValueMemberSS)
-		if !ok {
-			return Lease{}, corrupt(attrParents, "a string set", nil)
-		}
-		for _, p := range v.Value {
-			if err := ValidateShardID(p); err != nil {
-				return Lease{}, corrupt(attrParents, "a set of shard ids", err)
-			}
-		}
-		if len(v.Value) > 0 { // an empty set (which DynamoDB refuses to store) is no parents
-			l.Parents = slices.Clone(v.Value)
-			slices.Sort(l.Parents)
+	return nil
+}
+
+// decodeParents reads the parent shards, sorted.
+func decodeParents(r leaseRow, l *Lease) error {
+	av, present := r.item[attrParents]
+	if !present {
+		return nil
+	}
+	v, ok := av.(*types.AttributeValueMemberSS)
+	if !ok {
+		return r.corrupt(attrParents, "a string set", nil)
+	}
+	for _, p := range v.Value {
+		if err := ValidateShardID(p); err != nil {
+			return r.corrupt(attrParents, "a set of shard ids", err)
 		}
 	}
-	if ms, present, err := numAttr(attrExpiry); err != nil {
-		return Lease{}, err
-	} else if present {
+	if len(v.Value) > 0 { // an empty set (which DynamoDB refuses to store) is no parents
+		l.Parents = slices.Clone(v.Value)
+		slices.Sort(l.Parents)
+	}
+	return nil
+}
+
+// decodeTerms reads what the holder and the others told each other: the
+// expiry written for operators, the handoff request and the note.
+func decodeTerms(r leaseRow, l *Lease) (err error) {
+	ms, present, err := r.intAttr(attrExpiry)
+	if err != nil {
+		return err
+	}
+	if present {
 		l.Expiry = time.UnixMilli(ms)
 	}
-	if av, present := item[attrHandoff]; present {
-		v, ok := av.(*types.AttributeValueMemberS)
-		if !ok {
-			return Lease{}, corrupt(attrHandoff, "a string", nil)
-		}
-		l.HandoffTo = v.Value
+	if l.HandoffTo, _, err = r.stringAttr(attrHandoff); err != nil {
+		return err
 	}
-	if av, present := item[attrNote]; present {
-		v, ok := av.(*types.AttributeValueMemberS)
-		if !ok {
-			return Lease{}, corrupt(attrNote, "a string", nil)
-		}
-		l.Note = v.Value
+	l.Note, _, err = r.stringAttr(attrNote)
+	return err
+}
+
+// decodeStart reads where the shard starts when it has no checkpoint.
+func decodeStart(r leaseRow, l *Lease) error {
+	position, present, err := r.stringAttr(attrStart)
+	if err != nil || !present {
+		return err
 	}
-	if av, present := item[attrStart]; present {
-		v, ok := av.(*types.AttributeValueMemberS)
-		if !ok {
-			return Lease{}, corrupt(attrStart, "a string", nil)
-		}
-		l.Start.Position = InitialPosition(v.Value)
-		if ms, present, err := numAttr(attrStartTime); err != nil {
-			return Lease{}, err
-		} else if present {
-			l.Start.Timestamp = time.UnixMilli(ms)
-		}
-		if err := l.Start.validate(); err != nil {
-			return Lease{}, corrupt(attrStart, "TRIM_HORIZON, LATEST, or AT_TIMESTAMP with a "+attrStartTime, err)
-		}
+	l.Start.Position = InitialPosition(position)
+	ms, present, err := r.intAttr(attrStartTime)
+	if err != nil {
+		return err
 	}
-	if ms, present, err := numAttr(attrDuration); err != nil {
-		return Lease{}, err
-	} else if present {
-		if ms < 0 {
-			return Lease{}, corrupt(attrDuration, "a non-negative number of milliseconds", nil)
-		}
+	if present {
+		l.Start.Timestamp = time.UnixMilli(ms)
+	}
+	if err := l.Start.validate(); err != nil {
+		return r.corrupt(attrStart, "TRIM_HORIZON, LATEST, or AT_TIMESTAMP with a "+attrStartTime, err)
+	}
+	return nil
+}
+
+// decodeDuration reads the lease duration the holder runs with.
+func decodeDuration(r leaseRow, l *Lease) error {
+	ms, present, err := r.nonNegativeAttr(attrDuration, "a non-negative number of milliseconds")
+	if err != nil {
+		return err
+	}
+	if present {
 		l.Duration = time.Duration(ms) * time.Millisecond
 	}
-	return l, nil
+	return nil
 }
 
 // decodeWorker decodes item if it is one of stream's worker rows (ok).
