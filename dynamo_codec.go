@@ -32,8 +32,13 @@ const (
 	attrStreamCreate = "stream_created"  // N: unix ns, on the identity row
 )
 
-func keyAttr(key LeaseKey) map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{attrKey: &types.AttributeValueMemberS{Value: key.String()}}
+// keyAttr is the key of key's row.
+func keyAttr(key LeaseKey) map[string]types.AttributeValue { return rawKeyAttr(key.String()) }
+
+// rawKeyAttr is the key of the row whose lease_key is raw: a bare shard id
+// of an earlier release, or a key read back from a Scan.
+func rawKeyAttr(raw string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{attrKey: str(raw)}
 }
 
 func num(n int64) types.AttributeValue {
@@ -42,7 +47,29 @@ func num(n int64) types.AttributeValue {
 
 func str(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
 
+// expiryAttr is an expiry in unix milliseconds.
 func expiryAttr(t time.Time) types.AttributeValue { return num(t.UnixMilli()) }
+
+// durationAttr is a lease duration in milliseconds.
+func durationAttr(d time.Duration) types.AttributeValue { return num(d.Milliseconds()) }
+
+// parentsAttr is a copy of parents as a string set. parents must not be
+// empty: DynamoDB stores no empty set.
+func parentsAttr(parents []string) types.AttributeValue {
+	return &types.AttributeValueMemberSS{Value: slices.Clone(parents)}
+}
+
+// newRowItem is the item of key's new row: free, at counter 0, with
+// parents and start when they are set.
+func newRowItem(key LeaseKey, parents []string, start Start) map[string]types.AttributeValue {
+	item := keyAttr(key)
+	item[attrCounter] = num(0)
+	if len(parents) > 0 {
+		item[attrParents] = parentsAttr(parents)
+	}
+	startAttrs(item, start)
+	return item
+}
 
 // startAttrs adds the attributes of start to item.
 func startAttrs(item map[string]types.AttributeValue, start Start) {
@@ -66,6 +93,7 @@ func checkpointSet(vals map[string]types.AttributeValue, checkpoint string, sub 
 	return "checkpoint = :cp", " REMOVE checkpoint_sub"
 }
 
+// identityItem is the item of id's identity row.
 func identityItem(id StreamIdentity) map[string]types.AttributeValue {
 	item := keyAttr(identityKey(id.Stream))
 	item[attrStreamARN] = str(id.ARN)

@@ -31,13 +31,7 @@ func (s *DynamoStore) CreateAt(ctx context.Context, key LeaseKey, parents []stri
 	if err != nil {
 		return false, s.fail("create", key, err)
 	}
-	item := keyAttr(key)
-	item[attrCounter] = num(0)
-	if len(ps) > 0 {
-		item[attrParents] = &types.AttributeValueMemberSS{Value: ps}
-	}
-	startAttrs(item, start)
-	return s.putNew(ctx, key, item)
+	return s.putNew(ctx, key, newRowItem(key, ps, start))
 }
 
 // SetLineage implements LineageStore with one conditional UpdateItem.
@@ -54,7 +48,7 @@ func (s *DynamoStore) SetLineage(ctx context.Context, l Lease, parents []string,
 	set = append(set, "lease_counter = lease_counter + :one")
 	if len(ps) > 0 {
 		set = append(set, attrParents+" = :parents")
-		vals[":parents"] = &types.AttributeValueMemberSS{Value: ps}
+		vals[":parents"] = parentsAttr(ps)
 	} else {
 		remove = append(remove, attrParents)
 	}
@@ -173,7 +167,7 @@ func (s *DynamoStore) ResetStream(ctx context.Context, id StreamIdentity) (int, 
 	for _, k := range keys {
 		if _, err := s.client.DeleteItem(ctx, &dynamodb.DeleteItemInput{
 			TableName: aws.String(s.table),
-			Key:       map[string]types.AttributeValue{attrKey: str(k)},
+			Key:       rawKeyAttr(k),
 		}); err != nil {
 			return n, s.fail("reset stream", key, errorf("delete row %q (%d of %d rows deleted; run the reset again): %w", k, n, len(keys), err))
 		}

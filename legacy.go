@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -116,7 +115,7 @@ func (s *DynamoStore) bareCheckpoint(ctx context.Context, shard string) (checkpo
 	}
 	out, err := s.client.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName:      aws.String(s.table),
-		Key:            map[string]types.AttributeValue{attrKey: str(shard)},
+		Key:            rawKeyAttr(shard),
 		ConsistentRead: aws.Bool(true),
 	})
 	if err != nil {
@@ -251,7 +250,7 @@ func (s *DynamoStore) fillFree(ctx context.Context, seen Lease, exists bool, che
 		set += ", lease_counter = :zero"
 	}
 	if len(parents) > 0 {
-		vals[":parents"] = &types.AttributeValueMemberSS{Value: slices.Clone(parents)}
+		vals[":parents"] = parentsAttr(parents)
 		set += ", parent_shards = if_not_exists(parent_shards, :parents)"
 	}
 	row, ok, present, err = s.update(ctx, seen.Key, &dynamodb.UpdateItemInput{
