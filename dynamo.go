@@ -598,16 +598,11 @@ func (s *DynamoStore) Checkpoint(ctx context.Context, held Lease, checkpoint str
 	if err := validCheckpoint(checkpoint, subSequence); err != nil {
 		return Lease{}, s.fail("checkpoint", held.Key, err)
 	}
+	vals := map[string]types.AttributeValue{":expiry": expiryAttr(expiry)}
+	set, remove := checkpointSet(vals, checkpoint, subSequence)
 	in := &dynamodb.UpdateItemInput{
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":expiry": expiryAttr(expiry), ":cp": str(checkpoint),
-		},
-	}
-	if subSequence >= 0 {
-		in.UpdateExpression = aws.String("SET lease_counter = lease_counter + :one, lease_expiry = :expiry, checkpoint = :cp, checkpoint_sub = :sub")
-		in.ExpressionAttributeValues[":sub"] = num(subSequence)
-	} else {
-		in.UpdateExpression = aws.String("SET lease_counter = lease_counter + :one, lease_expiry = :expiry, checkpoint = :cp REMOVE checkpoint_sub")
+		UpdateExpression:          aws.String("SET lease_counter = lease_counter + :one, lease_expiry = :expiry, " + set + remove),
+		ExpressionAttributeValues: vals,
 	}
 	return s.write(ctx, "checkpoint", held, in, func(row Lease) bool {
 		return row.Owner == held.Owner && row.Checkpoint == checkpoint && row.SubSequence == subSequence && row.Expiry.UnixMilli() == expiry.UnixMilli()

@@ -2,6 +2,7 @@ package shardlease
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -73,13 +74,42 @@ func newRowItem(key LeaseKey, parents []string, start Start) map[string]types.At
 
 // startAttrs adds the attributes of start to item.
 func startAttrs(item map[string]types.AttributeValue, start Start) {
+	maps.Copy(item, startValues(start))
+}
+
+// startValues is start's attributes by name: none for the zero Start, and
+// start_timestamp only with AT_TIMESTAMP.
+func startValues(start Start) map[string]types.AttributeValue {
 	if start.IsZero() {
-		return
+		return nil
 	}
-	item[attrStart] = str(string(start.Position))
+	values := map[string]types.AttributeValue{attrStart: str(string(start.Position))}
 	if start.Position == AtTimestamp {
-		item[attrStartTime] = num(start.Timestamp.UnixMilli())
+		values[attrStartTime] = num(start.Timestamp.UnixMilli())
 	}
+	return values
+}
+
+// lineageClauses returns the SET and REMOVE clauses that replace a row's
+// parents and start, filling :parents, :start and :startTime in vals.
+func lineageClauses(vals map[string]types.AttributeValue, parents []string, start Start) (set, remove []string) {
+	if len(parents) > 0 {
+		set = append(set, attrParents+" = :parents")
+		vals[":parents"] = parentsAttr(parents)
+	} else {
+		remove = append(remove, attrParents)
+	}
+	values := startValues(start)
+	for _, a := range []struct{ name, placeholder string }{{attrStart, ":start"}, {attrStartTime, ":startTime"}} {
+		v, ok := values[a.name]
+		if !ok {
+			remove = append(remove, a.name)
+			continue
+		}
+		set = append(set, a.name+" = "+a.placeholder)
+		vals[a.placeholder] = v
+	}
+	return set, remove
 }
 
 // checkpointSet returns the SET/REMOVE clauses that write checkpoint and

@@ -43,28 +43,9 @@ func (s *DynamoStore) SetLineage(ctx context.Context, l Lease, parents []string,
 	if err != nil {
 		return Lease{}, s.fail("set lineage", l.Key, err)
 	}
-	var set, remove []string
 	vals := map[string]types.AttributeValue{":seen": num(l.Counter), ":one": num(1)}
-	set = append(set, "lease_counter = lease_counter + :one")
-	if len(ps) > 0 {
-		set = append(set, attrParents+" = :parents")
-		vals[":parents"] = parentsAttr(ps)
-	} else {
-		remove = append(remove, attrParents)
-	}
-	if start.IsZero() {
-		remove = append(remove, attrStart, attrStartTime)
-	} else {
-		set = append(set, attrStart+" = :start")
-		vals[":start"] = str(string(start.Position))
-		if start.Position == AtTimestamp {
-			set = append(set, attrStartTime+" = :startTime")
-			vals[":startTime"] = num(start.Timestamp.UnixMilli())
-		} else {
-			remove = append(remove, attrStartTime)
-		}
-	}
-	update := "SET " + strings.Join(set, ", ")
+	set, remove := lineageClauses(vals, ps, start)
+	update := "SET " + strings.Join(append([]string{"lease_counter = lease_counter + :one"}, set...), ", ")
 	if len(remove) > 0 {
 		update += " REMOVE " + strings.Join(remove, ", ")
 	}
