@@ -289,7 +289,7 @@ func decodeTerms(r leaseRow, l *Lease) (err error) {
 		return err
 	}
 	if present {
-		l.Expiry = time.UnixMilli(ms)
+		l.Expiry = unixMilliTime(ms)
 	}
 	if l.HandoffTo, _, err = r.stringAttr(attrHandoff); err != nil {
 		return err
@@ -310,12 +310,23 @@ func decodeStart(r leaseRow, l *Lease) error {
 		return err
 	}
 	if present {
-		l.Start.Timestamp = time.UnixMilli(ms)
+		l.Start.Timestamp = unixMilliTime(ms)
 	}
 	if err := l.Start.validate(); err != nil {
 		return r.corrupt(attrStart, "TRIM_HORIZON, LATEST, or AT_TIMESTAMP with a "+attrStartTime, err)
 	}
 	return nil
+}
+
+// unixMilliTime is the time of ms unix milliseconds. The zero instant
+// (January 1, year 1, UTC) is the zero Time, which IsZero reports and which
+// the encoders leave out, so that a row's time survives a round trip.
+func unixMilliTime(ms int64) time.Time {
+	t := time.UnixMilli(ms)
+	if t.IsZero() {
+		return time.Time{}
+	}
+	return t
 }
 
 // decodeDuration reads the lease duration the holder runs with.
