@@ -18,7 +18,7 @@ import (
 // WithLegacyStream and refuses them otherwise. Copying a checkpoint never
 // overwrites progress: every copy is conditional on the destination row
 // having no checkpoint yet. Import, which copies other libraries' tables, is
-// in import.go.
+// in legacy_import.go.
 
 // WithLegacyStream names the stream that the table's bare rows belong to.
 // Bare rows are the layout an earlier release wrote before rows were kept per
