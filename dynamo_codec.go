@@ -1,5 +1,12 @@
 package shardlease
 
+// This file is the codec of the lease table's rows, and owns both
+// directions: the attribute names, the encoders that build items and
+// attribute values for every write, and the decoders that turn items back
+// into leases, worker rows and stream identities. A row the decoders refuse
+// is an error matching ErrCorruptLease that names the row and the attribute
+// and says what to do; the stores never guess at a corrupt row.
+
 import (
 	"fmt"
 	"maps"
@@ -42,10 +49,12 @@ func rawKeyAttr(raw string) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{attrKey: str(raw)}
 }
 
+// num is n as a number attribute.
 func num(n int64) types.AttributeValue {
 	return &types.AttributeValueMemberN{Value: strconv.FormatInt(n, 10)}
 }
 
+// str is v as a string attribute.
 func str(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
 
 // expiryAttr is an expiry in unix milliseconds.
@@ -281,8 +290,8 @@ func decodeParents(r leaseRow, l *Lease) error {
 	return nil
 }
 
-// decodeTerms reads what the holder and the others told each other: the
-// expiry written for operators, the handoff request and the note.
+// decodeTerms reads the terms the row is held on: the expiry written for
+// operators, the handoff request and the note.
 func decodeTerms(r leaseRow, l *Lease) (err error) {
 	ms, present, err := r.intAttr(attrExpiry)
 	if err != nil {
@@ -362,6 +371,7 @@ func decodeWorker(item map[string]types.AttributeValue, stream string) (w Worker
 	return w, true, nil
 }
 
+// decodeIdentity decodes the identity row of stream.
 func decodeIdentity(stream string, item map[string]types.AttributeValue) (StreamIdentity, error) {
 	arn, ok1 := item[attrStreamARN].(*types.AttributeValueMemberS)
 	created, ok2 := item[attrStreamCreate].(*types.AttributeValueMemberN)
@@ -375,6 +385,7 @@ func decodeIdentity(stream string, item map[string]types.AttributeValue) (Stream
 	return StreamIdentity{Stream: stream, ARN: arn.Value, Created: time.Unix(0, ns)}, nil
 }
 
+// avString is av's value when it is a string, else "".
 func avString(av types.AttributeValue) string {
 	if s, ok := av.(*types.AttributeValueMemberS); ok {
 		return s.Value
@@ -382,6 +393,7 @@ func avString(av types.AttributeValue) string {
 	return ""
 }
 
+// avType names av's type for an error message, "missing" for none.
 func avType(av types.AttributeValue) string {
 	switch av.(type) {
 	case nil:
