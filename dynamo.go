@@ -238,12 +238,7 @@ func (s *DynamoStore) Create(ctx context.Context, key LeaseKey, parents []string
 	if err := key.Validate(); err != nil {
 		return false, s.fail("create", key, err)
 	}
-	item := keyAttr(key)
-	item[attrCounter] = num(0)
-	if len(parents) > 0 {
-		item[attrParents] = &types.AttributeValueMemberSS{Value: slices.Clone(parents)}
-	}
-	return s.putNew(ctx, key, item)
+	return s.putNew(ctx, key, newRowItem(key, parents, Start{}))
 }
 
 // putNew writes item as key's row unless the row exists: created is false,
@@ -501,7 +496,7 @@ func (s *DynamoStore) Acquire(ctx context.Context, key LeaseKey, owner string, o
 	update := "SET lease_owner = :owner, lease_counter = lease_counter + :one REMOVE handoff_to, lease_expiry, lease_duration, lease_note"
 	if d := HolderLeaseDuration(ctx); d > 0 {
 		update = "SET lease_owner = :owner, lease_counter = lease_counter + :one, lease_duration = :dur REMOVE handoff_to, lease_expiry, lease_note"
-		vals[":dur"] = num(d.Milliseconds())
+		vals[":dur"] = durationAttr(d)
 	}
 	return s.acquire(ctx, key, owner, observed, &dynamodb.UpdateItemInput{
 		ConditionExpression:       aws.String("attribute_exists(lease_key) AND (attribute_not_exists(lease_owner) OR lease_counter = :observed)"),
@@ -574,7 +569,7 @@ func (s *DynamoStore) write(ctx context.Context, op string, held Lease, in *dyna
 	if d := HolderLeaseDuration(ctx); d > 0 && op != "release" {
 		// SET is the first clause of every renew and checkpoint update.
 		in.UpdateExpression = aws.String(strings.Replace(aws.ToString(in.UpdateExpression), "SET ", "SET lease_duration = :dur, ", 1))
-		in.ExpressionAttributeValues[":dur"] = num(d.Milliseconds())
+		in.ExpressionAttributeValues[":dur"] = durationAttr(d)
 	}
 	row, ok, exists, err := s.update(ctx, held.Key, in)
 	switch {
@@ -603,16 +598,11 @@ func (s *DynamoStore) Checkpoint(ctx context.Context, held Lease, checkpoint str
 	if err := validCheckpoint(checkpoint, subSequence); err != nil {
 		return Lease{}, s.fail("checkpoint", held.Key, err)
 	}
+	vals := map[string]types.AttributeValue{":expiry": expiryAttr(expiry)}
+	set, remove := checkpointSet(vals, checkpoint, subSequence)
 	in := &dynamodb.UpdateItemInput{
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":expiry": expiryAttr(expiry), ":cp": str(checkpoint),
-		},
-	}
-	if subSequence >= 0 {
-		in.UpdateExpression = aws.String("SET lease_counter = lease_counter + :one, lease_expiry = :expiry, checkpoint = :cp, checkpoint_sub = :sub")
-		in.ExpressionAttributeValues[":sub"] = num(subSequence)
-	} else {
-		in.UpdateExpression = aws.String("SET lease_counter = lease_counter + :one, lease_expiry = :expiry, checkpoint = :cp REMOVE checkpoint_sub")
+		UpdateExpression:          aws.String("SET lease_counter = lease_counter + :one, lease_expiry = :expiry, " + set + remove),
+		ExpressionAttributeValues: vals,
 	}
 	return s.write(ctx, "checkpoint", held, in, func(row Lease) bool {
 		return row.Owner == held.Owner && row.Checkpoint == checkpoint && row.SubSequence == subSequence && row.Expiry.UnixMilli() == expiry.UnixMilli()

@@ -1,7 +1,15 @@
 package shardlease
 
+// This file is the codec of the lease table's rows, and owns both
+// directions: the attribute names, the encoders that build items and
+// attribute values for every write, and the decoders that turn items back
+// into leases, worker rows and stream identities. A row the decoders refuse
+// is an error matching ErrCorruptLease that names the row and the attribute
+// and says what to do; the stores never guess at a corrupt row.
+
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -9,44 +17,6 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
-
-func avString(av types.AttributeValue) string {
-	if s, ok := av.(*types.AttributeValueMemberS); ok {
-		return s.Value
-	}
-	return ""
-}
-
-// startAttrs adds the attributes of start to item.
-func startAttrs(item map[string]types.AttributeValue, start Start) {
-	if start.IsZero() {
-		return
-	}
-	item[attrStart] = str(string(start.Position))
-	if start.Position == AtTimestamp {
-		item[attrStartTime] = num(start.Timestamp.UnixMilli())
-	}
-}
-
-func decodeIdentity(stream string, item map[string]types.AttributeValue) (StreamIdentity, error) {
-	arn, ok1 := item[attrStreamARN].(*types.AttributeValueMemberS)
-	created, ok2 := item[attrStreamCreate].(*types.AttributeValueMemberN)
-	if !ok1 || !ok2 {
-		return StreamIdentity{}, errorf("%w: identity row of stream %s has no string %s or number %s; delete the row (consumers record it again)", ErrCorruptLease, stream, attrStreamARN, attrStreamCreate)
-	}
-	ns, err := strconv.ParseInt(created.Value, 10, 64)
-	if err != nil {
-		return StreamIdentity{}, errorf("%w: identity row of stream %s: %s is not a whole number; delete the row (consumers record it again)", ErrCorruptLease, stream, attrStreamCreate)
-	}
-	return StreamIdentity{Stream: stream, ARN: arn.Value, Created: time.Unix(0, ns)}, nil
-}
-
-func identityItem(id StreamIdentity) map[string]types.AttributeValue {
-	item := keyAttr(identityKey(id.Stream))
-	item[attrStreamARN] = str(id.ARN)
-	item[attrStreamCreate] = num(id.Created.UnixNano())
-	return item
-}
 
 // Attribute names of a lease row.
 const (
@@ -62,15 +32,323 @@ const (
 	attrNote        = "lease_note"
 )
 
-func keyAttr(key LeaseKey) map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{attrKey: &types.AttributeValueMemberS{Value: key.String()}}
+// Attribute names of the lineage and identity rows.
+const (
+	attrStart        = "start_position"  // S: TRIM_HORIZON, LATEST or AT_TIMESTAMP
+	attrStartTime    = "start_timestamp" // N: unix ms, with AT_TIMESTAMP
+	attrStreamARN    = "stream_arn"      // S, on the identity row
+	attrStreamCreate = "stream_created"  // N: unix ns, on the identity row
+)
+
+// keyAttr is the key of key's row.
+func keyAttr(key LeaseKey) map[string]types.AttributeValue { return rawKeyAttr(key.String()) }
+
+// rawKeyAttr is the key of the row whose lease_key is raw: a bare shard id
+// of an earlier release, or a key read back from a Scan.
+func rawKeyAttr(raw string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{attrKey: str(raw)}
 }
 
+// num is n as a number attribute.
 func num(n int64) types.AttributeValue {
 	return &types.AttributeValueMemberN{Value: strconv.FormatInt(n, 10)}
 }
 
+// str is v as a string attribute.
 func str(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
+
+// expiryAttr is an expiry in unix milliseconds.
+func expiryAttr(t time.Time) types.AttributeValue { return num(t.UnixMilli()) }
+
+// durationAttr is a lease duration in milliseconds.
+func durationAttr(d time.Duration) types.AttributeValue { return num(d.Milliseconds()) }
+
+// parentsAttr is a copy of parents as a string set. parents must not be
+// empty: DynamoDB stores no empty set.
+func parentsAttr(parents []string) types.AttributeValue {
+	return &types.AttributeValueMemberSS{Value: slices.Clone(parents)}
+}
+
+// newRowItem is the item of key's new row: free, at counter 0, with
+// parents and start when they are set.
+func newRowItem(key LeaseKey, parents []string, start Start) map[string]types.AttributeValue {
+	item := keyAttr(key)
+	item[attrCounter] = num(0)
+	if len(parents) > 0 {
+		item[attrParents] = parentsAttr(parents)
+	}
+	startAttrs(item, start)
+	return item
+}
+
+// startAttrs adds the attributes of start to item.
+func startAttrs(item map[string]types.AttributeValue, start Start) {
+	maps.Copy(item, startValues(start))
+}
+
+// startValues is start's attributes by name: none for the zero Start, and
+// start_timestamp only with AT_TIMESTAMP.
+func startValues(start Start) map[string]types.AttributeValue {
+	if start.IsZero() {
+		return nil
+	}
+	values := map[string]types.AttributeValue{attrStart: str(string(start.Position))}
+	if start.Position == AtTimestamp {
+		values[attrStartTime] = num(start.Timestamp.UnixMilli())
+	}
+	return values
+}
+
+// lineageClauses returns the SET and REMOVE clauses that replace a row's
+// parents and start, filling :parents, :start and :startTime in vals.
+func lineageClauses(vals map[string]types.AttributeValue, parents []string, start Start) (set, remove []string) {
+	if len(parents) > 0 {
+		set = append(set, attrParents+" = :parents")
+		vals[":parents"] = parentsAttr(parents)
+	} else {
+		remove = append(remove, attrParents)
+	}
+	values := startValues(start)
+	for _, a := range []struct{ name, placeholder string }{{attrStart, ":start"}, {attrStartTime, ":startTime"}} {
+		v, ok := values[a.name]
+		if !ok {
+			remove = append(remove, a.name)
+			continue
+		}
+		set = append(set, a.name+" = "+a.placeholder)
+		vals[a.placeholder] = v
+	}
+	return set, remove
+}
+
+// checkpointSet returns the SET/REMOVE clauses that write checkpoint and
+// sub-sequence, filling :cp and :sub in vals.
+func checkpointSet(vals map[string]types.AttributeValue, checkpoint string, sub int64) (set, remove string) {
+	vals[":cp"] = str(checkpoint)
+	if sub >= 0 {
+		vals[":sub"] = num(sub)
+		return "checkpoint = :cp, checkpoint_sub = :sub", ""
+	}
+	return "checkpoint = :cp", " REMOVE checkpoint_sub"
+}
+
+// identityItem is the item of id's identity row.
+func identityItem(id StreamIdentity) map[string]types.AttributeValue {
+	item := keyAttr(identityKey(id.Stream))
+	item[attrStreamARN] = str(id.ARN)
+	item[attrStreamCreate] = num(id.Created.UnixNano())
+	return item
+}
+
+// decodeLease turns a row into a Lease. A row whose attributes have the
+// wrong types or values is an error matching ErrCorruptLease that names the
+// row and the attribute. The attribute groups are read in a fixed order, so
+// a row with several corrupt attributes is always named by the same one.
+func decodeLease(item map[string]types.AttributeValue) (Lease, error) {
+	key, err := decodeLeaseKey(item)
+	if err != nil {
+		return Lease{}, err
+	}
+	r := leaseRow{key: key, item: item}
+	l := Lease{Key: key, SubSequence: -1}
+	for _, decode := range []func(leaseRow, *Lease) error{
+		decodeHolder, decodeProgress, decodeParents, decodeTerms, decodeStart, decodeDuration,
+	} {
+		if err := decode(r, &l); err != nil {
+			return Lease{}, err
+		}
+	}
+	return l, nil
+}
+
+// decodeLeaseKey reads a row's lease_key, which must be "stream:shard".
+func decodeLeaseKey(item map[string]types.AttributeValue) (LeaseKey, error) {
+	keyAV, ok := item[attrKey].(*types.AttributeValueMemberS)
+	if !ok {
+		return LeaseKey{}, errorf("%w: a row has no string %s attribute (found %s); delete the row or fix it by hand", ErrCorruptLease, attrKey, avType(item[attrKey]))
+	}
+	key, err := ParseLeaseKey(keyAV.Value)
+	if err != nil {
+		return LeaseKey{}, errorf("%w: row %q: %w; delete the row or fix its %s", ErrCorruptLease, keyAV.Value, err, attrKey)
+	}
+	return key, nil
+}
+
+// leaseRow reads the attributes of the lease row of key. Its errors match
+// ErrCorruptLease and name the row and the attribute.
+type leaseRow struct {
+	key  LeaseKey
+	item map[string]types.AttributeValue
+}
+
+// corrupt is the error for attribute attr, which is not want; detail, when
+// set, says why.
+func (r leaseRow) corrupt(attr, want string, detail error) error {
+	extra := ""
+	if detail != nil {
+		extra = " (" + detail.Error() + ")"
+	}
+	return errorf("%w: row %q: attribute %s is %s, want %s%s; fix the attribute by hand or delete the row (its checkpoint is lost with it)",
+		ErrCorruptLease, r.key, attr, avType(r.item[attr]), want, extra)
+}
+
+// stringAttr reads attr as a string; present is false when it is absent.
+func (r leaseRow) stringAttr(attr string) (v string, present bool, err error) {
+	av, present := r.item[attr]
+	if !present {
+		return "", false, nil
+	}
+	s, ok := av.(*types.AttributeValueMemberS)
+	if !ok {
+		return "", true, r.corrupt(attr, "a string", nil)
+	}
+	return s.Value, true, nil
+}
+
+// intAttr reads attr as a whole number; present is false when it is absent.
+func (r leaseRow) intAttr(attr string) (n int64, present bool, err error) {
+	av, present := r.item[attr]
+	if !present {
+		return 0, false, nil
+	}
+	v, ok := av.(*types.AttributeValueMemberN)
+	if !ok {
+		return 0, true, r.corrupt(attr, "a number", nil)
+	}
+	n, err = strconv.ParseInt(v.Value, 10, 64)
+	if err != nil {
+		return 0, true, r.corrupt(attr, "a whole number", err)
+	}
+	return n, true, nil
+}
+
+// nonNegativeAttr reads attr as intAttr does and refuses a negative number
+// as not want.
+func (r leaseRow) nonNegativeAttr(attr, want string) (n int64, present bool, err error) {
+	n, present, err = r.intAttr(attr)
+	if err == nil && n < 0 {
+		return 0, true, r.corrupt(attr, want, nil)
+	}
+	return n, present, err
+}
+
+// decodeHolder reads the owner and the counter, which every row has.
+func decodeHolder(r leaseRow, l *Lease) (err error) {
+	if l.Owner, _, err = r.stringAttr(attrOwner); err != nil {
+		return err
+	}
+	counter, present, err := r.nonNegativeAttr(attrCounter, "a non-negative number")
+	if err != nil {
+		return err
+	}
+	if !present {
+		return r.corrupt(attrCounter, "a number", nil)
+	}
+	l.Counter = counter
+	return nil
+}
+
+// decodeProgress reads the checkpoint and its sub-sequence.
+func decodeProgress(r leaseRow, l *Lease) error {
+	cp, present, err := r.stringAttr(attrCheckpoint)
+	if err != nil {
+		return err
+	}
+	if present && validCheckpoint(cp, -1) != nil {
+		return r.corrupt(attrCheckpoint, "a sequence number or "+ShardEnd, nil)
+	}
+	l.Checkpoint = cp
+	sub, present, err := r.nonNegativeAttr(attrSubSequence, "a non-negative number")
+	if err != nil {
+		return err
+	}
+	if present {
+		l.SubSequence = sub
+	}
+	return nil
+}
+
+// decodeParents reads the parent shards, sorted.
+func decodeParents(r leaseRow, l *Lease) error {
+	av, present := r.item[attrParents]
+	if !present {
+		return nil
+	}
+	v, ok := av.(*types.AttributeValueMemberSS)
+	if !ok {
+		return r.corrupt(attrParents, "a string set", nil)
+	}
+	for _, p := range v.Value {
+		if err := ValidateShardID(p); err != nil {
+			return r.corrupt(attrParents, "a set of shard ids", err)
+		}
+	}
+	if len(v.Value) > 0 { // an empty set (which DynamoDB refuses to store) is no parents
+		l.Parents = slices.Clone(v.Value)
+		slices.Sort(l.Parents)
+	}
+	return nil
+}
+
+// decodeTerms reads the terms the row is held on: the expiry written for
+// operators, the handoff request and the note.
+func decodeTerms(r leaseRow, l *Lease) (err error) {
+	ms, present, err := r.intAttr(attrExpiry)
+	if err != nil {
+		return err
+	}
+	if present {
+		l.Expiry = unixMilliTime(ms)
+	}
+	if l.HandoffTo, _, err = r.stringAttr(attrHandoff); err != nil {
+		return err
+	}
+	l.Note, _, err = r.stringAttr(attrNote)
+	return err
+}
+
+// decodeStart reads where the shard starts when it has no checkpoint.
+func decodeStart(r leaseRow, l *Lease) error {
+	position, present, err := r.stringAttr(attrStart)
+	if err != nil || !present {
+		return err
+	}
+	l.Start.Position = InitialPosition(position)
+	ms, present, err := r.intAttr(attrStartTime)
+	if err != nil {
+		return err
+	}
+	if present {
+		l.Start.Timestamp = unixMilliTime(ms)
+	}
+	if err := l.Start.validate(); err != nil {
+		return r.corrupt(attrStart, "TRIM_HORIZON, LATEST, or AT_TIMESTAMP with a "+attrStartTime, err)
+	}
+	return nil
+}
+
+// unixMilliTime is the time of ms unix milliseconds. The zero instant
+// (January 1, year 1, UTC) is the zero Time, which IsZero reports and which
+// the encoders leave out, so that a row's time survives a round trip.
+func unixMilliTime(ms int64) time.Time {
+	t := time.UnixMilli(ms)
+	if t.IsZero() {
+		return time.Time{}
+	}
+	return t
+}
+
+// decodeDuration reads the lease duration the holder runs with.
+func decodeDuration(r leaseRow, l *Lease) error {
+	ms, present, err := r.nonNegativeAttr(attrDuration, "a non-negative number of milliseconds")
+	if err != nil {
+		return err
+	}
+	if present {
+		l.Duration = time.Duration(ms) * time.Millisecond
+	}
+	return nil
+}
 
 // decodeWorker decodes item if it is one of stream's worker rows (ok).
 func decodeWorker(item map[string]types.AttributeValue, stream string) (w Worker, ok bool, err error) {
@@ -93,140 +371,29 @@ func decodeWorker(item map[string]types.AttributeValue, stream string) (w Worker
 	return w, true, nil
 }
 
-func expiryAttr(t time.Time) types.AttributeValue { return num(t.UnixMilli()) }
-
-// decodeLease turns a row into a Lease. A row whose attributes have the
-// wrong types or values is an error matching ErrCorruptLease that names the
-// row and the attribute.
-func decodeLease(item map[string]types.AttributeValue) (Lease, error) {
-	keyAV, ok := item[attrKey].(*types.AttributeValueMemberS)
-	if !ok {
-		return Lease{}, errorf("%w: a row has no string %s attribute (found %s); delete the row or fix it by hand", ErrCorruptLease, attrKey, avType(item[attrKey]))
+// decodeIdentity decodes the identity row of stream.
+func decodeIdentity(stream string, item map[string]types.AttributeValue) (StreamIdentity, error) {
+	arn, ok1 := item[attrStreamARN].(*types.AttributeValueMemberS)
+	created, ok2 := item[attrStreamCreate].(*types.AttributeValueMemberN)
+	if !ok1 || !ok2 {
+		return StreamIdentity{}, errorf("%w: identity row of stream %s has no string %s or number %s; delete the row (consumers record it again)", ErrCorruptLease, stream, attrStreamARN, attrStreamCreate)
 	}
-	key, err := ParseLeaseKey(keyAV.Value)
+	ns, err := strconv.ParseInt(created.Value, 10, 64)
 	if err != nil {
-		return Lease{}, errorf("%w: row %q: %w; delete the row or fix its %s", ErrCorruptLease, keyAV.Value, err, attrKey)
+		return StreamIdentity{}, errorf("%w: identity row of stream %s: %s is not a whole number; delete the row (consumers record it again)", ErrCorruptLease, stream, attrStreamCreate)
 	}
-	corrupt := func(attr, want string, detail error) error {
-		extra := ""
-		if detail != nil {
-			extra = " (" + detail.Error() + ")"
-		}
-		return errorf("%w: row %q: attribute %s is %s, want %s%s; fix the attribute by hand or delete the row (its checkpoint is lost with it)",
-			ErrCorruptLease, key, attr, avType(item[attr]), want, extra)
-	}
-	l := Lease{Key: key, SubSequence: -1}
-	if av, present := item[attrOwner]; present {
-		v, ok := av.(*types.AttributeValueMemberS)
-		if !ok {
-			return Lease{}, corrupt(attrOwner, "a string", nil)
-		}
-		l.Owner = v.Value
-	}
-	numAttr := func(attr string) (int64, bool, error) {
-		av, present := item[attr]
-		if !present {
-			return 0, false, nil
-		}
-		v, ok := av.(*types.AttributeValueMemberN)
-		if !ok {
-			return 0, true, corrupt(attr, "a number", nil)
-		}
-		n, err := strconv.ParseInt(v.Value, 10, 64)
-		if err != nil {
-			return 0, true, corrupt(attr, "a whole number", err)
-		}
-		return n, true, nil
-	}
-	counter, present, err := numAttr(attrCounter)
-	if err != nil {
-		return Lease{}, err
-	}
-	if !present {
-		return Lease{}, corrupt(attrCounter, "a number", nil)
-	}
-	if counter < 0 {
-		return Lease{}, corrupt(attrCounter, "a non-negative number", nil)
-	}
-	l.Counter = counter
-	if av, present := item[attrCheckpoint]; present {
-		v, ok := av.(*types.AttributeValueMemberS)
-		if !ok {
-			return Lease{}, corrupt(attrCheckpoint, "a string", nil)
-		}
-		if err := validCheckpoint(v.Value, -1); err != nil {
-			return Lease{}, corrupt(attrCheckpoint, "a sequence number or "+ShardEnd, nil)
-		}
-		l.Checkpoint = v.Value
-	}
-	if sub, present, err := numAttr(attrSubSequence); err != nil {
-		return Lease{}, err
-	} else if present {
-		if sub < 0 {
-			return Lease{}, corrupt(attrSubSequence, "a non-negative number", nil)
-		}
-		l.SubSequence = sub
-	}
-	if av, present := item[attrParents]; present {
-		v, ok := av.(*types.AttributeValueMemberSS)
-		if !ok {
-			return Lease{}, corrupt(attrParents, "a string set", nil)
-		}
-		for _, p := range v.Value {
-			if err := ValidateShardID(p); err != nil {
-				return Lease{}, corrupt(attrParents, "a set of shard ids", err)
-			}
-		}
-		if len(v.Value) > 0 { // an empty set (which DynamoDB refuses to store) is no parents
-			l.Parents = slices.Clone(v.Value)
-			slices.Sort(l.Parents)
-		}
-	}
-	if ms, present, err := numAttr(attrExpiry); err != nil {
-		return Lease{}, err
-	} else if present {
-		l.Expiry = time.UnixMilli(ms)
-	}
-	if av, present := item[attrHandoff]; present {
-		v, ok := av.(*types.AttributeValueMemberS)
-		if !ok {
-			return Lease{}, corrupt(attrHandoff, "a string", nil)
-		}
-		l.HandoffTo = v.Value
-	}
-	if av, present := item[attrNote]; present {
-		v, ok := av.(*types.AttributeValueMemberS)
-		if !ok {
-			return Lease{}, corrupt(attrNote, "a string", nil)
-		}
-		l.Note = v.Value
-	}
-	if av, present := item[attrStart]; present {
-		v, ok := av.(*types.AttributeValueMemberS)
-		if !ok {
-			return Lease{}, corrupt(attrStart, "a string", nil)
-		}
-		l.Start.Position = InitialPosition(v.Value)
-		if ms, present, err := numAttr(attrStartTime); err != nil {
-			return Lease{}, err
-		} else if present {
-			l.Start.Timestamp = time.UnixMilli(ms)
-		}
-		if err := l.Start.validate(); err != nil {
-			return Lease{}, corrupt(attrStart, "TRIM_HORIZON, LATEST, or AT_TIMESTAMP with a "+attrStartTime, err)
-		}
-	}
-	if ms, present, err := numAttr(attrDuration); err != nil {
-		return Lease{}, err
-	} else if present {
-		if ms < 0 {
-			return Lease{}, corrupt(attrDuration, "a non-negative number of milliseconds", nil)
-		}
-		l.Duration = time.Duration(ms) * time.Millisecond
-	}
-	return l, nil
+	return StreamIdentity{Stream: stream, ARN: arn.Value, Created: time.Unix(0, ns)}, nil
 }
 
+// avString is av's value when it is a string, else "".
+func avString(av types.AttributeValue) string {
+	if s, ok := av.(*types.AttributeValueMemberS); ok {
+		return s.Value
+	}
+	return ""
+}
+
+// avType names av's type for an error message, "missing" for none.
 func avType(av types.AttributeValue) string {
 	switch av.(type) {
 	case nil:

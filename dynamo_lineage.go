@@ -11,18 +11,8 @@ import (
 )
 
 var (
-	_ LineageStore  = (*MemoryStore)(nil)
 	_ LineageStore  = (*DynamoStore)(nil)
-	_ IdentityStore = (*MemoryStore)(nil)
 	_ IdentityStore = (*DynamoStore)(nil)
-)
-
-// Attribute names of the lineage and identity rows.
-const (
-	attrStart        = "start_position"  // S: TRIM_HORIZON, LATEST or AT_TIMESTAMP
-	attrStartTime    = "start_timestamp" // N: unix ms, with AT_TIMESTAMP
-	attrStreamARN    = "stream_arn"      // S, on the identity row
-	attrStreamCreate = "stream_created"  // N: unix ns, on the identity row
 )
 
 // identityMark starts the part after the colon of a stream's identity row:
@@ -41,13 +31,7 @@ func (s *DynamoStore) CreateAt(ctx context.Context, key LeaseKey, parents []stri
 	if err != nil {
 		return false, s.fail("create", key, err)
 	}
-	item := keyAttr(key)
-	item[attrCounter] = num(0)
-	if len(ps) > 0 {
-		item[attrParents] = &types.AttributeValueMemberSS{Value: ps}
-	}
-	startAttrs(item, start)
-	return s.putNew(ctx, key, item)
+	return s.putNew(ctx, key, newRowItem(key, ps, start))
 }
 
 // SetLineage implements LineageStore with one conditional UpdateItem.
@@ -59,28 +43,9 @@ func (s *DynamoStore) SetLineage(ctx context.Context, l Lease, parents []string,
 	if err != nil {
 		return Lease{}, s.fail("set lineage", l.Key, err)
 	}
-	var set, remove []string
 	vals := map[string]types.AttributeValue{":seen": num(l.Counter), ":one": num(1)}
-	set = append(set, "lease_counter = lease_counter + :one")
-	if len(ps) > 0 {
-		set = append(set, attrParents+" = :parents")
-		vals[":parents"] = &types.AttributeValueMemberSS{Value: ps}
-	} else {
-		remove = append(remove, attrParents)
-	}
-	if start.IsZero() {
-		remove = append(remove, attrStart, attrStartTime)
-	} else {
-		set = append(set, attrStart+" = :start")
-		vals[":start"] = str(string(start.Position))
-		if start.Position == AtTimestamp {
-			set = append(set, attrStartTime+" = :startTime")
-			vals[":startTime"] = num(start.Timestamp.UnixMilli())
-		} else {
-			remove = append(remove, attrStartTime)
-		}
-	}
-	update := "SET " + strings.Join(set, ", ")
+	set, remove := lineageClauses(vals, ps, start)
+	update := "SET " + strings.Join(append([]string{"lease_counter = lease_counter + :one"}, set...), ", ")
 	if len(remove) > 0 {
 		update += " REMOVE " + strings.Join(remove, ", ")
 	}
@@ -183,7 +148,7 @@ func (s *DynamoStore) ResetStream(ctx context.Context, id StreamIdentity) (int, 
 	for _, k := range keys {
 		if _, err := s.client.DeleteItem(ctx, &dynamodb.DeleteItemInput{
 			TableName: aws.String(s.table),
-			Key:       map[string]types.AttributeValue{attrKey: str(k)},
+			Key:       rawKeyAttr(k),
 		}); err != nil {
 			return n, s.fail("reset stream", key, errorf("delete row %q (%d of %d rows deleted; run the reset again): %w", k, n, len(keys), err))
 		}

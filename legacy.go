@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -19,7 +18,7 @@ import (
 // WithLegacyStream and refuses them otherwise. Copying a checkpoint never
 // overwrites progress: every copy is conditional on the destination row
 // having no checkpoint yet. Import, which copies other libraries' tables, is
-// in import.go.
+// in legacy_import.go.
 
 // WithLegacyStream names the stream that the table's bare rows belong to.
 // Bare rows are the layout an earlier release wrote before rows were kept per
@@ -116,7 +115,7 @@ func (s *DynamoStore) bareCheckpoint(ctx context.Context, shard string) (checkpo
 	}
 	out, err := s.client.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName:      aws.String(s.table),
-		Key:            map[string]types.AttributeValue{attrKey: str(shard)},
+		Key:            rawKeyAttr(shard),
 		ConsistentRead: aws.Bool(true),
 	})
 	if err != nil {
@@ -146,17 +145,6 @@ func (s *DynamoStore) bareCheckpoint(ctx context.Context, shard string) (checkpo
 		}
 	}
 	return v.Value, sub, true, nil
-}
-
-// checkpointSet returns the SET/REMOVE clauses that write checkpoint and
-// sub-sequence, filling :cp and :sub in vals.
-func checkpointSet(vals map[string]types.AttributeValue, checkpoint string, sub int64) (set, remove string) {
-	vals[":cp"] = str(checkpoint)
-	if sub >= 0 {
-		vals[":sub"] = num(sub)
-		return "checkpoint = :cp, checkpoint_sub = :sub", ""
-	}
-	return "checkpoint = :cp", " REMOVE checkpoint_sub"
 }
 
 // adoptAfterAcquire runs after a successful acquire write: when the row has
@@ -262,7 +250,7 @@ func (s *DynamoStore) fillFree(ctx context.Context, seen Lease, exists bool, che
 		set += ", lease_counter = :zero"
 	}
 	if len(parents) > 0 {
-		vals[":parents"] = &types.AttributeValueMemberSS{Value: slices.Clone(parents)}
+		vals[":parents"] = parentsAttr(parents)
 		set += ", parent_shards = if_not_exists(parent_shards, :parents)"
 	}
 	row, ok, present, err = s.update(ctx, seen.Key, &dynamodb.UpdateItemInput{

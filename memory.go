@@ -24,8 +24,10 @@ type MemoryStore struct {
 }
 
 var (
-	_ LeaseStore  = (*MemoryStore)(nil)
-	_ WorkerStore = (*MemoryStore)(nil)
+	_ LeaseStore    = (*MemoryStore)(nil)
+	_ WorkerStore   = (*MemoryStore)(nil)
+	_ LineageStore  = (*MemoryStore)(nil)
+	_ IdentityStore = (*MemoryStore)(nil)
 )
 
 // NewMemoryStore returns an empty store.
