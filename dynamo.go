@@ -94,28 +94,6 @@ func NewDynamoStore(client DynamoDBAPI, table string, opts ...StoreOption) (*Dyn
 // Table returns the name of the lease table.
 func (s *DynamoStore) Table() string { return s.table }
 
-// ValidateTableName checks a DynamoDB table name: 3 to 255 characters of
-// a-z, A-Z, 0-9, '_', '.' and '-'.
-func ValidateTableName(name string) error {
-	if len(name) < 3 && name != "" {
-		return errorf("%w: table name %q is shorter than 3 characters; use 3 to 255 characters of a-z, A-Z, 0-9, '_', '.' and '-'", ErrInvalidName, name)
-	}
-	return validateName("table name", name, 255)
-}
-
-// TableError names the lease table a table-level problem was found in.
-type TableError struct {
-	Table string
-	Err   error
-}
-
-func (e *TableError) Error() string {
-	return fmt.Sprintf("%stable %s: %s", errPrefix, e.Table, bare(e.Err))
-}
-
-// Unwrap returns the wrapped error.
-func (e *TableError) Unwrap() error { return e.Err }
-
 func tableNotFound(table string, cause error) error {
 	return &TableError{Table: table, Err: errorf("%w: create it with shardlease.CreateTable(ctx, client, %q) or `shardlease create-table -table %s`, or point the store at the right table and region: %w", ErrTableNotFound, table, table, cause)}
 }
@@ -686,3 +664,5 @@ func (s *DynamoStore) WithdrawHandoff(ctx context.Context, key LeaseKey, taker s
 	}
 	return true, nil
 }
+
+var _ HandoffWithdrawer = (*DynamoStore)(nil)

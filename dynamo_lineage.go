@@ -15,10 +15,6 @@ var (
 	_ IdentityStore = (*DynamoStore)(nil)
 )
 
-// identityMark starts the part after the colon of a stream's identity row:
-// "stream:#identity". '#' never appears in a shard id.
-const identityMark = "#"
-
 // CreateAt implements LineageStore.
 func (s *DynamoStore) CreateAt(ctx context.Context, key LeaseKey, parents []string, start Start) (bool, error) {
 	if err := key.Validate(); err != nil {

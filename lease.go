@@ -292,3 +292,35 @@ func isIdentityKey(key string) bool {
 	_, after, ok := strings.Cut(key, ":")
 	return ok && strings.HasPrefix(after, identityMark)
 }
+
+// ValidateTableName checks a DynamoDB table name: 3 to 255 characters of
+// a-z, A-Z, 0-9, '_', '.' and '-'.
+func ValidateTableName(name string) error {
+	if len(name) < 3 && name != "" {
+		return errorf("%w: table name %q is shorter than 3 characters; use 3 to 255 characters of a-z, A-Z, 0-9, '_', '.' and '-'", ErrInvalidName, name)
+	}
+	return validateName("table name", name, 255)
+}
+
+// identityMark starts the part after the colon of a stream's identity row:
+// "stream:#identity". '#' never appears in a shard id.
+const identityMark = "#"
+
+// validCheckpoint checks a checkpoint value before it is written.
+func validCheckpoint(checkpoint string, subSequence int64) error {
+	if checkpoint == "" {
+		return errorf("%w: checkpoint is empty; pass a record's sequence number or ShardEnd", ErrInvalidConfig)
+	}
+	if subSequence < -1 {
+		return errorf("%w: sub-sequence %d is negative; pass -1 for a whole record", ErrInvalidConfig, subSequence)
+	}
+	if checkpoint == ShardEnd {
+		return nil
+	}
+	for i := 0; i < len(checkpoint); i++ {
+		if checkpoint[i] < '0' || checkpoint[i] > '9' {
+			return errorf("%w: checkpoint %q is not a sequence number (decimal digits) or %s", ErrInvalidConfig, checkpoint, ShardEnd)
+		}
+	}
+	return nil
+}

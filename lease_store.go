@@ -263,11 +263,6 @@ func validIdentity(id StreamIdentity) error {
 	return nil
 }
 
-var (
-	_ HandoffWithdrawer = (*MemoryStore)(nil)
-	_ HandoffWithdrawer = (*DynamoStore)(nil)
-)
-
 // storeCaps are the optional capabilities of a lease store, resolved once
 // when a consumer is made. A nil field is a capability the store lacks; the
 // doc of each interface says what the consumer does without it.

@@ -2,8 +2,6 @@ package shardlease
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"strconv"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -41,32 +39,6 @@ import (
 func WithLegacyStream(stream string) StoreOption {
 	return func(c *storeConfig) { c.legacyStream = stream }
 }
-
-// ErrLegacyRow means a shard's own row has no checkpoint while the table
-// holds a bare row for the shard (written by an earlier release) with one,
-// and the store was not told which stream that row belongs to. The shard is
-// not read until the stream is named with WithLegacyStream or the bare row
-// is deleted. The typed error is UnattributedLegacyRowError.
-var ErrLegacyRow = errors.New("shardlease: unattributed legacy checkpoint row")
-
-// UnattributedLegacyRowError is the error of Acquire and Get for a shard
-// whose bare row (keyed by the shard id alone, written by an earlier release)
-// holds a checkpoint that no stream was named for. It matches ErrLegacyRow.
-type UnattributedLegacyRowError struct {
-	Table  string // the lease table
-	Shard  string // the shard id, which is also the bare row's lease_key
-	Stream string // the stream that asked for the shard
-}
-
-func (e *UnattributedLegacyRowError) Error() string {
-	return fmt.Sprintf("shardlease: table %s: shard %s of stream %s is not read: the table holds a checkpoint row keyed by the bare shard id %q, "+
-		"written by an earlier release, and no stream was named for such rows; if the checkpoint belongs to stream %s, create the store with shardlease.WithLegacyStream(%q), "+
-		"otherwise delete the row with lease_key %q from table %s",
-		e.Table, e.Shard, e.Stream, e.Shard, e.Stream, e.Stream, e.Shard, e.Table)
-}
-
-// Is reports whether target is ErrLegacyRow.
-func (e *UnattributedLegacyRowError) Is(target error) bool { return target == ErrLegacyRow }
 
 // legacyApplies reports whether a row of stream with no checkpoint must look
 // at the shard's bare row: always when no legacy stream is named (to refuse

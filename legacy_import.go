@@ -128,57 +128,6 @@ func WithImportForce() ImportOption {
 	return func(c *importConfig) { c.force = true }
 }
 
-// ErrImportWrongStream means the rows of the table being imported do not
-// fit the stream they were to be imported for: the stream does not list
-// some of their shards, or Kinesis rejects their checkpoints. Nothing was
-// written. The typed error is ImportMismatchError.
-var ErrImportWrongStream = errors.New("shardlease: imported rows do not belong to the stream")
-
-// ImportMismatchError is Import's error when the source rows do not fit the
-// stream. It matches ErrImportWrongStream.
-type ImportMismatchError struct {
-	Format    ImportFormat
-	FromTable string        // the source table
-	Stream    string        // the stream named to Import
-	Unlisted  []string      // shard ids of source rows that the stream does not list
-	Rejected  []ImportCheck // checkpoints of listed shards that do not fit them
-}
-
-// ImportCheck is one source checkpoint that does not fit its shard.
-type ImportCheck struct {
-	Shard      string
-	Checkpoint string
-	Problem    string // what Kinesis (or the shard's sequence number range) says
-}
-
-// Error lists the shards and checkpoints that do not fit and says what to
-// check.
-func (e *ImportMismatchError) Error() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "shardlease: import %s table %s into stream %s: nothing was written: the rows do not fit the stream", e.Format, e.FromTable, e.Stream)
-	if len(e.Unlisted) > 0 {
-		fmt.Fprintf(&b, "; the stream does not list %d of their shards (%s)", len(e.Unlisted), strings.Join(firstOf(e.Unlisted, 5), ", "))
-	}
-	if len(e.Rejected) > 0 {
-		fmt.Fprintf(&b, "; %d checkpoints do not fit their shard", len(e.Rejected))
-		for i, r := range e.Rejected {
-			if i == 3 {
-				fmt.Fprintf(&b, "; and %d more", len(e.Rejected)-i)
-				break
-			}
-			fmt.Fprintf(&b, "; shard %s, checkpoint %s: %s", r.Shard, r.Checkpoint, r.Problem)
-		}
-	}
-	fmt.Fprintf(&b, ". The %s table does not name its stream: check that stream %s (and the region and account of the Kinesis client) is the one it was consuming", e.Format, e.Stream)
-	if len(e.Unlisted) > 0 && len(e.Rejected) == 0 {
-		b.WriteString("; if it is, and the unlisted shards closed and aged out of the stream's retention, import with WithImportForce (the CLI's -force) to skip them")
-	}
-	return b.String()
-}
-
-// Is reports whether target is ErrImportWrongStream.
-func (e *ImportMismatchError) Is(target error) bool { return target == ErrImportWrongStream }
-
 // firstOf returns the first n of ids, and a last entry that counts the
 // others when there are more.
 func firstOf(ids []string, n int) []string {
@@ -187,39 +136,6 @@ func firstOf(ids []string, n int) []string {
 	}
 	return append(slices.Clone(ids[:n]), fmt.Sprintf("and %d more", len(ids)-n))
 }
-
-// ImportSchemaError is Import's error for a source table whose key is not
-// the one of the format asked for. It names the formats Import reads and the
-// one the table looks like, if any. It matches ErrBadTableSchema.
-type ImportSchemaError struct {
-	Table     string
-	Format    ImportFormat // the format asked for
-	Key       string       // the table's key schema as found, e.g. "HASH ShardID (S)"
-	LooksLike string       // the format the key matches, "a shardlease lease table", or ""
-}
-
-// Error names the table's key, the format it looks like and the formats
-// Import reads.
-func (e *ImportSchemaError) Error() string {
-	var known []string
-	for _, f := range ImportFormats() {
-		known = append(known, fmt.Sprintf("%s (key %s)", f, foreignKey(f)))
-	}
-	msg := fmt.Sprintf("shardlease: import: table %s is not a %s table: its key is %s, where a %s table has exactly one key, the string partition key %q; ",
-		e.Table, e.Format, e.Key, e.Format, foreignKey(e.Format))
-	switch {
-	case e.LooksLike == shardleaseTableLook:
-		msg += "it looks like a shardlease lease table, which needs no import; "
-	case e.LooksLike != "":
-		msg += fmt.Sprintf("it looks like a %s table: import it with format %q; ", e.LooksLike, e.LooksLike)
-	default:
-		msg += "it looks like none of the formats; check the table name and region; "
-	}
-	return msg + "the formats are " + strings.Join(known, ", ")
-}
-
-// Is reports whether target is ErrBadTableSchema.
-func (e *ImportSchemaError) Is(target error) bool { return target == ErrBadTableSchema }
 
 const shardleaseTableLook = "a shardlease lease table"
 

@@ -330,25 +330,6 @@ func (m *MemoryStore) GetEventually(ctx context.Context, key LeaseKey) (Lease, e
 	return m.Get(ctx, key)
 }
 
-// validCheckpoint checks a checkpoint value before it is written.
-func validCheckpoint(checkpoint string, subSequence int64) error {
-	if checkpoint == "" {
-		return errorf("%w: checkpoint is empty; pass a record's sequence number or ShardEnd", ErrInvalidConfig)
-	}
-	if subSequence < -1 {
-		return errorf("%w: sub-sequence %d is negative; pass -1 for a whole record", ErrInvalidConfig, subSequence)
-	}
-	if checkpoint == ShardEnd {
-		return nil
-	}
-	for i := 0; i < len(checkpoint); i++ {
-		if checkpoint[i] < '0' || checkpoint[i] > '9' {
-			return errorf("%w: checkpoint %q is not a sequence number (decimal digits) or %s", ErrInvalidConfig, checkpoint, ShardEnd)
-		}
-	}
-	return nil
-}
-
 // WithdrawHandoff implements HandoffWithdrawer.
 func (m *MemoryStore) WithdrawHandoff(ctx context.Context, key LeaseKey, taker string) (bool, error) {
 	if err := ctx.Err(); err != nil {
@@ -506,3 +487,5 @@ func (m *MemoryStore) ResetStream(ctx context.Context, id StreamIdentity) (int, 
 	m.identities[id.Stream] = id
 	return n, nil
 }
+
+var _ HandoffWithdrawer = (*MemoryStore)(nil)
