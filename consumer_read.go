@@ -8,7 +8,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
-	"github.com/shardlease/shardlease/internal/backoff"
+	"github.com/shardlease/shardlease/internal/kinesisread"
 	"github.com/shardlease/shardlease/internal/kpl"
 )
 
@@ -35,63 +35,36 @@ func (c *Consumer) newReader(r *leaseRunner) shardReader {
 	return pollingReader{r}
 }
 
-// listShards pages through ListShards, backing off on throttling.
+// listShards pages through ListShards (see kinesisread.ListShards), with
+// errors that name the stream.
 func listShards(ctx context.Context, kin KinesisAPI, stream string, cfg config) ([]types.Shard, error) {
-	var out []types.Shard
-	in := &kinesis.ListShardsInput{StreamName: aws.String(stream)}
-	bo := backoff.Backoff{Min: cfg.retryMin, Max: cfg.retryMax}
-	for {
-		cctx, cancel := ctx, context.CancelFunc(func() {})
-		if d := cfg.readTimeout(); d > 0 { // callers outside a consumer pass no timings
-			cctx, cancel = context.WithTimeout(ctx, d)
-		}
-		page, err := kin.ListShards(cctx, in)
-		cancel()
-		if err != nil {
-			var rnf *types.ResourceNotFoundException
-			var lim *types.LimitExceededException
-			var expired *types.ExpiredNextTokenException
-			switch {
-			case errors.As(err, &rnf):
-				return nil, &StreamNotFoundError{Stream: stream, Err: err}
-			case errors.As(err, &expired):
-				out, in = nil, &kinesis.ListShardsInput{StreamName: aws.String(stream)}
-				continue
-			case errors.As(err, &lim) || retryable(err):
-				// Bounded by ctx too: the start-up gives up after its limit.
-				if bo.Attempts() < 20 && bo.Sleep(ctx) {
-					continue
-				}
-			}
-			return nil, errorf("shardlease: stream %s: list shards: %w", stream, credentialsHint(err))
-		}
-		bo.Reset()
-		out = append(out, page.Shards...)
-		if page.NextToken == nil || *page.NextToken == "" {
-			return out, nil
-		}
-		in = &kinesis.ListShardsInput{NextToken: page.NextToken}
+	shards, err := kinesisread.ListShards(ctx, kin, stream, cfg.readConfig())
+	var nf *kinesisread.StreamNotFoundError
+	switch {
+	case errors.As(err, &nf):
+		return nil, &StreamNotFoundError{Stream: stream, Err: nf.Err}
+	case err != nil:
+		return nil, errorf("shardlease: stream %s: list shards: %w", stream, credentialsHint(err))
+	}
+	return shards, nil
+}
+
+// readConfig is the timing of the calls to Kinesis.
+func (c config) readConfig() kinesisread.Config {
+	return kinesisread.Config{
+		BatchSize: c.batchSize, IdlePoll: c.idlePoll,
+		ReadTimeout: c.readTimeout(), SilenceTimeout: c.silenceTimeout(),
+		RetryMin: c.retryMin, RetryMax: c.retryMax,
 	}
 }
 
 // retryable reports whether a Kinesis error is worth retrying after a
-// backoff: throttling, server errors and network errors. Errors that name a
-// missing stream or a bad argument are not.
-func retryable(err error) bool {
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return false
-	}
-	var rnf *types.ResourceNotFoundException
-	var inv *types.InvalidArgumentException
-	var ad *types.AccessDeniedException
-	return !errors.As(err, &rnf) && !errors.As(err, &inv) && !errors.As(err, &ad)
-}
+// backoff (see kinesisread.Retryable).
+func retryable(err error) bool { return kinesisread.Retryable(err) }
 
 // callTimedOut reports whether err is a call's own deadline passing while
-// ctx, the caller's context, is still live: a transient failure, retried.
-func callTimedOut(ctx context.Context, err error) bool {
-	return ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded)
-}
+// ctx, the caller's context, is still live (see kinesisread.CallTimedOut).
+func callTimedOut(ctx context.Context, err error) bool { return kinesisread.CallTimedOut(ctx, err) }
 
 // convert turns Kinesis records into handler records: KPL aggregates are
 // de-aggregated (unless raw aggregates were asked for), and user records up

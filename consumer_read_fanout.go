@@ -14,6 +14,7 @@ import (
 	"github.com/aws/smithy-go/transport/http/protocol/awsjson"
 
 	"github.com/shardlease/shardlease/internal/backoff"
+	"github.com/shardlease/shardlease/internal/kinesisread"
 )
 
 // ownCodec gives one SubscribeToShard call a protocol of its own. The SDK's
@@ -220,14 +221,5 @@ func (r fanOutReader) startingPosition(seq string, sub int64, cont string) *type
 
 // shardGone reports whether the stream is there and the shard is not.
 func (r *leaseRunner) shardGone(ctx context.Context) bool {
-	shards, err := listShards(ctx, r.c.kin, r.key.Stream, r.c.cfg)
-	if err != nil {
-		return false
-	}
-	for _, s := range shards {
-		if aws.ToString(s.ShardId) == r.shard {
-			return false
-		}
-	}
-	return true
+	return kinesisread.ShardGone(ctx, r.c.kin, r.key.Stream, r.shard, r.c.cfg.readConfig())
 }
