@@ -6,7 +6,6 @@ import (
 	"log/slog"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 	"github.com/shardlease/shardlease/internal/kinesisread"
 	"github.com/shardlease/shardlease/internal/kpl"
@@ -140,10 +139,30 @@ func (r *leaseRunner) checkpointRejected(err error, seq string, sub int64) bool 
 	return true
 }
 
-// startInput positions in at start.
-func startInput(in *kinesis.GetShardIteratorInput, start Start) {
-	in.ShardIteratorType = types.ShardIteratorType(start.Position)
-	if start.Position == AtTimestamp {
-		in.Timestamp = aws.Time(start.Timestamp)
+// readPosition is where r's reader starts: the lease as taken (checkpoint,
+// sub-sequence, the row's recorded start), whether the shard is read from its
+// start, and the configured initial position.
+func (r *leaseRunner) readPosition() kinesisread.Position {
+	seq, sub, start := r.startsFrom()
+	pos := kinesisread.Position{
+		SubSequence: sub, Recorded: readStart(start), FromStart: r.fromStart,
+		Initial: readStart(Start{Position: r.c.cfg.position, Timestamp: r.c.cfg.startTimestamp}),
 	}
+	if seq == ShardEnd {
+		pos.Ended = true
+	} else {
+		pos.Checkpoint = seq
+	}
+	return pos
+}
+
+// initialPosition is where r's reader starts when the lease holds no
+// checkpoint, as the start hook names it (see kinesisread.Position.Start).
+func (r *leaseRunner) initialPosition() InitialPosition {
+	return InitialPosition(r.readPosition().Start().Type)
+}
+
+// readStart is s for kinesisread.
+func readStart(s Start) kinesisread.Start {
+	return kinesisread.Start{Type: types.ShardIteratorType(s.Position), Timestamp: s.Timestamp}
 }

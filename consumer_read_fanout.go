@@ -45,7 +45,7 @@ func (r fanOutReader) read(ctx context.Context, out chan<- *Batch) {
 	fo := r.c.fanOut
 	bo := backoff.Backoff{Min: r.c.cfg.retryMin, Max: r.c.cfg.retryMax}
 	inUse := backoff.Backoff{Min: r.c.cfg.retryMin, Max: min(r.c.cfg.retryMax, inUseMaxWait)}
-	lastSeq, lastSub, _ := r.startsFrom()
+	pos := r.readPosition()
 	send := func(b *Batch) bool {
 		select {
 		case out <- b:
@@ -54,7 +54,7 @@ func (r fanOutReader) read(ctx context.Context, out chan<- *Batch) {
 			return false
 		}
 	}
-	if lastSeq == ShardEnd {
+	if pos.Ended {
 		send(&Batch{Stream: r.key.Stream, ShardID: r.shard, r: r.leaseRunner, end: true})
 		return
 	}
@@ -62,7 +62,7 @@ func (r fanOutReader) read(ctx context.Context, out chan<- *Batch) {
 	// subscription starts after it.
 	cont := ""
 	for ctx.Err() == nil {
-		in := &kinesis.SubscribeToShardInput{ConsumerARN: aws.String(fo.arn), ShardId: aws.String(r.shard), StartingPosition: r.startingPosition(lastSeq, lastSub, cont)}
+		in := &kinesis.SubscribeToShardInput{ConsumerARN: aws.String(fo.arn), ShardId: aws.String(r.shard), StartingPosition: pos.StartingPosition(cont)}
 		// The subscription lives in sctx, cancelled once it is done with.
 		sctx, cancelSub := context.WithCancel(ctx)
 		sub, err := r.subscribe(sctx, cancelSub, in)
@@ -70,7 +70,7 @@ func (r fanOutReader) read(ctx context.Context, out chan<- *Batch) {
 			r.c.count(evSubscribed, 1)
 			stream := sub.GetStream()
 			var ok, end bool
-			ok, end, err = r.drain(ctx, stream, send, &lastSeq, &lastSub, &cont)
+			ok, end, err = r.drain(ctx, stream, send, &pos, &cont)
 			_ = stream.Close()
 			if err == nil {
 				err = stream.Err()
@@ -86,7 +86,7 @@ func (r fanOutReader) read(ctx context.Context, out chan<- *Batch) {
 				return
 			}
 			var rnf *types.ResourceNotFoundException
-			if cont == "" && r.checkpointRejected(err, lastSeq, lastSub) {
+			if cont == "" && r.checkpointRejected(err, pos.Checkpoint, pos.SubSequence) {
 				// Started at the lease's checkpoint, which Kinesis refused.
 				return
 			}
@@ -98,8 +98,6 @@ func (r fanOutReader) read(ctx context.Context, out chan<- *Batch) {
 				r.log.Debug("SubscribeToShard refused: a subscription is still open; retrying", "err", err)
 				inUse.Sleep(ctx)
 				continue
-			case cont == "" && r.checkpointRejected(err, lastSeq, lastSub):
-				return
 			case errors.As(err, &rnf) && r.shardGone(ctx):
 				r.log.Error("shard is no longer in the stream (its records expired before they were read); marking it finished")
 				send(&Batch{Stream: r.key.Stream, ShardID: r.shard, r: r.leaseRunner, end: true})
@@ -142,7 +140,7 @@ var errSilent = errors.New("the subscription delivered no event, not even an emp
 // end reports that the shard was read to its end. A subscription silent for
 // the silence timeout (the time waiting for its next event; the handler's
 // time is not counted) ends with errSilent.
-func (r fanOutReader) drain(ctx context.Context, stream *kinesis.SubscribeToShardEventStream, send func(*Batch) bool, lastSeq *string, lastSub *int64, cont *string) (ok, end bool, err error) {
+func (r fanOutReader) drain(ctx context.Context, stream *kinesis.SubscribeToShardEventStream, send func(*Batch) bool, pos *kinesisread.Position, cont *string) (ok, end bool, err error) {
 	quiet := r.c.cfg.silenceTimeout()
 	silence := time.NewTimer(quiet)
 	defer silence.Stop()
@@ -168,9 +166,9 @@ func (r fanOutReader) drain(ctx context.Context, stream *kinesis.SubscribeToShar
 		if v.MillisBehindLatest != nil {
 			r.behind.Store(*v.MillisBehindLatest)
 		}
-		recs := r.c.convert(v.Records, *lastSeq, *lastSub, r.log)
+		recs := r.c.convert(v.Records, pos.Checkpoint, pos.SubSequence, r.log)
 		if n := len(v.Records); n > 0 {
-			*lastSeq, *lastSub = aws.ToString(v.Records[n-1].SequenceNumber), -1
+			*pos = pos.After(aws.ToString(v.Records[n-1].SequenceNumber))
 		}
 		// The last event of a closed shard has child shards and no
 		// continuation sequence number.
@@ -186,36 +184,6 @@ func (r fanOutReader) drain(ctx context.Context, stream *kinesis.SubscribeToShar
 		if end {
 			return true, true, nil
 		}
-	}
-}
-
-// startingPosition is where a subscription starts: after the last event's
-// continuation sequence number; else at the lease's checkpoint (at it when
-// the checkpoint is inside an aggregate not read again yet, whose processed
-// user records convert then skips); else where the row says the shard
-// starts; else at the initial position.
-func (r fanOutReader) startingPosition(seq string, sub int64, cont string) *types.StartingPosition {
-	cfg := r.c.cfg
-	switch {
-	case cont != "" && sub < 0:
-		return &types.StartingPosition{Type: types.ShardIteratorTypeAfterSequenceNumber, SequenceNumber: aws.String(cont)}
-	case seq != "" && sub >= 0:
-		return &types.StartingPosition{Type: types.ShardIteratorTypeAtSequenceNumber, SequenceNumber: aws.String(seq)}
-	case seq != "":
-		return &types.StartingPosition{Type: types.ShardIteratorTypeAfterSequenceNumber, SequenceNumber: aws.String(seq)}
-	case !r.taken.Start.IsZero():
-		st := r.taken.Start
-		pos := &types.StartingPosition{Type: types.ShardIteratorType(st.Position)}
-		if st.Position == AtTimestamp {
-			pos.Timestamp = aws.Time(st.Timestamp)
-		}
-		return pos
-	case r.fromStart:
-		return &types.StartingPosition{Type: types.ShardIteratorTypeTrimHorizon}
-	case cfg.position == AtTimestamp:
-		return &types.StartingPosition{Type: types.ShardIteratorTypeAtTimestamp, Timestamp: aws.Time(cfg.startTimestamp)}
-	default:
-		return &types.StartingPosition{Type: types.ShardIteratorType(cfg.position)}
 	}
 }
 

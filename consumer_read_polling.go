@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/shardlease/shardlease/internal/backoff"
+	"github.com/shardlease/shardlease/internal/kinesisread"
 )
 
 // pollingReader reads a shard with GetShardIterator and GetRecords.
@@ -20,8 +21,8 @@ func (r pollingReader) read(ctx context.Context, out chan<- *Batch) {
 	defer close(out)
 	cfg := r.c.cfg
 	bo := backoff.Backoff{Min: cfg.retryMin, Max: cfg.retryMax}
-	lastSeq, lastSub, _ := r.startsFrom()
-	if lastSeq == ShardEnd {
+	pos := r.readPosition()
+	if pos.Ended {
 		select {
 		case out <- &Batch{Stream: r.key.Stream, ShardID: r.shard, r: r.leaseRunner, end: true}:
 		case <-ctx.Done():
@@ -33,7 +34,7 @@ func (r pollingReader) read(ctx context.Context, out chan<- *Batch) {
 	gap := readGapBehind
 	for ctx.Err() == nil {
 		if iter == "" {
-			it, gone, err := r.iterator(ctx, lastSeq, lastSub)
+			it, gone, err := r.iterator(ctx, pos)
 			if gone {
 				r.log.Error("shard is no longer in the stream (its records expired before they were read); marking it finished")
 				select {
@@ -43,7 +44,7 @@ func (r pollingReader) read(ctx context.Context, out chan<- *Batch) {
 				return
 			}
 			if err != nil {
-				if ctx.Err() != nil || r.checkpointRejected(err, lastSeq, lastSub) {
+				if ctx.Err() != nil || r.checkpointRejected(err, pos.Checkpoint, pos.SubSequence) {
 					return
 				}
 				r.log.Warn("GetShardIterator failed; retrying", "err", err)
@@ -69,7 +70,7 @@ func (r pollingReader) read(ctx context.Context, out chan<- *Batch) {
 			}
 			var expired *types.ExpiredIteratorException
 			if errors.As(err, &expired) {
-				r.log.Debug("iterator expired; getting a new one", "after", lastSeq)
+				r.log.Debug("iterator expired; getting a new one", "after", pos.Checkpoint)
 				iter = ""
 				continue
 			}
@@ -85,11 +86,10 @@ func (r pollingReader) read(ctx context.Context, out chan<- *Batch) {
 			r.behind.Store(*res.MillisBehindLatest)
 		}
 		gap = readGap(len(res.Records), cfg.batchSize, res.MillisBehindLatest)
-		recs := r.c.convert(res.Records, lastSeq, lastSub, r.log)
+		recs := r.c.convert(res.Records, pos.Checkpoint, pos.SubSequence, r.log)
 		end := res.NextShardIterator == nil || *res.NextShardIterator == ""
 		if len(res.Records) > 0 {
-			last := res.Records[len(res.Records)-1]
-			lastSeq, lastSub = aws.ToString(last.SequenceNumber), -1
+			pos = pos.After(aws.ToString(res.Records[len(res.Records)-1].SequenceNumber))
 		}
 		if len(recs) > 0 || end {
 			b := &Batch{Stream: r.key.Stream, ShardID: r.shard, Records: recs, MillisBehindLatest: aws.ToInt64(res.MillisBehindLatest), r: r.leaseRunner, end: end}
@@ -131,31 +131,11 @@ func readGap(records int, limit int32, millisBehind *int64) time.Duration {
 	return readGapCaughtUp
 }
 
-// iterator returns a shard iterator positioned after (seq, sub), or at the
-// initial position when seq is empty. gone reports that the shard no longer
-// exists in the stream.
-func (r *leaseRunner) iterator(ctx context.Context, seq string, sub int64) (string, bool, error) {
-	cfg := r.c.cfg
-	in := &kinesis.GetShardIteratorInput{StreamName: aws.String(r.key.Stream), ShardId: aws.String(r.shard)}
-	switch {
-	case seq != "" && sub >= 0:
-		// Inside an aggregate: read it again and skip what was processed.
-		in.ShardIteratorType = types.ShardIteratorTypeAtSequenceNumber
-		in.StartingSequenceNumber = aws.String(seq)
-	case seq != "":
-		in.ShardIteratorType = types.ShardIteratorTypeAfterSequenceNumber
-		in.StartingSequenceNumber = aws.String(seq)
-	case !r.taken.Start.IsZero():
-		startInput(in, r.taken.Start)
-	case r.fromStart:
-		in.ShardIteratorType = types.ShardIteratorTypeTrimHorizon
-	default:
-		in.ShardIteratorType = types.ShardIteratorType(cfg.position)
-		if cfg.position == AtTimestamp {
-			in.Timestamp = aws.Time(cfg.startTimestamp)
-		}
-	}
-	cctx, cancel := context.WithTimeout(ctx, cfg.readTimeout())
+// iterator returns a shard iterator positioned at pos. gone reports that
+// the shard no longer exists in the stream.
+func (r *leaseRunner) iterator(ctx context.Context, pos kinesisread.Position) (string, bool, error) {
+	in := pos.Iterator(r.key.Stream, r.shard)
+	cctx, cancel := context.WithTimeout(ctx, r.c.cfg.readTimeout())
 	out, err := r.c.kin.GetShardIterator(cctx, in)
 	cancel()
 	if err != nil {
