@@ -12,26 +12,60 @@ import (
 )
 
 // shardReader reads one held shard for its lease runner, one batch ahead of
-// the handler. It starts at the lease's checkpoint (sub-sequence included) or
-// at the configured initial position, sends batches on out in order (the
-// last batch of a closed shard has end set), and returns when ctx is done or
-// the shard has ended; out is closed then. It holds nothing open once it has
-// returned: the runner releases the lease only after that.
-//
-// Each reading mode is one implementation: polling (read_polling.go) and
-// enhanced fan-out (read_fanout.go). Everything else, de-aggregation
-// (Consumer.convert), checkpoints, handoff and lost leases, is the runner's
-// and shared by both.
-type shardReader interface {
-	read(ctx context.Context, out chan<- *Batch)
+// the handler, with the kinesisread reader of the configured mode: polling
+// or enhanced fan-out. It starts where readPosition says, and turns what
+// the reader hands on into batches (de-aggregated by Consumer.convert).
+// Everything else, checkpoints, handoff and lost leases, is the runner's
+// and shared by both modes.
+type shardReader struct {
+	r  *leaseRunner
+	rd kinesisread.Reader
 }
 
 // newReader returns the reader of the configured mode for r.
 func (c *Consumer) newReader(r *leaseRunner) shardReader {
+	sh := kinesisread.Shard{Stream: r.key.Stream, ID: r.shard, Client: c.kin, Config: c.cfg.readConfig(), Log: r.log, Sink: readSink{r}}
 	if c.fanOut != nil {
-		return fanOutReader{r}
+		return shardReader{r, kinesisread.FanOutReader{Shard: sh, FanOut: c.fanOut.kin, ConsumerARN: c.fanOut.arn}}
 	}
-	return pollingReader{r}
+	return shardReader{r, kinesisread.PollingReader{Shard: sh}}
+}
+
+// read sends the shard's batches on out in order (the last batch of a
+// closed shard has end set), and returns when ctx is done or the shard has
+// ended; out is closed then. It holds nothing open once it has returned:
+// the runner releases the lease only after that.
+func (sr shardReader) read(ctx context.Context, out chan<- *Batch) {
+	defer close(out)
+	r := sr.r
+	sr.rd.Read(ctx, r.readPosition(), func(kb kinesisread.Batch) bool {
+		recs := r.c.convert(kb.Records, kb.After, kb.AfterSub, r.log)
+		if len(recs) == 0 && !kb.End {
+			return true
+		}
+		b := &Batch{Stream: r.key.Stream, ShardID: r.shard, Records: recs, MillisBehindLatest: kb.MillisBehindLatest, r: r, end: kb.End}
+		select {
+		case out <- b:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	})
+}
+
+// readSink tells a runner what its reader learns.
+type readSink struct{ r *leaseRunner }
+
+// Behind keeps the MillisBehindLatest of the last read, for the metric.
+func (s readSink) Behind(ms int64) { s.r.behind.Store(ms) }
+
+// Subscribed counts a subscription opened.
+func (s readSink) Subscribed() { s.r.c.count(evSubscribed, 1) }
+
+// CheckpointRejected handles a refused checkpoint (see
+// leaseRunner.checkpointRejected).
+func (s readSink) CheckpointRejected(err error, seq string, sub int64) bool {
+	return s.r.checkpointRejected(err, seq, sub)
 }
 
 // listShards pages through ListShards (see kinesisread.ListShards), with
@@ -60,10 +94,6 @@ func (c config) readConfig() kinesisread.Config {
 // retryable reports whether a Kinesis error is worth retrying after a
 // backoff (see kinesisread.Retryable).
 func retryable(err error) bool { return kinesisread.Retryable(err) }
-
-// callTimedOut reports whether err is a call's own deadline passing while
-// ctx, the caller's context, is still live (see kinesisread.CallTimedOut).
-func callTimedOut(ctx context.Context, err error) bool { return kinesisread.CallTimedOut(ctx, err) }
 
 // convert turns Kinesis records into handler records: KPL aggregates are
 // de-aggregated (unless raw aggregates were asked for), and user records up

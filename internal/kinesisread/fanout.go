@@ -1,4 +1,4 @@
-package shardlease
+package kinesisread
 
 import (
 	"context"
@@ -14,7 +14,6 @@ import (
 	"github.com/aws/smithy-go/transport/http/protocol/awsjson"
 
 	"github.com/shardlease/shardlease/internal/backoff"
-	"github.com/shardlease/shardlease/internal/kinesisread"
 )
 
 // ownCodec gives one SubscribeToShard call a protocol of its own. The SDK's
@@ -32,45 +31,41 @@ func ownCodec(o *kinesis.Options) {
 // holder's subscription is gone within moments.
 const inUseMaxWait = time.Second
 
-// fanOutReader reads a shard with SubscribeToShard (enhanced fan-out). A
+// FanOutReader reads a shard with SubscribeToShard (enhanced fan-out)
+// through the registered stream consumer ConsumerARN (see Register). A
 // subscription delivers events for up to five minutes and then ends; the
 // reader subscribes again after the last event's continuation sequence
 // number, at once after a normal end and with backoff after an error.
-type fanOutReader struct{ *leaseRunner }
+type FanOutReader struct {
+	Shard
+	FanOut      FanOutClient
+	ConsumerARN string
+}
 
-// read reads the shard one batch (one event's records) ahead of the
-// handler. The subscription in hand is closed before read returns.
-func (r fanOutReader) read(ctx context.Context, out chan<- *Batch) {
-	defer close(out)
-	fo := r.c.fanOut
-	bo := backoff.Backoff{Min: r.c.cfg.retryMin, Max: r.c.cfg.retryMax}
-	inUse := backoff.Backoff{Min: r.c.cfg.retryMin, Max: min(r.c.cfg.retryMax, inUseMaxWait)}
-	pos := r.readPosition()
-	send := func(b *Batch) bool {
-		select {
-		case out <- b:
-			return true
-		case <-ctx.Done():
-			return false
-		}
-	}
+var _ Reader = FanOutReader{}
+
+// Read reads the shard one batch (one event's records) ahead of deliver
+// (see Reader). The subscription in hand is closed before Read returns.
+func (r FanOutReader) Read(ctx context.Context, pos Position, deliver Deliver) {
+	bo := backoff.Backoff{Min: r.Config.RetryMin, Max: r.Config.RetryMax}
+	inUse := backoff.Backoff{Min: r.Config.RetryMin, Max: min(r.Config.RetryMax, inUseMaxWait)}
 	if pos.Ended {
-		send(&Batch{Stream: r.key.Stream, ShardID: r.shard, r: r.leaseRunner, end: true})
+		r.end(deliver)
 		return
 	}
 	// cont is the continuation sequence number of the last event: the next
 	// subscription starts after it.
 	cont := ""
 	for ctx.Err() == nil {
-		in := &kinesis.SubscribeToShardInput{ConsumerARN: aws.String(fo.arn), ShardId: aws.String(r.shard), StartingPosition: pos.StartingPosition(cont)}
+		in := &kinesis.SubscribeToShardInput{ConsumerARN: aws.String(r.ConsumerARN), ShardId: aws.String(r.ID), StartingPosition: pos.StartingPosition(cont)}
 		// The subscription lives in sctx, cancelled once it is done with.
 		sctx, cancelSub := context.WithCancel(ctx)
 		sub, err := r.subscribe(sctx, cancelSub, in)
 		if err == nil {
-			r.c.count(evSubscribed, 1)
+			r.Sink.Subscribed()
 			stream := sub.GetStream()
 			var ok, end bool
-			ok, end, err = r.drain(ctx, stream, send, &pos, &cont)
+			ok, end, err = r.drain(ctx, stream, deliver, &pos, &cont)
 			_ = stream.Close()
 			if err == nil {
 				err = stream.Err()
@@ -86,7 +81,7 @@ func (r fanOutReader) read(ctx context.Context, out chan<- *Batch) {
 				return
 			}
 			var rnf *types.ResourceNotFoundException
-			if cont == "" && r.checkpointRejected(err, pos.Checkpoint, pos.SubSequence) {
+			if cont == "" && r.Sink.CheckpointRejected(err, pos.Checkpoint, pos.SubSequence) {
 				// Started at the lease's checkpoint, which Kinesis refused.
 				return
 			}
@@ -95,21 +90,21 @@ func (r fanOutReader) read(ctx context.Context, out chan<- *Batch) {
 				// The previous holder's subscription (or this reader's own
 				// last one) is still open on the service's side: it goes
 				// soon, so retry soon.
-				r.log.Debug("SubscribeToShard refused: a subscription is still open; retrying", "err", err)
+				r.Log.Debug("SubscribeToShard refused: a subscription is still open; retrying", "err", err)
 				inUse.Sleep(ctx)
 				continue
-			case errors.As(err, &rnf) && r.shardGone(ctx):
-				r.log.Error("shard is no longer in the stream (its records expired before they were read); marking it finished")
-				send(&Batch{Stream: r.key.Stream, ShardID: r.shard, r: r.leaseRunner, end: true})
+			case errors.As(err, &rnf) && ShardGone(ctx, r.Client, r.Stream, r.ID, r.Config):
+				r.Log.Error("shard is no longer in the stream (its records expired before they were read); marking it finished")
+				r.end(deliver)
 				return
 			}
-			r.log.Warn("subscription failed; subscribing again after a backoff", "err", err)
+			r.Log.Warn("subscription failed; subscribing again after a backoff", "err", err)
 			bo.Sleep(ctx)
 			continue
 		}
 		inUse.Reset()
 		// The service ends every subscription after five minutes.
-		r.log.Debug("subscription ended; subscribing again", "after", cont)
+		r.Log.Debug("subscription ended; subscribing again", "after", cont)
 		bo.Reset()
 	}
 }
@@ -117,11 +112,11 @@ func (r fanOutReader) read(ctx context.Context, out chan<- *Batch) {
 // subscribe makes the SubscribeToShard call within the read timeout: a call
 // that has not answered by then is cancelled (through sctx, which the
 // subscription then lives in) and fails with context.DeadlineExceeded.
-func (r fanOutReader) subscribe(sctx context.Context, cancel context.CancelFunc, in *kinesis.SubscribeToShardInput) (*kinesis.SubscribeToShardOutput, error) {
-	d := r.c.cfg.readTimeout()
+func (r FanOutReader) subscribe(sctx context.Context, cancel context.CancelFunc, in *kinesis.SubscribeToShardInput) (*kinesis.SubscribeToShardOutput, error) {
+	d := r.Config.ReadTimeout
 	var late atomic.Bool
 	timer := time.AfterFunc(d, func() { late.Store(true); cancel() })
-	sub, err := r.c.fanOut.kin.SubscribeToShard(sctx, in, ownCodec)
+	sub, err := r.FanOut.SubscribeToShard(sctx, in, ownCodec)
 	if !timer.Stop() && late.Load() {
 		if err == nil {
 			_ = sub.GetStream().Close()
@@ -136,12 +131,12 @@ func (r fanOutReader) subscribe(sctx context.Context, cancel context.CancelFunc,
 var errSilent = errors.New("the subscription delivered no event, not even an empty one, for too long; it is closed")
 
 // drain hands the events of one subscription on as batches until the
-// subscription ends. ok is false when the reader must stop (ctx is done);
-// end reports that the shard was read to its end. A subscription silent for
-// the silence timeout (the time waiting for its next event; the handler's
-// time is not counted) ends with errSilent.
-func (r fanOutReader) drain(ctx context.Context, stream *kinesis.SubscribeToShardEventStream, send func(*Batch) bool, pos *kinesisread.Position, cont *string) (ok, end bool, err error) {
-	quiet := r.c.cfg.silenceTimeout()
+// subscription ends. ok is false when the reader must stop (ctx is done, or
+// deliver said so); end reports that the shard was read to its end. A
+// subscription silent for the silence timeout (the time waiting for its
+// next event; the caller's time is not counted) ends with errSilent.
+func (r FanOutReader) drain(ctx context.Context, stream *kinesis.SubscribeToShardEventStream, deliver Deliver, pos *Position, cont *string) (ok, end bool, err error) {
+	quiet := r.Config.SilenceTimeout
 	silence := time.NewTimer(quiet)
 	defer silence.Stop()
 	for {
@@ -164,20 +159,21 @@ func (r fanOutReader) drain(ctx context.Context, stream *kinesis.SubscribeToShar
 		}
 		v := e.Value
 		if v.MillisBehindLatest != nil {
-			r.behind.Store(*v.MillisBehindLatest)
+			r.Sink.Behind(*v.MillisBehindLatest)
 		}
-		recs := r.c.convert(v.Records, pos.Checkpoint, pos.SubSequence, r.log)
+		b := Batch{Records: v.Records, After: pos.Checkpoint, AfterSub: pos.SubSequence, MillisBehindLatest: aws.ToInt64(v.MillisBehindLatest)}
 		if n := len(v.Records); n > 0 {
 			*pos = pos.After(aws.ToString(v.Records[n-1].SequenceNumber))
 		}
 		// The last event of a closed shard has child shards and no
 		// continuation sequence number.
 		end = v.ContinuationSequenceNumber == nil || *v.ContinuationSequenceNumber == ""
+		b.End = end
 		if !end {
 			*cont = *v.ContinuationSequenceNumber
 		}
-		if len(recs) > 0 || end {
-			if !send(&Batch{Stream: r.key.Stream, ShardID: r.shard, Records: recs, MillisBehindLatest: aws.ToInt64(v.MillisBehindLatest), r: r.leaseRunner, end: end}) {
+		if len(v.Records) > 0 || end {
+			if !deliver(b) {
 				return false, false, nil
 			}
 		}
@@ -185,9 +181,4 @@ func (r fanOutReader) drain(ctx context.Context, stream *kinesis.SubscribeToShar
 			return true, true, nil
 		}
 	}
-}
-
-// shardGone reports whether the stream is there and the shard is not.
-func (r *leaseRunner) shardGone(ctx context.Context) bool {
-	return kinesisread.ShardGone(ctx, r.c.kin, r.key.Stream, r.shard, r.c.cfg.readConfig())
 }

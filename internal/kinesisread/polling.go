@@ -1,4 +1,4 @@
-package shardlease
+package kinesisread
 
 import (
 	"context"
@@ -10,23 +10,19 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/shardlease/shardlease/internal/backoff"
-	"github.com/shardlease/shardlease/internal/kinesisread"
 )
 
-// pollingReader reads a shard with GetShardIterator and GetRecords.
-type pollingReader struct{ *leaseRunner }
+// PollingReader reads a shard with GetShardIterator and GetRecords.
+type PollingReader struct{ Shard }
 
-// read reads the shard one batch ahead of the handler.
-func (r pollingReader) read(ctx context.Context, out chan<- *Batch) {
-	defer close(out)
-	cfg := r.c.cfg
-	bo := backoff.Backoff{Min: cfg.retryMin, Max: cfg.retryMax}
-	pos := r.readPosition()
+var _ Reader = PollingReader{}
+
+// Read reads the shard one batch ahead of deliver (see Reader).
+func (r PollingReader) Read(ctx context.Context, pos Position, deliver Deliver) {
+	cfg := r.Config
+	bo := backoff.Backoff{Min: cfg.RetryMin, Max: cfg.RetryMax}
 	if pos.Ended {
-		select {
-		case out <- &Batch{Stream: r.key.Stream, ShardID: r.shard, r: r.leaseRunner, end: true}:
-		case <-ctx.Done():
-		}
+		r.end(deliver)
 		return
 	}
 	iter := ""
@@ -36,18 +32,15 @@ func (r pollingReader) read(ctx context.Context, out chan<- *Batch) {
 		if iter == "" {
 			it, gone, err := r.iterator(ctx, pos)
 			if gone {
-				r.log.Error("shard is no longer in the stream (its records expired before they were read); marking it finished")
-				select {
-				case out <- &Batch{Stream: r.key.Stream, ShardID: r.shard, r: r.leaseRunner, end: true}:
-				case <-ctx.Done():
-				}
+				r.Log.Error("shard is no longer in the stream (its records expired before they were read); marking it finished")
+				r.end(deliver)
 				return
 			}
 			if err != nil {
-				if ctx.Err() != nil || r.checkpointRejected(err, pos.Checkpoint, pos.SubSequence) {
+				if ctx.Err() != nil || r.Sink.CheckpointRejected(err, pos.Checkpoint, pos.SubSequence) {
 					return
 				}
-				r.log.Warn("GetShardIterator failed; retrying", "err", err)
+				r.Log.Warn("GetShardIterator failed; retrying", "err", err)
 				bo.Sleep(ctx)
 				continue
 			}
@@ -61,8 +54,8 @@ func (r pollingReader) read(ctx context.Context, out chan<- *Batch) {
 			}
 		}
 		lastCall = time.Now()
-		cctx, cancel := context.WithTimeout(ctx, cfg.readTimeout())
-		res, err := r.c.kin.GetRecords(cctx, &kinesis.GetRecordsInput{ShardIterator: aws.String(iter), Limit: aws.Int32(cfg.batchSize)})
+		cctx, cancel := context.WithTimeout(ctx, cfg.ReadTimeout)
+		res, err := r.Client.GetRecords(cctx, &kinesis.GetRecordsInput{ShardIterator: aws.String(iter), Limit: aws.Int32(cfg.BatchSize)})
 		cancel()
 		if err != nil {
 			if ctx.Err() != nil {
@@ -70,12 +63,12 @@ func (r pollingReader) read(ctx context.Context, out chan<- *Batch) {
 			}
 			var expired *types.ExpiredIteratorException
 			if errors.As(err, &expired) {
-				r.log.Debug("iterator expired; getting a new one", "after", pos.Checkpoint)
+				r.Log.Debug("iterator expired; getting a new one", "after", pos.Checkpoint)
 				iter = ""
 				continue
 			}
-			r.log.Warn("GetRecords failed; backing off", "err", err)
-			if !retryable(err) {
+			r.Log.Warn("GetRecords failed; backing off", "err", err)
+			if !Retryable(err) {
 				iter = ""
 			}
 			bo.Sleep(ctx)
@@ -83,28 +76,25 @@ func (r pollingReader) read(ctx context.Context, out chan<- *Batch) {
 		}
 		bo.Reset()
 		if res.MillisBehindLatest != nil {
-			r.behind.Store(*res.MillisBehindLatest)
+			r.Sink.Behind(*res.MillisBehindLatest)
 		}
-		gap = readGap(len(res.Records), cfg.batchSize, res.MillisBehindLatest)
-		recs := r.c.convert(res.Records, pos.Checkpoint, pos.SubSequence, r.log)
-		end := res.NextShardIterator == nil || *res.NextShardIterator == ""
+		gap = readGap(len(res.Records), cfg.BatchSize, res.MillisBehindLatest)
+		b := Batch{Records: res.Records, After: pos.Checkpoint, AfterSub: pos.SubSequence, MillisBehindLatest: aws.ToInt64(res.MillisBehindLatest)}
+		b.End = res.NextShardIterator == nil || *res.NextShardIterator == ""
 		if len(res.Records) > 0 {
 			pos = pos.After(aws.ToString(res.Records[len(res.Records)-1].SequenceNumber))
 		}
-		if len(recs) > 0 || end {
-			b := &Batch{Stream: r.key.Stream, ShardID: r.shard, Records: recs, MillisBehindLatest: aws.ToInt64(res.MillisBehindLatest), r: r.leaseRunner, end: end}
-			select {
-			case out <- b:
-			case <-ctx.Done():
+		if len(res.Records) > 0 || b.End {
+			if !deliver(b) {
 				return
 			}
 		}
-		if end {
+		if b.End {
 			return
 		}
 		iter = *res.NextShardIterator
 		if len(res.Records) == 0 {
-			if !backoff.Wait(ctx, cfg.idlePoll) {
+			if !backoff.Wait(ctx, cfg.IdlePoll) {
 				return
 			}
 		}
@@ -133,15 +123,15 @@ func readGap(records int, limit int32, millisBehind *int64) time.Duration {
 
 // iterator returns a shard iterator positioned at pos. gone reports that
 // the shard no longer exists in the stream.
-func (r *leaseRunner) iterator(ctx context.Context, pos kinesisread.Position) (string, bool, error) {
-	in := pos.Iterator(r.key.Stream, r.shard)
-	cctx, cancel := context.WithTimeout(ctx, r.c.cfg.readTimeout())
-	out, err := r.c.kin.GetShardIterator(cctx, in)
+func (r PollingReader) iterator(ctx context.Context, pos Position) (string, bool, error) {
+	in := pos.Iterator(r.Stream, r.ID)
+	cctx, cancel := context.WithTimeout(ctx, r.Config.ReadTimeout)
+	out, err := r.Client.GetShardIterator(cctx, in)
 	cancel()
 	if err != nil {
 		// Is the stream there, and only the shard gone?
 		var rnf *types.ResourceNotFoundException
-		if errors.As(err, &rnf) && r.shardGone(ctx) {
+		if errors.As(err, &rnf) && ShardGone(ctx, r.Client, r.Stream, r.ID, r.Config) {
 			return "", true, nil
 		}
 		return "", false, err
