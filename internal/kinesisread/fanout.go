@@ -47,66 +47,96 @@ var _ Reader = FanOutReader{}
 // Read reads the shard one batch (one event's records) ahead of deliver
 // (see Reader). The subscription in hand is closed before Read returns.
 func (r FanOutReader) Read(ctx context.Context, pos Position, deliver Deliver) {
-	bo := backoff.Backoff{Min: r.Config.RetryMin, Max: r.Config.RetryMax}
-	inUse := backoff.Backoff{Min: r.Config.RetryMin, Max: min(r.Config.RetryMax, inUseMaxWait)}
 	if pos.Ended {
 		r.end(deliver)
 		return
 	}
+	s := &subscriber{FanOutReader: r, deliver: deliver, pos: pos,
+		bo:    backoff.Backoff{Min: r.Config.RetryMin, Max: r.Config.RetryMax},
+		inUse: backoff.Backoff{Min: r.Config.RetryMin, Max: min(r.Config.RetryMax, inUseMaxWait)},
+	}
+	for ctx.Err() == nil && s.once(ctx) {
+	}
+}
+
+// subscriber is the state of one Read, on its goroutine.
+type subscriber struct {
+	FanOutReader
+	deliver Deliver
+	pos     Position // where the records read so far end
 	// cont is the continuation sequence number of the last event: the next
 	// subscription starts after it.
-	cont := ""
-	for ctx.Err() == nil {
-		in := &kinesis.SubscribeToShardInput{ConsumerARN: aws.String(r.ConsumerARN), ShardId: aws.String(r.ID), StartingPosition: pos.StartingPosition(cont)}
-		// The subscription lives in sctx, cancelled once it is done with.
-		sctx, cancelSub := context.WithCancel(ctx)
-		sub, err := r.subscribe(sctx, cancelSub, in)
-		if err == nil {
-			r.Sink.Subscribed()
-			stream := sub.GetStream()
-			var ok, end bool
-			ok, end, err = r.drain(ctx, stream, deliver, &pos, &cont)
-			_ = stream.Close()
-			if err == nil {
-				err = stream.Err()
-			}
-			if !ok || end {
-				cancelSub()
-				return
-			}
+	cont      string
+	bo, inUse backoff.Backoff
+}
+
+// once makes one subscription and hands its events on until it ends. It
+// reports false when the reader must stop.
+func (s *subscriber) once(ctx context.Context) bool {
+	in := &kinesis.SubscribeToShardInput{ConsumerARN: aws.String(s.ConsumerARN), ShardId: aws.String(s.ID), StartingPosition: s.pos.StartingPosition(s.cont)}
+	// The subscription lives in sctx, cancelled once it is done with.
+	sctx, cancelSub := context.WithCancel(ctx)
+	defer cancelSub()
+	sub, err := s.subscribe(sctx, cancelSub, in)
+	if err == nil {
+		s.Sink.Subscribed()
+		var ok, end bool
+		ok, end, err = s.consume(ctx, sub.GetStream())
+		if !ok || end {
+			return false
 		}
-		cancelSub()
-		if err != nil {
-			if ctx.Err() != nil {
-				return
-			}
-			var rnf *types.ResourceNotFoundException
-			if cont == "" && r.Sink.CheckpointRejected(err, pos.Checkpoint, pos.SubSequence) {
-				// Started at the lease's checkpoint, which Kinesis refused.
-				return
-			}
-			switch {
-			case errors.As(err, new(*types.ResourceInUseException)):
-				// The previous holder's subscription (or this reader's own
-				// last one) is still open on the service's side: it goes
-				// soon, so retry soon.
-				r.Log.Debug("SubscribeToShard refused: a subscription is still open; retrying", "err", err)
-				inUse.Sleep(ctx)
-				continue
-			case errors.As(err, &rnf) && ShardGone(ctx, r.Client, r.Stream, r.ID, r.Config):
-				r.Log.Error("shard is no longer in the stream (its records expired before they were read); marking it finished")
-				r.end(deliver)
-				return
-			}
-			r.Log.Warn("subscription failed; subscribing again after a backoff", "err", err)
-			bo.Sleep(ctx)
-			continue
-		}
-		inUse.Reset()
-		// The service ends every subscription after five minutes.
-		r.Log.Debug("subscription ended; subscribing again", "after", cont)
-		bo.Reset()
 	}
+	cancelSub()
+	if err != nil {
+		return s.failed(ctx, err)
+	}
+	s.inUse.Reset()
+	// The service ends every subscription after five minutes.
+	s.Log.Debug("subscription ended; subscribing again", "after", s.cont)
+	s.bo.Reset()
+	return true
+}
+
+// consume drains the subscription stream (see drain) and closes it; err is
+// also the stream's own error.
+func (s *subscriber) consume(ctx context.Context, stream *kinesis.SubscribeToShardEventStream) (ok, end bool, err error) {
+	ok, end, err = s.drain(ctx, stream)
+	_ = stream.Close()
+	if err == nil {
+		err = stream.Err()
+	}
+	return ok, end, err
+}
+
+// failed waits out a failed subscription: one refused while another is
+// still open soon, others after a backoff. It reports false when the reader
+// must stop: ctx is done, Kinesis refused the checkpoint it started after,
+// or the shard is gone (its last batch handed on).
+func (s *subscriber) failed(ctx context.Context, err error) bool {
+	if ctx.Err() != nil {
+		return false
+	}
+	if s.cont == "" && s.Sink.CheckpointRejected(err, s.pos.Checkpoint, s.pos.SubSequence) {
+		// Started at the checkpoint, which Kinesis refused.
+		return false
+	}
+	var rnf *types.ResourceNotFoundException
+	switch {
+	case errors.As(err, new(*types.ResourceInUseException)):
+		// The previous holder's subscription (or this reader's own last
+		// one) is still open on the service's side: it goes soon, so retry
+		// soon.
+		s.Log.Debug("SubscribeToShard refused: a subscription is still open; retrying", "err", err)
+		s.inUse.Sleep(ctx)
+		return true
+	case errors.As(err, &rnf) && ShardGone(ctx, s.Client, s.Stream, s.ID, s.Config):
+		s.Log.Error("shard is no longer in the stream (its records expired before they were read); marking it finished")
+		s.end(s.deliver)
+		return false
+	}
+	s.Log.Warn("subscription failed; subscribing again after a backoff", "err", err)
+	s.bo.Sleep(ctx)
+	return true
 }
 
 // subscribe makes the SubscribeToShard call within the read timeout: a call
@@ -135,8 +165,8 @@ var errSilent = errors.New("the subscription delivered no event, not even an emp
 // deliver said so); end reports that the shard was read to its end. A
 // subscription silent for the silence timeout (the time waiting for its
 // next event; the caller's time is not counted) ends with errSilent.
-func (r FanOutReader) drain(ctx context.Context, stream *kinesis.SubscribeToShardEventStream, deliver Deliver, pos *Position, cont *string) (ok, end bool, err error) {
-	quiet := r.Config.SilenceTimeout
+func (s *subscriber) drain(ctx context.Context, stream *kinesis.SubscribeToShardEventStream) (ok, end bool, err error) {
+	quiet := s.Config.SilenceTimeout
 	silence := time.NewTimer(quiet)
 	defer silence.Stop()
 	for {
@@ -157,28 +187,31 @@ func (r FanOutReader) drain(ctx context.Context, stream *kinesis.SubscribeToShar
 		if !isEvent {
 			continue
 		}
-		v := e.Value
-		if v.MillisBehindLatest != nil {
-			r.Sink.Behind(*v.MillisBehindLatest)
-		}
-		b := Batch{Records: v.Records, After: pos.Checkpoint, AfterSub: pos.SubSequence, MillisBehindLatest: aws.ToInt64(v.MillisBehindLatest)}
-		if n := len(v.Records); n > 0 {
-			*pos = pos.After(aws.ToString(v.Records[n-1].SequenceNumber))
-		}
-		// The last event of a closed shard has child shards and no
-		// continuation sequence number.
-		end = v.ContinuationSequenceNumber == nil || *v.ContinuationSequenceNumber == ""
-		b.End = end
-		if !end {
-			*cont = *v.ContinuationSequenceNumber
-		}
-		if len(v.Records) > 0 || end {
-			if !deliver(b) {
-				return false, false, nil
-			}
-		}
-		if end {
-			return true, true, nil
+		if ok, end = s.hand(e.Value); !ok || end {
+			return ok, end, nil
 		}
 	}
+}
+
+// hand hands on the records of one event, or the shard's end. ok is false
+// when deliver said to stop; end reports that the shard was read to its
+// end.
+func (s *subscriber) hand(v types.SubscribeToShardEvent) (ok, end bool) {
+	if v.MillisBehindLatest != nil {
+		s.Sink.Behind(*v.MillisBehindLatest)
+	}
+	b := Batch{Records: v.Records, After: s.pos.Checkpoint, AfterSub: s.pos.SubSequence, MillisBehindLatest: aws.ToInt64(v.MillisBehindLatest)}
+	if n := len(v.Records); n > 0 {
+		s.pos = s.pos.After(aws.ToString(v.Records[n-1].SequenceNumber))
+	}
+	// The last event of a closed shard has child shards and no continuation
+	// sequence number.
+	b.End = v.ContinuationSequenceNumber == nil || *v.ContinuationSequenceNumber == ""
+	if !b.End {
+		s.cont = *v.ContinuationSequenceNumber
+	}
+	if (len(v.Records) > 0 || b.End) && !s.deliver(b) {
+		return false, false
+	}
+	return true, b.End
 }

@@ -19,86 +19,122 @@ var _ Reader = PollingReader{}
 
 // Read reads the shard one batch ahead of deliver (see Reader).
 func (r PollingReader) Read(ctx context.Context, pos Position, deliver Deliver) {
-	cfg := r.Config
-	bo := backoff.Backoff{Min: cfg.RetryMin, Max: cfg.RetryMax}
 	if pos.Ended {
 		r.end(deliver)
 		return
 	}
-	iter := ""
-	var lastCall time.Time
-	gap := readGapBehind
-	for ctx.Err() == nil {
-		if iter == "" {
-			it, gone, err := r.iterator(ctx, pos)
-			if gone {
-				r.Log.Error("shard is no longer in the stream (its records expired before they were read); marking it finished")
-				r.end(deliver)
-				return
-			}
-			if err != nil {
-				if ctx.Err() != nil || r.Sink.CheckpointRejected(err, pos.Checkpoint, pos.SubSequence) {
-					return
-				}
-				r.Log.Warn("GetShardIterator failed; retrying", "err", err)
-				bo.Sleep(ctx)
-				continue
-			}
-			iter = it
+	p := &poller{PollingReader: r, deliver: deliver, pos: pos, gap: readGapBehind,
+		bo: backoff.Backoff{Min: r.Config.RetryMin, Max: r.Config.RetryMax}}
+	for ctx.Err() == nil && p.step(ctx) {
+	}
+}
+
+// poller is the state of one Read, on its goroutine.
+type poller struct {
+	PollingReader
+	deliver  Deliver
+	pos      Position // where the records read so far end
+	iter     string   // the shard iterator in hand; empty for none
+	lastCall time.Time
+	gap      time.Duration // see readGap
+	bo       backoff.Backoff
+}
+
+// step makes one call: GetShardIterator when no iterator is in hand, else
+// GetRecords. It reports false when the reader must stop.
+func (p *poller) step(ctx context.Context) bool {
+	if p.iter == "" {
+		return p.position(ctx)
+	}
+	res, err := p.getRecords(ctx)
+	if err != nil {
+		return p.failed(ctx, err)
+	}
+	p.bo.Reset()
+	return p.hand(ctx, res)
+}
+
+// position gets an iterator at p.pos, and waits out a failure. It reports
+// false when the reader must stop: ctx is done, Kinesis refused the
+// checkpoint, or the shard is gone (its last batch handed on).
+func (p *poller) position(ctx context.Context) bool {
+	it, gone, err := p.iterator(ctx, p.pos)
+	switch {
+	case gone:
+		p.Log.Error("shard is no longer in the stream (its records expired before they were read); marking it finished")
+		p.end(p.deliver)
+		return false
+	case err != nil:
+		if ctx.Err() != nil || p.Sink.CheckpointRejected(err, p.pos.Checkpoint, p.pos.SubSequence) {
+			return false
 		}
-		// At most 5 GetRecords calls per second per shard while behind; 4
-		// once caught up (see readGap).
-		if wait := gap - time.Since(lastCall); !lastCall.IsZero() && wait > 0 {
-			if !backoff.Wait(ctx, wait) {
-				return
-			}
-		}
-		lastCall = time.Now()
-		cctx, cancel := context.WithTimeout(ctx, cfg.ReadTimeout)
-		res, err := r.Client.GetRecords(cctx, &kinesis.GetRecordsInput{ShardIterator: aws.String(iter), Limit: aws.Int32(cfg.BatchSize)})
-		cancel()
-		if err != nil {
-			if ctx.Err() != nil {
-				return
-			}
-			var expired *types.ExpiredIteratorException
-			if errors.As(err, &expired) {
-				r.Log.Debug("iterator expired; getting a new one", "after", pos.Checkpoint)
-				iter = ""
-				continue
-			}
-			r.Log.Warn("GetRecords failed; backing off", "err", err)
-			if !Retryable(err) {
-				iter = ""
-			}
-			bo.Sleep(ctx)
-			continue
-		}
-		bo.Reset()
-		if res.MillisBehindLatest != nil {
-			r.Sink.Behind(*res.MillisBehindLatest)
-		}
-		gap = readGap(len(res.Records), cfg.BatchSize, res.MillisBehindLatest)
-		b := Batch{Records: res.Records, After: pos.Checkpoint, AfterSub: pos.SubSequence, MillisBehindLatest: aws.ToInt64(res.MillisBehindLatest)}
-		b.End = res.NextShardIterator == nil || *res.NextShardIterator == ""
-		if len(res.Records) > 0 {
-			pos = pos.After(aws.ToString(res.Records[len(res.Records)-1].SequenceNumber))
-		}
-		if len(res.Records) > 0 || b.End {
-			if !deliver(b) {
-				return
-			}
-		}
-		if b.End {
-			return
-		}
-		iter = *res.NextShardIterator
-		if len(res.Records) == 0 {
-			if !backoff.Wait(ctx, cfg.IdlePoll) {
-				return
-			}
+		p.Log.Warn("GetShardIterator failed; retrying", "err", err)
+		p.bo.Sleep(ctx)
+		return true
+	}
+	p.iter = it
+	return true
+}
+
+// getRecords makes one GetRecords call with the iterator in hand, no sooner
+// than the read gap after the last one: at most 5 calls per second per
+// shard while behind, 4 once caught up (see readGap).
+func (p *poller) getRecords(ctx context.Context) (*kinesis.GetRecordsOutput, error) {
+	if wait := p.gap - time.Since(p.lastCall); !p.lastCall.IsZero() && wait > 0 {
+		if !backoff.Wait(ctx, wait) {
+			return nil, ctx.Err()
 		}
 	}
+	p.lastCall = time.Now()
+	cctx, cancel := context.WithTimeout(ctx, p.Config.ReadTimeout)
+	defer cancel()
+	return p.Client.GetRecords(cctx, &kinesis.GetRecordsInput{ShardIterator: aws.String(p.iter), Limit: aws.Int32(p.Config.BatchSize)})
+}
+
+// failed waits out a failed GetRecords call: an expired iterator is made
+// again at once, other failures after a backoff (the iterator too unless
+// the failure is transient). It reports false when ctx is done.
+func (p *poller) failed(ctx context.Context, err error) bool {
+	if ctx.Err() != nil {
+		return false
+	}
+	var expired *types.ExpiredIteratorException
+	if errors.As(err, &expired) {
+		p.Log.Debug("iterator expired; getting a new one", "after", p.pos.Checkpoint)
+		p.iter = ""
+		return true
+	}
+	p.Log.Warn("GetRecords failed; backing off", "err", err)
+	if !Retryable(err) {
+		p.iter = ""
+	}
+	p.bo.Sleep(ctx)
+	return true
+}
+
+// hand hands on the records of one GetRecords call, or the shard's end, and
+// waits the idle poll after a call that returned none. It reports false
+// when the reader must stop.
+func (p *poller) hand(ctx context.Context, res *kinesis.GetRecordsOutput) bool {
+	if res.MillisBehindLatest != nil {
+		p.Sink.Behind(*res.MillisBehindLatest)
+	}
+	p.gap = readGap(len(res.Records), p.Config.BatchSize, res.MillisBehindLatest)
+	b := Batch{Records: res.Records, After: p.pos.Checkpoint, AfterSub: p.pos.SubSequence, MillisBehindLatest: aws.ToInt64(res.MillisBehindLatest)}
+	b.End = res.NextShardIterator == nil || *res.NextShardIterator == ""
+	if n := len(res.Records); n > 0 {
+		p.pos = p.pos.After(aws.ToString(res.Records[n-1].SequenceNumber))
+	}
+	if len(res.Records) > 0 || b.End {
+		if !p.deliver(b) || b.End {
+			return false
+		}
+	}
+	p.iter = *res.NextShardIterator
+	if len(res.Records) == 0 {
+		return backoff.Wait(ctx, p.Config.IdlePoll)
+	}
+	return true
 }
 
 // Kinesis allows 5 GetRecords calls per second per shard, shared by every

@@ -54,78 +54,64 @@ const registerAttempts = 8
 // a *StreamNotFoundError; a refused permission or a limit reached is a
 // *CallError; a transient failure is retried a few times.
 func Register(ctx context.Context, kin FanOutClient, stream, name string, cfg Config, log *slog.Logger) (string, error) {
-	fail := func(op string, err error) error {
-		var rnf *types.ResourceNotFoundException
-		if errors.As(err, &rnf) && op == "DescribeStreamSummary" {
-			return &StreamNotFoundError{Stream: stream, Err: err}
-		}
-		return &CallError{Op: op, Err: err}
+	g := &registration{kin: kin, stream: stream, name: name, cfg: cfg, log: log, bo: backoff.Backoff{Min: cfg.RetryMin, Max: cfg.RetryMax}}
+	streamARN, err := g.streamARN(ctx)
+	if err != nil {
+		return "", err
 	}
-	bo := backoff.Backoff{Min: cfg.RetryMin, Max: cfg.RetryMax}
-	retry := func(op string, err error) error {
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		// Throttling (LimitExceededException: a fleet starting together
-		// shares 20 DescribeStreamConsumer calls a second) is waited out;
-		// other transient failures are retried a few times.
-		var lim *types.LimitExceededException
-		transient := Retryable(err) || CallTimedOut(ctx, err)
-		if !errors.As(err, &lim) && (!transient || bo.Attempts() >= registerAttempts) {
-			return fail(op, err)
-		}
-		log.Warn("registering the enhanced fan-out consumer failed; retrying", "consumer", name, "op", op, "err", err)
-		if !bo.Sleep(ctx) {
-			return ctx.Err()
-		}
-		return nil
-	}
-	var streamARN string
-	for streamARN == "" {
-		cctx, cancel := context.WithTimeout(ctx, cfg.ReadTimeout)
-		out, err := kin.DescribeStreamSummary(cctx, &kinesis.DescribeStreamSummaryInput{StreamName: aws.String(stream)})
+	return g.awaitActive(ctx, streamARN)
+}
+
+// registration is the state of one Register call.
+type registration struct {
+	kin          FanOutClient
+	stream, name string
+	cfg          Config
+	log          *slog.Logger
+	bo           backoff.Backoff // of the transient failures, across calls
+}
+
+// streamARN returns the stream's ARN.
+func (g *registration) streamARN(ctx context.Context) (string, error) {
+	for {
+		cctx, cancel := context.WithTimeout(ctx, g.cfg.ReadTimeout)
+		out, err := g.kin.DescribeStreamSummary(cctx, &kinesis.DescribeStreamSummaryInput{StreamName: aws.String(g.stream)})
 		cancel()
 		if err != nil {
-			if err := retry("DescribeStreamSummary", err); err != nil {
+			if err := g.retry(ctx, "DescribeStreamSummary", err); err != nil {
 				return "", err
 			}
 			continue
 		}
-		streamARN = aws.ToString(out.StreamDescriptionSummary.StreamARN)
+		if arn := aws.ToString(out.StreamDescriptionSummary.StreamARN); arn != "" {
+			return arn, nil
+		}
 	}
+}
+
+// awaitActive registers the consumer unless it is, waits until it is
+// ACTIVE, and returns its ARN.
+func (g *registration) awaitActive(ctx context.Context, streamARN string) (string, error) {
 	registered := false
 	for {
-		cctx, cancel := context.WithTimeout(ctx, cfg.ReadTimeout)
-		d, err := kin.DescribeStreamConsumer(cctx, &kinesis.DescribeStreamConsumerInput{StreamARN: aws.String(streamARN), ConsumerName: aws.String(name)})
+		cctx, cancel := context.WithTimeout(ctx, g.cfg.ReadTimeout)
+		d, err := g.kin.DescribeStreamConsumer(cctx, &kinesis.DescribeStreamConsumerInput{StreamARN: aws.String(streamARN), ConsumerName: aws.String(g.name)})
 		cancel()
 		var rnf *types.ResourceNotFoundException
 		switch {
 		case errors.As(err, &rnf) && !registered:
-			cctx, cancel := context.WithTimeout(ctx, cfg.ReadTimeout)
-			_, err = kin.RegisterStreamConsumer(cctx, &kinesis.RegisterStreamConsumerInput{StreamARN: aws.String(streamARN), ConsumerName: aws.String(name)})
-			cancel()
-			var inUse *types.ResourceInUseException
-			if err == nil || errors.As(err, &inUse) {
-				// Registered now, by this worker or by another at the same
-				// moment: wait until it is ACTIVE.
-				if err == nil {
-					log.Info("enhanced fan-out consumer registered", "consumer", name)
-				}
-				registered = true
-				continue
-			}
-			if err := retry("RegisterStreamConsumer", err); err != nil {
+			if registered, err = g.register(ctx, streamARN); err != nil {
 				return "", err
 			}
 			continue
 		case err != nil && !errors.As(err, &rnf):
-			if err := retry("DescribeStreamConsumer", err); err != nil {
+			if err := g.retry(ctx, "DescribeStreamConsumer", err); err != nil {
 				return "", err
 			}
 			continue
 		case err == nil && d.ConsumerDescription.ConsumerStatus == types.ConsumerStatusActive:
 			arn := aws.ToString(d.ConsumerDescription.ConsumerARN)
-			log.Debug("enhanced fan-out consumer active", "consumer", name, "arn", arn)
+			g.log.Debug("enhanced fan-out consumer active", "consumer", g.name, "arn", arn)
 			return arn, nil
 		case err == nil && d.ConsumerDescription.ConsumerStatus == types.ConsumerStatusDeleting:
 			// Being deregistered: register it again once it is gone.
@@ -137,4 +123,53 @@ func Register(ctx context.Context, kin FanOutClient, stream, name string, cfg Co
 			return "", ctx.Err()
 		}
 	}
+}
+
+// register asks Kinesis to register the consumer. It reports whether the
+// consumer is being registered now, by this worker or by another at the
+// same moment (ResourceInUseException); a transient failure was waited out
+// when it reports neither that nor an error.
+func (g *registration) register(ctx context.Context, streamARN string) (bool, error) {
+	cctx, cancel := context.WithTimeout(ctx, g.cfg.ReadTimeout)
+	_, err := g.kin.RegisterStreamConsumer(cctx, &kinesis.RegisterStreamConsumerInput{StreamARN: aws.String(streamARN), ConsumerName: aws.String(g.name)})
+	cancel()
+	var inUse *types.ResourceInUseException
+	switch {
+	case err == nil:
+		g.log.Info("enhanced fan-out consumer registered", "consumer", g.name)
+		return true, nil
+	case errors.As(err, &inUse):
+		return true, nil
+	}
+	return false, g.retry(ctx, "RegisterStreamConsumer", err)
+}
+
+// retry waits out err, a failure of op, after a backoff, and returns nil;
+// or it returns the error Register gives up with: ctx's, or err for good.
+// Throttling (LimitExceededException: a fleet starting together shares 20
+// DescribeStreamConsumer calls a second) is always waited out; other
+// transient failures registerAttempts times.
+func (g *registration) retry(ctx context.Context, op string, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	var lim *types.LimitExceededException
+	transient := Retryable(err) || CallTimedOut(ctx, err)
+	if !errors.As(err, &lim) && (!transient || g.bo.Attempts() >= registerAttempts) {
+		return g.fail(op, err)
+	}
+	g.log.Warn("registering the enhanced fan-out consumer failed; retrying", "consumer", g.name, "op", op, "err", err)
+	if !g.bo.Sleep(ctx) {
+		return ctx.Err()
+	}
+	return nil
+}
+
+// fail is the error of op failing for good with err.
+func (g *registration) fail(op string, err error) error {
+	var rnf *types.ResourceNotFoundException
+	if errors.As(err, &rnf) && op == "DescribeStreamSummary" {
+		return &StreamNotFoundError{Stream: g.stream, Err: err}
+	}
+	return &CallError{Op: op, Err: err}
 }
