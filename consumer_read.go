@@ -151,8 +151,8 @@ func (c *Consumer) convert(in []types.Record, after string, afterSub int64, log 
 	return out
 }
 
-// checkpointRejected handles a GetShardIterator error for a reader
-// positioned at the checkpoint (seq, sub): if Kinesis refused the sequence
+// checkpointRejected handles a GetShardIterator or SubscribeToShard error
+// for a reader positioned at the checkpoint (seq, sub): if Kinesis refused the sequence
 // number, it logs and counts the refusal, marks the runner so that its
 // shard is not taken again until the next shard sync interval, and reports
 // true (the reader stops and the lease is released with its checkpoint).
