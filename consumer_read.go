@@ -6,92 +6,94 @@ import (
 	"log/slog"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
-	"github.com/shardlease/shardlease/internal/backoff"
+	"github.com/shardlease/shardlease/internal/kinesisread"
 	"github.com/shardlease/shardlease/internal/kpl"
 )
 
 // shardReader reads one held shard for its lease runner, one batch ahead of
-// the handler. It starts at the lease's checkpoint (sub-sequence included) or
-// at the configured initial position, sends batches on out in order (the
-// last batch of a closed shard has end set), and returns when ctx is done or
-// the shard has ended; out is closed then. It holds nothing open once it has
-// returned: the runner releases the lease only after that.
-//
-// Each reading mode is one implementation: polling (read_polling.go) and
-// enhanced fan-out (read_fanout.go). Everything else, de-aggregation
-// (Consumer.convert), checkpoints, handoff and lost leases, is the runner's
-// and shared by both.
-type shardReader interface {
-	read(ctx context.Context, out chan<- *Batch)
+// the handler, with the kinesisread reader of the configured mode: polling
+// or enhanced fan-out. It starts where readPosition says, and turns what
+// the reader hands on into batches (de-aggregated by Consumer.convert).
+// Everything else, checkpoints, handoff and lost leases, is the runner's
+// and shared by both modes.
+type shardReader struct {
+	r  *leaseRunner
+	rd kinesisread.Reader
 }
 
 // newReader returns the reader of the configured mode for r.
 func (c *Consumer) newReader(r *leaseRunner) shardReader {
+	sh := kinesisread.Shard{Stream: r.key.Stream, ID: r.shard, Client: c.kin, Config: c.cfg.readConfig(), Log: r.log, Sink: readSink{r}}
 	if c.fanOut != nil {
-		return fanOutReader{r}
+		return shardReader{r, kinesisread.FanOutReader{Shard: sh, FanOut: c.fanOut.kin, ConsumerARN: c.fanOut.arn}}
 	}
-	return pollingReader{r}
+	return shardReader{r, kinesisread.PollingReader{Shard: sh}}
 }
 
-// listShards pages through ListShards, backing off on throttling.
+// read sends the shard's batches on out in order (the last batch of a
+// closed shard has end set), and returns when ctx is done or the shard has
+// ended; out is closed then. It holds nothing open once it has returned:
+// the runner releases the lease only after that.
+func (sr shardReader) read(ctx context.Context, out chan<- *Batch) {
+	defer close(out)
+	r := sr.r
+	sr.rd.Read(ctx, r.readPosition(), func(kb kinesisread.Batch) bool {
+		recs := r.c.convert(kb.Records, kb.After, kb.AfterSub, r.log)
+		if len(recs) == 0 && !kb.End {
+			return true
+		}
+		b := &Batch{Stream: r.key.Stream, ShardID: r.shard, Records: recs, MillisBehindLatest: kb.MillisBehindLatest, r: r, end: kb.End}
+		select {
+		case out <- b:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	})
+}
+
+// readSink tells a runner what its reader learns.
+type readSink struct{ r *leaseRunner }
+
+// Behind keeps the MillisBehindLatest of the last read, for the metric.
+func (s readSink) Behind(ms int64) { s.r.behind.Store(ms) }
+
+// Subscribed counts a subscription opened.
+func (s readSink) Subscribed() { s.r.c.count(evSubscribed, 1) }
+
+// CheckpointRejected handles a refused checkpoint (see
+// leaseRunner.checkpointRejected).
+func (s readSink) CheckpointRejected(err error, seq string, sub int64) bool {
+	return s.r.checkpointRejected(err, seq, sub)
+}
+
+// listShards pages through ListShards (see kinesisread.ListShards), with
+// errors that name the stream.
 func listShards(ctx context.Context, kin KinesisAPI, stream string, cfg config) ([]types.Shard, error) {
-	var out []types.Shard
-	in := &kinesis.ListShardsInput{StreamName: aws.String(stream)}
-	bo := backoff.Backoff{Min: cfg.retryMin, Max: cfg.retryMax}
-	for {
-		cctx, cancel := ctx, context.CancelFunc(func() {})
-		if d := cfg.readTimeout(); d > 0 { // callers outside a consumer pass no timings
-			cctx, cancel = context.WithTimeout(ctx, d)
-		}
-		page, err := kin.ListShards(cctx, in)
-		cancel()
-		if err != nil {
-			var rnf *types.ResourceNotFoundException
-			var lim *types.LimitExceededException
-			var expired *types.ExpiredNextTokenException
-			switch {
-			case errors.As(err, &rnf):
-				return nil, &StreamNotFoundError{Stream: stream, Err: err}
-			case errors.As(err, &expired):
-				out, in = nil, &kinesis.ListShardsInput{StreamName: aws.String(stream)}
-				continue
-			case errors.As(err, &lim) || retryable(err):
-				// Bounded by ctx too: the start-up gives up after its limit.
-				if bo.Attempts() < 20 && bo.Sleep(ctx) {
-					continue
-				}
-			}
-			return nil, errorf("shardlease: stream %s: list shards: %w", stream, credentialsHint(err))
-		}
-		bo.Reset()
-		out = append(out, page.Shards...)
-		if page.NextToken == nil || *page.NextToken == "" {
-			return out, nil
-		}
-		in = &kinesis.ListShardsInput{NextToken: page.NextToken}
+	shards, err := kinesisread.ListShards(ctx, kin, stream, cfg.readConfig())
+	var nf *kinesisread.StreamNotFoundError
+	switch {
+	case errors.As(err, &nf):
+		return nil, &StreamNotFoundError{Stream: stream, Err: nf.Err}
+	case err != nil:
+		return nil, errorf("shardlease: stream %s: list shards: %w", stream, credentialsHint(err))
+	}
+	return shards, nil
+}
+
+// readConfig is the timing of the calls to Kinesis.
+func (c config) readConfig() kinesisread.Config {
+	return kinesisread.Config{
+		BatchSize: c.batchSize, IdlePoll: c.idlePoll,
+		ReadTimeout: c.readTimeout(), SilenceTimeout: c.silenceTimeout(),
+		RetryMin: c.retryMin, RetryMax: c.retryMax,
 	}
 }
 
 // retryable reports whether a Kinesis error is worth retrying after a
-// backoff: throttling, server errors and network errors. Errors that name a
-// missing stream or a bad argument are not.
-func retryable(err error) bool {
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return false
-	}
-	var rnf *types.ResourceNotFoundException
-	var inv *types.InvalidArgumentException
-	var ad *types.AccessDeniedException
-	return !errors.As(err, &rnf) && !errors.As(err, &inv) && !errors.As(err, &ad)
-}
-
-// callTimedOut reports whether err is a call's own deadline passing while
-// ctx, the caller's context, is still live: a transient failure, retried.
-func callTimedOut(ctx context.Context, err error) bool {
-	return ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded)
-}
+// backoff (see kinesisread.Retryable).
+func retryable(err error) bool { return kinesisread.Retryable(err) }
 
 // convert turns Kinesis records into handler records: KPL aggregates are
 // de-aggregated (unless raw aggregates were asked for), and user records up
@@ -149,8 +151,8 @@ func (c *Consumer) convert(in []types.Record, after string, afterSub int64, log 
 	return out
 }
 
-// checkpointRejected handles a GetShardIterator error for a reader
-// positioned at the checkpoint (seq, sub): if Kinesis refused the sequence
+// checkpointRejected handles a GetShardIterator or SubscribeToShard error
+// for a reader positioned at the checkpoint (seq, sub): if Kinesis refused the sequence
 // number, it logs and counts the refusal, marks the runner so that its
 // shard is not taken again until the next shard sync interval, and reports
 // true (the reader stops and the lease is released with its checkpoint).
@@ -167,10 +169,30 @@ func (r *leaseRunner) checkpointRejected(err error, seq string, sub int64) bool 
 	return true
 }
 
-// startInput positions in at start.
-func startInput(in *kinesis.GetShardIteratorInput, start Start) {
-	in.ShardIteratorType = types.ShardIteratorType(start.Position)
-	if start.Position == AtTimestamp {
-		in.Timestamp = aws.Time(start.Timestamp)
+// readPosition is where r's reader starts: the lease as taken (checkpoint,
+// sub-sequence, the row's recorded start), whether the shard is read from its
+// start, and the configured initial position.
+func (r *leaseRunner) readPosition() kinesisread.Position {
+	seq, sub, start := r.startsFrom()
+	pos := kinesisread.Position{
+		SubSequence: sub, Recorded: readStart(start), FromStart: r.fromStart,
+		Initial: readStart(Start{Position: r.c.cfg.position, Timestamp: r.c.cfg.startTimestamp}),
 	}
+	if seq == ShardEnd {
+		pos.Ended = true
+	} else {
+		pos.Checkpoint = seq
+	}
+	return pos
+}
+
+// initialPosition is where r's reader starts when the lease holds no
+// checkpoint, as the start hook names it (see kinesisread.Position.Start).
+func (r *leaseRunner) initialPosition() InitialPosition {
+	return InitialPosition(r.readPosition().Start().Type)
+}
+
+// readStart is s for kinesisread.
+func readStart(s Start) kinesisread.Start {
+	return kinesisread.Start{Type: types.ShardIteratorType(s.Position), Timestamp: s.Timestamp}
 }
