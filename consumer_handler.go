@@ -170,17 +170,11 @@ func (r *leaseRunner) runStartHook() {
 	if fn == nil {
 		return
 	}
-	seq, sub, start := r.startsFrom()
+	seq, sub, _ := r.startsFrom()
 	s := ShardStart{Stream: r.key.Stream, ShardID: r.shard, Checkpoint: seq, SubSequence: sub}
 	if s.Checkpoint == "" {
 		s.SubSequence = -1
-		s.Position = r.c.cfg.position
-		if r.fromStart {
-			s.Position = TrimHorizon
-		}
-		if !start.IsZero() {
-			s.Position = start.Position
-		}
+		s.Position = r.initialPosition()
 	}
 	defer r.recoverHook("OnStart")
 	fn(r.leaseCtx, s)
