@@ -209,13 +209,12 @@ func (r *leaseRunner) stopReason() StopReason {
 		return StopShardEnded
 	case stopHandoff:
 		return StopHandedOff
-	case stopAsked:
-		return StopShuttingDown
+	case stillRunning:
+		if !r.valid() {
+			return StopLost
+		}
 	}
-	if r.valid() {
-		return StopShuttingDown
-	}
-	return StopLost
+	return StopShuttingDown
 }
 
 // errReleased is the cause of a manual checkpoint made after the lease was
