@@ -81,8 +81,9 @@ func TestReadmeLayoutTellsRuntimeFromTooling(t *testing.T) {
 	}
 }
 
-// Every test the README's Guarantees section names (a trailing * names a
-// family of tests by prefix) exists in the module.
+// Every test that docs/guarantees.md, or the README's Guarantees section,
+// names (a trailing * names a family of tests by prefix) exists in the
+// module.
 func TestReadmeGuaranteesNameRealTests(t *testing.T) {
 	b, err := os.ReadFile("README.md")
 	require.NoError(t, err)
@@ -93,11 +94,19 @@ func TestReadmeGuaranteesNameRealTests(t *testing.T) {
 	if end := strings.Index(text[1:], "\n## "); end >= 0 {
 		text = text[:end+1]
 	}
+	page, err := os.ReadFile(filepath.Join("docs", "guarantees.md"))
+	require.NoError(t, err)
 	var tests []string
 	decl := regexp.MustCompile(`(?m)^func (Test\w+)\(`)
 	require.NoError(t, filepath.WalkDir(".", func(path string, d os.DirEntry, err error) error {
-		if err != nil || d.IsDir() || !strings.HasSuffix(path, "_test.go") {
+		if err != nil {
 			return err
+		}
+		if d.IsDir() && path != "." && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata") {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, "_test.go") {
+			return nil
 		}
 		src, err := os.ReadFile(path)
 		for _, m := range decl.FindAllStringSubmatch(string(src), -1) {
@@ -105,13 +114,15 @@ func TestReadmeGuaranteesNameRealTests(t *testing.T) {
 		}
 		return err
 	}))
-	named := regexp.MustCompile("`(Test\\w*)(\\*?)`").FindAllStringSubmatch(text, -1)
-	require.NotEmpty(t, named, "the Guarantees section names no test")
-	for _, m := range named {
-		name, family := m[1], m[2] == "*"
-		found := slices.ContainsFunc(tests, func(test string) bool {
-			return test == name || family && strings.HasPrefix(test, name)
-		})
-		assert.True(t, found, "README.md's Guarantees name %s%s, but no test is called so", name, m[2])
+	testName := regexp.MustCompile("`(Test\\w*)(\\*?)`")
+	require.NotEmpty(t, testName.FindAllStringSubmatch(string(page), -1), "docs/guarantees.md names no test")
+	for doc, text := range map[string]string{"README.md's Guarantees": text, "docs/guarantees.md": string(page)} {
+		for _, m := range testName.FindAllStringSubmatch(text, -1) {
+			name, family := m[1], m[2] == "*"
+			found := slices.ContainsFunc(tests, func(test string) bool {
+				return test == name || family && strings.HasPrefix(test, name)
+			})
+			assert.True(t, found, "%s names %s%s, but no test is called so", doc, name, m[2])
+		}
 	}
 }
