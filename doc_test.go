@@ -430,8 +430,9 @@ func buildSnippets(t *testing.T, snippets []goSnippet) string {
 	}
 	goTool, err := exec.LookPath("go")
 	require.NoError(t, err, "the go command is needed to build the docs' Go blocks")
-	bin := filepath.Join(t.TempDir(), "bin") + string(filepath.Separator)
-	for _, args := range [][]string{{"build", "-o", bin, "./..."}, {"vet", "./..."}} {
+	// Built into the null device, the go command compiles every package,
+	// main or not, and keeps nothing.
+	for _, args := range [][]string{{"build", "-o", os.DevNull, "./..."}, {"vet", "./..."}} {
 		cmd := exec.Command(goTool, args...)
 		cmd.Dir = dir
 		cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod", "GOPROXY=off")
@@ -460,18 +461,21 @@ func TestDocsGoSnippetsBuild(t *testing.T) {
 
 // The snippet check complains about an unmarked block that is not a whole
 // file, leaves fragments and other languages alone, and the build fails on
-// a block that does not compile.
+// a block that does not compile, a main package or another, at its line.
 func TestDocsSnippetCheckFindsBrokenSnippets(t *testing.T) {
 	page := "```go\nconsumer.Run(ctx)\n```\n\n```go fragment\nconsumer.Run(ctx)\n```\n\n```sh\ngo run .\n```\n\n" +
-		"  ```go\n  package main\n\n  func main() { undefined() }\n  ```\n"
+		"  ```go\n  package main\n\n  func main() { undefined() }\n  ```\n\n" +
+		"```go\npackage orders\n\nfunc f() { alsoUndefined() }\n```\n"
 	snippets, complaints := goSnippets(map[string]string{"page.md": page})
 	require.Len(t, complaints, 1)
 	assert.Contains(t, complaints[0], "page.md:1:")
-	require.Len(t, snippets, 1)
+	require.Len(t, snippets, 2)
 	assert.Equal(t, "page.md:13", snippets[0].where())
+	assert.Equal(t, "page.md:19", snippets[1].where())
 	if testing.Short() {
-		t.Skip("builds a Go block with the go command")
+		t.Skip("builds Go blocks with the go command")
 	}
 	out := buildSnippets(t, snippets)
 	assert.Contains(t, out, "page.md:16:15: undefined: undefined", "the go command's complaint, at the page's line")
+	assert.Contains(t, out, "page.md:22:12: undefined: alsoUndefined", "the go command's complaint, at the page's line")
 }
