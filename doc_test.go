@@ -1,12 +1,18 @@
 package shardlease_test
 
 import (
+	"fmt"
+	"go/parser"
+	"go/token"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"unicode"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -81,8 +87,9 @@ func TestReadmeLayoutTellsRuntimeFromTooling(t *testing.T) {
 	}
 }
 
-// Every test the README's Guarantees section names (a trailing * names a
-// family of tests by prefix) exists in the module.
+// Every test that docs/guarantees.md, or the README's Guarantees section,
+// names (a trailing * names a family of tests by prefix) exists in the
+// module.
 func TestReadmeGuaranteesNameRealTests(t *testing.T) {
 	b, err := os.ReadFile("README.md")
 	require.NoError(t, err)
@@ -93,11 +100,19 @@ func TestReadmeGuaranteesNameRealTests(t *testing.T) {
 	if end := strings.Index(text[1:], "\n## "); end >= 0 {
 		text = text[:end+1]
 	}
+	page, err := os.ReadFile(filepath.Join("docs", "guarantees.md"))
+	require.NoError(t, err)
 	var tests []string
 	decl := regexp.MustCompile(`(?m)^func (Test\w+)\(`)
 	require.NoError(t, filepath.WalkDir(".", func(path string, d os.DirEntry, err error) error {
-		if err != nil || d.IsDir() || !strings.HasSuffix(path, "_test.go") {
+		if err != nil {
 			return err
+		}
+		if d.IsDir() && path != "." && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata") {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, "_test.go") {
+			return nil
 		}
 		src, err := os.ReadFile(path)
 		for _, m := range decl.FindAllStringSubmatch(string(src), -1) {
@@ -105,13 +120,362 @@ func TestReadmeGuaranteesNameRealTests(t *testing.T) {
 		}
 		return err
 	}))
-	named := regexp.MustCompile("`(Test\\w*)(\\*?)`").FindAllStringSubmatch(text, -1)
-	require.NotEmpty(t, named, "the Guarantees section names no test")
-	for _, m := range named {
-		name, family := m[1], m[2] == "*"
-		found := slices.ContainsFunc(tests, func(test string) bool {
-			return test == name || family && strings.HasPrefix(test, name)
-		})
-		assert.True(t, found, "README.md's Guarantees name %s%s, but no test is called so", name, m[2])
+	testName := regexp.MustCompile("`(Test\\w*)(\\*?)`")
+	require.NotEmpty(t, testName.FindAllStringSubmatch(string(page), -1), "docs/guarantees.md names no test")
+	for doc, text := range map[string]string{"README.md's Guarantees": text, "docs/guarantees.md": string(page)} {
+		for _, m := range testName.FindAllStringSubmatch(text, -1) {
+			name, family := m[1], m[2] == "*"
+			found := slices.ContainsFunc(tests, func(test string) bool {
+				return test == name || family && strings.HasPrefix(test, name)
+			})
+			assert.True(t, found, "%s names %s%s, but no test is called so", doc, name, m[2])
+		}
 	}
+}
+
+// The documentation is README.md and the pages of docs/. The TestDocs tests
+// read them as a reader follows them:
+//
+//   - every relative link, inline ([text](path#anchor)) or a reference
+//     definition ([name]: path), names a file or directory that exists;
+//   - every anchor, in-page (#anchor) or on another page (page.md#anchor),
+//     is the slug of a heading of that page, by GitHub's rules: lower case,
+//     spaces to "-", punctuation other than "-" and "_" dropped, and "-1",
+//     "-2", ... after a slug seen before;
+//   - every ```go block is either a complete Go file (a package clause
+//     first), which must build and pass vet as part of a module of its own
+//     that requires this one, or is marked a fragment with the info string
+//     "go fragment" (```go fragment), which is not compiled.
+//
+// Links and anchors inside code (fenced blocks and `spans`) are not links.
+
+// docPages returns README.md and every page of docs/, by path.
+func docPages(t *testing.T) map[string]string {
+	t.Helper()
+	paths, err := filepath.Glob(filepath.Join("docs", "*.md"))
+	require.NoError(t, err)
+	require.NotEmpty(t, paths, "docs/ holds no page")
+	pages := map[string]string{}
+	for _, p := range append([]string{"README.md"}, paths...) {
+		b, err := os.ReadFile(p)
+		require.NoError(t, err)
+		pages[filepath.ToSlash(p)] = string(b)
+	}
+	return pages
+}
+
+// mdLine is a line of a Markdown page outside fenced code blocks.
+type mdLine struct {
+	n    int // 1-based line number
+	text string
+}
+
+// codeBlock is a fenced code block of a Markdown page.
+type codeBlock struct {
+	line int    // the line of its opening fence
+	info string // the info string after the fence, e.g. "go fragment"
+	body string // its lines, less the fence's indentation
+}
+
+// splitMarkdown returns a page's lines outside fenced code blocks, and the
+// blocks.
+func splitMarkdown(text string) ([]mdLine, []codeBlock) {
+	var prose []mdLine
+	var blocks []codeBlock
+	var open *codeBlock
+	var indent, fence string
+	for i, line := range strings.Split(text, "\n") {
+		trimmed := strings.TrimLeft(line, " ")
+		if open == nil {
+			if strings.HasPrefix(trimmed, "```") || strings.HasPrefix(trimmed, "~~~") {
+				indent = line[:len(line)-len(trimmed)]
+				fence = trimmed[:3]
+				open = &codeBlock{line: i + 1, info: strings.TrimSpace(strings.TrimLeft(trimmed, fence[:1]))}
+				continue
+			}
+			prose = append(prose, mdLine{i + 1, line})
+			continue
+		}
+		if strings.HasPrefix(trimmed, fence) && strings.Trim(trimmed, fence[:1]+" ") == "" {
+			blocks = append(blocks, *open)
+			open = nil
+			continue
+		}
+		open.body += strings.TrimPrefix(line, indent) + "\n"
+	}
+	return prose, blocks
+}
+
+var (
+	codeSpan   = regexp.MustCompile("`+[^`]*`+")
+	inlineLink = regexp.MustCompile(`\]\(\s*<?([^)\s>]+)>?(?:\s+"[^"]*")?\s*\)`)
+	refDef     = regexp.MustCompile(`^\s{0,3}\[[^\]]+\]:\s*<?(\S+?)>?(?:\s+"[^"]*")?\s*$`)
+	scheme     = regexp.MustCompile(`^[a-zA-Z][a-zA-Z0-9+.-]*:`)
+	heading    = regexp.MustCompile(`^\s{0,3}(#{1,6})\s+(.*?)\s*#*\s*$`)
+	headLink   = regexp.MustCompile(`\[([^\]]*)\]\([^)]*\)`)
+	snippetPos = regexp.MustCompile(`(?:\./)?snippet(\d+)/snippet\.go:(\d+)`)
+)
+
+// slug is GitHub's anchor for a heading's text.
+func slug(text string) string {
+	text = headLink.ReplaceAllString(text, "$1")
+	var b strings.Builder
+	for _, r := range strings.ToLower(text) {
+		switch {
+		case r == ' ':
+			b.WriteRune('-')
+		case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r) || unicode.Is(unicode.Mn, r):
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// anchors returns the anchors of a page's headings.
+func anchors(text string) map[string]bool {
+	prose, _ := splitMarkdown(text)
+	seen := map[string]int{}
+	out := map[string]bool{}
+	for _, l := range prose {
+		m := heading.FindStringSubmatch(l.text)
+		if m == nil {
+			continue
+		}
+		s := slug(m[2])
+		if n := seen[s]; n > 0 {
+			seen[s] = n + 1
+			s = fmt.Sprintf("%s-%d", s, n)
+		} else {
+			seen[s] = 1
+		}
+		out[s] = true
+	}
+	return out
+}
+
+// docLink is a link of a page: its target as written, and where it is.
+type docLink struct {
+	page   string
+	line   int
+	target string
+}
+
+// relativeLinks returns a page's links that are not URLs.
+func relativeLinks(page, text string) []docLink {
+	prose, _ := splitMarkdown(text)
+	var links []docLink
+	for _, l := range prose {
+		line := codeSpan.ReplaceAllString(l.text, "")
+		var targets []string
+		for _, m := range inlineLink.FindAllStringSubmatch(line, -1) {
+			targets = append(targets, m[1])
+		}
+		if m := refDef.FindStringSubmatch(line); m != nil {
+			targets = append(targets, m[1])
+		}
+		for _, target := range targets {
+			if !scheme.MatchString(target) {
+				links = append(links, docLink{page, l.n, target})
+			}
+		}
+	}
+	return links
+}
+
+// brokenLinks returns what is wrong with the relative links and anchors of
+// pages (by path, relative to the module root), one line each.
+func brokenLinks(pages map[string]string) []string {
+	var broken []string
+	for page, text := range pages {
+		for _, l := range relativeLinks(page, text) {
+			file, anchor, _ := strings.Cut(l.target, "#")
+			where := fmt.Sprintf("%s:%d: link %q", l.page, l.line, l.target)
+			dest := page
+			if file != "" {
+				dest = filepath.ToSlash(filepath.Clean(filepath.Join(filepath.Dir(page), file)))
+				if _, err := os.Stat(dest); err != nil {
+					broken = append(broken, fmt.Sprintf("%s: %s does not exist", where, dest))
+					continue
+				}
+			}
+			if anchor == "" {
+				continue
+			}
+			target, ok := pages[dest]
+			if !ok {
+				b, err := os.ReadFile(dest)
+				if err != nil || !strings.HasSuffix(dest, ".md") {
+					broken = append(broken, fmt.Sprintf("%s: %s is not a Markdown page with headings", where, dest))
+					continue
+				}
+				target = string(b)
+			}
+			if !anchors(target)[anchor] {
+				broken = append(broken, fmt.Sprintf("%s: %s has no heading with the anchor #%s", where, dest, anchor))
+			}
+		}
+	}
+	slices.Sort(broken)
+	return broken
+}
+
+// Every relative link of README.md and docs/ names a file that exists, and
+// every anchor a heading of its page.
+func TestDocsLinksAndAnchorsResolve(t *testing.T) {
+	for _, b := range brokenLinks(docPages(t)) {
+		t.Error(b)
+	}
+}
+
+// The link check sees a missing file, a missing anchor on another page and
+// a missing in-page anchor, and passes links it must pass.
+func TestDocsLinkCheckFindsBrokenLinks(t *testing.T) {
+	pages := map[string]string{
+		"README.md": "# shardlease\n\n## Two commands\n\n## Two commands\n\n### `WithMaxAttempts(n)` and [dead letters](doc.go)\n\n" +
+			"[ok](#two-commands) [ok](#two-commands-1) [ok](#withmaxattemptsn-and-dead-letters) [ok](doc.go) [ok](https://example.com/#x)\n" +
+			"`[code](nowhere.md)` [gone](nowhere.md) [gone](#three-commands) [gone](README.md#two_commands)\n" +
+			"```sh\n[fenced](nowhere.md)\n```\n" +
+			"[ref]: docs/nowhere.md\n",
+	}
+	got := brokenLinks(pages)
+	assert.Len(t, got, 4, "%s", strings.Join(got, "\n"))
+	for _, want := range []string{`"nowhere.md"`, `"#three-commands"`, `"README.md#two_commands"`, `"docs/nowhere.md"`} {
+		assert.True(t, slices.ContainsFunc(got, func(s string) bool { return strings.Contains(s, want) }), "no complaint about %s in:\n%s", want, strings.Join(got, "\n"))
+	}
+}
+
+// Every page of docs/ has a title and a link back to the README, and the
+// README's map of the docs links every page.
+func TestDocsPagesAreFoundAndLeadBack(t *testing.T) {
+	pages := docPages(t)
+	for page, text := range pages {
+		if page == "README.md" {
+			continue
+		}
+		assert.True(t, strings.HasPrefix(text, "# "), "%s does not start with a title (a \"# \" line)", page)
+		assert.Contains(t, text, "](../README.md", "%s has no link back to the README", page)
+		assert.Contains(t, pages["README.md"], "]("+page, "README.md does not link %s", page)
+	}
+}
+
+// goSnippet is a ```go block of a page.
+type goSnippet struct {
+	page string
+	line int // the line of its opening fence
+	src  string
+}
+
+func (s goSnippet) where() string { return fmt.Sprintf("%s:%d", s.page, s.line) }
+
+// goSnippets returns the ```go blocks of the pages that are not marked
+// fragments, and a complaint for each such block that is not a complete Go
+// file.
+func goSnippets(pages map[string]string) (snippets []goSnippet, complaints []string) {
+	for page, text := range pages {
+		_, blocks := splitMarkdown(text)
+		for _, b := range blocks {
+			fields := strings.Fields(b.info)
+			if len(fields) == 0 || fields[0] != "go" || slices.Contains(fields[1:], "fragment") {
+				continue
+			}
+			s := goSnippet{page, b.line, b.body}
+			if _, err := parser.ParseFile(token.NewFileSet(), s.where(), s.src, parser.PackageClauseOnly); err != nil {
+				complaints = append(complaints, fmt.Sprintf("%s: a ```go block that is not a complete Go file (%v): mark it ```go fragment", s.where(), err))
+				continue
+			}
+			snippets = append(snippets, s)
+		}
+	}
+	slices.SortFunc(snippets, func(a, b goSnippet) int { return strings.Compare(a.where(), b.where()) })
+	slices.Sort(complaints)
+	return snippets, complaints
+}
+
+// buildSnippets writes each snippet as the one file of a package of a
+// module of its own that requires this one (through a replace directive,
+// as a user's module requires a release), then builds and vets them all.
+// It returns the go command's complaints, if any, at the pages' lines.
+func buildSnippets(t *testing.T, snippets []goSnippet) string {
+	t.Helper()
+	root, err := filepath.Abs(".")
+	require.NoError(t, err)
+	mod, err := os.ReadFile("go.mod")
+	require.NoError(t, err)
+	sum, err := os.ReadFile("go.sum")
+	require.NoError(t, err)
+	dir := t.TempDir()
+	// This module's requirements, so that the snippets build from the
+	// module cache without asking a proxy.
+	requires := string(mod[strings.Index(string(mod), "\nrequire"):])
+	gomod := "module docsnippets\n\ngo 1.26.0\n\nrequire github.com/shardlease/shardlease v0.0.0\n" + requires +
+		"\nreplace github.com/shardlease/shardlease => " + root + "\n"
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "go.mod"), []byte(gomod), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "go.sum"), sum, 0o644))
+	for i, s := range snippets {
+		pkg := fmt.Sprintf("snippet%02d", i+1)
+		require.NoError(t, os.Mkdir(filepath.Join(dir, pkg), 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(dir, pkg, "snippet.go"), []byte(s.src), 0o644))
+	}
+	// snippetNN/snippet.go:L is line L after the opening fence of block NN.
+	atPage := func(out []byte) string {
+		return snippetPos.ReplaceAllStringFunc(string(out), func(pos string) string {
+			m := snippetPos.FindStringSubmatch(pos)
+			i, _ := strconv.Atoi(m[1])
+			l, _ := strconv.Atoi(m[2])
+			if i < 1 || i > len(snippets) {
+				return pos
+			}
+			return fmt.Sprintf("%s:%d", snippets[i-1].page, snippets[i-1].line+l)
+		})
+	}
+	goTool, err := exec.LookPath("go")
+	require.NoError(t, err, "the go command is needed to build the docs' Go blocks")
+	// Built into the null device, the go command compiles every package,
+	// main or not, and keeps nothing.
+	for _, args := range [][]string{{"build", "-o", os.DevNull, "./..."}, {"vet", "./..."}} {
+		cmd := exec.Command(goTool, args...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod", "GOPROXY=off")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Sprintf("go %s: %v\n%s", args[0], err, atPage(out))
+		}
+	}
+	return ""
+}
+
+// Every ```go block of README.md and docs/ is a complete Go file that
+// builds and passes vet against this module, or is marked a fragment.
+func TestDocsGoSnippetsBuild(t *testing.T) {
+	snippets, complaints := goSnippets(docPages(t))
+	for _, c := range complaints {
+		t.Error(c)
+	}
+	require.NotEmpty(t, snippets, "no page has a complete ```go block")
+	if testing.Short() {
+		t.Skip("builds the docs' Go blocks with the go command")
+	}
+	if out := buildSnippets(t, snippets); out != "" {
+		t.Errorf("the docs' Go blocks do not build:\n%s", out)
+	}
+}
+
+// The snippet check complains about an unmarked block that is not a whole
+// file, leaves fragments and other languages alone, and the build fails on
+// a block that does not compile, a main package or another, at its line.
+func TestDocsSnippetCheckFindsBrokenSnippets(t *testing.T) {
+	page := "```go\nconsumer.Run(ctx)\n```\n\n```go fragment\nconsumer.Run(ctx)\n```\n\n```sh\ngo run .\n```\n\n" +
+		"  ```go\n  package main\n\n  func main() { undefined() }\n  ```\n\n" +
+		"```go\npackage orders\n\nfunc f() { alsoUndefined() }\n```\n"
+	snippets, complaints := goSnippets(map[string]string{"page.md": page})
+	require.Len(t, complaints, 1)
+	assert.Contains(t, complaints[0], "page.md:1:")
+	require.Len(t, snippets, 2)
+	assert.Equal(t, "page.md:13", snippets[0].where())
+	assert.Equal(t, "page.md:19", snippets[1].where())
+	if testing.Short() {
+		t.Skip("builds Go blocks with the go command")
+	}
+	out := buildSnippets(t, snippets)
+	assert.Contains(t, out, "page.md:16:15: undefined: undefined", "the go command's complaint, at the page's line")
+	assert.Contains(t, out, "page.md:22:12: undefined: alsoUndefined", "the go command's complaint, at the page's line")
 }
