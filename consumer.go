@@ -107,7 +107,7 @@ type Stats struct {
 	// rounds); with coordination only the coordinator lists steadily.
 	TableListings int64
 	// Coordinating reports whether this worker coordinates the stream now:
-	// it holds the first readable lease (see the README's Coordination).
+	// it holds the first readable lease (see docs/coordination.md).
 	Coordinating bool
 }
 

@@ -47,7 +47,7 @@ func (f *fanOut) register(ctx context.Context, c *Consumer) error {
 	case errors.As(err, &nf):
 		return &StreamNotFoundError{Stream: c.stream, Err: nf.Err}
 	case errors.As(err, &failed):
-		return fmt.Errorf("shardlease: stream %s: enhanced fan-out consumer %s: %s: %w; check that the role may call %s on the stream (see the README's IAM permissions)", c.stream, f.name, failed.Op, failed.Err, failed.Op)
+		return fmt.Errorf("shardlease: stream %s: enhanced fan-out consumer %s: %s: %w; check that the role may call %s on the stream (see docs/table.md, IAM permissions)", c.stream, f.name, failed.Op, failed.Err, failed.Op)
 	case err != nil:
 		return err
 	}

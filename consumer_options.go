@@ -87,8 +87,8 @@ func WithRenewInterval(d time.Duration) Option {
 }
 
 // WithTakeInterval sets how often a worker that lists the stream's leases
-// (the coordinator, and workers finding their share; see "Coordination" in
-// the README) lists them to take free, expired and surplus ones. A lease
+// (the coordinator, and workers finding their share; see
+// docs/coordination.md) lists them to take free, expired and surplus ones. A lease
 // released by a worker that shuts down is taken again within it; one whose
 // holder crashed within a lease duration and a take interval. The first
 // round runs a quarter of it after Run writes the worker's row, so that

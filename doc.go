@@ -91,6 +91,6 @@
 // rows belong to with WithLegacyStream while upgrading, and a shard whose own
 // row has no checkpoint resumes from the bare row's. Stop every old instance
 // before starting new ones: the two versions lease different rows. The
-// README's upgrade guide goes step by step, including importing progress
+// upgrade guide, docs/upgrading.md, goes step by step, including importing progress
 // from other libraries' tables.
 package shardlease

@@ -4,7 +4,7 @@
 // two things measured side by side in the same run.
 //
 //	go run ./internal/bench            # full sizes
-//	go run ./internal/bench -quick     # smaller sizes; under two minutes
+//	go run ./internal/bench -quick     # smaller sizes; about 6 minutes on 2 cores
 //	go run ./internal/bench -json out.json
 //
 // It starts its own dynalite and kinesalite (internal/emulator), which need
@@ -83,7 +83,7 @@ func (e *env) logf(format string, args ...any) {
 func okp(b bool) *bool { return &b }
 
 func main() {
-	quick := flag.Bool("quick", false, "smaller sizes and windows (finishes in under two minutes)")
+	quick := flag.Bool("quick", false, "smaller sizes and windows (about 6 minutes on 2 cores)")
 	jsonOut := flag.String("json", "", "also write the rows as JSON to this file")
 	only := flag.String("only", "", "comma-separated sections to run (throughput,overhead,cost,failover,balance,scale,fleet,latency); default all")
 	flag.Parse()
