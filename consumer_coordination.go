@@ -277,19 +277,19 @@ func firstReadable(leases []Lease) (Lease, bool) {
 // afterRound updates the roles from a take round: in is its listing, p its
 // plan, first its first readable lease (in.first names it; "" when there is
 // none), busy whether the round took, adopted or asked for anything.
-func (sc *scheduler) afterRound(ctx context.Context, in listing, p plan, first Lease, busy bool, now time.Time) {
+func (sc *scheduler) afterRound(ctx context.Context, in listing, readable []Lease, p plan, first Lease, busy bool, now time.Time) {
 	cd := &sc.cd
 	if cd.ns == nil {
 		return
 	}
 	c := sc.c
-	cd.catchUp = busy || len(sc.pending) > 0 || sc.mayTakeSoon(in, p, now)
+	cd.catchUp = busy || len(sc.pending) > 0 || sc.mayTakeSoon(in, readable, p, now)
 	if in.first == "" {
 		cd.leading = false
 		c.stats.coordinating.Store(false)
 		return
 	}
-	cd.first, cd.readable = first.Key.Shard, len(in.leases)
+	cd.first, cd.readable = first.Key.Shard, len(readable)
 	held := c.heldSet()
 	was := cd.leading
 	cd.leading = held[first.Key.Shard]
@@ -322,7 +322,7 @@ func (sc *scheduler) afterRound(ctx context.Context, in listing, p plan, first L
 	// A worker that stops listing while no deputy is named for the first
 	// lease watches it in the meantime: a coordinator that crashes in its
 	// first moments is then noticed as quickly as later on.
-	if !cd.leading && !cd.catchUp && cd.deputyRow == "" && first.Owner != "" && !hasDeputyFor(in.leases, first.Key.Shard) {
+	if !cd.leading && !cd.catchUp && cd.deputyRow == "" && first.Owner != "" && !hasDeputyFor(readable, first.Key.Shard) {
 		cd.watchUntil = now.Add(c.cfg.renewInterval + c.cfg.takeInterval)
 		sc.armWatch()
 	}
@@ -333,14 +333,14 @@ func (sc *scheduler) afterRound(ctx context.Context, in listing, p plan, first L
 			// A deputy whose coordinator stopped takes the leases it watched
 			// stand still the moment they expire, as the coordinator would,
 			// the first one (and with it coordination) included.
-			sc.scheduleExpiry(in, now)
+			sc.scheduleExpiry(in, readable, now)
 		}
 		return
 	}
 	cd.deputyRow = ""
-	sc.scheduleExpiry(in, now)
-	deputyRow := sc.nameDeputy(ctx, in, first)
-	sc.wakeBelowShare(ctx, in, p, held, deputyRow, now)
+	sc.scheduleExpiry(in, readable, now)
+	deputyRow := sc.nameDeputy(ctx, in, readable, first)
+	sc.wakeBelowShare(ctx, in, readable, p, held, deputyRow, now)
 }
 
 // mayTakeSoon reports whether a worker below its ceiling (and its
@@ -349,9 +349,9 @@ func (sc *scheduler) afterRound(ctx context.Context, in listing, p plan, first L
 // expire, and expiry is judged from this worker's own listings). Such a
 // worker keeps listing: a worker woken because the coordinator could not
 // take a lease would otherwise stop before the lease expired for it.
-func (sc *scheduler) mayTakeSoon(in listing, p plan, now time.Time) bool {
+func (sc *scheduler) mayTakeSoon(in listing, readable []Lease, p plan, now time.Time) bool {
 	mine := 0
-	for _, l := range in.leases {
+	for _, l := range readable {
 		if in.held[l.Key.Shard] {
 			mine++
 		}
@@ -359,7 +359,7 @@ func (sc *scheduler) mayTakeSoon(in listing, p plan, now time.Time) bool {
 	if mine >= p.ceiling || in.maxLeases > 0 && mine >= in.maxLeases {
 		return false
 	}
-	for _, l := range in.leases {
+	for _, l := range readable {
 		id := l.Key.Shard
 		if in.held[id] || in.skip[id] || in.refused[id] || l.Owner == in.me {
 			continue
@@ -374,13 +374,13 @@ func (sc *scheduler) mayTakeSoon(in listing, p plan, now time.Time) bool {
 // scheduleExpiry arms the coordinator's timer for the leases of others whose
 // lease duration, timed from when it first saw their counter, runs out
 // before its next listing: each is taken at that moment instead.
-func (sc *scheduler) scheduleExpiry(in listing, now time.Time) {
+func (sc *scheduler) scheduleExpiry(in listing, readable []Lease, now time.Time) {
 	cd := &sc.cd
 	c := sc.c
 	next := now.Add(c.cfg.takeInterval)
 	cd.due = map[string]dueLease{}
 	var earliest time.Time
-	for _, l := range in.leases {
+	for _, l := range readable {
 		id := l.Key.Shard
 		if l.Owner == "" || l.Owner == in.me || in.held[id] || in.skip[id] || in.expired[id] || in.refused[id] {
 			continue
@@ -468,9 +468,9 @@ func hasDeputyFor(leases []Lease, first string) bool {
 // nameDeputy makes sure one live worker other than the coordinator watches
 // the first lease: it keeps a deputy named for the current first lease and
 // names one (on its lowest running lease) when there is none.
-func (sc *scheduler) nameDeputy(ctx context.Context, in listing, first Lease) (noted string) {
+func (sc *scheduler) nameDeputy(ctx context.Context, in listing, readable []Lease, first Lease) (noted string) {
 	var stale, cands []Lease
-	for _, l := range in.leases {
+	for _, l := range readable {
 		if l.Owner == "" || l.Owner == in.me || in.held[l.Key.Shard] || in.expired[l.Key.Shard] || l.HandoffTo != "" {
 			continue
 		}
@@ -504,11 +504,11 @@ func (sc *scheduler) nameDeputy(ctx context.Context, in listing, first Lease) (n
 // share, while another runs at least two more or a lease is left free or
 // expired that the coordinator could not take (WithMaxLeases), once a lease
 // duration at most. held is what the coordinator runs after its round.
-func (sc *scheduler) wakeBelowShare(ctx context.Context, in listing, p plan, held map[string]bool, deputyRow string, now time.Time) {
+func (sc *scheduler) wakeBelowShare(ctx context.Context, in listing, readable []Lease, p plan, held map[string]bool, deputyRow string, now time.Time) {
 	cd := &sc.cd
 	load := maps.Clone(p.load)
 	mine, open := 0, 0
-	for _, l := range in.leases {
+	for _, l := range readable {
 		id := l.Key.Shard
 		switch {
 		case held[id]:
@@ -523,7 +523,7 @@ func (sc *scheduler) wakeBelowShare(ctx context.Context, in listing, p plan, hel
 		most = max(most, n)
 	}
 	rows := map[string][]Lease{}
-	for _, l := range in.leases {
+	for _, l := range readable {
 		if l.Owner != "" && l.Owner != in.me && l.HandoffTo == "" && !in.expired[l.Key.Shard] {
 			if _, dep := deputyFirst(l.Note); !dep && l.Key.Shard != deputyRow {
 				// Not on the deputy's row: the note would replace its naming.
@@ -537,7 +537,7 @@ func (sc *scheduler) wakeBelowShare(ctx context.Context, in listing, p plan, hel
 		}
 		// Its own cap, if it has one, is not known here: it finds out when
 		// it lists.
-		if target, _ := share(owner, load, len(in.leases), 0); n >= target {
+		if target, _ := share(owner, load, len(readable), 0); n >= target {
 			continue
 		}
 		L := sc.c.cfg.leaseDuration

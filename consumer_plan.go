@@ -7,6 +7,21 @@ import (
 	"strings"
 )
 
+// row is a lease row as the plan sees it.
+type row struct {
+	// shard is the row's shard id; owner its holder ("" when free).
+	shard, owner string
+	// counter is the row's fencing counter as listed.
+	counter int64
+	// handoffTo is the owner a handoff was asked for; "" when none.
+	handoffTo string
+	// note is the row's coordination note; "" when none.
+	note string
+	// renewed is set when the holder renewed the row since taking it: a
+	// row handed over but not yet adopted is not renewed.
+	renewed bool
+}
+
 // listing is what one take round knows: the stream's rows as listed, and
 // what the worker that plans has judged and remembers about them. Every
 // judgement that needs a clock (expiry, how long a lease has been left
@@ -18,7 +33,7 @@ type listing struct {
 	me string
 	// leases are the stream's lease rows that can be read now: not
 	// finished, and every parent finished.
-	leases []Lease
+	leases []row
 	// workers are the owners of worker rows that moved within a lease
 	// duration (workers that hold nothing yet).
 	workers []string
@@ -53,13 +68,13 @@ type listing struct {
 // plan is what a take round does, decided from a listing.
 type plan struct {
 	// answer are leases me runs whose handoff was asked for: hand them over.
-	answer []Lease
+	answer []row
 	// adopt are rows that name me but that it does not run (handed over to
 	// it, or given up by an earlier runner of it): acquire them first.
-	adopt []Lease
+	adopt []row
 	// free and stale are the leases me may take (released, and expired),
 	// each in a random order of its own; takable is both.
-	free, stale []Lease
+	free, stale []row
 	// load counts, per live owner, the leases it runs or is being handed.
 	load map[string]int
 	// target is me's share and ceiling the most any owner holds,
@@ -73,23 +88,23 @@ type plan struct {
 func planRound(in listing, rng *rand.Rand) plan {
 	p := plan{load: map[string]int{in.me: 0}}
 	for _, l := range in.leases {
-		if l.HandoffTo != "" && l.Owner == in.me && in.held[l.Key.Shard] {
+		if l.handoffTo != "" && l.owner == in.me && in.held[l.shard] {
 			p.answer = append(p.answer, l)
 		}
 	}
 	// Count owners and their loads; a lease being handed over counts for
 	// the taker, a lease whose owner stopped renewing counts for nobody.
 	for _, l := range in.leases {
-		id := l.Key.Shard
+		id := l.shard
 		switch {
 		case in.held[id]:
 			p.load[in.me]++
 		case in.skip[id]:
-		case l.Owner == "" || in.expired[id]:
-		case l.HandoffTo != "":
-			p.load[l.HandoffTo]++
+		case l.owner == "" || in.expired[id]:
+		case l.handoffTo != "":
+			p.load[l.handoffTo]++
 		default:
-			p.load[l.Owner]++
+			p.load[l.owner]++
 		}
 	}
 	// Workers that hold nothing yet count too.
@@ -100,14 +115,14 @@ func planRound(in listing, rng *rand.Rand) plan {
 	}
 	p.target, p.ceiling = share(in.me, p.load, len(in.leases), in.maxLeases)
 	for _, l := range in.leases {
-		id := l.Key.Shard
+		id := l.shard
 		if in.held[id] || in.skip[id] {
 			continue
 		}
 		switch {
-		case l.Owner == in.me:
+		case l.owner == in.me:
 			p.adopt = append(p.adopt, l)
-		case l.Owner == "":
+		case l.owner == "":
 			p.free = append(p.free, l)
 		case in.expired[id]:
 			p.stale = append(p.stale, l)
@@ -119,22 +134,22 @@ func planRound(in listing, rng *rand.Rand) plan {
 }
 
 // takable returns the free and then the expired leases.
-func (p plan) takable() []Lease { return append(slices.Clip(p.free), p.stale...) }
+func (p plan) takable() []row { return append(slices.Clip(p.free), p.stale...) }
 
 // limit returns how many leases me may run (handoffs it waits for
 // included) before it stops taking l: its share, or the ceiling for a lease
 // left over since an earlier round. A lease the store refused is never
 // taken (0). A coordinator (in.leading) takes every free and expired lease,
 // up to maxLeases: the other workers may not be listing.
-func (p plan) limit(in listing, l Lease) int {
+func (p plan) limit(in listing, l row) int {
 	switch {
-	case in.refused[l.Key.Shard]:
+	case in.refused[l.shard]:
 		return 0
 	case in.leading && in.maxLeases > 0:
 		return in.maxLeases
 	case in.leading:
 		return math.MaxInt
-	case in.leftover[l.Key.Shard]:
+	case in.leftover[l.shard]:
 		return p.ceiling
 	}
 	return p.target
@@ -142,9 +157,9 @@ func (p plan) limit(in listing, l Lease) int {
 
 // steals returns the handoffs me asks for once it runs mine leases and has
 // asked asked, counting each request as granted (see stealer).
-func (p plan) steals(in listing, mine, asked int, rng *rand.Rand) []Lease {
+func (p plan) steals(in listing, mine, asked int, rng *rand.Rand) []row {
 	st := p.stealer(in, mine, asked)
-	var out []Lease
+	var out []row
 	for {
 		l, ok := st.next(rng)
 		if !ok {
@@ -181,7 +196,7 @@ func (p plan) stealer(in listing, mine, asked int) *stealer {
 }
 
 // next returns the next lease to ask for, or false when me asks for no more.
-func (s *stealer) next(rng *rand.Rand) (Lease, bool) {
+func (s *stealer) next(rng *rand.Rand) (row, bool) {
 	in := s.in
 	for s.mine+s.asked < s.p.target && s.grants < in.maxSteals {
 		victim, most := "", 0
@@ -196,12 +211,12 @@ func (s *stealer) next(rng *rand.Rand) (Lease, bool) {
 		// Ask for a lease the victim runs: one it has renewed since taking
 		// it (a row handed over to it but not yet adopted shows no expiry;
 		// adopting it would cancel the request), else any.
-		var cands, running []Lease
+		var cands, running []row
 		for _, l := range in.leases {
-			id := l.Key.Shard
-			if l.Owner == victim && l.HandoffTo == "" && !in.pending[id] && !s.requested[id] && !in.expired[id] && !in.skip[id] && id != in.first {
+			id := l.shard
+			if l.owner == victim && l.handoffTo == "" && !in.pending[id] && !s.requested[id] && !in.expired[id] && !in.skip[id] && id != in.first {
 				cands = append(cands, l)
-				if !l.Expiry.IsZero() {
+				if l.renewed {
 					running = append(running, l)
 				}
 			}
@@ -216,15 +231,15 @@ func (s *stealer) next(rng *rand.Rand) (Lease, bool) {
 			continue
 		}
 		l := cands[rng.IntN(len(cands))]
-		s.requested[l.Key.Shard] = true
+		s.requested[l.shard] = true
 		return l, true
 	}
-	return Lease{}, false
+	return row{}, false
 }
 
 // granted records that the request for l was made: l counts for me now.
-func (s *stealer) granted(l Lease) {
-	s.load[l.Owner]--
+func (s *stealer) granted(l row) {
+	s.load[l.owner]--
 	s.load[s.in.me]++
 	s.asked++
 	s.grants++
@@ -233,7 +248,7 @@ func (s *stealer) granted(l Lease) {
 // refused records that the store refused the request for l (another worker
 // asked first, or the lease moved since the listing): l counts for its
 // owner no more, and another lease may be asked for instead.
-func (s *stealer) refused(l Lease) { s.load[l.Owner]-- }
+func (s *stealer) refused(l row) { s.load[l.owner]-- }
 
 // share returns me's target and the ceiling ceil(leases/owners) for the
 // owners in load. The leases that do not divide evenly go first to owners

@@ -5,20 +5,16 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 )
 
 // rows builds a listing's rows: n leases of stream "s", shards s00, s01, ...
 // from first on, each owned by owner (empty: free) and renewed since taken.
-func rows(first, n int, owner string) []Lease {
-	out := make([]Lease, n)
+func rows(first, n int, owner string) []row {
+	out := make([]row, n)
 	for i := range out {
-		out[i] = Lease{Key: LeaseKey{Stream: "s", Shard: fmt.Sprintf("s%02d", first+i)}, Owner: owner, Counter: 3}
-		if owner != "" {
-			out[i].Expiry = time.UnixMilli(1)
-		}
+		out[i] = row{shard: fmt.Sprintf("s%02d", first+i), owner: owner, counter: 3, renewed: owner != ""}
 	}
 	return out
 }
@@ -31,20 +27,20 @@ func set(ids ...string) map[string]bool {
 	return out
 }
 
-func shardsOf(ls []Lease) []string {
+func shardsOf(ls []row) []string {
 	out := make([]string, 0, len(ls))
 	for _, l := range ls {
-		out = append(out, l.Key.Shard)
+		out = append(out, l.shard)
 	}
 	return out
 }
 
 // heldBy returns the shards of ls whose owner is owner.
-func heldBy(ls []Lease, owner string) map[string]bool {
+func heldBy(ls []row, owner string) map[string]bool {
 	out := map[string]bool{}
 	for _, l := range ls {
-		if l.Owner == owner {
-			out[l.Key.Shard] = true
+		if l.owner == owner {
+			out[l.shard] = true
 		}
 	}
 	return out
@@ -64,7 +60,7 @@ func carryOut(in listing) outcome {
 	mine := len(in.held) + len(p.adopt)
 	for _, l := range p.takable() {
 		if mine+in.waiting < p.limit(in, l) {
-			o.take = append(o.take, l.Key.Shard)
+			o.take = append(o.take, l.shard)
 			mine++
 		}
 	}
@@ -76,7 +72,7 @@ func carryOut(in listing) outcome {
 func TestPlan(t *testing.T) {
 	// a holds 12 of 16 leases with a handoff of s00 asked by c.
 	handing := rows(0, 12, "a")
-	handing[0].HandoffTo = "c"
+	handing[0].handoffTo = "c"
 	handing = append(handing, rows(12, 4, "b")...)
 
 	// a crashed: its 8 leases have not moved for a lease duration.
@@ -84,14 +80,14 @@ func TestPlan(t *testing.T) {
 
 	// b is handed s00 by a: the row names b, b does not run it yet.
 	handedToB := append(rows(0, 8, "a"), rows(8, 7, "b")...)
-	handedToB[0].Owner = "b"
-	handedToB[0].Expiry = time.Time{}
+	handedToB[0].owner = "b"
+	handedToB[0].renewed = false
 
 	// a's only load is six of b's leases being handed to it: nobody can
 	// ask a for them.
 	waitingA := rows(0, 12, "b")
 	for i := range 6 {
-		waitingA[i].HandoffTo = "a"
+		waitingA[i].handoffTo = "a"
 	}
 
 	// a coordinates: it runs s00 and s01, b runs s02 and s03, and s04 to
@@ -137,7 +133,7 @@ func TestPlan(t *testing.T) {
 		},
 		{
 			name: "a pending request counts: only the rest is asked",
-			in: listing{me: "b", leases: func() []Lease { l := rows(0, 12, "a"); l[0].HandoffTo = "b"; return l }(),
+			in: listing{me: "b", leases: func() []row { l := rows(0, 12, "a"); l[0].handoffTo = "b"; return l }(),
 				workers: []string{"c"}, pending: set("s00"), waiting: 1, maxSteals: 32},
 			want: outcome{target: 4, ceiling: 4, steal: []string{"", "", ""}},
 		},
@@ -263,8 +259,8 @@ func TestPlanStealerReplacesRefusedRequest(t *testing.T) {
 		if !ok {
 			break
 		}
-		assert.NotEqual(t, first.Key.Shard, l.Key.Shard, "the refused lease is not asked for again")
-		granted = append(granted, l.Key.Shard)
+		assert.NotEqual(t, first.shard, l.shard, "the refused lease is not asked for again")
+		granted = append(granted, l.shard)
 		st.granted(l)
 	}
 	assert.Len(t, granted, 4, "the share is asked for in full")

@@ -430,6 +430,7 @@ func (sc *scheduler) takeRound(ctx context.Context) error {
 	}
 	forgetUnseen(sc.obs, seen)
 	held, stuck := c.heldSet(), c.stuckSet()
+	var readable []Lease
 	in := listing{
 		me: me, held: held, skip: stuck,
 		expired:   make(map[string]bool),
@@ -443,7 +444,8 @@ func (sc *scheduler) takeRound(ctx context.Context) error {
 		if l.Checkpoint == ShardEnd || !parentsDone(l, byShard, sc.listed, sc.corrupt) {
 			continue
 		}
-		in.leases = append(in.leases, l)
+		readable = append(readable, l)
+		in.leases = append(in.leases, rowOf(l))
 		// A lease is expired once its counter stood still for the longer
 		// of this worker's lease duration and the holder's, written on the
 		// row.
@@ -470,7 +472,7 @@ func (sc *scheduler) takeRound(ctx context.Context) error {
 			in.waiting++
 		}
 	}
-	first, hasFirst := firstReadable(in.leases)
+	first, hasFirst := firstReadable(readable)
 	hasFirst = hasFirst && sc.cd.ns != nil
 	if hasFirst {
 		in.first = first.Key.Shard
@@ -480,11 +482,11 @@ func (sc *scheduler) takeRound(ctx context.Context) error {
 		was := sc.takable
 		sc.takable = make(map[string]time.Time, len(p.free)+len(p.stale))
 		for _, l := range p.takable() {
-			since, ok := was[l.Key.Shard]
+			since, ok := was[l.shard]
 			if !ok {
 				since = now
 			}
-			sc.takable[l.Key.Shard] = since
+			sc.takable[l.shard] = since
 		}
 	}()
 	c.log.Debug("take round", "leases", len(in.leases), "owners", len(p.load), "target", p.target, "ceiling", p.ceiling, "held", len(held))
@@ -492,14 +494,14 @@ func (sc *scheduler) takeRound(ctx context.Context) error {
 	// A handoff asked of this worker shows in the listing before the next
 	// renewal would return it: answer it now.
 	for _, l := range p.answer {
-		c.answerHandoff(l.Key.Shard, l.HandoffTo)
+		c.answerHandoff(l.shard, l.handoffTo)
 	}
 	// mine counts the leases this worker runs; the handoffs it asked for
 	// count separately (waiting), so that one that goes unanswered for a
 	// lease duration does not keep this worker from free and expired leases.
 	mine, busy := 0, false
 	for _, l := range in.leases {
-		if held[l.Key.Shard] {
+		if held[l.shard] {
 			mine++
 		}
 	}
@@ -508,15 +510,15 @@ func (sc *scheduler) takeRound(ctx context.Context) error {
 	// taken with a write of its own (an acquire on the counter seen), so the
 	// lease is timed from that write, as other workers time it, and a runner
 	// that gave the lease up cannot write to it again.
-	for _, l := range p.adopt {
-		took, err := sc.take(ctx, l, byShard, now)
+	for _, r := range p.adopt {
+		took, err := sc.take(ctx, byShard[r.shard], byShard, now)
 		if err != nil || ctx.Err() != nil {
 			return err
 		}
 		if took {
 			mine++
 			busy = true
-			held[l.Key.Shard] = true
+			held[r.shard] = true
 		}
 	}
 	// Forget requests that were answered or withdrawn.
@@ -551,14 +553,14 @@ func (sc *scheduler) takeRound(ctx context.Context) error {
 	// starting together spread over the shards. A lease left over since an
 	// earlier round may take this worker up to the ceiling; otherwise its
 	// own share is the limit.
-	for _, l := range p.takable() {
-		if held[l.Key.Shard] {
+	for _, r := range p.takable() {
+		if held[r.shard] {
 			continue
 		}
-		if mine+in.waiting >= p.limit(in, l) {
+		if mine+in.waiting >= p.limit(in, r) {
 			continue
 		}
-		took, err := sc.take(ctx, l, byShard, now)
+		took, err := sc.take(ctx, byShard[r.shard], byShard, now)
 		if err != nil || ctx.Err() != nil {
 			return err
 		}
@@ -572,10 +574,11 @@ func (sc *scheduler) takeRound(ctx context.Context) error {
 	// first, or the lease moved since the listing) is replaced by another.
 	st := p.stealer(in, mine, len(sc.pending))
 	for {
-		l, ok := st.next(sc.rng)
+		r, ok := st.next(sc.rng)
 		if !ok {
 			break
 		}
+		l := byShard[r.shard]
 		rctx, cancel := c.storeCtx(ctx)
 		_, err := c.store.RequestHandoff(rctx, l, me)
 		cancel()
@@ -584,16 +587,16 @@ func (sc *scheduler) takeRound(ctx context.Context) error {
 				return nil
 			}
 			c.log.Debug("handoff request refused", "shard", l.Key.Shard, "holder", l.Owner, "err", err)
-			st.refused(l)
+			st.refused(r)
 			continue
 		}
 		c.log.Info("handoff requested", "shard", l.Key.Shard, "holder", l.Owner, "counter", l.Counter)
 		c.count(evHandoffAsked, 1)
 		sc.pending[l.Key.Shard] = now
-		st.granted(l)
+		st.granted(r)
 		busy = true
 	}
-	sc.afterRound(ctx, in, p, first, busy, now)
+	sc.afterRound(ctx, in, readable, p, first, busy, now)
 
 	// A worker that holds a lease is seen through it; one that holds none
 	// keeps its row moving.
@@ -684,6 +687,11 @@ func (sc *scheduler) take(ctx context.Context, l Lease, byShard map[string]Lease
 	c.count(ev, 1, attribute.String("how", kind))
 	sc.launch(ctx, got, how, hasTrackedParent(l, byShard), sent)
 	return true, nil
+}
+
+// rowOf returns the plan's view of l.
+func rowOf(l Lease) row {
+	return row{shard: l.Key.Shard, owner: l.Owner, counter: l.Counter, handoffTo: l.HandoffTo, note: l.Note, renewed: !l.Expiry.IsZero()}
 }
 
 // hasTrackedParent reports whether any parent of l has a row: the parent was
