@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/shardlease/shardlease/internal/balance"
 )
 
 // Coordination: lease-table reads that do not grow with the fleet.
@@ -277,14 +279,14 @@ func firstReadable(leases []Lease) (Lease, bool) {
 // afterRound updates the roles from a take round: in is its listing, p its
 // plan, first its first readable lease (in.first names it; "" when there is
 // none), busy whether the round took, adopted or asked for anything.
-func (sc *scheduler) afterRound(ctx context.Context, in listing, readable []Lease, p plan, first Lease, busy bool, now time.Time) {
+func (sc *scheduler) afterRound(ctx context.Context, in balance.Listing, readable []Lease, p balance.Plan, first Lease, busy bool, now time.Time) {
 	cd := &sc.cd
 	if cd.ns == nil {
 		return
 	}
 	c := sc.c
 	cd.catchUp = busy || len(sc.pending) > 0 || sc.mayTakeSoon(in, readable, p, now)
-	if in.first == "" {
+	if in.First == "" {
 		cd.leading = false
 		c.stats.coordinating.Store(false)
 		return
@@ -307,16 +309,16 @@ func (sc *scheduler) afterRound(ctx context.Context, in listing, readable []Leas
 	if cd.suspect {
 		o := sc.obs[first.Key.Shard]
 		switch {
-		case cd.leading || first.Owner != "" && !in.expired[first.Key.Shard] && now.Sub(o.changed) < sc.stall(first):
+		case cd.leading || first.Owner != "" && !in.Expired[first.Key.Shard] && now.Sub(o.changed) < sc.stall(first):
 			cd.suspect = false
 			handOver = !cd.leading
-		case first.Owner == "" && in.maxLeases > 0 && len(held) >= in.maxLeases:
+		case first.Owner == "" && in.MaxLeases > 0 && len(held) >= in.MaxLeases:
 			// Free, but this worker may hold no more (WithMaxLeases): the
 			// alarm would keep it listing for nothing.
 			cd.suspect = false
 		}
 	}
-	if handOver && first.Owner != "" && first.Owner != in.me && first.HandoffTo == "" && !in.expired[first.Key.Shard] {
+	if handOver && first.Owner != "" && first.Owner != in.Me && first.HandoffTo == "" && !in.Expired[first.Key.Shard] {
 		sc.note(ctx, first, fmt.Sprintf("%s %x", noteLead, sc.nextNonce()))
 	}
 	// A worker that stops listing while no deputy is named for the first
@@ -349,19 +351,19 @@ func (sc *scheduler) afterRound(ctx context.Context, in listing, readable []Leas
 // expire, and expiry is judged from this worker's own listings). Such a
 // worker keeps listing: a worker woken because the coordinator could not
 // take a lease would otherwise stop before the lease expired for it.
-func (sc *scheduler) mayTakeSoon(in listing, readable []Lease, p plan, now time.Time) bool {
+func (sc *scheduler) mayTakeSoon(in balance.Listing, readable []Lease, p balance.Plan, now time.Time) bool {
 	mine := 0
 	for _, l := range readable {
-		if in.held[l.Key.Shard] {
+		if in.Held[l.Key.Shard] {
 			mine++
 		}
 	}
-	if mine >= p.ceiling || in.maxLeases > 0 && mine >= in.maxLeases {
+	if mine >= p.Ceiling || in.MaxLeases > 0 && mine >= in.MaxLeases {
 		return false
 	}
 	for _, l := range readable {
 		id := l.Key.Shard
-		if in.held[id] || in.skip[id] || in.refused[id] || l.Owner == in.me {
+		if in.Held[id] || in.Skip[id] || in.Refused[id] || l.Owner == in.Me {
 			continue
 		}
 		if l.Owner == "" || now.Sub(sc.obs[id].changed) >= sc.stall(l) {
@@ -374,7 +376,7 @@ func (sc *scheduler) mayTakeSoon(in listing, readable []Lease, p plan, now time.
 // scheduleExpiry arms the coordinator's timer for the leases of others whose
 // lease duration, timed from when it first saw their counter, runs out
 // before its next listing: each is taken at that moment instead.
-func (sc *scheduler) scheduleExpiry(in listing, readable []Lease, now time.Time) {
+func (sc *scheduler) scheduleExpiry(in balance.Listing, readable []Lease, now time.Time) {
 	cd := &sc.cd
 	c := sc.c
 	next := now.Add(c.cfg.takeInterval)
@@ -382,7 +384,7 @@ func (sc *scheduler) scheduleExpiry(in listing, readable []Lease, now time.Time)
 	var earliest time.Time
 	for _, l := range readable {
 		id := l.Key.Shard
-		if l.Owner == "" || l.Owner == in.me || in.held[id] || in.skip[id] || in.expired[id] || in.refused[id] {
+		if l.Owner == "" || l.Owner == in.Me || in.Held[id] || in.Skip[id] || in.Expired[id] || in.Refused[id] {
 			continue
 		}
 		at := sc.obs[id].changed.Add(expiresAfter(l, c.cfg.leaseDuration))
@@ -468,10 +470,10 @@ func hasDeputyFor(leases []Lease, first string) bool {
 // nameDeputy makes sure one live worker other than the coordinator watches
 // the first lease: it keeps a deputy named for the current first lease and
 // names one (on its lowest running lease) when there is none.
-func (sc *scheduler) nameDeputy(ctx context.Context, in listing, readable []Lease, first Lease) (noted string) {
+func (sc *scheduler) nameDeputy(ctx context.Context, in balance.Listing, readable []Lease, first Lease) (noted string) {
 	var stale, cands []Lease
 	for _, l := range readable {
-		if l.Owner == "" || l.Owner == in.me || in.held[l.Key.Shard] || in.expired[l.Key.Shard] || l.HandoffTo != "" {
+		if l.Owner == "" || l.Owner == in.Me || in.Held[l.Key.Shard] || in.Expired[l.Key.Shard] || l.HandoffTo != "" {
 			continue
 		}
 		if f, ok := deputyFirst(l.Note); ok {
@@ -504,27 +506,27 @@ func (sc *scheduler) nameDeputy(ctx context.Context, in listing, readable []Leas
 // share, while another runs at least two more or a lease is left free or
 // expired that the coordinator could not take (WithMaxLeases), once a lease
 // duration at most. held is what the coordinator runs after its round.
-func (sc *scheduler) wakeBelowShare(ctx context.Context, in listing, readable []Lease, p plan, held map[string]bool, deputyRow string, now time.Time) {
+func (sc *scheduler) wakeBelowShare(ctx context.Context, in balance.Listing, readable []Lease, p balance.Plan, held map[string]bool, deputyRow string, now time.Time) {
 	cd := &sc.cd
-	load := maps.Clone(p.load)
+	load := maps.Clone(p.Load)
 	mine, open := 0, 0
 	for _, l := range readable {
 		id := l.Key.Shard
 		switch {
 		case held[id]:
 			mine++
-		case (l.Owner == "" || in.expired[id]) && !in.refused[id] && !in.skip[id]:
+		case (l.Owner == "" || in.Expired[id]) && !in.Refused[id] && !in.Skip[id]:
 			open++
 		}
 	}
-	load[in.me] = mine
+	load[in.Me] = mine
 	most := 0
 	for _, n := range load {
 		most = max(most, n)
 	}
 	rows := map[string][]Lease{}
 	for _, l := range readable {
-		if l.Owner != "" && l.Owner != in.me && l.HandoffTo == "" && !in.expired[l.Key.Shard] {
+		if l.Owner != "" && l.Owner != in.Me && l.HandoffTo == "" && !in.Expired[l.Key.Shard] {
 			if _, dep := deputyFirst(l.Note); !dep && l.Key.Shard != deputyRow {
 				// Not on the deputy's row: the note would replace its naming.
 				rows[l.Owner] = append(rows[l.Owner], l)
@@ -532,12 +534,12 @@ func (sc *scheduler) wakeBelowShare(ctx context.Context, in listing, readable []
 		}
 	}
 	for owner, n := range load {
-		if owner == in.me || len(rows[owner]) == 0 || open == 0 && most < n+2 {
+		if owner == in.Me || len(rows[owner]) == 0 || open == 0 && most < n+2 {
 			continue
 		}
 		// Its own cap, if it has one, is not known here: it finds out when
 		// it lists.
-		if target, _ := share(owner, load, len(readable), 0); n >= target {
+		if target, _ := balance.Share(owner, load, len(readable), 0); n >= target {
 			continue
 		}
 		L := sc.c.cfg.leaseDuration

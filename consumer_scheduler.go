@@ -10,6 +10,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 	"github.com/shardlease/shardlease/internal/backoff"
+	"github.com/shardlease/shardlease/internal/balance"
 	"go.opentelemetry.io/otel/attribute"
 )
 
@@ -431,13 +432,13 @@ func (sc *scheduler) takeRound(ctx context.Context) error {
 	forgetUnseen(sc.obs, seen)
 	held, stuck := c.heldSet(), c.stuckSet()
 	var readable []Lease
-	in := listing{
-		me: me, held: held, skip: stuck,
-		expired:   make(map[string]bool),
-		pending:   make(map[string]bool, len(sc.pending)),
-		leftover:  make(map[string]bool),
-		refused:   make(map[string]bool),
-		maxLeases: c.cfg.maxLeases, maxSteals: c.cfg.maxStealsPerTake,
+	in := balance.Listing{
+		Me: me, Held: held, Skip: stuck,
+		Expired:   make(map[string]bool),
+		Pending:   make(map[string]bool, len(sc.pending)),
+		Leftover:  make(map[string]bool),
+		Refused:   make(map[string]bool),
+		MaxLeases: c.cfg.maxLeases, MaxSteals: c.cfg.maxStealsPerTake,
 	}
 	// Work that can be read now: not finished, and every parent finished.
 	for _, l := range leases {
@@ -445,63 +446,63 @@ func (sc *scheduler) takeRound(ctx context.Context) error {
 			continue
 		}
 		readable = append(readable, l)
-		in.leases = append(in.leases, rowOf(l))
+		in.Rows = append(in.Rows, rowOf(l))
 		// A lease is expired once its counter stood still for the longer
 		// of this worker's lease duration and the holder's, written on the
 		// row.
 		if l.Owner != "" && l.Owner != me && now.Sub(sc.obs[l.Key.Shard].changed) >= expiresAfter(l, c.cfg.leaseDuration) {
-			in.expired[l.Key.Shard] = true
+			in.Expired[l.Key.Shard] = true
 		}
 		if since, ok := sc.takable[l.Key.Shard]; ok && now.Sub(since) >= c.cfg.takeInterval {
-			in.leftover[l.Key.Shard] = true
+			in.Leftover[l.Key.Shard] = true
 		}
 		if at, ok := sc.refused[l.Key.Shard]; ok && now.Sub(at) < c.cfg.shardSync {
-			in.refused[l.Key.Shard] = true
+			in.Refused[l.Key.Shard] = true
 		}
 	}
 	// Workers that hold nothing yet count too, while their rows move.
-	in.workers = sc.liveWorkers(ctx, workers, now)
+	in.Workers = sc.liveWorkers(ctx, workers, now)
 	// Requests still pending (not answered or withdrawn) count as waiting
 	// while they are younger than a lease duration.
 	for id, since := range sc.pending {
 		if l, ok := byShard[id]; !ok || held[id] || l.HandoffTo != me {
 			continue
 		}
-		in.pending[id] = true
+		in.Pending[id] = true
 		if now.Sub(since) < c.cfg.leaseDuration {
-			in.waiting++
+			in.Waiting++
 		}
 	}
 	first, hasFirst := firstReadable(readable)
 	hasFirst = hasFirst && sc.cd.ns != nil
 	if hasFirst {
-		in.first = first.Key.Shard
+		in.First = first.Key.Shard
 	}
-	p := planRound(in, sc.rng)
+	p := balance.PlanRound(in, sc.rng)
 	defer func() {
 		was := sc.takable
-		sc.takable = make(map[string]time.Time, len(p.free)+len(p.stale))
-		for _, l := range p.takable() {
-			since, ok := was[l.shard]
+		sc.takable = make(map[string]time.Time, len(p.Free)+len(p.Stale))
+		for _, l := range p.Takable() {
+			since, ok := was[l.Shard]
 			if !ok {
 				since = now
 			}
-			sc.takable[l.shard] = since
+			sc.takable[l.Shard] = since
 		}
 	}()
-	c.log.Debug("take round", "leases", len(in.leases), "owners", len(p.load), "target", p.target, "ceiling", p.ceiling, "held", len(held))
+	c.log.Debug("take round", "leases", len(in.Rows), "owners", len(p.Load), "target", p.Target, "ceiling", p.Ceiling, "held", len(held))
 
 	// A handoff asked of this worker shows in the listing before the next
 	// renewal would return it: answer it now.
-	for _, l := range p.answer {
-		c.answerHandoff(l.shard, l.handoffTo)
+	for _, l := range p.Answer {
+		c.answerHandoff(l.Shard, l.HandoffTo)
 	}
 	// mine counts the leases this worker runs; the handoffs it asked for
 	// count separately (waiting), so that one that goes unanswered for a
 	// lease duration does not keep this worker from free and expired leases.
 	mine, busy := 0, false
-	for _, l := range in.leases {
-		if held[l.shard] {
+	for _, l := range in.Rows {
+		if held[l.Shard] {
 			mine++
 		}
 	}
@@ -510,20 +511,20 @@ func (sc *scheduler) takeRound(ctx context.Context) error {
 	// taken with a write of its own (an acquire on the counter seen), so the
 	// lease is timed from that write, as other workers time it, and a runner
 	// that gave the lease up cannot write to it again.
-	for _, r := range p.adopt {
-		took, err := sc.take(ctx, byShard[r.shard], byShard, now)
+	for _, r := range p.Adopt {
+		took, err := sc.take(ctx, byShard[r.Shard], byShard, now)
 		if err != nil || ctx.Err() != nil {
 			return err
 		}
 		if took {
 			mine++
 			busy = true
-			held[r.shard] = true
+			held[r.Shard] = true
 		}
 	}
 	// Forget requests that were answered or withdrawn.
 	for id := range sc.pending {
-		if !in.pending[id] {
+		if !in.Pending[id] {
 			delete(sc.pending, id)
 		}
 	}
@@ -532,9 +533,9 @@ func (sc *scheduler) takeRound(ctx context.Context) error {
 	// takes every free or expired lease at once, beyond its share (the
 	// other workers may not be listing), and wakes those below their share
 	// afterwards.
-	if hasFirst && !held[first.Key.Shard] && !in.skip[first.Key.Shard] && !in.refused[first.Key.Shard] &&
-		(in.maxLeases == 0 || mine+in.waiting < in.maxLeases) &&
-		(first.Owner == "" && first.Counter > 0 || in.expired[first.Key.Shard]) {
+	if hasFirst && !held[first.Key.Shard] && !in.Skip[first.Key.Shard] && !in.Refused[first.Key.Shard] &&
+		(in.MaxLeases == 0 || mine+in.Waiting < in.MaxLeases) &&
+		(first.Owner == "" && first.Counter > 0 || in.Expired[first.Key.Shard]) {
 		took, err := sc.take(ctx, first, byShard, now)
 		if err != nil || ctx.Err() != nil {
 			return err
@@ -548,19 +549,19 @@ func (sc *scheduler) takeRound(ctx context.Context) error {
 	// Only a coordinator of an earlier round takes beyond its share: workers
 	// starting together (a fleet restarted) each take their share first,
 	// whoever wins the first lease.
-	in.leading = sc.cd.leading && hasFirst && held[first.Key.Shard]
+	in.Leading = sc.cd.leading && hasFirst && held[first.Key.Shard]
 	// Free and expired leases, in a worker-specific order so that workers
 	// starting together spread over the shards. A lease left over since an
 	// earlier round may take this worker up to the ceiling; otherwise its
 	// own share is the limit.
-	for _, r := range p.takable() {
-		if held[r.shard] {
+	for _, r := range p.Takable() {
+		if held[r.Shard] {
 			continue
 		}
-		if mine+in.waiting >= p.limit(in, r) {
+		if mine+in.Waiting >= p.Limit(in, r) {
 			continue
 		}
-		took, err := sc.take(ctx, byShard[r.shard], byShard, now)
+		took, err := sc.take(ctx, byShard[r.Shard], byShard, now)
 		if err != nil || ctx.Err() != nil {
 			return err
 		}
@@ -572,13 +573,13 @@ func (sc *scheduler) takeRound(ctx context.Context) error {
 	// Ask the most loaded live owners for handoffs while this worker is
 	// below its share. A request the store refuses (another worker asked
 	// first, or the lease moved since the listing) is replaced by another.
-	st := p.stealer(in, mine, len(sc.pending))
+	st := p.Stealer(in, mine, len(sc.pending))
 	for {
-		r, ok := st.next(sc.rng)
+		r, ok := st.Next(sc.rng)
 		if !ok {
 			break
 		}
-		l := byShard[r.shard]
+		l := byShard[r.Shard]
 		rctx, cancel := c.storeCtx(ctx)
 		_, err := c.store.RequestHandoff(rctx, l, me)
 		cancel()
@@ -587,13 +588,13 @@ func (sc *scheduler) takeRound(ctx context.Context) error {
 				return nil
 			}
 			c.log.Debug("handoff request refused", "shard", l.Key.Shard, "holder", l.Owner, "err", err)
-			st.refused(r)
+			st.Refused(r)
 			continue
 		}
 		c.log.Info("handoff requested", "shard", l.Key.Shard, "holder", l.Owner, "counter", l.Counter)
 		c.count(evHandoffAsked, 1)
 		sc.pending[l.Key.Shard] = now
-		st.granted(r)
+		st.Granted(r)
 		busy = true
 	}
 	sc.afterRound(ctx, in, readable, p, first, busy, now)
@@ -690,8 +691,8 @@ func (sc *scheduler) take(ctx context.Context, l Lease, byShard map[string]Lease
 }
 
 // rowOf returns the plan's view of l.
-func rowOf(l Lease) row {
-	return row{shard: l.Key.Shard, owner: l.Owner, counter: l.Counter, handoffTo: l.HandoffTo, note: l.Note, renewed: !l.Expiry.IsZero()}
+func rowOf(l Lease) balance.Row {
+	return balance.Row{Shard: l.Key.Shard, Owner: l.Owner, Counter: l.Counter, HandoffTo: l.HandoffTo, Note: l.Note, Renewed: !l.Expiry.IsZero()}
 }
 
 // hasTrackedParent reports whether any parent of l has a row: the parent was

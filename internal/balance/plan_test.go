@@ -1,4 +1,4 @@
-package shardlease
+package balance
 
 import (
 	"fmt"
@@ -11,10 +11,10 @@ import (
 
 // rows builds a listing's rows: n leases of stream "s", shards s00, s01, ...
 // from first on, each owned by owner (empty: free) and renewed since taken.
-func rows(first, n int, owner string) []row {
-	out := make([]row, n)
+func rows(first, n int, owner string) []Row {
+	out := make([]Row, n)
 	for i := range out {
-		out[i] = row{shard: fmt.Sprintf("s%02d", first+i), owner: owner, counter: 3, renewed: owner != ""}
+		out[i] = Row{Shard: fmt.Sprintf("s%02d", first+i), Owner: owner, Counter: 3, Renewed: owner != ""}
 	}
 	return out
 }
@@ -27,20 +27,20 @@ func set(ids ...string) map[string]bool {
 	return out
 }
 
-func shardsOf(ls []row) []string {
+func shardsOf(ls []Row) []string {
 	out := make([]string, 0, len(ls))
 	for _, l := range ls {
-		out = append(out, l.shard)
+		out = append(out, l.Shard)
 	}
 	return out
 }
 
 // heldBy returns the shards of ls whose owner is owner.
-func heldBy(ls []row, owner string) map[string]bool {
+func heldBy(ls []Row, owner string) map[string]bool {
 	out := map[string]bool{}
 	for _, l := range ls {
-		if l.owner == owner {
-			out[l.shard] = true
+		if l.Owner == owner {
+			out[l.Shard] = true
 		}
 	}
 	return out
@@ -53,18 +53,18 @@ type outcome struct {
 	target, ceiling            int
 }
 
-func carryOut(in listing) outcome {
+func carryOut(in Listing) outcome {
 	rng := rand.New(rand.NewPCG(1, 2))
-	p := planRound(in, rng)
-	o := outcome{answer: shardsOf(p.answer), adopt: shardsOf(p.adopt), target: p.target, ceiling: p.ceiling}
-	mine := len(in.held) + len(p.adopt)
-	for _, l := range p.takable() {
-		if mine+in.waiting < p.limit(in, l) {
-			o.take = append(o.take, l.shard)
+	p := PlanRound(in, rng)
+	o := outcome{answer: shardsOf(p.Answer), adopt: shardsOf(p.Adopt), target: p.Target, ceiling: p.Ceiling}
+	mine := len(in.Held) + len(p.Adopt)
+	for _, l := range p.Takable() {
+		if mine+in.Waiting < p.Limit(in, l) {
+			o.take = append(o.take, l.Shard)
 			mine++
 		}
 	}
-	o.steal = shardsOf(p.steals(in, mine, len(in.pending), rng))
+	o.steal = shardsOf(p.steals(in, mine, len(in.Pending), rng))
 	slices.Sort(o.take)
 	return o
 }
@@ -72,7 +72,7 @@ func carryOut(in listing) outcome {
 func TestPlan(t *testing.T) {
 	// a holds 12 of 16 leases with a handoff of s00 asked by c.
 	handing := rows(0, 12, "a")
-	handing[0].handoffTo = "c"
+	handing[0].HandoffTo = "c"
 	handing = append(handing, rows(12, 4, "b")...)
 
 	// a crashed: its 8 leases have not moved for a lease duration.
@@ -80,14 +80,14 @@ func TestPlan(t *testing.T) {
 
 	// b is handed s00 by a: the row names b, b does not run it yet.
 	handedToB := append(rows(0, 8, "a"), rows(8, 7, "b")...)
-	handedToB[0].owner = "b"
-	handedToB[0].renewed = false
+	handedToB[0].Owner = "b"
+	handedToB[0].Renewed = false
 
 	// a's only load is six of b's leases being handed to it: nobody can
 	// ask a for them.
 	waitingA := rows(0, 12, "b")
 	for i := range 6 {
-		waitingA[i].handoffTo = "a"
+		waitingA[i].HandoffTo = "a"
 	}
 
 	// a coordinates: it runs s00 and s01, b runs s02 and s03, and s04 to
@@ -96,126 +96,126 @@ func TestPlan(t *testing.T) {
 
 	for _, tc := range []struct {
 		name string
-		in   listing
+		in   Listing
 		want outcome
 	}{
 		{
 			name: "three workers starting together: the first by id takes the lease over",
-			in:   listing{me: "a", leases: rows(0, 16, ""), workers: []string{"b", "c"}, maxSteals: 32},
+			in:   Listing{Me: "a", Rows: rows(0, 16, ""), Workers: []string{"b", "c"}, MaxSteals: 32},
 			want: outcome{target: 6, ceiling: 6, take: []string{"", "", "", "", "", ""}},
 		},
 		{
 			name: "three workers starting together: the others take the floor",
-			in:   listing{me: "c", leases: rows(0, 16, ""), workers: []string{"a", "b"}, maxSteals: 32},
+			in:   Listing{Me: "c", Rows: rows(0, 16, ""), Workers: []string{"a", "b"}, MaxSteals: 32},
 			want: outcome{target: 5, ceiling: 6, take: []string{"", "", "", "", ""}},
 		},
 		{
 			name: "balanced 6/5/5: nothing moves",
-			in: listing{me: "c", leases: append(append(rows(0, 6, "a"), rows(6, 5, "b")...), rows(11, 5, "c")...),
-				held: heldBy(rows(11, 5, "c"), "c"), maxSteals: 32},
+			in: Listing{Me: "c", Rows: append(append(rows(0, 6, "a"), rows(6, 5, "b")...), rows(11, 5, "c")...),
+				Held: heldBy(rows(11, 5, "c"), "c"), MaxSteals: 32},
 			want: outcome{target: 5, ceiling: 6},
 		},
 		{
 			name: "the worker holding one more keeps it",
-			in: listing{me: "c", leases: append(append(rows(0, 5, "a"), rows(5, 5, "b")...), rows(10, 6, "c")...),
-				held: heldBy(rows(10, 6, "c"), "c"), maxSteals: 32},
+			in: Listing{Me: "c", Rows: append(append(rows(0, 5, "a"), rows(5, 5, "b")...), rows(10, 6, "c")...),
+				Held: heldBy(rows(10, 6, "c"), "c"), MaxSteals: 32},
 			want: outcome{target: 6, ceiling: 6},
 		},
 		{
 			name: "a joiner asks the holder of everything for its share",
-			in:   listing{me: "b", leases: rows(0, 12, "a"), workers: []string{"c"}, maxSteals: 32},
+			in:   Listing{Me: "b", Rows: rows(0, 12, "a"), Workers: []string{"c"}, MaxSteals: 32},
 			want: outcome{target: 4, ceiling: 4, steal: []string{"", "", "", ""}},
 		},
 		{
 			name: "steals are capped per round",
-			in:   listing{me: "b", leases: rows(0, 12, "a"), workers: []string{"c"}, maxSteals: 2},
+			in:   Listing{Me: "b", Rows: rows(0, 12, "a"), Workers: []string{"c"}, MaxSteals: 2},
 			want: outcome{target: 4, ceiling: 4, steal: []string{"", ""}},
 		},
 		{
 			name: "a pending request counts: only the rest is asked",
-			in: listing{me: "b", leases: func() []row { l := rows(0, 12, "a"); l[0].handoffTo = "b"; return l }(),
-				workers: []string{"c"}, pending: set("s00"), waiting: 1, maxSteals: 32},
+			in: Listing{Me: "b", Rows: func() []Row { l := rows(0, 12, "a"); l[0].HandoffTo = "b"; return l }(),
+				Workers: []string{"c"}, Pending: set("s00"), Waiting: 1, MaxSteals: 32},
 			want: outcome{target: 4, ceiling: 4, steal: []string{"", "", ""}},
 		},
 		{
 			name: "loads that differ by one are left alone",
-			in:   listing{me: "b", leases: append(rows(0, 5, "a"), rows(5, 4, "b")...), held: heldBy(rows(5, 4, "b"), "b"), maxSteals: 32},
+			in:   Listing{Me: "b", Rows: append(rows(0, 5, "a"), rows(5, 4, "b")...), Held: heldBy(rows(5, 4, "b"), "b"), MaxSteals: 32},
 			want: outcome{target: 4, ceiling: 5},
 		},
 		{
 			name: "a handoff asked of this worker is answered; the lease counts for the taker",
-			in:   listing{me: "a", leases: handing, held: heldBy(handing, "a"), workers: []string{"c"}, maxSteals: 32},
+			in:   Listing{Me: "a", Rows: handing, Held: heldBy(handing, "a"), Workers: []string{"c"}, MaxSteals: 32},
 			want: outcome{answer: []string{"s00"}, target: 6, ceiling: 6},
 		},
 		{
 			name: "the taker of a lease being handed over counts it as its own",
-			in:   listing{me: "c", leases: handing, pending: set("s00"), waiting: 1, maxSteals: 32},
+			in:   Listing{Me: "c", Rows: handing, Pending: set("s00"), Waiting: 1, MaxSteals: 32},
 			want: outcome{target: 5, ceiling: 6, steal: []string{"", "", "", ""}},
 		},
 		{
 			name: "a row handed over to this worker is adopted",
-			in:   listing{me: "b", leases: handedToB, held: heldBy(rows(8, 7, "b"), "b"), maxSteals: 32},
+			in:   Listing{Me: "b", Rows: handedToB, Held: heldBy(rows(8, 7, "b"), "b"), MaxSteals: 32},
 			want: outcome{adopt: []string{"s00"}, target: 8, ceiling: 8},
 		},
 		{
 			name: "a crashed worker's leases count for nobody and are taken",
-			in:   listing{me: "b", leases: crashed, held: heldBy(crashed, "b"), expired: heldBy(crashed, "a"), maxSteals: 32},
+			in:   Listing{Me: "b", Rows: crashed, Held: heldBy(crashed, "b"), Expired: heldBy(crashed, "a"), MaxSteals: 32},
 			want: outcome{target: 16, ceiling: 16, take: []string{"s00", "s01", "s02", "s03", "s04", "s05", "s06", "s07"}},
 		},
 		{
 			name: "a crashed worker's leases are shared with a worker that holds nothing",
-			in: listing{me: "b", leases: crashed, held: heldBy(crashed, "b"), expired: heldBy(crashed, "a"),
-				workers: []string{"c"}, maxSteals: 32},
+			in: Listing{Me: "b", Rows: crashed, Held: heldBy(crashed, "b"), Expired: heldBy(crashed, "a"),
+				Workers: []string{"c"}, MaxSteals: 32},
 			want: outcome{target: 8, ceiling: 8},
 		},
 		{
 			name: "leases released by a worker that left are taken up to the share at once",
-			in: listing{me: "b", leases: append(append(rows(0, 4, ""), rows(4, 4, "b")...), rows(8, 4, "c")...),
-				held: heldBy(rows(4, 4, "b"), "b"), maxSteals: 32},
+			in: Listing{Me: "b", Rows: append(append(rows(0, 4, ""), rows(4, 4, "b")...), rows(8, 4, "c")...),
+				Held: heldBy(rows(4, 4, "b"), "b"), MaxSteals: 32},
 			want: outcome{target: 6, ceiling: 6, take: []string{"", ""}},
 		},
 		{
 			name: "a lease left over since an earlier round is taken up to the ceiling",
-			in: listing{me: "d", leases: append(append(append(rows(0, 1, ""), rows(1, 4, "a")...), rows(5, 2, "b")...), rows(7, 3, "d")...),
-				held: heldBy(rows(7, 3, "d"), "d"), leftover: set("s00"), maxSteals: 32},
+			in: Listing{Me: "d", Rows: append(append(append(rows(0, 1, ""), rows(1, 4, "a")...), rows(5, 2, "b")...), rows(7, 3, "d")...),
+				Held: heldBy(rows(7, 3, "d"), "d"), Leftover: set("s00"), MaxSteals: 32},
 			want: outcome{target: 3, ceiling: 4, take: []string{"s00"}},
 		},
 		{
 			name: "a free lease is left to the worker whose share it is in its first round",
-			in: listing{me: "d", leases: append(append(append(rows(0, 1, ""), rows(1, 4, "a")...), rows(5, 2, "b")...), rows(7, 3, "d")...),
-				held: heldBy(rows(7, 3, "d"), "d"), maxSteals: 32},
+			in: Listing{Me: "d", Rows: append(append(append(rows(0, 1, ""), rows(1, 4, "a")...), rows(5, 2, "b")...), rows(7, 3, "d")...),
+				Held: heldBy(rows(7, 3, "d"), "d"), MaxSteals: 32},
 			want: outcome{target: 3, ceiling: 4},
 		},
 		{
 			name: "the coordinator takes every free lease, beyond its share",
-			in:   listing{me: "a", leases: coordinated, held: heldBy(coordinated, "a"), first: "s00", leading: true, maxSteals: 32},
+			in:   Listing{Me: "a", Rows: coordinated, Held: heldBy(coordinated, "a"), First: "s00", Leading: true, MaxSteals: 32},
 			want: outcome{target: 4, ceiling: 4, take: []string{"s04", "s05", "s06", "s07"}},
 		},
 		{
 			name: "the coordinator's WithMaxLeases still caps it",
-			in:   listing{me: "a", leases: coordinated, held: heldBy(coordinated, "a"), first: "s00", leading: true, maxLeases: 3, maxSteals: 32},
+			in:   Listing{Me: "a", Rows: coordinated, Held: heldBy(coordinated, "a"), First: "s00", Leading: true, MaxLeases: 3, MaxSteals: 32},
 			want: outcome{target: 3, ceiling: 3, take: []string{""}},
 		},
 		{
 			name: "a refused lease is never taken",
-			in:   listing{me: "a", leases: rows(0, 2, ""), refused: set("s00"), maxSteals: 32},
+			in:   Listing{Me: "a", Rows: rows(0, 2, ""), Refused: set("s00"), MaxSteals: 32},
 			want: outcome{target: 2, ceiling: 2, take: []string{"s01"}},
 		},
 		{
 			name: "the most this worker holds caps its share",
-			in:   listing{me: "a", leases: rows(0, 8, ""), maxLeases: 3, maxSteals: 32},
+			in:   Listing{Me: "a", Rows: rows(0, 8, ""), MaxLeases: 3, MaxSteals: 32},
 			want: outcome{target: 3, ceiling: 3, take: []string{"", "", ""}},
 		},
 		{
 			name: "an owner whose load is only leases being handed to it is passed over for the next",
-			in:   listing{me: "c", leases: waitingA, maxSteals: 32},
+			in:   Listing{Me: "c", Rows: waitingA, MaxSteals: 32},
 			// b runs 6 of its own: c asks it for 3 (b keeps 3 while 3
 			// more go to a); a is never asked.
 			want: outcome{target: 4, ceiling: 4, steal: []string{"", "", ""}},
 		},
 		{
 			name: "a lease a runner of this worker still ends is neither counted nor taken",
-			in:   listing{me: "a", leases: rows(0, 4, ""), skip: set("s00"), maxSteals: 32},
+			in:   Listing{Me: "a", Rows: rows(0, 4, ""), Skip: set("s00"), MaxSteals: 32},
 			want: outcome{target: 4, ceiling: 4, take: []string{"s01", "s02", "s03"}},
 		},
 	} {
@@ -247,21 +247,21 @@ func TestPlan(t *testing.T) {
 // first) is replaced in the same round by one for another lease, so the
 // worker still asks for its whole share.
 func TestPlanStealerReplacesRefusedRequest(t *testing.T) {
-	in := listing{me: "b", leases: rows(0, 12, "a"), workers: []string{"c"}, maxSteals: 32}
+	in := Listing{Me: "b", Rows: rows(0, 12, "a"), Workers: []string{"c"}, MaxSteals: 32}
 	rng := rand.New(rand.NewPCG(1, 2))
-	st := planRound(in, rng).stealer(in, 0, 0)
-	first, ok := st.next(rng)
+	st := PlanRound(in, rng).Stealer(in, 0, 0)
+	first, ok := st.Next(rng)
 	assert.True(t, ok)
-	st.refused(first)
+	st.Refused(first)
 	var granted []string
 	for {
-		l, ok := st.next(rng)
+		l, ok := st.Next(rng)
 		if !ok {
 			break
 		}
-		assert.NotEqual(t, first.shard, l.shard, "the refused lease is not asked for again")
-		granted = append(granted, l.shard)
-		st.granted(l)
+		assert.NotEqual(t, first.Shard, l.Shard, "the refused lease is not asked for again")
+		granted = append(granted, l.Shard)
+		st.Granted(l)
 	}
 	assert.Len(t, granted, 4, "the share is asked for in full")
 	assert.Len(t, set(granted...), 4)
@@ -271,8 +271,8 @@ func TestPlanStealerReplacesRefusedRequest(t *testing.T) {
 // so balancing never moves it, whatever order the requests come in.
 func TestPlanNeverAsksForTheFirstLease(t *testing.T) {
 	for seed := range uint64(50) {
-		in := listing{me: "b", leases: rows(0, 4, "a"), first: "s00", maxSteals: 32}
-		p := planRound(in, rand.New(rand.NewPCG(seed, 1)))
+		in := Listing{Me: "b", Rows: rows(0, 4, "a"), First: "s00", MaxSteals: 32}
+		p := PlanRound(in, rand.New(rand.NewPCG(seed, 1)))
 		steals := shardsOf(p.steals(in, 0, 0, rand.New(rand.NewPCG(seed, 2))))
 		assert.Len(t, steals, 2, "b asks for its share of 2")
 		assert.NotContains(t, steals, "s00")
@@ -280,8 +280,8 @@ func TestPlanNeverAsksForTheFirstLease(t *testing.T) {
 	// Without coordination any lease may be asked for.
 	asked := map[string]bool{}
 	for seed := range uint64(50) {
-		in := listing{me: "b", leases: rows(0, 4, "a"), maxSteals: 32}
-		p := planRound(in, rand.New(rand.NewPCG(seed, 1)))
+		in := Listing{Me: "b", Rows: rows(0, 4, "a"), MaxSteals: 32}
+		p := PlanRound(in, rand.New(rand.NewPCG(seed, 1)))
 		for _, s := range shardsOf(p.steals(in, 0, 0, rand.New(rand.NewPCG(seed, 2)))) {
 			asked[s] = true
 		}
