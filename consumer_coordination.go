@@ -3,10 +3,7 @@ package shardlease
 import (
 	"context"
 	"errors"
-	"fmt"
-	"maps"
 	"math/rand/v2"
-	"slices"
 	"strings"
 	"time"
 
@@ -47,24 +44,6 @@ type noteSeen struct {
 	shard, text string
 }
 
-// The notes the coordinator writes: "wake <nonce>" (list now and ask for
-// your share), "deputy <first shard> <nonce>" (watch that row) and
-// "lead <nonce>" (you hold the first readable lease now: list).
-const (
-	noteWake   = "wake"
-	noteDeputy = "deputy"
-	noteLead   = "lead"
-)
-
-// deputyFirst returns the shard a deputy note asks to watch.
-func deputyFirst(note string) (string, bool) {
-	f := strings.Fields(note)
-	if len(f) < 2 || f[0] != noteDeputy {
-		return "", false
-	}
-	return f[1], true
-}
-
 // sendNote hands a note a renewal returned to Run's coordinator; a note that
 // finds the queue full is dropped (the coordinator writes it again if it
 // still matters).
@@ -100,11 +79,12 @@ type coordination struct {
 	watchUntil time.Time
 	// due are leases held by others whose lease duration runs out before
 	// the coordinator's next listing, with when; expiry fires at the first.
-	due    map[string]dueLease
-	expiry *time.Timer
-	// woken holds when each owner was last woken, with its load then and
-	// how long to wait before waking it again.
-	woken map[string]wakeState
+	// dueLeases holds their rows as listed.
+	due       []balance.Deadline
+	dueLeases map[string]Lease
+	expiry    *time.Timer
+	// woken is the wake backoff of each owner (balance.Wakes).
+	woken map[string]balance.Woken
 	nonce uint64
 	// lookAt is when a quiet worker that is not the deputy next looks at
 	// the first lease (backstop); readable is how many leases the last
@@ -117,22 +97,8 @@ type coordination struct {
 	recentAt time.Time
 }
 
-// wakeState is when an owner was last woken, its load then, and the wait
-// before it is woken again: a lease duration, doubled (to 32 at most) each
-// time it was woken and its load did not move (it may hold no more).
-type wakeState struct {
-	at   time.Time
-	load int
-	wait time.Duration
-}
-
-type dueLease struct {
-	lease Lease
-	at    time.Time
-}
-
 func newCoordination(c *Consumer) coordination {
-	cd := coordination{catchUp: true, due: map[string]dueLease{}, woken: map[string]wakeState{}}
+	cd := coordination{catchUp: true, woken: map[string]balance.Woken{}}
 	cd.ns = c.caps.notes
 	cd.lookTimer = stoppedTimer()
 	cd.expiry = stoppedTimer()
@@ -172,7 +138,7 @@ func (c *Consumer) heldCount() int {
 func (sc *scheduler) onNote(n noteSeen) {
 	cd := &sc.cd
 	if n.shard == cd.deputyRow {
-		if _, ok := deputyFirst(n.text); !ok {
+		if _, ok := balance.DeputyFirst(n.text); !ok {
 			sc.c.log.Debug("no longer the deputy")
 			cd.deputyRow = ""
 			cd.lookTimer.Stop()
@@ -180,11 +146,11 @@ func (sc *scheduler) onNote(n noteSeen) {
 	}
 	switch f := strings.Fields(n.text); {
 	case len(f) == 0:
-	case f[0] == noteWake || f[0] == noteLead:
+	case f[0] == balance.NoteWake || f[0] == balance.NoteLead:
 		sc.c.log.Debug("woken by the coordinator: listing", "shard", n.shard, "note", f[0])
 		cd.catchUp = true
 		sc.poke(sc.wake)
-	case f[0] == noteDeputy && len(f) >= 2:
+	case f[0] == balance.NoteDeputy && len(f) >= 2:
 		if cd.deputyRow == "" {
 			sc.c.log.Info("named deputy: watching the coordinator's lease", "lease", f[1])
 		}
@@ -268,48 +234,39 @@ func (sc *scheduler) stall(l Lease) time.Duration {
 	return max(cfg.renewInterval, expiresAfter(l, cfg.leaseDuration)/3) + cfg.takeInterval/2
 }
 
-// firstReadable returns the lowest shard id among the readable leases.
-func firstReadable(leases []Lease) (Lease, bool) {
-	if len(leases) == 0 {
-		return Lease{}, false
-	}
-	return slices.MinFunc(leases, func(a, b Lease) int { return strings.Compare(a.Key.Shard, b.Key.Shard) }), true
-}
-
-// afterRound updates the roles from a take round: in is its listing, p its
-// plan, first its first readable lease (in.first names it; "" when there is
-// none), busy whether the round took, adopted or asked for anything.
-func (sc *scheduler) afterRound(ctx context.Context, in balance.Listing, readable []Lease, p balance.Plan, first Lease, busy bool, now time.Time) {
+// afterRound updates the roles from a take round: tl is its listing, r the
+// round as carried out.
+func (sc *scheduler) afterRound(ctx context.Context, tl *takeListing, r *balance.Round, now time.Time) {
 	cd := &sc.cd
 	if cd.ns == nil {
 		return
 	}
 	c := sc.c
-	cd.catchUp = busy || len(sc.pending) > 0 || sc.mayTakeSoon(in, readable, p, now)
+	in, first := tl.in, tl.first
+	cd.catchUp = r.Busy() || len(sc.pending) > 0 || balance.MayTakeSoon(in, r.Plan())
 	if in.First == "" {
 		cd.leading = false
 		c.stats.coordinating.Store(false)
 		return
 	}
-	cd.first, cd.readable = first.Key.Shard, len(readable)
+	cd.first, cd.readable = in.First, len(in.Rows)
 	held := c.heldSet()
 	was := cd.leading
-	cd.leading = held[first.Key.Shard]
+	cd.leading = held[in.First]
 	c.stats.coordinating.Store(cd.leading)
 	if cd.leading != was {
 		if cd.leading {
-			c.log.Info("coordinating the stream's leases", "lease", first.Key.Shard)
+			c.log.Info("coordinating the stream's leases", "lease", in.First)
 		} else {
-			c.log.Info("no longer coordinating", "lease", first.Key.Shard, "holder", first.Owner)
+			c.log.Info("no longer coordinating", "lease", in.First, "holder", first.Owner)
 		}
 	}
 	// The first readable lease moved to a worker that may not list (the
 	// shard before it finished, or the deputy's alarm was false): tell it.
 	handOver := was && !cd.leading
 	if cd.suspect {
-		o := sc.obs[first.Key.Shard]
 		switch {
-		case cd.leading || first.Owner != "" && !in.Expired[first.Key.Shard] && now.Sub(o.changed) < sc.stall(first):
+		case cd.leading || first.Owner != "" && !in.Expired[in.First] && !in.Stalled[in.First]:
 			cd.suspect = false
 			handOver = !cd.leading
 		case first.Owner == "" && in.MaxLeases > 0 && len(held) >= in.MaxLeases:
@@ -318,92 +275,54 @@ func (sc *scheduler) afterRound(ctx context.Context, in balance.Listing, readabl
 			cd.suspect = false
 		}
 	}
-	if handOver && first.Owner != "" && first.Owner != in.Me && first.HandoffTo == "" && !in.Expired[first.Key.Shard] {
-		sc.note(ctx, first, fmt.Sprintf("%s %x", noteLead, sc.nextNonce()))
+	if it, ok := balance.HandOverLead(in, rowOf(first)); ok && handOver {
+		sc.writeNote(ctx, tl, it)
 	}
 	// A worker that stops listing while no deputy is named for the first
 	// lease watches it in the meantime: a coordinator that crashes in its
 	// first moments is then noticed as quickly as later on.
-	if !cd.leading && !cd.catchUp && cd.deputyRow == "" && first.Owner != "" && !hasDeputyFor(readable, first.Key.Shard) {
+	if !cd.leading && !cd.catchUp && cd.deputyRow == "" && first.Owner != "" && !balance.HasDeputyFor(in.Rows, in.First) {
 		cd.watchUntil = now.Add(c.cfg.renewInterval + c.cfg.takeInterval)
 		sc.armWatch()
 	}
 	if !cd.leading {
-		cd.due = map[string]dueLease{}
+		cd.due = nil
 		cd.expiry.Stop()
 		if cd.suspect {
 			// A deputy whose coordinator stopped takes the leases it watched
 			// stand still the moment they expire, as the coordinator would,
 			// the first one (and with it coordination) included.
-			sc.scheduleExpiry(in, readable, now)
+			sc.scheduleExpiry(tl, now)
 		}
 		return
 	}
 	cd.deputyRow = ""
-	sc.scheduleExpiry(in, readable, now)
-	deputyRow := sc.nameDeputy(ctx, in, readable, first)
-	sc.wakeBelowShare(ctx, in, readable, p, held, deputyRow, now)
+	sc.scheduleExpiry(tl, now)
+	notes, woken := balance.CoordinatorNotes(in, r.Plan(), held, cd.woken, now, c.cfg.leaseDuration)
+	cd.woken = woken
+	for _, it := range notes {
+		sc.writeNote(ctx, tl, it)
+	}
 }
 
-// mayTakeSoon reports whether a worker below its ceiling (and its
-// WithMaxLeases cap) sees a lease it may take after more listings: one left
-// free, or one whose counter stood still longer than a renewal (it may
-// expire, and expiry is judged from this worker's own listings). Such a
-// worker keeps listing: a worker woken because the coordinator could not
-// take a lease would otherwise stop before the lease expired for it.
-func (sc *scheduler) mayTakeSoon(in balance.Listing, readable []Lease, p balance.Plan, now time.Time) bool {
-	mine := 0
-	for _, l := range readable {
-		if in.Held[l.Key.Shard] {
-			mine++
-		}
-	}
-	if mine >= p.Ceiling || in.MaxLeases > 0 && mine >= in.MaxLeases {
-		return false
-	}
-	for _, l := range readable {
-		id := l.Key.Shard
-		if in.Held[id] || in.Skip[id] || in.Refused[id] || l.Owner == in.Me {
-			continue
-		}
-		if l.Owner == "" || now.Sub(sc.obs[id].changed) >= sc.stall(l) {
-			return true
-		}
-	}
-	return false
-}
-
-// scheduleExpiry arms the coordinator's timer for the leases of others whose
-// lease duration, timed from when it first saw their counter, runs out
-// before its next listing: each is taken at that moment instead.
-func (sc *scheduler) scheduleExpiry(in balance.Listing, readable []Lease, now time.Time) {
+// scheduleExpiry arms the expiry timer for the leases of others whose
+// lease duration, timed from when this worker first saw their counter,
+// runs out before its next listing: each is taken at that moment instead.
+func (sc *scheduler) scheduleExpiry(tl *takeListing, now time.Time) {
 	cd := &sc.cd
-	c := sc.c
-	next := now.Add(c.cfg.takeInterval)
-	cd.due = map[string]dueLease{}
-	var earliest time.Time
-	for _, l := range readable {
-		id := l.Key.Shard
-		if l.Owner == "" || l.Owner == in.Me || in.Held[id] || in.Skip[id] || in.Expired[id] || in.Refused[id] {
-			continue
-		}
-		at := sc.obs[id].changed.Add(expiresAfter(l, c.cfg.leaseDuration))
-		if !at.Before(next) {
-			continue
-		}
-		cd.due[id] = dueLease{lease: l, at: at}
-		if earliest.IsZero() || at.Before(earliest) {
-			earliest = at
-		}
+	cd.due = balance.DueBefore(tl.in, tl.expiresAt, now.Add(sc.c.cfg.takeInterval))
+	cd.dueLeases = make(map[string]Lease, len(cd.due))
+	for _, d := range cd.due {
+		cd.dueLeases[d.Row.Shard] = tl.byShard[d.Row.Shard]
 	}
 	cd.expiry.Stop()
-	if !earliest.IsZero() {
-		cd.expiry.Reset(time.Until(earliest))
+	if at, ok := balance.Earliest(cd.due); ok {
+		cd.expiry.Reset(time.Until(at))
 	}
 }
 
 // takeExpired takes the due leases whose lease duration has run out, each
-// with an acquire on the counter the coordinator saw stand still: a holder
+// with an acquire on the counter this worker saw stand still: a holder
 // that renewed meanwhile makes it fail.
 func (sc *scheduler) takeExpired(ctx context.Context) error {
 	cd := &sc.cd
@@ -411,168 +330,45 @@ func (sc *scheduler) takeExpired(ctx context.Context) error {
 		return nil
 	}
 	now := time.Now()
-	stuck := sc.c.stuckSet()
+	skip := sc.c.stuckSet()
+	for _, d := range cd.due {
+		if o, ok := sc.obs[d.Row.Shard]; !ok || o.counter != d.Row.Counter {
+			skip[d.Row.Shard] = true // the row moved since
+		}
+	}
 	byShard := make(map[string]Lease, len(cd.recent))
 	for _, l := range cd.recent {
 		byShard[l.Key.Shard] = l
 	}
-	var rest time.Time
-	var now2 []string
-	for id, d := range cd.due {
-		if d.at.After(now) {
-			if rest.IsZero() || d.at.Before(rest) {
-				rest = d.at
-			}
-			continue
+	takes, ahead := balance.TakeDue(cd.due, now, cd.first, skip, sc.c.heldCount(), sc.c.cfg.maxLeases)
+	cd.due = ahead
+	for {
+		row, ok := takes.Next()
+		if !ok {
+			break
 		}
-		now2 = append(now2, id)
-	}
-	// The first lease first (whoever holds it coordinates), then by shard;
-	// never beyond WithMaxLeases.
-	slices.SortFunc(now2, func(a, b string) int {
-		if (a == cd.first) != (b == cd.first) {
-			if a == cd.first {
-				return -1
-			}
-			return 1
-		}
-		return strings.Compare(a, b)
-	})
-	for _, id := range now2 {
-		d := cd.due[id]
-		delete(cd.due, id)
-		if limit := sc.c.cfg.maxLeases; limit > 0 && sc.c.heldCount() >= limit {
-			continue
-		}
-		if o, ok := sc.obs[id]; !ok || o.counter != d.lease.Counter || stuck[id] {
-			continue
-		}
-		if _, err := sc.take(ctx, d.lease, byShard, now); err != nil || ctx.Err() != nil {
+		l := cd.dueLeases[row.Shard]
+		_, asked := sc.pending[row.Shard]
+		took, err := sc.take(ctx, l, asked, byShard, now)
+		if err != nil || ctx.Err() != nil {
 			return err
 		}
+		takes.Done(took)
 	}
-	if !rest.IsZero() {
-		cd.expiry.Reset(time.Until(rest))
+	if at, ok := balance.Earliest(ahead); ok {
+		cd.expiry.Reset(time.Until(at))
 	}
 	return nil
-}
-
-// hasDeputyFor reports whether a row names a deputy for the first lease.
-func hasDeputyFor(leases []Lease, first string) bool {
-	for _, l := range leases {
-		if f, ok := deputyFirst(l.Note); ok && f == first && l.Owner != "" {
-			return true
-		}
-	}
-	return false
-}
-
-// nameDeputy makes sure one live worker other than the coordinator watches
-// the first lease: it keeps a deputy named for the current first lease and
-// names one (on its lowest running lease) when there is none.
-func (sc *scheduler) nameDeputy(ctx context.Context, in balance.Listing, readable []Lease, first Lease) (noted string) {
-	var stale, cands []Lease
-	for _, l := range readable {
-		if l.Owner == "" || l.Owner == in.Me || in.Held[l.Key.Shard] || in.Expired[l.Key.Shard] || l.HandoffTo != "" {
-			continue
-		}
-		if f, ok := deputyFirst(l.Note); ok {
-			if f == first.Key.Shard {
-				return "" // a deputy watches the first lease
-			}
-			stale = append(stale, l)
-			continue
-		}
-		cands = append(cands, l)
-	}
-	// A deputy of an earlier first lease watches this one instead. Rows
-	// renewed since they were taken go first: a row handed over but not yet
-	// adopted shows no expiry, and its adoption would clear the note.
-	if len(stale) > 0 {
-		cands = stale
-	}
-	if renewed := slices.DeleteFunc(slices.Clone(cands), func(l Lease) bool { return l.Expiry.IsZero() }); len(renewed) > 0 {
-		cands = renewed
-	}
-	if len(cands) == 0 {
-		return ""
-	}
-	l := slices.MinFunc(cands, func(a, b Lease) int { return strings.Compare(a.Key.Shard, b.Key.Shard) })
-	sc.note(ctx, l, fmt.Sprintf("%s %s %x", noteDeputy, first.Key.Shard, sc.nextNonce()))
-	return l.Key.Shard
-}
-
-// wakeBelowShare wakes each worker that runs leases but fewer than its
-// share, while another runs at least two more or a lease is left free or
-// expired that the coordinator could not take (WithMaxLeases), once a lease
-// duration at most. held is what the coordinator runs after its round.
-func (sc *scheduler) wakeBelowShare(ctx context.Context, in balance.Listing, readable []Lease, p balance.Plan, held map[string]bool, deputyRow string, now time.Time) {
-	cd := &sc.cd
-	load := maps.Clone(p.Load)
-	mine, open := 0, 0
-	for _, l := range readable {
-		id := l.Key.Shard
-		switch {
-		case held[id]:
-			mine++
-		case (l.Owner == "" || in.Expired[id]) && !in.Refused[id] && !in.Skip[id]:
-			open++
-		}
-	}
-	load[in.Me] = mine
-	most := 0
-	for _, n := range load {
-		most = max(most, n)
-	}
-	rows := map[string][]Lease{}
-	for _, l := range readable {
-		if l.Owner != "" && l.Owner != in.Me && l.HandoffTo == "" && !in.Expired[l.Key.Shard] {
-			if _, dep := deputyFirst(l.Note); !dep && l.Key.Shard != deputyRow {
-				// Not on the deputy's row: the note would replace its naming.
-				rows[l.Owner] = append(rows[l.Owner], l)
-			}
-		}
-	}
-	for owner, n := range load {
-		if owner == in.Me || len(rows[owner]) == 0 || open == 0 && most < n+2 {
-			continue
-		}
-		// Its own cap, if it has one, is not known here: it finds out when
-		// it lists.
-		if target, _ := balance.Share(owner, load, len(readable), 0); n >= target {
-			continue
-		}
-		L := sc.c.cfg.leaseDuration
-		ws, ok := cd.woken[owner]
-		if ok && now.Sub(ws.at) < ws.wait {
-			continue
-		}
-		wait := L
-		if ok && ws.load == n {
-			wait = min(2*ws.wait, 32*L)
-		}
-		cd.woken[owner] = wakeState{at: now, load: n, wait: wait}
-		// A row renewed since taken first: one handed over but not yet
-		// adopted would lose the note to the adoption.
-		l := rows[owner][0]
-		for _, r := range rows[owner] {
-			if !r.Expiry.IsZero() {
-				l = r
-				break
-			}
-		}
-		sc.note(ctx, l, fmt.Sprintf("%s %x", noteWake, sc.nextNonce()))
-	}
-	for owner := range cd.woken {
-		if _, ok := load[owner]; !ok {
-			delete(cd.woken, owner)
-		}
-	}
 }
 
 func (sc *scheduler) nextNonce() uint64 {
 	sc.cd.nonce++
 	return sc.cd.nonce<<16 | uint64(rand.N(1<<16))
+}
+
+// writeNote carries out a note intent on the row of tl it names.
+func (sc *scheduler) writeNote(ctx context.Context, tl *takeListing, it balance.Intent) {
+	sc.note(ctx, tl.byShard[it.Row.Shard], balance.NoteText(it.Kind, sc.cd.first, sc.nextNonce()))
 }
 
 // note writes a note; a failure is logged (the next listing tries again).
@@ -629,21 +425,13 @@ func (sc *scheduler) passLead(ctx context.Context) {
 	if cd.ns == nil || !cd.leading {
 		return
 	}
-	me := sc.c.cfg.identity
-	var to *Lease
-	for i, l := range cd.recent {
-		if l.Owner == "" || l.Owner == me || l.HandoffTo != "" || l.Checkpoint == ShardEnd {
-			continue
-		}
-		if f, ok := deputyFirst(l.Note); ok && f == cd.first {
-			to = &cd.recent[i]
-			break
-		}
-		if to == nil {
-			to = &cd.recent[i]
-		}
+	rows := make([]balance.Row, 0, len(cd.recent))
+	byShard := make(map[string]Lease, len(cd.recent))
+	for _, l := range cd.recent {
+		rows = append(rows, rowOf(l))
+		byShard[l.Key.Shard] = l
 	}
-	if to != nil {
-		sc.note(ctx, *to, fmt.Sprintf("%s %x", noteLead, sc.nextNonce()))
+	if it, ok := balance.PassLead(rows, sc.c.cfg.identity, cd.first); ok {
+		sc.writeNote(ctx, &takeListing{byShard: byShard}, it)
 	}
 }

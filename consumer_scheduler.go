@@ -384,17 +384,52 @@ func (sc *scheduler) releaseLate(ctx context.Context) {
 	}
 }
 
-// takeRound lists the stream's leases and carries out the plan planRound
-// makes of the listing: adopted handoffs first, then free leases, then
-// expired ones, then (by handoff) leases of the most loaded live owner.
+// takeRound is one take round: it lists the stream's rows, observes their
+// counters on this worker's clock, converts what it judged into a
+// balance.Listing, carries out the intents balance.Round gives for it (each
+// a write conditional on the counter the listing showed), and updates the
+// coordination role.
 func (sc *scheduler) takeRound(ctx context.Context) error {
 	c := sc.c
-	var leases []Lease
-	var workers []Worker
-	var err error
-	// Every decision below is carried out by a conditional write on the
-	// counter the listing shows, and expiry is timed from the first listing
-	// that showed a counter: a listing a moment old is safe, and costs half.
+	leases, workers, ok, err := sc.list(ctx)
+	if !ok {
+		return err
+	}
+	now := time.Now()
+	c.count(evListed, 1)
+	sc.cd.recent, sc.cd.recentAt = leases, now
+	sc.observe(leases, now)
+	// Workers that hold nothing yet count too, while their rows move.
+	live := sc.liveWorkers(ctx, workers, now)
+	tl := sc.listingOf(leases, live, now)
+	asked := sc.settleRequests(tl.in.Pending)
+	r := balance.NewRound(tl.in, sc.rng)
+	defer sc.rememberTakable(r.Plan(), now)
+	p := r.Plan()
+	c.log.Debug("take round", "leases", len(tl.in.Rows), "owners", len(p.Load), "target", p.Target, "ceiling", p.Ceiling, "held", len(tl.in.Held))
+	if done, err := sc.carryOut(ctx, r, tl, asked, now); !done {
+		return err
+	}
+	sc.afterRound(ctx, tl, r, now)
+	// A worker that holds a lease is seen through it; one that holds none
+	// keeps its row moving.
+	switch {
+	case r.Mine() > 0:
+		sc.removeRow(ctx)
+	case sc.row == nil || now.Sub(sc.beat) >= c.cfg.renewInterval:
+		return sc.heartbeat(ctx)
+	}
+	return nil
+}
+
+// list reads the stream's lease rows, and its worker rows when the store
+// keeps them. ok is false when the round cannot go on; err is then one
+// that must end Run, or nil.
+func (sc *scheduler) list(ctx context.Context) (leases []Lease, workers []Worker, ok bool, err error) {
+	c := sc.c
+	// Every decision is carried out by a conditional write on the counter
+	// the listing shows, and expiry is timed from the first listing that
+	// showed a counter: a listing a moment old is safe, and costs half.
 	lctx, cancel := c.storeCtx(ctx)
 	switch {
 	case c.caps.eventual != nil:
@@ -408,64 +443,87 @@ func (sc *scheduler) takeRound(ctx context.Context) error {
 	if sc.tolerateCorrupt(ctx, err) {
 		err = nil
 	}
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil
-		}
-		if isFatal(err) {
-			return err
-		}
-		c.log.Warn("listing leases failed; retrying at the next take round", "err", err)
-		return nil
+	switch {
+	case err == nil:
+		return leases, workers, true, nil
+	case ctx.Err() != nil:
+		return nil, nil, false, nil
+	case isFatal(err):
+		return nil, nil, false, err
 	}
-	now := time.Now()
-	c.count(evListed, 1)
-	sc.cd.recent, sc.cd.recentAt = leases, now
-	me := c.cfg.identity
-	byShard := make(map[string]Lease, len(leases))
+	c.log.Warn("listing leases failed; retrying at the next take round", "err", err)
+	return nil, nil, false, nil
+}
+
+// observe records the listed rows' counters, with when each last moved on
+// this machine's monotonic clock, and forgets the rows that are gone.
+func (sc *scheduler) observe(leases []Lease, now time.Time) {
 	seen := make(map[string]bool, len(leases))
 	for _, l := range leases {
-		byShard[l.Key.Shard] = l
 		seen[l.Key.Shard] = true
 		observeRow(sc.obs, l.Key.Shard, l.Counter, l.Owner, now)
 	}
 	forgetUnseen(sc.obs, seen)
-	held, stuck := c.heldSet(), c.stuckSet()
-	var readable []Lease
+}
+
+// takeListing is one take round's listing as the scheduler converted it:
+// the balance.Listing, and the rows it came from.
+type takeListing struct {
+	in balance.Listing
+	// byShard holds every listed row; readable those in in.Rows.
+	byShard  map[string]Lease
+	readable []Lease
+	// first is the lease of in.First; zero when in.First is "".
+	first Lease
+	// expiresAt is when each readable row's lease duration runs out, as
+	// this worker timed it from when it first saw the row's counter.
+	expiresAt map[string]time.Time
+}
+
+// listingOf converts a listing into what balance decides from: the rows
+// that can be read now, and this worker's judgements of them on its own
+// clock (expired, stalled, left over, refused, pending).
+func (sc *scheduler) listingOf(leases []Lease, live []string, now time.Time) *takeListing {
+	c := sc.c
+	me := c.cfg.identity
+	tl := &takeListing{byShard: make(map[string]Lease, len(leases)), expiresAt: make(map[string]time.Time)}
+	for _, l := range leases {
+		tl.byShard[l.Key.Shard] = l
+	}
 	in := balance.Listing{
-		Me: me, Held: held, Skip: stuck,
-		Expired:   make(map[string]bool),
-		Pending:   make(map[string]bool, len(sc.pending)),
-		Leftover:  make(map[string]bool),
-		Refused:   make(map[string]bool),
+		Me: me, Held: c.heldSet(), Skip: c.stuckSet(), Workers: live,
+		Expired: make(map[string]bool), Stalled: make(map[string]bool),
+		Pending:  make(map[string]bool, len(sc.pending)),
+		Leftover: make(map[string]bool), Refused: make(map[string]bool),
 		MaxLeases: c.cfg.maxLeases, MaxSteals: c.cfg.maxStealsPerTake,
+		Coordinated: sc.cd.leading,
 	}
 	// Work that can be read now: not finished, and every parent finished.
 	for _, l := range leases {
-		if l.Checkpoint == ShardEnd || !parentsDone(l, byShard, sc.listed, sc.corrupt) {
+		id := l.Key.Shard
+		if l.Checkpoint == ShardEnd || !parentsDone(l, tl.byShard, sc.listed, sc.corrupt) {
 			continue
 		}
-		readable = append(readable, l)
+		tl.readable = append(tl.readable, l)
 		in.Rows = append(in.Rows, rowOf(l))
+		stood := now.Sub(sc.obs[id].changed)
+		tl.expiresAt[id] = sc.obs[id].changed.Add(expiresAfter(l, c.cfg.leaseDuration))
 		// A lease is expired once its counter stood still for the longer
 		// of this worker's lease duration and the holder's, written on the
 		// row.
-		if l.Owner != "" && l.Owner != me && now.Sub(sc.obs[l.Key.Shard].changed) >= expiresAfter(l, c.cfg.leaseDuration) {
-			in.Expired[l.Key.Shard] = true
+		in.Expired[id] = l.Owner != "" && l.Owner != me && stood >= expiresAfter(l, c.cfg.leaseDuration)
+		in.Stalled[id] = l.Owner != "" && stood >= sc.stall(l)
+		if since, ok := sc.takable[id]; ok && now.Sub(since) >= c.cfg.takeInterval {
+			in.Leftover[id] = true
 		}
-		if since, ok := sc.takable[l.Key.Shard]; ok && now.Sub(since) >= c.cfg.takeInterval {
-			in.Leftover[l.Key.Shard] = true
-		}
-		if at, ok := sc.refused[l.Key.Shard]; ok && now.Sub(at) < c.cfg.shardSync {
-			in.Refused[l.Key.Shard] = true
+		if at, ok := sc.refused[id]; ok && now.Sub(at) < c.cfg.shardSync {
+			in.Refused[id] = true
 		}
 	}
-	// Workers that hold nothing yet count too, while their rows move.
-	in.Workers = sc.liveWorkers(ctx, workers, now)
 	// Requests still pending (not answered or withdrawn) count as waiting
 	// while they are younger than a lease duration.
 	for id, since := range sc.pending {
-		if l, ok := byShard[id]; !ok || held[id] || l.HandoffTo != me {
+		if l, ok := tl.byShard[id]; !ok || in.Held[id] || l.HandoffTo != me {
 			continue
 		}
 		in.Pending[id] = true
@@ -473,141 +531,96 @@ func (sc *scheduler) takeRound(ctx context.Context) error {
 			in.Waiting++
 		}
 	}
-	first, hasFirst := firstReadable(readable)
-	hasFirst = hasFirst && sc.cd.ns != nil
-	if hasFirst {
-		in.First = first.Key.Shard
+	if first, ok := balance.FirstReadable(in.Rows); ok && sc.cd.ns != nil {
+		in.First, tl.first = first.Shard, tl.byShard[first.Shard]
 	}
-	p := balance.PlanRound(in, sc.rng)
-	defer func() {
-		was := sc.takable
-		sc.takable = make(map[string]time.Time, len(p.Free)+len(p.Stale))
-		for _, l := range p.Takable() {
-			since, ok := was[l.Shard]
-			if !ok {
-				since = now
-			}
-			sc.takable[l.Shard] = since
-		}
-	}()
-	c.log.Debug("take round", "leases", len(in.Rows), "owners", len(p.Load), "target", p.Target, "ceiling", p.Ceiling, "held", len(held))
+	tl.in = in
+	return tl
+}
 
-	// A handoff asked of this worker shows in the listing before the next
-	// renewal would return it: answer it now.
-	for _, l := range p.Answer {
-		c.answerHandoff(l.Shard, l.HandoffTo)
-	}
-	// mine counts the leases this worker runs; the handoffs it asked for
-	// count separately (waiting), so that one that goes unanswered for a
-	// lease duration does not keep this worker from free and expired leases.
-	mine, busy := 0, false
-	for _, l := range in.Rows {
-		if held[l.Shard] {
-			mine++
-		}
-	}
-	// Take the rows that name this worker but that it does not hold: leases
-	// handed over to it, and leases an earlier runner of it gave up. Each is
-	// taken with a write of its own (an acquire on the counter seen), so the
-	// lease is timed from that write, as other workers time it, and a runner
-	// that gave the lease up cannot write to it again.
-	for _, r := range p.Adopt {
-		took, err := sc.take(ctx, byShard[r.Shard], byShard, now)
-		if err != nil || ctx.Err() != nil {
-			return err
-		}
-		if took {
-			mine++
-			busy = true
-			held[r.Shard] = true
-		}
-	}
-	// Forget requests that were answered or withdrawn.
+// settleRequests forgets the handoff requests this worker made that were
+// answered or withdrawn (not in pending), and returns every request it had
+// made: a row handed over in answer to one is told from the rest.
+func (sc *scheduler) settleRequests(pending map[string]bool) map[string]bool {
+	asked := make(map[string]bool, len(sc.pending))
 	for id := range sc.pending {
-		if !in.Pending[id] {
+		asked[id] = true
+		if !pending[id] {
 			delete(sc.pending, id)
 		}
 	}
-	// With coordination, the first readable lease goes first when it was
-	// released or expired: whoever takes it coordinates. The coordinator
-	// takes every free or expired lease at once, beyond its share (the
-	// other workers may not be listing), and wakes those below their share
-	// afterwards.
-	if hasFirst && !held[first.Key.Shard] && !in.Skip[first.Key.Shard] && !in.Refused[first.Key.Shard] &&
-		(in.MaxLeases == 0 || mine+in.Waiting < in.MaxLeases) &&
-		(first.Owner == "" && first.Counter > 0 || in.Expired[first.Key.Shard]) {
-		took, err := sc.take(ctx, first, byShard, now)
-		if err != nil || ctx.Err() != nil {
-			return err
-		}
-		if took {
-			mine++
-			busy = true
-			held[first.Key.Shard] = true
-		}
-	}
-	// Only a coordinator of an earlier round takes beyond its share: workers
-	// starting together (a fleet restarted) each take their share first,
-	// whoever wins the first lease.
-	in.Leading = sc.cd.leading && hasFirst && held[first.Key.Shard]
-	// Free and expired leases, in a worker-specific order so that workers
-	// starting together spread over the shards. A lease left over since an
-	// earlier round may take this worker up to the ceiling; otherwise its
-	// own share is the limit.
-	for _, r := range p.Takable() {
-		if held[r.Shard] {
-			continue
-		}
-		if mine+in.Waiting >= p.Limit(in, r) {
-			continue
-		}
-		took, err := sc.take(ctx, byShard[r.Shard], byShard, now)
-		if err != nil || ctx.Err() != nil {
-			return err
-		}
-		if took {
-			mine++
-			busy = true
-		}
-	}
-	// Ask the most loaded live owners for handoffs while this worker is
-	// below its share. A request the store refuses (another worker asked
-	// first, or the lease moved since the listing) is replaced by another.
-	st := p.Stealer(in, mine, len(sc.pending))
-	for {
-		r, ok := st.Next(sc.rng)
-		if !ok {
-			break
-		}
-		l := byShard[r.Shard]
-		rctx, cancel := c.storeCtx(ctx)
-		_, err := c.store.RequestHandoff(rctx, l, me)
-		cancel()
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			c.log.Debug("handoff request refused", "shard", l.Key.Shard, "holder", l.Owner, "err", err)
-			st.Refused(r)
-			continue
-		}
-		c.log.Info("handoff requested", "shard", l.Key.Shard, "holder", l.Owner, "counter", l.Counter)
-		c.count(evHandoffAsked, 1)
-		sc.pending[l.Key.Shard] = now
-		st.Granted(r)
-		busy = true
-	}
-	sc.afterRound(ctx, in, readable, p, first, busy, now)
+	return asked
+}
 
-	// A worker that holds a lease is seen through it; one that holds none
-	// keeps its row moving.
-	switch {
-	case mine > 0:
-		sc.removeRow(ctx)
-	case sc.row == nil || now.Sub(sc.beat) >= c.cfg.renewInterval:
-		return sc.heartbeat(ctx)
+// rememberTakable keeps the leases the plan found free or expired, with
+// when this worker first saw them so: one still there a take interval
+// later is left over (Listing.Leftover).
+func (sc *scheduler) rememberTakable(p balance.Plan, now time.Time) {
+	was := sc.takable
+	sc.takable = make(map[string]time.Time, len(p.Free)+len(p.Stale))
+	for _, l := range p.Takable() {
+		since, ok := was[l.Shard]
+		if !ok {
+			since = now
+		}
+		sc.takable[l.Shard] = since
 	}
-	return nil
+}
+
+// carryOut performs the round's intents in order and reports each one's
+// outcome to it. done is false when the round stopped early: err is then
+// one that must end Run, or nil (ctx was cancelled).
+func (sc *scheduler) carryOut(ctx context.Context, r *balance.Round, tl *takeListing, asked map[string]bool, now time.Time) (done bool, err error) {
+	for {
+		it, ok := r.Next()
+		if !ok {
+			return true, nil
+		}
+		switch it.Kind {
+		case balance.Answer:
+			// A handoff asked of this worker shows in the listing before the
+			// next renewal would return it: answer it now.
+			sc.c.answerHandoff(it.Row.Shard, it.Row.HandoffTo)
+			r.Done(true)
+		case balance.Adopt, balance.TakeFirst, balance.Take:
+			// Rows that name this worker are taken with a write of their
+			// own too, so the lease is timed from that write, as other
+			// workers time it, and a runner that gave the lease up cannot
+			// write to it again.
+			took, err := sc.take(ctx, tl.byShard[it.Row.Shard], asked[it.Row.Shard], tl.byShard, now)
+			if err != nil || ctx.Err() != nil {
+				return false, err
+			}
+			r.Done(took)
+		case balance.Ask:
+			made, stop := sc.ask(ctx, tl.byShard[it.Row.Shard], now)
+			if stop {
+				return false, nil
+			}
+			r.Done(made)
+		}
+	}
+}
+
+// ask requests that the holder of l hand it over to this worker. made is
+// false when the store refused (another worker asked first, or the lease
+// moved since the listing); stop is set when ctx was cancelled.
+func (sc *scheduler) ask(ctx context.Context, l Lease, now time.Time) (made, stop bool) {
+	c := sc.c
+	rctx, cancel := c.storeCtx(ctx)
+	_, err := c.store.RequestHandoff(rctx, l, c.cfg.identity)
+	cancel()
+	if err != nil {
+		if ctx.Err() != nil {
+			return false, true
+		}
+		c.log.Debug("handoff request refused", "shard", l.Key.Shard, "holder", l.Owner, "err", err)
+		return false, false
+	}
+	c.log.Info("handoff requested", "shard", l.Key.Shard, "holder", l.Owner, "counter", l.Counter)
+	c.count(evHandoffAsked, 1)
+	sc.pending[l.Key.Shard] = now
+	return true, false
 }
 
 // liveWorkers returns the owners of the worker rows that moved within a
@@ -640,11 +653,11 @@ func (sc *scheduler) liveWorkers(ctx context.Context, workers []Worker, now time
 }
 
 // take acquires l on the counter seen in the listing and starts its
-// runner. It reports whether this worker holds l now; the error is one that
+// runner; asked is whether this worker asked for l to be handed over. It reports whether this worker holds l now; the error is one that
 // must end Run. Rows naming this worker are taken the same way (leases
 // handed over to it, or given up by an earlier runner of it), so that every
 // lease is timed from a write of this worker's, as other workers time it.
-func (sc *scheduler) take(ctx context.Context, l Lease, byShard map[string]Lease, now time.Time) (bool, error) {
+func (sc *scheduler) take(ctx context.Context, l Lease, asked bool, byShard map[string]Lease, now time.Time) (bool, error) {
 	c := sc.c
 	me := c.cfg.identity
 	sent := time.Now()
@@ -666,7 +679,6 @@ func (sc *scheduler) take(ctx context.Context, l Lease, byShard map[string]Lease
 		}
 		return false, nil
 	}
-	_, asked := sc.pending[l.Key.Shard]
 	delete(sc.pending, l.Key.Shard)
 	how, kind := "taken", "free"
 	switch {

@@ -1,7 +1,6 @@
 package balance
 
 import (
-	"math"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -20,6 +19,9 @@ type Row struct {
 	// Renewed is set when the holder renewed the row since taking it: a
 	// row handed over but not yet adopted is not renewed.
 	Renewed bool
+	// Finished is set on a row whose shard was read to its end. A
+	// listing's Rows are never finished.
+	Finished bool
 }
 
 // Listing is what one take round knows: the stream's rows as listed, and
@@ -54,12 +56,17 @@ type Listing struct {
 	// operator acts.
 	Refused map[string]bool
 	// First is the shard of the lease whose holder coordinates (see
-	// coordinate.go): never asked for, so coordination does not move with
+	// FirstReadable): never asked for, so coordination does not move with
 	// balancing. Empty without coordination.
 	First string
-	// Leading is set when me coordinates: it coordinated in its previous
-	// round and runs the first lease.
-	Leading bool
+	// Coordinated is set when me coordinated at its previous round: if it
+	// still runs the first lease once it has tried to take it, it takes
+	// every free and expired lease, beyond its share.
+	Coordinated bool
+	// Stalled are the shards whose counter stood still longer than a
+	// renewal (and half a take interval), as the caller watched them: their
+	// holder looks late, and they may expire soon.
+	Stalled map[string]bool
 	// MaxLeases caps the share (0: no cap); MaxSteals caps the handoff
 	// requests of one round.
 	MaxLeases, MaxSteals int
@@ -73,12 +80,12 @@ type Plan struct {
 	// it, or given up by an earlier runner of it): acquire them first.
 	Adopt []Row
 	// Free and Stale are the leases me may take (released, and expired),
-	// each in a random order of its own; takable is both.
+	// each in a random order of its own; Takable returns both.
 	Free, Stale []Row
 	// Load counts, per live owner, the leases it runs or is being handed.
 	Load map[string]int
 	// Target is me's share and Ceiling the most any owner holds,
-	// ceil(leases/owners); both capped by maxLeases.
+	// ceil(leases/owners); both capped by MaxLeases.
 	Target, Ceiling int
 }
 
@@ -136,46 +143,12 @@ func PlanRound(in Listing, rng *rand.Rand) Plan {
 // Takable returns the free and then the expired leases.
 func (p Plan) Takable() []Row { return append(slices.Clip(p.Free), p.Stale...) }
 
-// Limit returns how many leases me may run (handoffs it waits for
-// included) before it stops taking l: its share, or the ceiling for a lease
-// left over since an earlier round. A lease the store refused is never
-// taken (0). A coordinator (in.leading) takes every free and expired lease,
-// up to maxLeases: the other workers may not be listing.
-func (p Plan) Limit(in Listing, l Row) int {
-	switch {
-	case in.Refused[l.Shard]:
-		return 0
-	case in.Leading && in.MaxLeases > 0:
-		return in.MaxLeases
-	case in.Leading:
-		return math.MaxInt
-	case in.Leftover[l.Shard]:
-		return p.Ceiling
-	}
-	return p.Target
-}
-
-// steals returns the handoffs me asks for once it runs mine leases and has
-// asked asked, counting each request as granted (see stealer).
-func (p Plan) steals(in Listing, mine, asked int, rng *rand.Rand) []Row {
-	st := p.Stealer(in, mine, asked)
-	var out []Row
-	for {
-		l, ok := st.Next(rng)
-		if !ok {
-			return out
-		}
-		out = append(out, l)
-		st.Granted(l)
-	}
-}
-
-// Stealer picks, one request at a time, the handoffs me asks for: from the
+// stealer picks, one request at a time, the handoffs me asks for: from the
 // most loaded live owner, while me is below its share and that owner holds
-// at least two more than me would after the request, at most maxSteals
+// at least two more than me would after the request, at most MaxSteals
 // granted. The caller reports each request's outcome (granted or refused)
-// before asking for the next. p.load is left as it was.
-type Stealer struct {
+// before asking for the next. p.Load is left as it was.
+type stealer struct {
 	p         Plan
 	in        Listing
 	load      map[string]int
@@ -185,18 +158,18 @@ type Stealer struct {
 	grants    int
 }
 
-// Stealer starts picking requests for me, which runs mine leases and has
+// stealer starts picking requests for me, which runs mine leases and has
 // asked asked.
-func (p Plan) Stealer(in Listing, mine, asked int) *Stealer {
+func (p Plan) stealer(in Listing, mine, asked int) *stealer {
 	load := make(map[string]int, len(p.Load))
 	for o, n := range p.Load {
 		load[o] = n
 	}
-	return &Stealer{p: p, in: in, load: load, requested: map[string]bool{}, mine: mine, asked: asked}
+	return &stealer{p: p, in: in, load: load, requested: map[string]bool{}, mine: mine, asked: asked}
 }
 
-// Next returns the next lease to ask for, or false when me asks for no more.
-func (s *Stealer) Next(rng *rand.Rand) (Row, bool) {
+// next returns the next lease to ask for, or false when me asks for no more.
+func (s *stealer) next(rng *rand.Rand) (Row, bool) {
 	in := s.in
 	for s.mine+s.asked < s.p.Target && s.grants < in.MaxSteals {
 		victim, most := "", 0
@@ -237,18 +210,18 @@ func (s *Stealer) Next(rng *rand.Rand) (Row, bool) {
 	return Row{}, false
 }
 
-// Granted records that the request for l was made: l counts for me now.
-func (s *Stealer) Granted(l Row) {
+// granted records that the request for l was made: l counts for me now.
+func (s *stealer) granted(l Row) {
 	s.load[l.Owner]--
 	s.load[s.in.Me]++
 	s.asked++
 	s.grants++
 }
 
-// Refused records that the store refused the request for l (another worker
+// refused records that the store refused the request for l (another worker
 // asked first, or the lease moved since the listing): l counts for its
 // owner no more, and another lease may be asked for instead.
-func (s *Stealer) Refused(l Row) { s.load[l.Owner]-- }
+func (s *stealer) refused(l Row) { s.load[l.Owner]-- }
 
 // Share returns me's target and the ceiling ceil(leases/owners) for the
 // owners in load. The leases that do not divide evenly go first to owners

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // rows builds a listing's rows: n leases of stream "s", shards s00, s01, ...
@@ -27,13 +28,6 @@ func set(ids ...string) map[string]bool {
 	return out
 }
 
-func shardsOf(ls []Row) []string {
-	out := make([]string, 0, len(ls))
-	for _, l := range ls {
-		out = append(out, l.Shard)
-	}
-	return out
-}
 
 // heldBy returns the shards of ls whose owner is owner.
 func heldBy(ls []Row, owner string) map[string]bool {
@@ -46,25 +40,51 @@ func heldBy(ls []Row, owner string) map[string]bool {
 	return out
 }
 
-// outcome is what a round does with a plan when every write succeeds, as
-// takeRound carries it out.
+// outcome is the intents a round gives, by kind, when every write succeeds
+// except those fails names, and the plan's share.
 type outcome struct {
 	answer, adopt, take, steal []string
-	target, ceiling            int
+	// first is the first lease, when the round takes it before any other.
+	first           string
+	target, ceiling int
 }
 
-func carryOut(in Listing) outcome {
-	rng := rand.New(rand.NewPCG(1, 2))
-	p := PlanRound(in, rng)
-	o := outcome{answer: shardsOf(p.Answer), adopt: shardsOf(p.Adopt), target: p.Target, ceiling: p.Ceiling}
-	mine := len(in.Held) + len(p.Adopt)
-	for _, l := range p.Takable() {
-		if mine+in.Waiting < p.Limit(in, l) {
-			o.take = append(o.take, l.Shard)
-			mine++
+// run drives a round, reporting each intent as done unless fails holds its
+// shard, and returns its intents in order.
+func run(in Listing, rng *rand.Rand, fails map[string]bool) ([]Intent, *Round) {
+	r := NewRound(in, rng)
+	var out []Intent
+	for {
+		it, ok := r.Next()
+		if !ok {
+			return out, r
+		}
+		out = append(out, it)
+		r.Done(!fails[it.Row.Shard])
+	}
+}
+
+func carryOut(t *testing.T, in Listing, fails map[string]bool) outcome {
+	t.Helper()
+	its, r := run(in, rand.New(rand.NewPCG(1, 2)), fails)
+	o := outcome{target: r.Plan().Target, ceiling: r.Plan().Ceiling}
+	for i, it := range its {
+		if i > 0 && it.Kind < its[i-1].Kind {
+			t.Errorf("intent %d (%s %s) comes after %s: the round's order is answer, adopt, take first, take, ask", i, it.Kind, it.Row.Shard, its[i-1].Kind)
+		}
+		switch it.Kind {
+		case Answer:
+			o.answer = append(o.answer, it.Row.Shard)
+		case Adopt:
+			o.adopt = append(o.adopt, it.Row.Shard)
+		case TakeFirst:
+			o.first = it.Row.Shard
+		case Take:
+			o.take = append(o.take, it.Row.Shard)
+		case Ask:
+			o.steal = append(o.steal, it.Row.Shard)
 		}
 	}
-	o.steal = shardsOf(p.steals(in, mine, len(in.Pending), rng))
 	slices.Sort(o.take)
 	return o
 }
@@ -95,9 +115,10 @@ func TestPlan(t *testing.T) {
 	coordinated := append(append(rows(0, 2, "a"), rows(2, 2, "b")...), rows(4, 4, "")...)
 
 	for _, tc := range []struct {
-		name string
-		in   Listing
-		want outcome
+		name  string
+		in    Listing
+		fails map[string]bool
+		want  outcome
 	}{
 		{
 			name: "three workers starting together: the first by id takes the lease over",
@@ -188,12 +209,12 @@ func TestPlan(t *testing.T) {
 		},
 		{
 			name: "the coordinator takes every free lease, beyond its share",
-			in:   Listing{Me: "a", Rows: coordinated, Held: heldBy(coordinated, "a"), First: "s00", Leading: true, MaxSteals: 32},
+			in:   Listing{Me: "a", Rows: coordinated, Held: heldBy(coordinated, "a"), First: "s00", Coordinated: true, MaxSteals: 32},
 			want: outcome{target: 4, ceiling: 4, take: []string{"s04", "s05", "s06", "s07"}},
 		},
 		{
 			name: "the coordinator's WithMaxLeases still caps it",
-			in:   Listing{Me: "a", Rows: coordinated, Held: heldBy(coordinated, "a"), First: "s00", Leading: true, MaxLeases: 3, MaxSteals: 32},
+			in:   Listing{Me: "a", Rows: coordinated, Held: heldBy(coordinated, "a"), First: "s00", Coordinated: true, MaxLeases: 3, MaxSteals: 32},
 			want: outcome{target: 3, ceiling: 3, take: []string{""}},
 		},
 		{
@@ -220,7 +241,7 @@ func TestPlan(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := carryOut(tc.in)
+			got := carryOut(t, tc.in, tc.fails)
 			// An entry "" stands for any shard: the choice is random; the
 			// count is the promise.
 			check := func(what string, want, got []string) {
@@ -237,6 +258,7 @@ func TestPlan(t *testing.T) {
 			check("adopt", tc.want.adopt, got.adopt)
 			check("take", tc.want.take, got.take)
 			check("steal", tc.want.steal, got.steal)
+			assert.Equal(t, tc.want.first, got.first, "first lease taken first")
 			assert.Equal(t, tc.want.target, got.target, "target")
 			assert.Equal(t, tc.want.ceiling, got.ceiling, "ceiling")
 		})
@@ -248,23 +270,24 @@ func TestPlan(t *testing.T) {
 // worker still asks for its whole share.
 func TestPlanStealerReplacesRefusedRequest(t *testing.T) {
 	in := Listing{Me: "b", Rows: rows(0, 12, "a"), Workers: []string{"c"}, MaxSteals: 32}
-	rng := rand.New(rand.NewPCG(1, 2))
-	st := PlanRound(in, rng).Stealer(in, 0, 0)
-	first, ok := st.Next(rng)
-	assert.True(t, ok)
-	st.Refused(first)
+	r := NewRound(in, rand.New(rand.NewPCG(1, 2)))
+	first, ok := r.Next()
+	require.True(t, ok)
+	require.Equal(t, Ask, first.Kind)
+	r.Done(false)
 	var granted []string
 	for {
-		l, ok := st.Next(rng)
+		it, ok := r.Next()
 		if !ok {
 			break
 		}
-		assert.NotEqual(t, first.Shard, l.Shard, "the refused lease is not asked for again")
-		granted = append(granted, l.Shard)
-		st.Granted(l)
+		assert.NotEqual(t, first.Row.Shard, it.Row.Shard, "the refused lease is not asked for again")
+		granted = append(granted, it.Row.Shard)
+		r.Done(true)
 	}
 	assert.Len(t, granted, 4, "the share is asked for in full")
 	assert.Len(t, set(granted...), 4)
+	assert.True(t, r.Busy())
 }
 
 // TestPlanNeverAsksForTheFirstLease: the first lease's holder coordinates,
@@ -272,8 +295,8 @@ func TestPlanStealerReplacesRefusedRequest(t *testing.T) {
 func TestPlanNeverAsksForTheFirstLease(t *testing.T) {
 	for seed := range uint64(50) {
 		in := Listing{Me: "b", Rows: rows(0, 4, "a"), First: "s00", MaxSteals: 32}
-		p := PlanRound(in, rand.New(rand.NewPCG(seed, 1)))
-		steals := shardsOf(p.steals(in, 0, 0, rand.New(rand.NewPCG(seed, 2))))
+		its, _ := run(in, rand.New(rand.NewPCG(seed, 1)), nil)
+		steals := shards(its)
 		assert.Len(t, steals, 2, "b asks for its share of 2")
 		assert.NotContains(t, steals, "s00")
 	}
@@ -281,10 +304,19 @@ func TestPlanNeverAsksForTheFirstLease(t *testing.T) {
 	asked := map[string]bool{}
 	for seed := range uint64(50) {
 		in := Listing{Me: "b", Rows: rows(0, 4, "a"), MaxSteals: 32}
-		p := PlanRound(in, rand.New(rand.NewPCG(seed, 1)))
-		for _, s := range shardsOf(p.steals(in, 0, 0, rand.New(rand.NewPCG(seed, 2)))) {
+		its, _ := run(in, rand.New(rand.NewPCG(seed, 1)), nil)
+		for _, s := range shards(its) {
 			asked[s] = true
 		}
 	}
 	assert.True(t, asked["s00"])
+}
+
+// shards returns the shards of intents.
+func shards(its []Intent) []string {
+	out := make([]string, 0, len(its))
+	for _, it := range its {
+		out = append(out, it.Row.Shard)
+	}
+	return out
 }
