@@ -28,7 +28,6 @@ func set(ids ...string) map[string]bool {
 	return out
 }
 
-
 // heldBy returns the shards of ls whose owner is owner.
 func heldBy(ls []Row, owner string) map[string]bool {
 	out := map[string]bool{}

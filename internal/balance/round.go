@@ -72,7 +72,7 @@ type Round struct {
 	rng  *rand.Rand
 
 	stage stage
-	i     int  // next index within the stage's list
+	i     int // next index within the stage's list
 	last  Intent
 	held  map[string]bool // Listing.Held and the rows taken since
 	mine  int             // leases me runs, as Listing.Rows count them
