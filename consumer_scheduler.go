@@ -225,7 +225,7 @@ func (sc *scheduler) loop(ctx context.Context) error {
 			sc.forget(r)
 		case <-take.C:
 			if !sc.listsNow() {
-				sc.backstop(ctx)
+				sc.onTakeTick(ctx)
 				continue
 			}
 			if err := round(); err != nil {
@@ -234,9 +234,9 @@ func (sc *scheduler) loop(ctx context.Context) error {
 		case n := <-c.notes:
 			sc.onNote(n)
 		case <-sc.cd.lookTimer.C:
-			sc.watchFirst(ctx)
+			sc.onLook(ctx)
 		case <-sc.cd.expiry.C:
-			if err := sc.takeExpired(ctx); err != nil {
+			if err := sc.onExpiry(ctx); err != nil {
 				return err
 			}
 		case <-followUp:
@@ -283,7 +283,7 @@ func (sc *scheduler) forget(r *leaseRunner) {
 	if r.endedShard.Load() {
 		// The children's rows are made and taken now, not at the
 		// coordinator's next shard sync: this worker lists until done.
-		sc.cd.catchUp = true
+		sc.catchUp()
 		sc.poke(sc.resync)
 	} else if r.lost.Load() {
 		sc.poke(sc.wake)
@@ -496,7 +496,7 @@ func (sc *scheduler) listingOf(leases []Lease, live []string, now time.Time) *ta
 		Pending:  make(map[string]bool, len(sc.pending)),
 		Leftover: make(map[string]bool), Refused: make(map[string]bool),
 		MaxLeases: c.cfg.maxLeases, MaxSteals: c.cfg.maxStealsPerTake,
-		Coordinated: sc.cd.leading,
+		Coordinated: sc.cd.role == coordinator,
 	}
 	// Work that can be read now: not finished, and every parent finished.
 	for _, l := range leases {
