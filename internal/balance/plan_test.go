@@ -28,6 +28,12 @@ func set(ids ...string) map[string]bool {
 	return out
 }
 
+// listing4 is a listing for me of four leases s00 to s03 owned by owner
+// ("" for free), first the first lease, workers the other live workers.
+func listing4(me, owner, first string, workers []string) Listing {
+	return Listing{Me: me, Rows: rows(0, 4, owner), First: first, Workers: workers, MaxSteals: 32}
+}
+
 // heldBy returns the shards of ls whose owner is owner.
 func heldBy(ls []Row, owner string) map[string]bool {
 	out := map[string]bool{}
@@ -237,6 +243,68 @@ func TestPlan(t *testing.T) {
 			name: "a lease a runner of this worker still ends is neither counted nor taken",
 			in:   Listing{Me: "a", Rows: rows(0, 4, ""), Skip: set("s00"), MaxSteals: 32},
 			want: outcome{target: 4, ceiling: 4, take: []string{"s01", "s02", "s03"}},
+		},
+		{
+			name: "the first lease, released, is taken before any other: whoever takes it coordinates",
+			in:   listing4("b", "", "s00", []string{"a"}),
+			want: outcome{target: 2, ceiling: 2, first: "s00", take: []string{""}},
+		},
+		{
+			name: "a new first lease (never taken) waits for the shares like any other",
+			in: func() Listing {
+				in := listing4("b", "", "s00", []string{"a"})
+				in.Rows[0].Counter = 0
+				return in
+			}(),
+			want: outcome{target: 2, ceiling: 2, take: []string{"", ""}},
+		},
+		{
+			name: "the expired first lease of a crashed coordinator goes first, then its other leases",
+			in: func() Listing {
+				in := listing4("b", "a", "s00", nil)
+				in.Expired = set("s00", "s01", "s02", "s03")
+				return in
+			}(),
+			want: outcome{target: 4, ceiling: 4, first: "s00", take: []string{"s01", "s02", "s03"}},
+		},
+		{
+			name: "no first lease for a worker at its cap, handoffs it waits for included",
+			in: func() Listing {
+				in := listing4("b", "", "s00", []string{"a"})
+				in.MaxLeases, in.Waiting, in.Pending = 1, 1, set("s09")
+				return in
+			}(),
+			want: outcome{target: 1, ceiling: 1},
+		},
+		{
+			name:  "a first lease taken by another worker first is tried again with the others",
+			in:    Listing{Me: "b", Rows: rows(0, 2, ""), First: "s00", MaxSteals: 32},
+			fails: set("s00"),
+			want:  outcome{target: 2, ceiling: 2, first: "s00", take: []string{"s00", "s01"}},
+		},
+		{
+			name:  "a take that fails does not count: the next lease is tried instead",
+			in:    Listing{Me: "a", Rows: rows(0, 4, ""), Workers: []string{"b"}, MaxSteals: 32},
+			fails: set("s00", "s01", "s02"),
+			want:  outcome{target: 2, ceiling: 2, take: []string{"s00", "s01", "s02", "s03"}},
+		},
+		{
+			name: "a first lease won this round does not make the worker take beyond its share before its next round",
+			in: func() Listing {
+				in := listing4("b", "", "s00", []string{"a"})
+				in.Coordinated = false
+				return in
+			}(),
+			want: outcome{target: 2, ceiling: 2, first: "s00", take: []string{""}},
+		},
+		{
+			name: "a coordinator that wins the first lease back takes every free lease",
+			in: func() Listing {
+				in := listing4("b", "", "s00", []string{"a"})
+				in.Coordinated = true
+				return in
+			}(),
+			want: outcome{target: 2, ceiling: 2, first: "s00", take: []string{"s01", "s02", "s03"}},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
