@@ -126,7 +126,7 @@ type scheduler struct {
 	identity   *StreamIdentity
 	noIdentity bool
 
-	// cd is the coordination state (coordinate.go).
+	// cd is the coordination state (consumer_coordination.go).
 	cd coordination
 }
 
@@ -184,29 +184,20 @@ func (sc *scheduler) removeRow(ctx context.Context) {
 	sc.row = nil
 }
 
+// loop is the worker's Run loop, until ctx ends: take rounds at each take
+// tick (or a resting role's look, see onTakeTick), when woken and as a
+// follow-up of pending requests; the coordination role's timers and notes;
+// shard syncs; runners that ended. It returns an error that must end Run.
 func (sc *scheduler) loop(ctx context.Context) error {
 	c := sc.c
 	take := time.NewTicker(c.cfg.takeInterval)
 	defer take.Stop()
 	syncTick := time.NewTicker(c.cfg.shardSync)
 	defer syncTick.Stop()
-	// While handoffs this worker asked for are pending, it also lists half
-	// a take interval after each round: a holder answers in its own take
-	// round, which may fall just after this worker's, and the lease would
-	// otherwise wait a whole interval more.
 	var followUp <-chan time.Time
 	round := func() error {
 		err := sc.takeRound(ctx)
-		followUp = nil
-		// Only requests younger than a lease duration: a holder that has
-		// not answered by then is busy (it keeps its lease), and listing
-		// twice as often would not hurry it.
-		for _, since := range sc.pending {
-			if time.Since(since) < c.cfg.leaseDuration {
-				followUp = time.After(c.cfg.takeInterval / 2)
-				break
-			}
-		}
+		followUp = sc.followUp()
 		return err
 	}
 	// Workers started together see each other's rows only once each has
@@ -248,11 +239,8 @@ func (sc *scheduler) loop(ctx context.Context) error {
 				return err
 			}
 		case <-syncTick.C:
-			if err := sc.boundedSync(ctx); err != nil && ctx.Err() == nil {
-				if isFatal(err) {
-					return err
-				}
-				c.log.Warn("shard sync failed; retrying at the next interval", "err", err)
+			if err := sc.onSyncTick(ctx); err != nil {
+				return err
 			}
 		case <-sc.resync:
 			if err := sc.boundedSync(ctx); err != nil && ctx.Err() == nil && isFatal(err) {
@@ -261,6 +249,36 @@ func (sc *scheduler) loop(ctx context.Context) error {
 			sc.poke(sc.wake)
 		}
 	}
+}
+
+// followUp returns a channel that fires half a take interval from now while
+// handoffs this worker asked for are pending, and nil otherwise: a holder
+// answers in its own take round, which may fall just after this worker's,
+// and the lease would otherwise wait a whole interval more. Only requests
+// younger than a lease duration count: a holder that has not answered by
+// then is busy (it keeps its lease), and listing twice as often would not
+// hurry it.
+func (sc *scheduler) followUp() <-chan time.Time {
+	for _, since := range sc.pending {
+		if time.Since(since) < sc.c.cfg.leaseDuration {
+			return time.After(sc.c.cfg.takeInterval / 2)
+		}
+	}
+	return nil
+}
+
+// onSyncTick is the periodic shard sync; it returns an error that must end
+// Run, and logs any other.
+func (sc *scheduler) onSyncTick(ctx context.Context) error {
+	err := sc.boundedSync(ctx)
+	switch {
+	case err == nil || ctx.Err() != nil:
+		return nil
+	case isFatal(err):
+		return err
+	}
+	sc.c.log.Warn("shard sync failed; retrying at the next interval", "err", err)
+	return nil
 }
 
 func (sc *scheduler) poke(ch chan struct{}) {
