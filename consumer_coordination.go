@@ -306,9 +306,6 @@ func (c *Consumer) heldCount() int {
 // onNote handles a note one of this worker's renewals returned.
 func (sc *scheduler) onNote(n noteSeen) {
 	cd := &sc.cd
-	if cd.role == uncoordinated {
-		return
-	}
 	if n.shard == cd.watch.row {
 		if _, ok := balance.DeputyFirst(n.text); !ok {
 			sc.c.log.Debug("no longer the deputy")
@@ -326,6 +323,9 @@ func (sc *scheduler) onNote(n noteSeen) {
 		sc.catchUp()
 		sc.poke(sc.wake)
 	case f[0] == balance.NoteDeputy && len(f) >= 2:
+		if cd.role == uncoordinated {
+			return // it cannot read the coordinator's row
+		}
 		if cd.watch.row == "" {
 			sc.c.log.Info("named deputy: watching the coordinator's lease", "lease", f[1])
 		}
