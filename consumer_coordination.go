@@ -3,12 +3,11 @@ package shardlease
 import (
 	"context"
 	"errors"
-	"fmt"
-	"maps"
 	"math/rand/v2"
-	"slices"
 	"strings"
 	"time"
+
+	"github.com/shardlease/shardlease/internal/balance"
 )
 
 // Coordination: lease-table reads that do not grow with the fleet.
@@ -39,28 +38,29 @@ import (
 // rows its renewals return. Every decision is still a conditional write on
 // the counter a listing showed, so a coordinator that is wrong, late or two
 // at once costs writes that fail, never a second reader.
+//
+// The role (type role) is one explicit state of Run's goroutine, changed
+// only by become; quiet, watching and deputy are the resting roles:
+//
+//	catchingUp  -> resting       a round left nothing to do (the watch picks which)
+//	resting     -> catchingUp    a wake or lead note; a shard of its own ended
+//	resting     -> deputy        a deputy note names it
+//	watching    -> quiet         the watch ran out
+//	any         -> alarmed       a look saw the first row stand still or free
+//	alarmed     -> catchingUp    a round saw the first row move again (or resting)
+//	any         -> coordinator   a round ended with it holding the first lease
+//	coordinator -> catchingUp    a round ended with the first lease elsewhere (or resting)
+//
+// uncoordinated (no notes) never changes. What differs by role is in one
+// function per event: onTakeTick (and listsNow), onLook, onExpiry, onNote
+// and afterRound. The state one role needs is rebuilt when it is entered:
+// the coordinator's wake backoff (leadState), the deadlines of the roles
+// that take on expiry. The deputy's naming (watch) outlives catching up and
+// the alarm, not the coordinator's role. Package balance makes every pick.
 
 // noteSeen is a note a renewal returned: shard is the row it is on.
 type noteSeen struct {
 	shard, text string
-}
-
-// The notes the coordinator writes: "wake <nonce>" (list now and ask for
-// your share), "deputy <first shard> <nonce>" (watch that row) and
-// "lead <nonce>" (you hold the first readable lease now: list).
-const (
-	noteWake   = "wake"
-	noteDeputy = "deputy"
-	noteLead   = "lead"
-)
-
-// deputyFirst returns the shard a deputy note asks to watch.
-func deputyFirst(note string) (string, bool) {
-	f := strings.Fields(note)
-	if len(f) < 2 || f[0] != noteDeputy {
-		return "", false
-	}
-	return f[1], true
 }
 
 // sendNote hands a note a renewal returned to Run's coordinator; a note that
@@ -73,41 +73,78 @@ func (c *Consumer) sendNote(shard, text string) {
 	}
 }
 
-// coordination is the coordinator's state for it (see the top of this file).
+// role is what this worker does for coordination (see the top of this
+// file). It changes on the events of Run's loop: a take round's end (the
+// first lease moved, the round left work, the alarm cleared), a note, a
+// look at the first lease, a runner that ended its shard.
+type role int
+
+const (
+	// uncoordinated: the store carries no notes, so nobody could wake this
+	// worker: it lists at every take tick.
+	uncoordinated role = iota
+	// quiet: it renews only, lists while it holds nothing, and now and then
+	// looks at the first lease (backstop).
+	quiet
+	// watching: quiet, but it watches the first lease as a deputy would
+	// until watch.until, because its last listing showed no deputy.
+	watching
+	// deputy: a note names it deputy (watch.row): it watches the
+	// coordinator's row.
+	deputy
+	// catchingUp: it lists at every take tick until a round leaves it
+	// nothing to do: at start, when woken, after a round that took or
+	// asked, when one of its shards ended.
+	catchingUp
+	// alarmed: it saw the coordinator's row stand still or free: it lists,
+	// and takes the leases it saw stand still the moment they expire,
+	// until the row moves again or it takes the lease.
+	alarmed
+	// coordinator: it holds the first readable lease: it lists, takes
+	// every free lease at once and expired ones at their deadline, names
+	// the deputy and wakes the workers below their share.
+	coordinator
+)
+
+var roleNames = [...]string{"uncoordinated", "quiet", "watching", "deputy", "catching up", "alarmed", "coordinator"}
+
+// String returns the role's name.
+func (r role) String() string {
+	if r < 0 || int(r) >= len(roleNames) {
+		return "unknown"
+	}
+	return roleNames[r]
+}
+
+// resting reports whether r lists only while this worker holds nothing.
+func (r role) resting() bool { return r == quiet || r == watching || r == deputy }
+
+// takesOnExpiry reports whether r takes leases at their deadline.
+func (r role) takesOnExpiry() bool { return r == coordinator || r == alarmed }
+
+// coordination is the coordination state of Run's goroutine, which alone
+// reads and writes it (see the top of this file).
 type coordination struct {
-	// ns is the store's notes; nil when it has none (every worker lists).
-	ns NoteStore
-	// catchUp is set while this worker lists until a round leaves it
-	// nothing to do: at start, when woken, after a round that took or asked.
-	catchUp bool
-	// leading is set while this worker holds the first readable lease.
-	leading bool
+	// ns is the store's notes; nil when it has none (uncoordinated).
+	ns   NoteStore
+	role role
 	// first is the first readable lease's shard, as the last listing or a
 	// deputy note showed it.
 	first string
-	// deputyRow is the shard whose row names this worker deputy; "" when it
-	// is not the deputy. suspect is set while the coordinator's row looked
-	// stalled or free: the deputy lists until it moves again.
-	deputyRow string
-	suspect   bool
+	// watch is the deputy's naming, kept in every role but the
+	// coordinator's; lookTimer fires its looks.
+	watch     watch
 	lookTimer *time.Timer
-	// watchUntil keeps a worker that stopped listing watching the first
-	// lease as the deputy would, while its last listing showed no deputy
-	// for it: long enough for the coordinator to name one and for it to
-	// read its naming.
-	watchUntil time.Time
-	// due are leases held by others whose lease duration runs out before
-	// the coordinator's next listing, with when; expiry fires at the first.
-	due    map[string]dueLease
-	expiry *time.Timer
-	// woken holds when each owner was last woken, with its load then and
-	// how long to wait before waking it again.
-	woken map[string]wakeState
-	nonce uint64
-	// lookAt is when a quiet worker that is not the deputy next looks at
-	// the first lease (backstop); readable is how many leases the last
-	// listing could read.
-	lookAt   time.Time
+	// lead is the coordinator's own state, made anew each time this worker
+	// becomes the coordinator; nil in every other role.
+	lead *leadState
+	// expiry takes leases at their deadline, as the coordinator or an
+	// alarmed worker; emptied whenever the role changes.
+	expiry deadlines
+	nonce  uint64
+	// backstop times a resting worker's looks at the first lease;
+	// readable is how many leases the last listing could read.
+	backstop backstop
 	readable int
 	// recent is the last listing's rows and when it was made, for shard
 	// syncs to reuse instead of listing again.
@@ -115,25 +152,100 @@ type coordination struct {
 	recentAt time.Time
 }
 
-// wakeState is when an owner was last woken, its load then, and the wait
-// before it is woken again: a lease duration, doubled (to 32 at most) each
-// time it was woken and its load did not move (it may hold no more).
-type wakeState struct {
-	at   time.Time
-	load int
-	wait time.Duration
+// leadState is what only the coordinator keeps.
+type leadState struct {
+	// woken is the wake backoff of each owner (balance.Wakes).
+	woken map[string]balance.Woken
 }
 
-type dueLease struct {
-	lease Lease
-	at    time.Time
+// watch is the deputy's rule. While a deputy note names this worker on a
+// row it holds (row), or until a moment after a listing showed no deputy
+// for the first lease (until: long enough for the coordinator to name one
+// and for it to read its naming), it looks at the first lease every half
+// take interval, give or take a fifth (lookTimer), and lists as soon as
+// that row shows no owner or a counter that stood still longer than a
+// renewal and half a take interval.
+type watch struct {
+	row   string
+	until time.Time
+}
+
+// looks reports whether the rule looks at the first lease at now; holds
+// tells whether this worker runs a shard.
+func (w watch) looks(now time.Time, holds func(string) bool) bool {
+	if w.row == "" {
+		return now.Before(w.until)
+	}
+	return holds(w.row)
+}
+
+// rest returns the resting role the watch leaves this worker in.
+func (w watch) rest(now time.Time) role {
+	switch {
+	case w.row != "":
+		return deputy
+	case now.Before(w.until):
+		return watching
+	}
+	return quiet
+}
+
+// deadlines is the rule of the expiry timer: the leases held by others
+// whose lease duration, timed from when this worker first saw their
+// counter, runs out before its next listing (due, with their rows as
+// listed); the timer fires at the first, and each is taken then.
+type deadlines struct {
+	*time.Timer
+	due    []balance.Deadline
+	leases map[string]Lease
+}
+
+// clear forgets every deadline and stops the timer.
+func (d *deadlines) clear() {
+	d.due, d.leases = nil, nil
+	d.Stop()
+}
+
+// arm sets the timer to the first of the deadlines, if any.
+func (d *deadlines) arm() {
+	if at, ok := balance.Earliest(d.due); ok {
+		d.Reset(time.Until(at))
+	}
+}
+
+// backstopFactor sets how rarely quiet workers look at the first lease
+// while no deputy may be watching it (named too late, or crashed with the
+// coordinator): each looks every backstopFactor take intervals times the
+// number of readable leases per lease it holds, so that the fleet looks
+// about once every backstopFactor take intervals, however many workers.
+const backstopFactor = 8
+
+// backstop is the rule of a resting worker's occasional look at the first
+// lease, so that a coordinator that left no deputy behind is noticed: at
+// each take tick, once lookAt has passed, it looks and sets the next look
+// a period later, give or take half. The first tick only sets lookAt.
+type backstop struct {
+	lookAt time.Time
+}
+
+// due reports whether the look is due at now, and if so (or at the first
+// call) sets the next one.
+func (b *backstop) due(now time.Time, period time.Duration) bool {
+	if !b.lookAt.IsZero() && now.Before(b.lookAt) {
+		return false
+	}
+	first := b.lookAt.IsZero()
+	b.lookAt = now.Add(period/2 + rand.N(period))
+	return !first
 }
 
 func newCoordination(c *Consumer) coordination {
-	cd := coordination{catchUp: true, due: map[string]dueLease{}, woken: map[string]wakeState{}}
-	cd.ns = c.caps.notes
+	cd := coordination{ns: c.caps.notes, role: catchingUp}
+	if cd.ns == nil {
+		cd.role = uncoordinated
+	}
 	cd.lookTimer = stoppedTimer()
-	cd.expiry = stoppedTimer()
+	cd.expiry = deadlines{Timer: stoppedTimer()}
 	return cd
 }
 
@@ -143,13 +255,38 @@ func stoppedTimer() *time.Timer {
 	return t
 }
 
+// become moves this worker to role r, rebuilding the state of the role it
+// enters: the coordinator's wake backoff, the deadlines of a role that
+// takes on expiry. Stats().Coordinating follows.
+func (sc *scheduler) become(r role) {
+	cd := &sc.cd
+	if r == cd.role {
+		return
+	}
+	was := cd.role
+	cd.role = r
+	sc.c.log.Debug("coordination role", "was", was.String(), "now", r.String())
+	if was.takesOnExpiry() || r.takesOnExpiry() {
+		cd.expiry.clear()
+	}
+	cd.lead = nil
+	if r == coordinator {
+		cd.lead = &leadState{woken: map[string]balance.Woken{}}
+	}
+	sc.c.stats.coordinating.Store(r == coordinator)
+}
+
+// catchUp makes a resting worker list until a round leaves it nothing to
+// do; a worker that lists already goes on as it is.
+func (sc *scheduler) catchUp() {
+	if sc.cd.role.resting() {
+		sc.become(catchingUp)
+	}
+}
+
 // listsNow reports whether this worker lists the table at a take tick.
 func (sc *scheduler) listsNow() bool {
-	cd := &sc.cd
-	if cd.ns == nil {
-		return true
-	}
-	return cd.leading || cd.catchUp || cd.suspect || sc.c.heldCount() == 0
+	return !sc.cd.role.resting() || sc.c.heldCount() == 0
 }
 
 // holds reports whether this worker runs shard.
@@ -169,68 +306,121 @@ func (c *Consumer) heldCount() int {
 // onNote handles a note one of this worker's renewals returned.
 func (sc *scheduler) onNote(n noteSeen) {
 	cd := &sc.cd
-	if n.shard == cd.deputyRow {
-		if _, ok := deputyFirst(n.text); !ok {
+	if n.shard == cd.watch.row {
+		if _, ok := balance.DeputyFirst(n.text); !ok {
 			sc.c.log.Debug("no longer the deputy")
-			cd.deputyRow = ""
+			cd.watch.row = ""
 			cd.lookTimer.Stop()
+			if cd.role == deputy {
+				sc.become(cd.watch.rest(time.Now()))
+			}
 		}
 	}
 	switch f := strings.Fields(n.text); {
 	case len(f) == 0:
-	case f[0] == noteWake || f[0] == noteLead:
+	case f[0] == balance.NoteWake || f[0] == balance.NoteLead:
 		sc.c.log.Debug("woken by the coordinator: listing", "shard", n.shard, "note", f[0])
-		cd.catchUp = true
+		sc.catchUp()
 		sc.poke(sc.wake)
-	case f[0] == noteDeputy && len(f) >= 2:
-		if cd.deputyRow == "" {
+	case f[0] == balance.NoteDeputy && len(f) >= 2:
+		if cd.role == uncoordinated {
+			return // it cannot read the coordinator's row
+		}
+		if cd.watch.row == "" {
 			sc.c.log.Info("named deputy: watching the coordinator's lease", "lease", f[1])
 		}
-		cd.deputyRow, cd.first = n.shard, f[1]
+		cd.watch.row, cd.first = n.shard, f[1]
+		if cd.role.resting() {
+			sc.become(deputy)
+		}
 		sc.armWatch()
 	}
 }
 
-// armWatch schedules the deputy's next look at the coordinator's row: half
-// a take interval, give or take a fifth, so deputies do not move in step.
+// armWatch schedules the next look at the coordinator's row: half a take
+// interval, give or take a fifth, so deputies do not move in step.
 func (sc *scheduler) armWatch() {
 	half := sc.c.cfg.takeInterval / 2
 	sc.cd.lookTimer.Reset(half*4/5 + rand.N(half*2/5+1))
 }
 
-// isDeputy reports whether this worker watches the coordinator now: it
-// was named deputy and holds the row that says so, or it watches for a while
-// because no deputy was named yet (watchUntil).
-func (sc *scheduler) isDeputy() bool {
+// watches reports whether this worker watches the coordinator now (see
+// watch): never as the coordinator, nor before it knows the first lease.
+func (sc *scheduler) watches() bool {
 	cd := &sc.cd
-	if cd.leading || cd.first == "" {
-		return false
-	}
-	if cd.deputyRow == "" {
-		return time.Now().Before(cd.watchUntil)
-	}
-	return sc.c.holds(cd.deputyRow)
+	return cd.role != coordinator && cd.first != "" && cd.watch.looks(time.Now(), sc.c.holds)
 }
 
-// watchFirst is the deputy's look at the coordinator's row (see
-// lookAtFirst), every half take interval while it watches.
-func (sc *scheduler) watchFirst(ctx context.Context) {
+// onTakeTick is a take tick for a worker that does not list now: a
+// resting role's look at the first lease, when its rule says so.
+func (sc *scheduler) onTakeTick(ctx context.Context) {
 	cd := &sc.cd
-	if cd.deputyRow != "" && !sc.c.holds(cd.deputyRow) {
-		cd.deputyRow = "" // the row that named it moved on
+	switch cd.role {
+	case watching:
+		if !sc.watches() {
+			sc.become(quiet) // the watch ran out
+			sc.lookNowAndThen(ctx)
+		}
+	case deputy:
+		if !sc.watches() {
+			sc.lookNowAndThen(ctx) // the row that named it moved on
+		}
+	case quiet:
+		sc.lookNowAndThen(ctx)
 	}
-	if !sc.isDeputy() {
+}
+
+// lookNowAndThen is the backstop's look at the first lease, when due.
+func (sc *scheduler) lookNowAndThen(ctx context.Context) {
+	cd := &sc.cd
+	if cd.first == "" {
+		return
+	}
+	c := sc.c
+	h := max(1, c.heldCount())
+	period := c.cfg.takeInterval * time.Duration(backstopFactor*max(cd.readable, h)/h)
+	if cd.backstop.due(time.Now(), period) {
+		sc.lookAtFirst(ctx)
+	}
+}
+
+// onLook is the look timer: the watch's look at the coordinator's row
+// (see lookAtFirst), every half take interval while it watches.
+func (sc *scheduler) onLook(ctx context.Context) {
+	cd := &sc.cd
+	if cd.role == uncoordinated {
+		return
+	}
+	if cd.watch.row != "" && !sc.c.holds(cd.watch.row) {
+		cd.watch.row = "" // the row that named it moved on
+		if cd.role == deputy {
+			sc.become(cd.watch.rest(time.Now()))
+		}
+	}
+	if !sc.watches() {
+		if cd.role == watching {
+			sc.become(quiet)
+		}
 		return
 	}
 	defer sc.armWatch()
 	sc.lookAtFirst(ctx)
 }
 
-// lookAtFirst reads the first lease's row, eventually consistent, and makes
-// this worker list at once when the row shows no owner (or is gone: its
-// shard finished and was cleaned up), this worker (it holds the lease
-// without coordinating yet), or a counter that stood still longer than a
-// renewal. A read that fails otherwise changes nothing.
+// onExpiry is the expiry timer: the coordinator and an alarmed worker take
+// the leases whose deadline passed.
+func (sc *scheduler) onExpiry(ctx context.Context) error {
+	if !sc.cd.role.takesOnExpiry() {
+		return nil
+	}
+	return sc.takeExpired(ctx)
+}
+
+// lookAtFirst reads the first lease's row, eventually consistent, and
+// raises the alarm (this worker lists at once) when the row shows no owner
+// (or is gone: its shard finished and was cleaned up), this worker (it
+// holds the lease without coordinating yet), or a counter that stood still
+// longer than a renewal. A read that fails otherwise changes nothing.
 func (sc *scheduler) lookAtFirst(ctx context.Context) {
 	cd := &sc.cd
 	c := sc.c
@@ -250,10 +440,10 @@ func (sc *scheduler) lookAtFirst(ctx context.Context) {
 	now := time.Now()
 	o := observeRow(sc.obs, cd.first, l.Counter, l.Owner, now)
 	if l.Owner == "" || l.Owner == c.cfg.identity || now.Sub(o.changed) >= sc.stall(l) {
-		if !cd.suspect {
+		if cd.role != alarmed {
 			c.log.Info("the coordinator's lease stands still or is free: listing", "lease", cd.first, "owner", l.Owner, "counter", l.Counter)
 		}
-		cd.suspect = true
+		sc.become(alarmed)
 		sc.poke(sc.wake)
 	}
 }
@@ -266,311 +456,153 @@ func (sc *scheduler) stall(l Lease) time.Duration {
 	return max(cfg.renewInterval, expiresAfter(l, cfg.leaseDuration)/3) + cfg.takeInterval/2
 }
 
-// firstReadable returns the lowest shard id among the readable leases.
-func firstReadable(leases []Lease) (Lease, bool) {
-	if len(leases) == 0 {
-		return Lease{}, false
-	}
-	return slices.MinFunc(leases, func(a, b Lease) int { return strings.Compare(a.Key.Shard, b.Key.Shard) }), true
-}
-
-// afterRound updates the roles from a take round: in is its listing, p its
-// plan, first its first readable lease (in.first names it; "" when there is
-// none), busy whether the round took, adopted or asked for anything.
-func (sc *scheduler) afterRound(ctx context.Context, in listing, p plan, first Lease, busy bool, now time.Time) {
+// afterRound updates the role from a take round: tl is its listing, r the
+// round as carried out. The coordinator then writes its notes.
+func (sc *scheduler) afterRound(ctx context.Context, tl *takeListing, r *balance.Round, now time.Time) {
 	cd := &sc.cd
-	if cd.ns == nil {
+	if cd.role == uncoordinated {
 		return
 	}
 	c := sc.c
-	cd.catchUp = busy || len(sc.pending) > 0 || sc.mayTakeSoon(in, p, now)
-	if in.first == "" {
-		cd.leading = false
-		c.stats.coordinating.Store(false)
+	in, first := tl.in, tl.first
+	moreToDo := r.Busy() || len(sc.pending) > 0 || balance.MayTakeSoon(in, r.Plan())
+	was := cd.role
+	if in.First == "" {
+		sc.become(sc.nextRole(false, was == alarmed, moreToDo, now))
 		return
 	}
-	cd.first, cd.readable = first.Key.Shard, len(in.leases)
+	cd.first, cd.readable = in.First, len(in.Rows)
 	held := c.heldSet()
-	was := cd.leading
-	cd.leading = held[first.Key.Shard]
-	c.stats.coordinating.Store(cd.leading)
-	if cd.leading != was {
-		if cd.leading {
-			c.log.Info("coordinating the stream's leases", "lease", first.Key.Shard)
-		} else {
-			c.log.Info("no longer coordinating", "lease", first.Key.Shard, "holder", first.Owner)
-		}
+	leading := held[in.First]
+	switch {
+	case leading && was != coordinator:
+		c.log.Info("coordinating the stream's leases", "lease", in.First)
+	case !leading && was == coordinator:
+		c.log.Info("no longer coordinating", "lease", in.First, "holder", first.Owner)
 	}
 	// The first readable lease moved to a worker that may not list (the
 	// shard before it finished, or the deputy's alarm was false): tell it.
-	handOver := was && !cd.leading
-	if cd.suspect {
-		o := sc.obs[first.Key.Shard]
+	handOver := was == coordinator && !leading
+	alarm := was == alarmed
+	if alarm {
 		switch {
-		case cd.leading || first.Owner != "" && !in.expired[first.Key.Shard] && now.Sub(o.changed) < sc.stall(first):
-			cd.suspect = false
-			handOver = !cd.leading
-		case first.Owner == "" && in.maxLeases > 0 && len(held) >= in.maxLeases:
+		case leading || first.Owner != "" && !in.Expired[in.First] && !in.Stalled[in.First]:
+			alarm = false
+			handOver = !leading
+		case first.Owner == "" && in.MaxLeases > 0 && len(held) >= in.MaxLeases:
 			// Free, but this worker may hold no more (WithMaxLeases): the
 			// alarm would keep it listing for nothing.
-			cd.suspect = false
+			alarm = false
 		}
 	}
-	if handOver && first.Owner != "" && first.Owner != in.me && first.HandoffTo == "" && !in.expired[first.Key.Shard] {
-		sc.note(ctx, first, fmt.Sprintf("%s %x", noteLead, sc.nextNonce()))
+	if it, ok := balance.HandOverLead(in, rowOf(first)); ok && handOver {
+		sc.writeNote(ctx, tl, it)
 	}
 	// A worker that stops listing while no deputy is named for the first
 	// lease watches it in the meantime: a coordinator that crashes in its
 	// first moments is then noticed as quickly as later on.
-	if !cd.leading && !cd.catchUp && cd.deputyRow == "" && first.Owner != "" && !hasDeputyFor(in.leases, first.Key.Shard) {
-		cd.watchUntil = now.Add(c.cfg.renewInterval + c.cfg.takeInterval)
+	if !leading && !moreToDo && cd.watch.row == "" && first.Owner != "" && !balance.HasDeputyFor(in.Rows, in.First) {
+		cd.watch.until = now.Add(c.cfg.renewInterval + c.cfg.takeInterval)
 		sc.armWatch()
 	}
-	if !cd.leading {
-		cd.due = map[string]dueLease{}
-		cd.expiry.Stop()
-		if cd.suspect {
-			// A deputy whose coordinator stopped takes the leases it watched
-			// stand still the moment they expire, as the coordinator would,
-			// the first one (and with it coordination) included.
-			sc.scheduleExpiry(in, now)
-		}
-		return
+	sc.become(sc.nextRole(leading, alarm, moreToDo, now))
+	switch cd.role {
+	case coordinator:
+		sc.coordinate(ctx, tl, r, held, now)
+	case alarmed:
+		// A deputy whose coordinator stopped takes the leases it watched
+		// stand still the moment they expire, as the coordinator would,
+		// the first one (and with it coordination) included.
+		sc.scheduleExpiry(tl, now)
 	}
-	cd.deputyRow = ""
-	sc.scheduleExpiry(in, now)
-	deputyRow := sc.nameDeputy(ctx, in, first)
-	sc.wakeBelowShare(ctx, in, p, held, deputyRow, now)
 }
 
-// mayTakeSoon reports whether a worker below its ceiling (and its
-// WithMaxLeases cap) sees a lease it may take after more listings: one left
-// free, or one whose counter stood still longer than a renewal (it may
-// expire, and expiry is judged from this worker's own listings). Such a
-// worker keeps listing: a worker woken because the coordinator could not
-// take a lease would otherwise stop before the lease expired for it.
-func (sc *scheduler) mayTakeSoon(in listing, p plan, now time.Time) bool {
-	mine := 0
-	for _, l := range in.leases {
-		if in.held[l.Key.Shard] {
-			mine++
-		}
+// nextRole returns the role a take round leaves this worker in: it leads
+// when it holds the first lease, else it stays alarmed while the alarm
+// holds, else it catches up while the round left work, else it rests.
+func (sc *scheduler) nextRole(leading, alarm, moreToDo bool, now time.Time) role {
+	switch {
+	case leading:
+		return coordinator
+	case alarm:
+		return alarmed
+	case moreToDo:
+		return catchingUp
 	}
-	if mine >= p.ceiling || in.maxLeases > 0 && mine >= in.maxLeases {
-		return false
-	}
-	for _, l := range in.leases {
-		id := l.Key.Shard
-		if in.held[id] || in.skip[id] || in.refused[id] || l.Owner == in.me {
-			continue
-		}
-		if l.Owner == "" || now.Sub(sc.obs[id].changed) >= sc.stall(l) {
-			return true
-		}
-	}
-	return false
+	return sc.cd.watch.rest(now)
 }
 
-// scheduleExpiry arms the coordinator's timer for the leases of others whose
-// lease duration, timed from when it first saw their counter, runs out
-// before its next listing: each is taken at that moment instead.
-func (sc *scheduler) scheduleExpiry(in listing, now time.Time) {
+// coordinate is the coordinator's work after its round: it takes the
+// leases of others at their deadline, keeps a deputy named, and wakes the
+// workers below their share. held is what it runs after the round.
+func (sc *scheduler) coordinate(ctx context.Context, tl *takeListing, r *balance.Round, held map[string]bool, now time.Time) {
 	cd := &sc.cd
-	c := sc.c
-	next := now.Add(c.cfg.takeInterval)
-	cd.due = map[string]dueLease{}
-	var earliest time.Time
-	for _, l := range in.leases {
-		id := l.Key.Shard
-		if l.Owner == "" || l.Owner == in.me || in.held[id] || in.skip[id] || in.expired[id] || in.refused[id] {
-			continue
-		}
-		at := sc.obs[id].changed.Add(expiresAfter(l, c.cfg.leaseDuration))
-		if !at.Before(next) {
-			continue
-		}
-		cd.due[id] = dueLease{lease: l, at: at}
-		if earliest.IsZero() || at.Before(earliest) {
-			earliest = at
-		}
+	cd.watch.row = ""
+	sc.scheduleExpiry(tl, now)
+	notes, woken := balance.CoordinatorNotes(tl.in, r.Plan(), held, cd.lead.woken, now, sc.c.cfg.leaseDuration)
+	cd.lead.woken = woken
+	for _, it := range notes {
+		sc.writeNote(ctx, tl, it)
 	}
-	cd.expiry.Stop()
-	if !earliest.IsZero() {
-		cd.expiry.Reset(time.Until(earliest))
+}
+
+// scheduleExpiry arms the expiry timer for the leases of others whose
+// lease duration, timed from when this worker first saw their counter,
+// runs out before its next listing: each is taken at that moment instead.
+func (sc *scheduler) scheduleExpiry(tl *takeListing, now time.Time) {
+	d := &sc.cd.expiry
+	d.clear()
+	d.due = balance.DueBefore(tl.in, tl.expiresAt, now.Add(sc.c.cfg.takeInterval))
+	d.leases = make(map[string]Lease, len(d.due))
+	for _, due := range d.due {
+		d.leases[due.Row.Shard] = tl.byShard[due.Row.Shard]
 	}
+	d.arm()
 }
 
 // takeExpired takes the due leases whose lease duration has run out, each
-// with an acquire on the counter the coordinator saw stand still: a holder
+// with an acquire on the counter this worker saw stand still: a holder
 // that renewed meanwhile makes it fail.
 func (sc *scheduler) takeExpired(ctx context.Context) error {
 	cd := &sc.cd
-	if !cd.leading && !cd.suspect {
-		return nil
-	}
+	d := &cd.expiry
 	now := time.Now()
-	stuck := sc.c.stuckSet()
+	skip := sc.c.stuckSet()
+	for _, due := range d.due {
+		if o, ok := sc.obs[due.Row.Shard]; !ok || o.counter != due.Row.Counter {
+			skip[due.Row.Shard] = true // the row moved since
+		}
+	}
 	byShard := make(map[string]Lease, len(cd.recent))
 	for _, l := range cd.recent {
 		byShard[l.Key.Shard] = l
 	}
-	var rest time.Time
-	var now2 []string
-	for id, d := range cd.due {
-		if d.at.After(now) {
-			if rest.IsZero() || d.at.Before(rest) {
-				rest = d.at
-			}
-			continue
+	takes, ahead := balance.TakeDue(d.due, now, cd.first, skip, sc.c.heldCount(), sc.c.cfg.maxLeases)
+	d.due = ahead
+	for {
+		row, ok := takes.Next()
+		if !ok {
+			break
 		}
-		now2 = append(now2, id)
-	}
-	// The first lease first (whoever holds it coordinates), then by shard;
-	// never beyond WithMaxLeases.
-	slices.SortFunc(now2, func(a, b string) int {
-		if (a == cd.first) != (b == cd.first) {
-			if a == cd.first {
-				return -1
-			}
-			return 1
-		}
-		return strings.Compare(a, b)
-	})
-	for _, id := range now2 {
-		d := cd.due[id]
-		delete(cd.due, id)
-		if limit := sc.c.cfg.maxLeases; limit > 0 && sc.c.heldCount() >= limit {
-			continue
-		}
-		if o, ok := sc.obs[id]; !ok || o.counter != d.lease.Counter || stuck[id] {
-			continue
-		}
-		if _, err := sc.take(ctx, d.lease, byShard, now); err != nil || ctx.Err() != nil {
+		_, asked := sc.pending[row.Shard]
+		took, err := sc.take(ctx, d.leases[row.Shard], asked, byShard, now)
+		if err != nil || ctx.Err() != nil {
 			return err
 		}
+		takes.Done(took)
 	}
-	if !rest.IsZero() {
-		cd.expiry.Reset(time.Until(rest))
-	}
+	d.arm()
 	return nil
-}
-
-// hasDeputyFor reports whether a row names a deputy for the first lease.
-func hasDeputyFor(leases []Lease, first string) bool {
-	for _, l := range leases {
-		if f, ok := deputyFirst(l.Note); ok && f == first && l.Owner != "" {
-			return true
-		}
-	}
-	return false
-}
-
-// nameDeputy makes sure one live worker other than the coordinator watches
-// the first lease: it keeps a deputy named for the current first lease and
-// names one (on its lowest running lease) when there is none.
-func (sc *scheduler) nameDeputy(ctx context.Context, in listing, first Lease) (noted string) {
-	var stale, cands []Lease
-	for _, l := range in.leases {
-		if l.Owner == "" || l.Owner == in.me || in.held[l.Key.Shard] || in.expired[l.Key.Shard] || l.HandoffTo != "" {
-			continue
-		}
-		if f, ok := deputyFirst(l.Note); ok {
-			if f == first.Key.Shard {
-				return "" // a deputy watches the first lease
-			}
-			stale = append(stale, l)
-			continue
-		}
-		cands = append(cands, l)
-	}
-	// A deputy of an earlier first lease watches this one instead. Rows
-	// renewed since they were taken go first: a row handed over but not yet
-	// adopted shows no expiry, and its adoption would clear the note.
-	if len(stale) > 0 {
-		cands = stale
-	}
-	if renewed := slices.DeleteFunc(slices.Clone(cands), func(l Lease) bool { return l.Expiry.IsZero() }); len(renewed) > 0 {
-		cands = renewed
-	}
-	if len(cands) == 0 {
-		return ""
-	}
-	l := slices.MinFunc(cands, func(a, b Lease) int { return strings.Compare(a.Key.Shard, b.Key.Shard) })
-	sc.note(ctx, l, fmt.Sprintf("%s %s %x", noteDeputy, first.Key.Shard, sc.nextNonce()))
-	return l.Key.Shard
-}
-
-// wakeBelowShare wakes each worker that runs leases but fewer than its
-// share, while another runs at least two more or a lease is left free or
-// expired that the coordinator could not take (WithMaxLeases), once a lease
-// duration at most. held is what the coordinator runs after its round.
-func (sc *scheduler) wakeBelowShare(ctx context.Context, in listing, p plan, held map[string]bool, deputyRow string, now time.Time) {
-	cd := &sc.cd
-	load := maps.Clone(p.load)
-	mine, open := 0, 0
-	for _, l := range in.leases {
-		id := l.Key.Shard
-		switch {
-		case held[id]:
-			mine++
-		case (l.Owner == "" || in.expired[id]) && !in.refused[id] && !in.skip[id]:
-			open++
-		}
-	}
-	load[in.me] = mine
-	most := 0
-	for _, n := range load {
-		most = max(most, n)
-	}
-	rows := map[string][]Lease{}
-	for _, l := range in.leases {
-		if l.Owner != "" && l.Owner != in.me && l.HandoffTo == "" && !in.expired[l.Key.Shard] {
-			if _, dep := deputyFirst(l.Note); !dep && l.Key.Shard != deputyRow {
-				// Not on the deputy's row: the note would replace its naming.
-				rows[l.Owner] = append(rows[l.Owner], l)
-			}
-		}
-	}
-	for owner, n := range load {
-		if owner == in.me || len(rows[owner]) == 0 || open == 0 && most < n+2 {
-			continue
-		}
-		// Its own cap, if it has one, is not known here: it finds out when
-		// it lists.
-		if target, _ := share(owner, load, len(in.leases), 0); n >= target {
-			continue
-		}
-		L := sc.c.cfg.leaseDuration
-		ws, ok := cd.woken[owner]
-		if ok && now.Sub(ws.at) < ws.wait {
-			continue
-		}
-		wait := L
-		if ok && ws.load == n {
-			wait = min(2*ws.wait, 32*L)
-		}
-		cd.woken[owner] = wakeState{at: now, load: n, wait: wait}
-		// A row renewed since taken first: one handed over but not yet
-		// adopted would lose the note to the adoption.
-		l := rows[owner][0]
-		for _, r := range rows[owner] {
-			if !r.Expiry.IsZero() {
-				l = r
-				break
-			}
-		}
-		sc.note(ctx, l, fmt.Sprintf("%s %x", noteWake, sc.nextNonce()))
-	}
-	for owner := range cd.woken {
-		if _, ok := load[owner]; !ok {
-			delete(cd.woken, owner)
-		}
-	}
 }
 
 func (sc *scheduler) nextNonce() uint64 {
 	sc.cd.nonce++
 	return sc.cd.nonce<<16 | uint64(rand.N(1<<16))
+}
+
+// writeNote carries out a note intent on the row of tl it names.
+func (sc *scheduler) writeNote(ctx context.Context, tl *takeListing, it balance.Intent) {
+	sc.note(ctx, tl.byShard[it.Row.Shard], balance.NoteText(it.Kind, sc.cd.first, sc.nextNonce()))
 }
 
 // note writes a note; a failure is logged (the next listing tries again).
@@ -588,60 +620,21 @@ func (sc *scheduler) note(ctx context.Context, l Lease, text string) {
 	c.log.Debug("note written", "shard", l.Key.Shard, "holder", l.Owner, "note", text)
 }
 
-// backstopFactor sets how rarely quiet workers look at the first lease
-// while no deputy may be watching it (named too late, or crashed with the
-// coordinator): each looks every backstopFactor take intervals times the
-// number of readable leases per lease it holds, so that the fleet looks
-// about once every backstopFactor take intervals, however many workers.
-const backstopFactor = 8
-
-// backstop is a quiet worker's occasional look at the first lease, so that
-// a coordinator that left no deputy behind is noticed: a row with no owner,
-// or a counter that stood still since this worker's previous look, makes
-// it list.
-func (sc *scheduler) backstop(ctx context.Context) {
-	cd := &sc.cd
-	if cd.ns == nil || cd.first == "" || sc.isDeputy() {
-		return
-	}
-	c := sc.c
-	now := time.Now()
-	h := max(1, c.heldCount())
-	period := c.cfg.takeInterval * time.Duration(backstopFactor*max(cd.readable, h)/h)
-	if cd.lookAt.IsZero() {
-		cd.lookAt = now.Add(period/2 + rand.N(period))
-		return
-	}
-	if now.Before(cd.lookAt) {
-		return
-	}
-	cd.lookAt = now.Add(period/2 + rand.N(period))
-	sc.lookAtFirst(ctx)
-}
-
 // passLead is a leaving coordinator's last act: it tells another worker
 // (its deputy if it named one) to list, so that the leases it is about to
 // release are taken even when the deputy had not learnt of its naming yet.
 func (sc *scheduler) passLead(ctx context.Context) {
 	cd := &sc.cd
-	if cd.ns == nil || !cd.leading {
+	if cd.role != coordinator {
 		return
 	}
-	me := sc.c.cfg.identity
-	var to *Lease
-	for i, l := range cd.recent {
-		if l.Owner == "" || l.Owner == me || l.HandoffTo != "" || l.Checkpoint == ShardEnd {
-			continue
-		}
-		if f, ok := deputyFirst(l.Note); ok && f == cd.first {
-			to = &cd.recent[i]
-			break
-		}
-		if to == nil {
-			to = &cd.recent[i]
-		}
+	rows := make([]balance.Row, 0, len(cd.recent))
+	byShard := make(map[string]Lease, len(cd.recent))
+	for _, l := range cd.recent {
+		rows = append(rows, rowOf(l))
+		byShard[l.Key.Shard] = l
 	}
-	if to != nil {
-		sc.note(ctx, *to, fmt.Sprintf("%s %x", noteLead, sc.nextNonce()))
+	if it, ok := balance.PassLead(rows, sc.c.cfg.identity, cd.first); ok {
+		sc.writeNote(ctx, &takeListing{byShard: byShard}, it)
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 	"github.com/shardlease/shardlease/internal/backoff"
+	"github.com/shardlease/shardlease/internal/balance"
 	"go.opentelemetry.io/otel/attribute"
 )
 
@@ -125,7 +126,7 @@ type scheduler struct {
 	identity   *StreamIdentity
 	noIdentity bool
 
-	// cd is the coordination state (coordinate.go).
+	// cd is the coordination state (consumer_coordination.go).
 	cd coordination
 }
 
@@ -183,29 +184,20 @@ func (sc *scheduler) removeRow(ctx context.Context) {
 	sc.row = nil
 }
 
+// loop is the worker's Run loop, until ctx ends: take rounds at each take
+// tick (or a resting role's look, see onTakeTick), when woken and as a
+// follow-up of pending requests; the coordination role's timers and notes;
+// shard syncs; runners that ended. It returns an error that must end Run.
 func (sc *scheduler) loop(ctx context.Context) error {
 	c := sc.c
 	take := time.NewTicker(c.cfg.takeInterval)
 	defer take.Stop()
 	syncTick := time.NewTicker(c.cfg.shardSync)
 	defer syncTick.Stop()
-	// While handoffs this worker asked for are pending, it also lists half
-	// a take interval after each round: a holder answers in its own take
-	// round, which may fall just after this worker's, and the lease would
-	// otherwise wait a whole interval more.
 	var followUp <-chan time.Time
 	round := func() error {
 		err := sc.takeRound(ctx)
-		followUp = nil
-		// Only requests younger than a lease duration: a holder that has
-		// not answered by then is busy (it keeps its lease), and listing
-		// twice as often would not hurry it.
-		for _, since := range sc.pending {
-			if time.Since(since) < c.cfg.leaseDuration {
-				followUp = time.After(c.cfg.takeInterval / 2)
-				break
-			}
-		}
+		followUp = sc.followUp()
 		return err
 	}
 	// Workers started together see each other's rows only once each has
@@ -224,7 +216,7 @@ func (sc *scheduler) loop(ctx context.Context) error {
 			sc.forget(r)
 		case <-take.C:
 			if !sc.listsNow() {
-				sc.backstop(ctx)
+				sc.onTakeTick(ctx)
 				continue
 			}
 			if err := round(); err != nil {
@@ -233,9 +225,9 @@ func (sc *scheduler) loop(ctx context.Context) error {
 		case n := <-c.notes:
 			sc.onNote(n)
 		case <-sc.cd.lookTimer.C:
-			sc.watchFirst(ctx)
+			sc.onLook(ctx)
 		case <-sc.cd.expiry.C:
-			if err := sc.takeExpired(ctx); err != nil {
+			if err := sc.onExpiry(ctx); err != nil {
 				return err
 			}
 		case <-followUp:
@@ -247,11 +239,8 @@ func (sc *scheduler) loop(ctx context.Context) error {
 				return err
 			}
 		case <-syncTick.C:
-			if err := sc.boundedSync(ctx); err != nil && ctx.Err() == nil {
-				if isFatal(err) {
-					return err
-				}
-				c.log.Warn("shard sync failed; retrying at the next interval", "err", err)
+			if err := sc.onSyncTick(ctx); err != nil {
+				return err
 			}
 		case <-sc.resync:
 			if err := sc.boundedSync(ctx); err != nil && ctx.Err() == nil && isFatal(err) {
@@ -260,6 +249,36 @@ func (sc *scheduler) loop(ctx context.Context) error {
 			sc.poke(sc.wake)
 		}
 	}
+}
+
+// followUp returns a channel that fires half a take interval from now while
+// handoffs this worker asked for are pending, and nil otherwise: a holder
+// answers in its own take round, which may fall just after this worker's,
+// and the lease would otherwise wait a whole interval more. Only requests
+// younger than a lease duration count: a holder that has not answered by
+// then is busy (it keeps its lease), and listing twice as often would not
+// hurry it.
+func (sc *scheduler) followUp() <-chan time.Time {
+	for _, since := range sc.pending {
+		if time.Since(since) < sc.c.cfg.leaseDuration {
+			return time.After(sc.c.cfg.takeInterval / 2)
+		}
+	}
+	return nil
+}
+
+// onSyncTick is the periodic shard sync; it returns an error that must end
+// Run, and logs any other.
+func (sc *scheduler) onSyncTick(ctx context.Context) error {
+	err := sc.boundedSync(ctx)
+	switch {
+	case err == nil || ctx.Err() != nil:
+		return nil
+	case isFatal(err):
+		return err
+	}
+	sc.c.log.Warn("shard sync failed; retrying at the next interval", "err", err)
+	return nil
 }
 
 func (sc *scheduler) poke(ch chan struct{}) {
@@ -282,7 +301,7 @@ func (sc *scheduler) forget(r *leaseRunner) {
 	if cause := r.end.get(); cause == stopShardEnd {
 		// The children's rows are made and taken now, not at the
 		// coordinator's next shard sync: this worker lists until done.
-		sc.cd.catchUp = true
+		sc.catchUp()
 		sc.poke(sc.resync)
 	} else if cause == stopLost {
 		sc.poke(sc.wake)
@@ -383,17 +402,52 @@ func (sc *scheduler) releaseLate(ctx context.Context) {
 	}
 }
 
-// takeRound lists the stream's leases and carries out the plan planRound
-// makes of the listing: adopted handoffs first, then free leases, then
-// expired ones, then (by handoff) leases of the most loaded live owner.
+// takeRound is one take round: it lists the stream's rows, observes their
+// counters on this worker's clock, converts what it judged into a
+// balance.Listing, carries out the intents balance.Round gives for it (each
+// a write conditional on the counter the listing showed), and updates the
+// coordination role.
 func (sc *scheduler) takeRound(ctx context.Context) error {
 	c := sc.c
-	var leases []Lease
-	var workers []Worker
-	var err error
-	// Every decision below is carried out by a conditional write on the
-	// counter the listing shows, and expiry is timed from the first listing
-	// that showed a counter: a listing a moment old is safe, and costs half.
+	leases, workers, ok, err := sc.list(ctx)
+	if !ok {
+		return err
+	}
+	now := time.Now()
+	c.count(evListed, 1)
+	sc.cd.recent, sc.cd.recentAt = leases, now
+	sc.observe(leases, now)
+	// Workers that hold nothing yet count too, while their rows move.
+	live := sc.liveWorkers(ctx, workers, now)
+	tl := sc.listingOf(leases, live, now)
+	asked := sc.settleRequests(tl.in.Pending)
+	r := balance.NewRound(tl.in, sc.rng)
+	defer sc.rememberTakable(r.Plan(), now)
+	p := r.Plan()
+	c.log.Debug("take round", "leases", len(tl.in.Rows), "owners", len(p.Load), "target", p.Target, "ceiling", p.Ceiling, "held", len(tl.in.Held))
+	if done, err := sc.carryOut(ctx, r, tl, asked, now); !done {
+		return err
+	}
+	sc.afterRound(ctx, tl, r, now)
+	// A worker that holds a lease is seen through it; one that holds none
+	// keeps its row moving.
+	switch {
+	case r.Mine() > 0:
+		sc.removeRow(ctx)
+	case sc.row == nil || now.Sub(sc.beat) >= c.cfg.renewInterval:
+		return sc.heartbeat(ctx)
+	}
+	return nil
+}
+
+// list reads the stream's lease rows, and its worker rows when the store
+// keeps them. ok is false when the round cannot go on; err is then one
+// that must end Run, or nil.
+func (sc *scheduler) list(ctx context.Context) (leases []Lease, workers []Worker, ok bool, err error) {
+	c := sc.c
+	// Every decision is carried out by a conditional write on the counter
+	// the listing shows, and expiry is timed from the first listing that
+	// showed a counter: a listing a moment old is safe, and costs half.
 	lctx, cancel := c.storeCtx(ctx)
 	switch {
 	case c.caps.eventual != nil:
@@ -407,203 +461,184 @@ func (sc *scheduler) takeRound(ctx context.Context) error {
 	if sc.tolerateCorrupt(ctx, err) {
 		err = nil
 	}
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil
-		}
-		if isFatal(err) {
-			return err
-		}
-		c.log.Warn("listing leases failed; retrying at the next take round", "err", err)
-		return nil
+	switch {
+	case err == nil:
+		return leases, workers, true, nil
+	case ctx.Err() != nil:
+		return nil, nil, false, nil
+	case isFatal(err):
+		return nil, nil, false, err
 	}
-	now := time.Now()
-	c.count(evListed, 1)
-	sc.cd.recent, sc.cd.recentAt = leases, now
-	me := c.cfg.identity
-	byShard := make(map[string]Lease, len(leases))
+	c.log.Warn("listing leases failed; retrying at the next take round", "err", err)
+	return nil, nil, false, nil
+}
+
+// observe records the listed rows' counters, with when each last moved on
+// this machine's monotonic clock, and forgets the rows that are gone.
+func (sc *scheduler) observe(leases []Lease, now time.Time) {
 	seen := make(map[string]bool, len(leases))
 	for _, l := range leases {
-		byShard[l.Key.Shard] = l
 		seen[l.Key.Shard] = true
 		observeRow(sc.obs, l.Key.Shard, l.Counter, l.Owner, now)
 	}
 	forgetUnseen(sc.obs, seen)
-	held, stuck := c.heldSet(), c.stuckSet()
-	in := listing{
-		me: me, held: held, skip: stuck,
-		expired:   make(map[string]bool),
-		pending:   make(map[string]bool, len(sc.pending)),
-		leftover:  make(map[string]bool),
-		refused:   make(map[string]bool),
-		maxLeases: c.cfg.maxLeases, maxSteals: c.cfg.maxStealsPerTake,
+}
+
+// takeListing is one take round's listing as the scheduler converted it:
+// the balance.Listing, and the rows it came from.
+type takeListing struct {
+	in balance.Listing
+	// byShard holds every listed row; readable those in in.Rows.
+	byShard  map[string]Lease
+	readable []Lease
+	// first is the lease of in.First; zero when in.First is "".
+	first Lease
+	// expiresAt is when each readable row's lease duration runs out, as
+	// this worker timed it from when it first saw the row's counter.
+	expiresAt map[string]time.Time
+}
+
+// listingOf converts a listing into what balance decides from: the rows
+// that can be read now, and this worker's judgements of them on its own
+// clock (expired, stalled, left over, refused, pending).
+func (sc *scheduler) listingOf(leases []Lease, live []string, now time.Time) *takeListing {
+	c := sc.c
+	me := c.cfg.identity
+	tl := &takeListing{byShard: make(map[string]Lease, len(leases)), expiresAt: make(map[string]time.Time)}
+	for _, l := range leases {
+		tl.byShard[l.Key.Shard] = l
+	}
+	in := balance.Listing{
+		Me: me, Held: c.heldSet(), Skip: c.stuckSet(), Workers: live,
+		Expired: make(map[string]bool), Stalled: make(map[string]bool),
+		Pending:  make(map[string]bool, len(sc.pending)),
+		Leftover: make(map[string]bool), Refused: make(map[string]bool),
+		MaxLeases: c.cfg.maxLeases, MaxSteals: c.cfg.maxStealsPerTake,
+		Coordinated: sc.cd.role == coordinator,
 	}
 	// Work that can be read now: not finished, and every parent finished.
 	for _, l := range leases {
-		if l.Checkpoint == ShardEnd || !parentsDone(l, byShard, sc.listed, sc.corrupt) {
+		id := l.Key.Shard
+		if l.Checkpoint == ShardEnd || !parentsDone(l, tl.byShard, sc.listed, sc.corrupt) {
 			continue
 		}
-		in.leases = append(in.leases, l)
+		tl.readable = append(tl.readable, l)
+		in.Rows = append(in.Rows, rowOf(l))
+		stood := now.Sub(sc.obs[id].changed)
+		tl.expiresAt[id] = sc.obs[id].changed.Add(expiresAfter(l, c.cfg.leaseDuration))
 		// A lease is expired once its counter stood still for the longer
 		// of this worker's lease duration and the holder's, written on the
 		// row.
-		if l.Owner != "" && l.Owner != me && now.Sub(sc.obs[l.Key.Shard].changed) >= expiresAfter(l, c.cfg.leaseDuration) {
-			in.expired[l.Key.Shard] = true
+		in.Expired[id] = l.Owner != "" && l.Owner != me && stood >= expiresAfter(l, c.cfg.leaseDuration)
+		in.Stalled[id] = l.Owner != "" && stood >= sc.stall(l)
+		if since, ok := sc.takable[id]; ok && now.Sub(since) >= c.cfg.takeInterval {
+			in.Leftover[id] = true
 		}
-		if since, ok := sc.takable[l.Key.Shard]; ok && now.Sub(since) >= c.cfg.takeInterval {
-			in.leftover[l.Key.Shard] = true
-		}
-		if at, ok := sc.refused[l.Key.Shard]; ok && now.Sub(at) < c.cfg.shardSync {
-			in.refused[l.Key.Shard] = true
+		if at, ok := sc.refused[id]; ok && now.Sub(at) < c.cfg.shardSync {
+			in.Refused[id] = true
 		}
 	}
-	// Workers that hold nothing yet count too, while their rows move.
-	in.workers = sc.liveWorkers(ctx, workers, now)
 	// Requests still pending (not answered or withdrawn) count as waiting
 	// while they are younger than a lease duration.
 	for id, since := range sc.pending {
-		if l, ok := byShard[id]; !ok || held[id] || l.HandoffTo != me {
+		if l, ok := tl.byShard[id]; !ok || in.Held[id] || l.HandoffTo != me {
 			continue
 		}
-		in.pending[id] = true
+		in.Pending[id] = true
 		if now.Sub(since) < c.cfg.leaseDuration {
-			in.waiting++
+			in.Waiting++
 		}
 	}
-	first, hasFirst := firstReadable(in.leases)
-	hasFirst = hasFirst && sc.cd.ns != nil
-	if hasFirst {
-		in.first = first.Key.Shard
+	if first, ok := balance.FirstReadable(in.Rows); ok && sc.cd.ns != nil {
+		in.First, tl.first = first.Shard, tl.byShard[first.Shard]
 	}
-	p := planRound(in, sc.rng)
-	defer func() {
-		was := sc.takable
-		sc.takable = make(map[string]time.Time, len(p.free)+len(p.stale))
-		for _, l := range p.takable() {
-			since, ok := was[l.Key.Shard]
-			if !ok {
-				since = now
-			}
-			sc.takable[l.Key.Shard] = since
-		}
-	}()
-	c.log.Debug("take round", "leases", len(in.leases), "owners", len(p.load), "target", p.target, "ceiling", p.ceiling, "held", len(held))
+	tl.in = in
+	return tl
+}
 
-	// A handoff asked of this worker shows in the listing before the next
-	// renewal would return it: answer it now.
-	for _, l := range p.answer {
-		c.answerHandoff(l.Key.Shard, l.HandoffTo)
-	}
-	// mine counts the leases this worker runs; the handoffs it asked for
-	// count separately (waiting), so that one that goes unanswered for a
-	// lease duration does not keep this worker from free and expired leases.
-	mine, busy := 0, false
-	for _, l := range in.leases {
-		if held[l.Key.Shard] {
-			mine++
-		}
-	}
-	// Take the rows that name this worker but that it does not hold: leases
-	// handed over to it, and leases an earlier runner of it gave up. Each is
-	// taken with a write of its own (an acquire on the counter seen), so the
-	// lease is timed from that write, as other workers time it, and a runner
-	// that gave the lease up cannot write to it again.
-	for _, l := range p.adopt {
-		took, err := sc.take(ctx, l, byShard, now)
-		if err != nil || ctx.Err() != nil {
-			return err
-		}
-		if took {
-			mine++
-			busy = true
-			held[l.Key.Shard] = true
-		}
-	}
-	// Forget requests that were answered or withdrawn.
+// settleRequests forgets the handoff requests this worker made that were
+// answered or withdrawn (not in pending), and returns every request it had
+// made: a row handed over in answer to one is told from the rest.
+func (sc *scheduler) settleRequests(pending map[string]bool) map[string]bool {
+	asked := make(map[string]bool, len(sc.pending))
 	for id := range sc.pending {
-		if !in.pending[id] {
+		asked[id] = true
+		if !pending[id] {
 			delete(sc.pending, id)
 		}
 	}
-	// With coordination, the first readable lease goes first when it was
-	// released or expired: whoever takes it coordinates. The coordinator
-	// takes every free or expired lease at once, beyond its share (the
-	// other workers may not be listing), and wakes those below their share
-	// afterwards.
-	if hasFirst && !held[first.Key.Shard] && !in.skip[first.Key.Shard] && !in.refused[first.Key.Shard] &&
-		(in.maxLeases == 0 || mine+in.waiting < in.maxLeases) &&
-		(first.Owner == "" && first.Counter > 0 || in.expired[first.Key.Shard]) {
-		took, err := sc.take(ctx, first, byShard, now)
-		if err != nil || ctx.Err() != nil {
-			return err
-		}
-		if took {
-			mine++
-			busy = true
-			held[first.Key.Shard] = true
-		}
-	}
-	// Only a coordinator of an earlier round takes beyond its share: workers
-	// starting together (a fleet restarted) each take their share first,
-	// whoever wins the first lease.
-	in.leading = sc.cd.leading && hasFirst && held[first.Key.Shard]
-	// Free and expired leases, in a worker-specific order so that workers
-	// starting together spread over the shards. A lease left over since an
-	// earlier round may take this worker up to the ceiling; otherwise its
-	// own share is the limit.
-	for _, l := range p.takable() {
-		if held[l.Key.Shard] {
-			continue
-		}
-		if mine+in.waiting >= p.limit(in, l) {
-			continue
-		}
-		took, err := sc.take(ctx, l, byShard, now)
-		if err != nil || ctx.Err() != nil {
-			return err
-		}
-		if took {
-			mine++
-			busy = true
-		}
-	}
-	// Ask the most loaded live owners for handoffs while this worker is
-	// below its share. A request the store refuses (another worker asked
-	// first, or the lease moved since the listing) is replaced by another.
-	st := p.stealer(in, mine, len(sc.pending))
-	for {
-		l, ok := st.next(sc.rng)
-		if !ok {
-			break
-		}
-		rctx, cancel := c.storeCtx(ctx)
-		_, err := c.store.RequestHandoff(rctx, l, me)
-		cancel()
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			c.log.Debug("handoff request refused", "shard", l.Key.Shard, "holder", l.Owner, "err", err)
-			st.refused(l)
-			continue
-		}
-		c.log.Info("handoff requested", "shard", l.Key.Shard, "holder", l.Owner, "counter", l.Counter)
-		c.count(evHandoffAsked, 1)
-		sc.pending[l.Key.Shard] = now
-		st.granted(l)
-		busy = true
-	}
-	sc.afterRound(ctx, in, p, first, busy, now)
+	return asked
+}
 
-	// A worker that holds a lease is seen through it; one that holds none
-	// keeps its row moving.
-	switch {
-	case mine > 0:
-		sc.removeRow(ctx)
-	case sc.row == nil || now.Sub(sc.beat) >= c.cfg.renewInterval:
-		return sc.heartbeat(ctx)
+// rememberTakable keeps the leases the plan found free or expired, with
+// when this worker first saw them so: one still there a take interval
+// later is left over (Listing.Leftover).
+func (sc *scheduler) rememberTakable(p balance.Plan, now time.Time) {
+	was := sc.takable
+	sc.takable = make(map[string]time.Time, len(p.Free)+len(p.Stale))
+	for _, l := range p.Takable() {
+		since, ok := was[l.Shard]
+		if !ok {
+			since = now
+		}
+		sc.takable[l.Shard] = since
 	}
-	return nil
+}
+
+// carryOut performs the round's intents in order and reports each one's
+// outcome to it. done is false when the round stopped early: err is then
+// one that must end Run, or nil (ctx was cancelled).
+func (sc *scheduler) carryOut(ctx context.Context, r *balance.Round, tl *takeListing, asked map[string]bool, now time.Time) (done bool, err error) {
+	for {
+		it, ok := r.Next()
+		if !ok {
+			return true, nil
+		}
+		switch it.Kind {
+		case balance.Answer:
+			// A handoff asked of this worker shows in the listing before the
+			// next renewal would return it: answer it now.
+			sc.c.answerHandoff(it.Row.Shard, it.Row.HandoffTo)
+			r.Done(true)
+		case balance.Adopt, balance.TakeFirst, balance.Take:
+			// Rows that name this worker are taken with a write of their
+			// own too, so the lease is timed from that write, as other
+			// workers time it, and a runner that gave the lease up cannot
+			// write to it again.
+			took, err := sc.take(ctx, tl.byShard[it.Row.Shard], asked[it.Row.Shard], tl.byShard, now)
+			if err != nil || ctx.Err() != nil {
+				return false, err
+			}
+			r.Done(took)
+		case balance.Ask:
+			made, stop := sc.ask(ctx, tl.byShard[it.Row.Shard], now)
+			if stop {
+				return false, nil
+			}
+			r.Done(made)
+		}
+	}
+}
+
+// ask requests that the holder of l hand it over to this worker. made is
+// false when the store refused (another worker asked first, or the lease
+// moved since the listing); stop is set when ctx was cancelled.
+func (sc *scheduler) ask(ctx context.Context, l Lease, now time.Time) (made, stop bool) {
+	c := sc.c
+	rctx, cancel := c.storeCtx(ctx)
+	_, err := c.store.RequestHandoff(rctx, l, c.cfg.identity)
+	cancel()
+	if err != nil {
+		if ctx.Err() != nil {
+			return false, true
+		}
+		c.log.Debug("handoff request refused", "shard", l.Key.Shard, "holder", l.Owner, "err", err)
+		return false, false
+	}
+	c.log.Info("handoff requested", "shard", l.Key.Shard, "holder", l.Owner, "counter", l.Counter)
+	c.count(evHandoffAsked, 1)
+	sc.pending[l.Key.Shard] = now
+	return true, false
 }
 
 // liveWorkers returns the owners of the worker rows that moved within a
@@ -636,11 +671,11 @@ func (sc *scheduler) liveWorkers(ctx context.Context, workers []Worker, now time
 }
 
 // take acquires l on the counter seen in the listing and starts its
-// runner. It reports whether this worker holds l now; the error is one that
+// runner; asked is whether this worker asked for l to be handed over. It reports whether this worker holds l now; the error is one that
 // must end Run. Rows naming this worker are taken the same way (leases
 // handed over to it, or given up by an earlier runner of it), so that every
 // lease is timed from a write of this worker's, as other workers time it.
-func (sc *scheduler) take(ctx context.Context, l Lease, byShard map[string]Lease, now time.Time) (bool, error) {
+func (sc *scheduler) take(ctx context.Context, l Lease, asked bool, byShard map[string]Lease, now time.Time) (bool, error) {
 	c := sc.c
 	me := c.cfg.identity
 	sent := time.Now()
@@ -662,7 +697,6 @@ func (sc *scheduler) take(ctx context.Context, l Lease, byShard map[string]Lease
 		}
 		return false, nil
 	}
-	_, asked := sc.pending[l.Key.Shard]
 	delete(sc.pending, l.Key.Shard)
 	how, kind := "taken", "free"
 	switch {
@@ -684,6 +718,11 @@ func (sc *scheduler) take(ctx context.Context, l Lease, byShard map[string]Lease
 	c.count(ev, 1, attribute.String("how", kind))
 	sc.launch(ctx, got, how, hasTrackedParent(l, byShard), sent)
 	return true, nil
+}
+
+// rowOf returns the plan's view of l.
+func rowOf(l Lease) balance.Row {
+	return balance.Row{Shard: l.Key.Shard, Owner: l.Owner, Counter: l.Counter, HandoffTo: l.HandoffTo, Note: l.Note, Renewed: !l.Expiry.IsZero()}
 }
 
 // hasTrackedParent reports whether any parent of l has a row: the parent was
