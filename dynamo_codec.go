@@ -8,7 +8,6 @@ package shardlease
 // and says what to do; the stores never guess at a corrupt row.
 
 import (
-	"fmt"
 	"maps"
 	"slices"
 	"strconv"
@@ -16,6 +15,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/shardlease/shardlease/internal/ddbattr"
 )
 
 // Attribute names of a lease row.
@@ -165,7 +165,7 @@ func decodeLease(item map[string]types.AttributeValue) (Lease, error) {
 func decodeLeaseKey(item map[string]types.AttributeValue) (LeaseKey, error) {
 	keyAV, ok := item[attrKey].(*types.AttributeValueMemberS)
 	if !ok {
-		return LeaseKey{}, errorf("%w: a row has no string %s attribute (found %s); delete the row or fix it by hand", ErrCorruptLease, attrKey, avType(item[attrKey]))
+		return LeaseKey{}, errorf("%w: a row has no string %s attribute (found %s); delete the row or fix it by hand", ErrCorruptLease, attrKey, ddbattr.TypeName(item[attrKey]))
 	}
 	key, err := ParseLeaseKey(keyAV.Value)
 	if err != nil {
@@ -189,7 +189,7 @@ func (r leaseRow) corrupt(attr, want string, detail error) error {
 		extra = " (" + detail.Error() + ")"
 	}
 	return errorf("%w: row %q: attribute %s is %s, want %s%s; fix the attribute by hand or delete the row (its checkpoint is lost with it)",
-		ErrCorruptLease, r.key, attr, avType(r.item[attr]), want, extra)
+		ErrCorruptLease, r.key, attr, ddbattr.TypeName(r.item[attr]), want, extra)
 }
 
 // stringAttr reads attr as a string; present is false when it is absent.
@@ -363,7 +363,7 @@ func decodeWorker(item map[string]types.AttributeValue, stream string) (w Worker
 	w = Worker{Stream: stream, Owner: owner}
 	n, isNum := item[attrCounter].(*types.AttributeValueMemberN)
 	if !isNum {
-		return w, true, errorf("%w: worker row %q: attribute %s is %s, want a number; delete the row (the worker writes it again)", ErrCorruptLease, keyAV.Value, attrCounter, avType(item[attrCounter]))
+		return w, true, errorf("%w: worker row %q: attribute %s is %s, want a number; delete the row (the worker writes it again)", ErrCorruptLease, keyAV.Value, attrCounter, ddbattr.TypeName(item[attrCounter]))
 	}
 	if w.Counter, err = strconv.ParseInt(n.Value, 10, 64); err != nil || owner == "" {
 		return w, true, errorf("%w: worker row %q has no owner or a counter that is not a whole number; delete the row (the worker writes it again)", ErrCorruptLease, keyAV.Value)
@@ -391,33 +391,4 @@ func avString(av types.AttributeValue) string {
 		return s.Value
 	}
 	return ""
-}
-
-// avType names av's type for an error message, "missing" for none.
-func avType(av types.AttributeValue) string {
-	switch av.(type) {
-	case nil:
-		return "missing"
-	case *types.AttributeValueMemberS:
-		return "a string"
-	case *types.AttributeValueMemberN:
-		return "a number"
-	case *types.AttributeValueMemberB:
-		return "binary"
-	case *types.AttributeValueMemberBOOL:
-		return "a boolean"
-	case *types.AttributeValueMemberNULL:
-		return "null"
-	case *types.AttributeValueMemberSS:
-		return "a string set"
-	case *types.AttributeValueMemberNS:
-		return "a number set"
-	case *types.AttributeValueMemberBS:
-		return "a binary set"
-	case *types.AttributeValueMemberL:
-		return "a list"
-	case *types.AttributeValueMemberM:
-		return "a map"
-	}
-	return fmt.Sprintf("%T", av)
 }

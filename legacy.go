@@ -7,6 +7,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/shardlease/shardlease/internal/ddbattr"
 )
 
 // This file reads progress written under an older row layout: bare rows.
@@ -99,7 +100,7 @@ func (s *DynamoStore) bareCheckpoint(ctx context.Context, shard string) (checkpo
 	}
 	corrupt := func(attr, want string) error {
 		return errorf("%w: legacy row %q (keyed by the bare shard id): attribute %s is %s, want %s; fix the attribute by hand or delete the row and start the shard at a chosen position",
-			ErrCorruptLease, shard, attr, avType(out.Item[attr]), want)
+			ErrCorruptLease, shard, attr, ddbattr.TypeName(out.Item[attr]), want)
 	}
 	v, ok := av.(*types.AttributeValueMemberS)
 	if !ok || validCheckpoint(v.Value, -1) != nil {

@@ -1,8 +1,6 @@
 package foreign
 
 import (
-	"fmt"
-
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/shardlease/shardlease/internal/seqnum"
@@ -42,33 +40,4 @@ func validCheckpoint(checkpoint string) bool {
 // record is processed.
 func startPosition(checkpoint string) bool {
 	return checkpoint == "TRIM_HORIZON" || checkpoint == "LATEST" || checkpoint == "AT_TIMESTAMP"
-}
-
-// attrType names the type of an attribute value in a reason.
-func attrType(av types.AttributeValue) string {
-	switch av.(type) {
-	case nil:
-		return "missing"
-	case *types.AttributeValueMemberS:
-		return "a string"
-	case *types.AttributeValueMemberN:
-		return "a number"
-	case *types.AttributeValueMemberB:
-		return "binary"
-	case *types.AttributeValueMemberBOOL:
-		return "a boolean"
-	case *types.AttributeValueMemberNULL:
-		return "null"
-	case *types.AttributeValueMemberSS:
-		return "a string set"
-	case *types.AttributeValueMemberNS:
-		return "a number set"
-	case *types.AttributeValueMemberBS:
-		return "a binary set"
-	case *types.AttributeValueMemberL:
-		return "a list"
-	case *types.AttributeValueMemberM:
-		return "a map"
-	}
-	return fmt.Sprintf("%T", av)
 }

@@ -218,28 +218,6 @@ func TestSkipOlderIncarnationsAndSort(t *testing.T) {
 	}
 }
 
-func TestAttrType(t *testing.T) {
-	for _, tc := range []struct {
-		av   types.AttributeValue
-		want string
-	}{
-		{nil, "missing"},
-		{s("x"), "a string"},
-		{n("1"), "a number"},
-		{&types.AttributeValueMemberB{}, "binary"},
-		{&types.AttributeValueMemberBOOL{}, "a boolean"},
-		{null, "null"},
-		{&types.AttributeValueMemberSS{}, "a string set"},
-		{&types.AttributeValueMemberNS{}, "a number set"},
-		{&types.AttributeValueMemberBS{}, "a binary set"},
-		{&types.AttributeValueMemberL{}, "a list"},
-		{&types.AttributeValueMemberM{}, "a map"},
-		{&types.UnknownUnionMember{Tag: "X"}, "*types.UnknownUnionMember"},
-	} {
-		require.Equal(t, tc.want, attrType(tc.av))
-	}
-}
-
 func TestValidCheckpoint(t *testing.T) {
 	for cp, want := range map[string]bool{"": false, seq: true, "0": true, "SHARD_END": true, "12a": false, "LATEST": false, "-1": false} {
 		require.Equal(t, want, validCheckpoint(cp), "%q", cp)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/shardlease/shardlease/internal/ddbattr"
 	"github.com/shardlease/shardlease/internal/seqnum"
 )
 
@@ -48,7 +49,7 @@ func kclRow(item map[string]types.AttributeValue, stream string, checkShard func
 	r.Checkpoint = cp
 	switch {
 	case !ok:
-		r.Skip = fmt.Sprintf("checkpoint is %s, want a string", attrType(item["checkpoint"]))
+		r.Skip = fmt.Sprintf("checkpoint is %s, want a string", ddbattr.TypeName(item["checkpoint"]))
 		return r, true
 	case !present || cp == "":
 		r.Skip, r.NoProgress = "no checkpoint: no record was processed", true

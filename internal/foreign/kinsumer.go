@@ -5,6 +5,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/shardlease/shardlease/internal/ddbattr"
 	"github.com/shardlease/shardlease/internal/seqnum"
 )
 
@@ -33,7 +34,7 @@ func kinsumerRow(item map[string]types.AttributeValue, checkShard func(string) e
 	}
 	switch {
 	case !ok:
-		r.Skip = fmt.Sprintf("SequenceNumber is %s, want a string", attrType(item["SequenceNumber"]))
+		r.Skip = fmt.Sprintf("SequenceNumber is %s, want a string", ddbattr.TypeName(item["SequenceNumber"]))
 	case !present || seq == "":
 		r.Skip, r.NoProgress = "no SequenceNumber: kinsumer never checkpointed the shard", true
 	case !validCheckpoint(seq):

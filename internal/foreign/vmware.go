@@ -5,6 +5,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/shardlease/shardlease/internal/ddbattr"
 	"github.com/shardlease/shardlease/internal/seqnum"
 )
 
@@ -27,7 +28,7 @@ func vmwareRow(item map[string]types.AttributeValue, checkShard func(string) err
 	r.Checkpoint = cp
 	switch {
 	case !ok:
-		r.Skip = fmt.Sprintf("Checkpoint is %s, want a string", attrType(item["Checkpoint"]))
+		r.Skip = fmt.Sprintf("Checkpoint is %s, want a string", ddbattr.TypeName(item["Checkpoint"]))
 	case !present || cp == "":
 		r.Skip, r.NoProgress = "no Checkpoint: no record was processed", true
 	case startPosition(cp):
