@@ -1,4 +1,4 @@
-// Package kinesisfake is an in-process Kinesis data stream for fast,
+// Package shardleasetest is an in-process Kinesis data stream for fast,
 // deterministic tests of code written against the Kinesis client.
 //
 // A [Fake] implements the Kinesis calls a consumer and its tests make, with
@@ -32,7 +32,7 @@
 //   - DescribeStreamSummary reports the stream's ARN and creation time; a
 //     stream deleted and created again has a later creation time, as with the
 //     real service.
-package kinesisfake
+package shardleasetest
 
 import (
 	"context"
