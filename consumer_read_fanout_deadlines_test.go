@@ -108,7 +108,7 @@ func TestOneReaderFanOutDeadlines(t *testing.T) {
 // its last event.
 func TestFanOutSilentSubscription(t *testing.T) {
 	fanOutWorlds(t, 1, func(t *testing.T, w *fanWorld) {
-		fake, ok := w.kin.(*shardleasetest.Fake)
+		fake, ok := w.kin.(*shardleasetest.Kinesis)
 		if !ok {
 			t.Skip("the wire server cannot hold a subscription silent; the in-process fake can (shardleasetest.ErrSilence)")
 		}

@@ -54,7 +54,7 @@ type fanWorld struct {
 func fanOutWorlds(t *testing.T, shards int32, fn func(t *testing.T, w *fanWorld)) {
 	t.Run("fake", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			fake := shardleasetest.New()
+			fake := shardleasetest.NewKinesis()
 			var mu sync.Mutex
 			subs := map[string]int{}
 			var evFault func(string) bool
@@ -192,7 +192,7 @@ func TestFanOutNeedsAClientWithTheFanOutCalls(t *testing.T) {
 		shardlease.WithEnhancedFanOut(consumerName))
 	require.ErrorIs(t, err, shardlease.ErrInvalidConfig)
 	assert.ErrorContains(t, err, "SubscribeToShard")
-	_, err = shardlease.NewConsumer(shardleasetest.New(), shardlease.NewMemoryStore(), "orders", func(context.Context, *shardlease.Batch) error { return nil },
+	_, err = shardlease.NewConsumer(shardleasetest.NewKinesis(), shardlease.NewMemoryStore(), "orders", func(context.Context, *shardlease.Batch) error { return nil },
 		shardlease.WithEnhancedFanOut("no spaces allowed"))
 	require.ErrorIs(t, err, shardlease.ErrInvalidConfig)
 	// Polling users need not implement the fan-out calls.

@@ -300,12 +300,12 @@ func TestPoisonOptionsValidated(t *testing.T) {
 		{[]shardlease.Option{shardlease.WithMaxAttempts(3), shardlease.WithDeadLetter(dl), shardlease.WithManualCheckpoints()}, "WithManualCheckpoints"},
 	}
 	for _, c := range cases {
-		_, err := shardlease.NewConsumer(shardleasetest.New(), shardlease.NewMemoryStore(), "orders", h, c.opts...)
+		_, err := shardlease.NewConsumer(shardleasetest.NewKinesis(), shardlease.NewMemoryStore(), "orders", h, c.opts...)
 		require.ErrorIs(t, err, shardlease.ErrInvalidConfig)
 		assert.Contains(t, err.Error(), c.want)
 		assert.Contains(t, err.Error(), "orders")
 	}
-	_, err := shardlease.NewConsumer(shardleasetest.New(), shardlease.NewMemoryStore(), "orders", h,
+	_, err := shardlease.NewConsumer(shardleasetest.NewKinesis(), shardlease.NewMemoryStore(), "orders", h,
 		shardlease.WithMaxAttempts(3), shardlease.WithDeadLetter(dl))
 	assert.NoError(t, err)
 }

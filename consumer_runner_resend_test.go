@@ -92,7 +92,7 @@ func (s *flakyHolder) Release(ctx context.Context, l shardlease.Lease) (shardlea
 // have taken it.
 func TestConsumerResentWriteDatesLeaseFromFirstAttempt(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		fake := shardleasetest.New()
+		fake := shardleasetest.NewKinesis()
 		w := &world{name: "fake", kin: fake, stream: "orders",
 			lease: 10 * time.Second, renew: 10 * time.Second / 3, take: 2 * time.Second, idle: time.Second}
 		_, err := fake.CreateStream(t.Context(), &kinesis.CreateStreamInput{StreamName: aws.String(w.stream), ShardCount: aws.Int32(1)})

@@ -21,7 +21,7 @@ import (
 func ExampleWithDeadLetter() {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	stream := shardleasetest.New() // in a service: kinesis.NewFromConfig(cfg)
+	stream := shardleasetest.NewKinesis() // in a service: kinesis.NewFromConfig(cfg)
 	_, _ = stream.CreateStream(ctx, &kinesis.CreateStreamInput{StreamName: aws.String("orders"), ShardCount: aws.Int32(1)})
 	for _, order := range []string{"order-1", "order-2", "garbage", "order-4", "order-5"} {
 		_, _ = stream.PutRecord(ctx, &kinesis.PutRecordInput{StreamName: aws.String("orders"), PartitionKey: aws.String("k"), Data: []byte(order)})
@@ -77,7 +77,7 @@ func ExampleWithDeadLetter() {
 func ExampleWithShardHooks() {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	stream := shardleasetest.New() // in a service: kinesis.NewFromConfig(cfg)
+	stream := shardleasetest.NewKinesis() // in a service: kinesis.NewFromConfig(cfg)
 	_, _ = stream.CreateStream(ctx, &kinesis.CreateStreamInput{StreamName: aws.String("orders"), ShardCount: aws.Int32(1)})
 	var last string
 	for _, order := range []string{"order-1", "order-2", "order-3"} {

@@ -35,7 +35,7 @@ func TestNoRegionIsFlaggedBeforeAnyCall(t *testing.T) {
 	// With a region, and for clients that are not the SDK's, nothing is flagged.
 	_, err = shardlease.NewDynamoStore(dynamodb.New(dynamodb.Options{Region: "eu-west-1"}), "orders-leases")
 	require.NoError(t, err)
-	_, err = shardlease.NewConsumer(shardleasetest.New(), shardlease.NewMemoryStore(), "orders", nopHandler)
+	_, err = shardlease.NewConsumer(shardleasetest.NewKinesis(), shardlease.NewMemoryStore(), "orders", nopHandler)
 	require.NoError(t, err)
 }
 

@@ -38,7 +38,7 @@ func requirePrefixOnce(t *testing.T, err error, target error) {
 // the sentinel.
 func TestErrorPrefixOnce(t *testing.T) {
 	ctx := t.Context()
-	kin := shardleasetest.New()
+	kin := shardleasetest.NewKinesis()
 
 	t.Run("missing table through Run", func(t *testing.T) {
 		store, err := shardlease.NewDynamoStore(noTables{}, "orders-leases")

@@ -1,7 +1,7 @@
 // Package shardleasetest is an in-process Kinesis data stream for fast,
 // deterministic tests of code written against the Kinesis client.
 //
-// A [Fake] implements the Kinesis calls a consumer and its tests make, with
+// A [Kinesis] implements the Kinesis calls a consumer and its tests make, with
 // the SDK's exact signatures, input and output types and typed exceptions, so
 // errors.As behaves as it does with *kinesis.Client. It starts no goroutine
 // and never blocks (except SubscribeToShard, whose subscription is served by
@@ -45,7 +45,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 )
 
-// Operation names passed to a [FaultFunc] and accepted by [Fake.Calls]. They
+// Operation names passed to a [FaultFunc] and accepted by [Kinesis.Calls]. They
 // are the SDK method names.
 const (
 	OpCreateStream     = "CreateStream"
@@ -91,26 +91,26 @@ const (
 // fake's lock held, so it may call the fake itself.
 type FaultFunc func(op, shardID string) error
 
-// Option configures a [Fake].
-type Option func(*Fake)
+// KinesisOption configures a [Kinesis].
+type KinesisOption func(*Kinesis)
 
 // WithReadLimit sets how many GetRecords calls one shard accepts in any
 // one-second window before it answers ProvisionedThroughputExceededException.
 // The default is [DefaultReadLimit]; n <= 0 turns the limit off.
-func WithReadLimit(n int) Option {
-	return func(f *Fake) { f.readLimit = n }
+func WithReadLimit(n int) KinesisOption {
+	return func(f *Kinesis) { f.readLimit = n }
 }
 
-// WithFaults installs a fault hook from the start; see [Fake.SetFaults].
-func WithFaults(fn FaultFunc) Option {
-	return func(f *Fake) { f.faults = fn }
+// WithFaults installs a fault hook from the start; see [Kinesis.SetFaults].
+func WithFaults(fn FaultFunc) KinesisOption {
+	return func(f *Kinesis) { f.faults = fn }
 }
 
 var fakeIDs atomic.Uint64
 
-// Fake is an in-process Kinesis service holding any number of streams. The
-// zero value is not usable; call [New]. A Fake is safe for concurrent use.
-type Fake struct {
+// Kinesis is an in-process Kinesis service holding any number of streams. The
+// zero value is not usable; call [NewKinesis]. A Kinesis is safe for concurrent use.
+type Kinesis struct {
 	id        uint64 // tells this fake's iterators and tokens from another's
 	readLimit int
 	retention time.Duration // closed shards age out after it; 0: never
@@ -127,9 +127,9 @@ type Fake struct {
 	wire        *kinesis.Client // decodes SubscribeToShard responses; see fanout.go
 }
 
-// New returns an empty Fake: no streams, the read limit on, no faults.
-func New(opts ...Option) *Fake {
-	f := &Fake{
+// NewKinesis returns an empty Kinesis: no streams, the read limit on, no faults.
+func NewKinesis(opts ...KinesisOption) *Kinesis {
+	f := &Kinesis{
 		id:        fakeIDs.Add(1),
 		readLimit: DefaultReadLimit,
 		calls:     make(map[string]int),
@@ -142,7 +142,7 @@ func New(opts ...Option) *Fake {
 }
 
 // SetFaults replaces the fault hook; nil removes it.
-func (f *Fake) SetFaults(fn FaultFunc) {
+func (f *Kinesis) SetFaults(fn FaultFunc) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.faults = fn
@@ -150,14 +150,14 @@ func (f *Fake) SetFaults(fn FaultFunc) {
 
 // Calls returns how many times op (an Op constant) has been called, failed
 // calls included.
-func (f *Fake) Calls(op string) int {
+func (f *Kinesis) Calls(op string) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.calls[op]
 }
 
 // CallCounts returns a copy of the per-operation call counters.
-func (f *Fake) CallCounts() map[string]int {
+func (f *Kinesis) CallCounts() map[string]int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	m := make(map[string]int, len(f.calls))
@@ -168,7 +168,7 @@ func (f *Fake) CallCounts() map[string]int {
 }
 
 // ResetCalls sets every call counter back to zero.
-func (f *Fake) ResetCalls() {
+func (f *Kinesis) ResetCalls() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	clear(f.calls)
@@ -176,7 +176,7 @@ func (f *Fake) ResetCalls() {
 
 // begin counts a call, honours a cancelled context and consults the fault
 // hook. It must be called without f.mu held.
-func (f *Fake) begin(ctx context.Context, op, shardID string) error {
+func (f *Kinesis) begin(ctx context.Context, op, shardID string) error {
 	f.mu.Lock()
 	f.calls[op]++
 	hook := f.faults

@@ -13,7 +13,7 @@ import (
 )
 
 func TestDescribeStreamSummary(t *testing.T) {
-	f := shardleasetest.New()
+	f := shardleasetest.NewKinesis()
 	newStream(t, f, "orders", 2)
 	_, err := f.SplitShard(ctx, &kinesis.SplitShardInput{StreamName: aws.String("orders"), ShardToSplit: aws.String("shardId-000000000000"),
 		NewStartingHashKey: aws.String("1000")})

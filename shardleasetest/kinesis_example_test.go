@@ -15,7 +15,7 @@ import (
 // children and no next iterator.
 func Example() {
 	ctx := context.Background()
-	f := shardleasetest.New()
+	f := shardleasetest.NewKinesis()
 	stream := aws.String("orders")
 	if _, err := f.CreateStream(ctx, &kinesis.CreateStreamInput{StreamName: stream, ShardCount: aws.Int32(1)}); err != nil {
 		panic(err)

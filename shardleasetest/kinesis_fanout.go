@@ -25,7 +25,7 @@ import (
 )
 
 // Operation names of enhanced fan-out, passed to a [FaultFunc] and accepted
-// by [Fake.Calls].
+// by [Kinesis.Calls].
 const (
 	OpRegisterStreamConsumer   = "RegisterStreamConsumer"
 	OpDescribeStreamConsumer   = "DescribeStreamConsumer"
@@ -54,13 +54,13 @@ const heartbeat = time.Second
 
 // WithSubscriptionLifetime sets how long a SubscribeToShard subscription
 // delivers events before it ends normally (default [SubscriptionLifetime]).
-func WithSubscriptionLifetime(d time.Duration) Option {
-	return func(f *Fake) { f.subLifetime = d }
+func WithSubscriptionLifetime(d time.Duration) KinesisOption {
+	return func(f *Kinesis) { f.subLifetime = d }
 }
 
 // SetSubscriptionLifetime changes the lifetime of the subscriptions made
 // from now on; see [WithSubscriptionLifetime].
-func (f *Fake) SetSubscriptionLifetime(d time.Duration) {
+func (f *Kinesis) SetSubscriptionLifetime(d time.Duration) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.subLifetime = d
@@ -93,7 +93,7 @@ func (c *streamConsumer) status() types.ConsumerStatus {
 // CREATING for d before they are ACTIVE (default 0: ACTIVE at once), as the
 // service takes a few seconds. A subscription through a consumer that is
 // not ACTIVE is a ResourceInUseException.
-func (f *Fake) SetConsumerActivation(d time.Duration) {
+func (f *Kinesis) SetConsumerActivation(d time.Duration) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.activation = d
@@ -101,7 +101,7 @@ func (f *Fake) SetConsumerActivation(d time.Duration) {
 
 // consumer finds a registered consumer by ARN, or by stream and name. f.mu
 // must be held.
-func (f *Fake) consumer(arn, streamARN, name *string) (*streamConsumer, error) {
+func (f *Kinesis) consumer(arn, streamARN, name *string) (*streamConsumer, error) {
 	for _, c := range f.consumers {
 		st := f.streams[c.stream]
 		if st == nil || st.incarnation != c.incarnation {
@@ -121,7 +121,7 @@ func (f *Fake) consumer(arn, streamARN, name *string) (*streamConsumer, error) {
 // beginConsumer begins operation op (see begin), then locks f.mu and finds
 // a registered consumer as consumer does. On success the caller holds f.mu
 // and releases it with unlock; on error f.mu is not held.
-func (f *Fake) beginConsumer(ctx context.Context, op string, arn, streamARN, name *string) (c *streamConsumer, unlock func(), err error) {
+func (f *Kinesis) beginConsumer(ctx context.Context, op string, arn, streamARN, name *string) (c *streamConsumer, unlock func(), err error) {
 	if err := f.begin(ctx, op, ""); err != nil {
 		return nil, nil, err
 	}
@@ -130,7 +130,7 @@ func (f *Fake) beginConsumer(ctx context.Context, op string, arn, streamARN, nam
 
 // lockStreamARN locks f.mu and finds the stream whose ARN is arn (see
 // lockStream).
-func (f *Fake) lockStreamARN(arn *string) (st *stream, unlock func(), err error) {
+func (f *Kinesis) lockStreamARN(arn *string) (st *stream, unlock func(), err error) {
 	name, err := streamName(nil, arn)
 	if err != nil {
 		return nil, nil, err
@@ -141,7 +141,7 @@ func (f *Fake) lockStreamARN(arn *string) (st *stream, unlock func(), err error)
 // RegisterStreamConsumer registers a consumer of a stream, ACTIVE at once
 // unless SetConsumerActivation says otherwise.
 // A consumer of that name registered already is a ResourceInUseException.
-func (f *Fake) RegisterStreamConsumer(ctx context.Context, params *kinesis.RegisterStreamConsumerInput, optFns ...func(*kinesis.Options)) (*kinesis.RegisterStreamConsumerOutput, error) {
+func (f *Kinesis) RegisterStreamConsumer(ctx context.Context, params *kinesis.RegisterStreamConsumerInput, optFns ...func(*kinesis.Options)) (*kinesis.RegisterStreamConsumerOutput, error) {
 	if err := f.begin(ctx, OpRegisterStreamConsumer, ""); err != nil {
 		return nil, err
 	}
@@ -168,7 +168,7 @@ func (f *Fake) RegisterStreamConsumer(ctx context.Context, params *kinesis.Regis
 
 // DescribeStreamConsumer describes a consumer given its ARN, or its stream's
 // ARN and its name. An unknown one is a ResourceNotFoundException.
-func (f *Fake) DescribeStreamConsumer(ctx context.Context, params *kinesis.DescribeStreamConsumerInput, optFns ...func(*kinesis.Options)) (*kinesis.DescribeStreamConsumerOutput, error) {
+func (f *Kinesis) DescribeStreamConsumer(ctx context.Context, params *kinesis.DescribeStreamConsumerInput, optFns ...func(*kinesis.Options)) (*kinesis.DescribeStreamConsumerOutput, error) {
 	if params == nil {
 		params = &kinesis.DescribeStreamConsumerInput{}
 	}
@@ -185,7 +185,7 @@ func (f *Fake) DescribeStreamConsumer(ctx context.Context, params *kinesis.Descr
 }
 
 // ListStreamConsumers lists a stream's consumers in one page.
-func (f *Fake) ListStreamConsumers(ctx context.Context, params *kinesis.ListStreamConsumersInput, optFns ...func(*kinesis.Options)) (*kinesis.ListStreamConsumersOutput, error) {
+func (f *Kinesis) ListStreamConsumers(ctx context.Context, params *kinesis.ListStreamConsumersInput, optFns ...func(*kinesis.Options)) (*kinesis.ListStreamConsumersOutput, error) {
 	if err := f.begin(ctx, OpListStreamConsumers, ""); err != nil {
 		return nil, err
 	}
@@ -208,7 +208,7 @@ func (f *Fake) ListStreamConsumers(ctx context.Context, params *kinesis.ListStre
 
 // DeregisterStreamConsumer removes a consumer at once; its open
 // subscriptions end with ResourceNotFoundException.
-func (f *Fake) DeregisterStreamConsumer(ctx context.Context, params *kinesis.DeregisterStreamConsumerInput, optFns ...func(*kinesis.Options)) (*kinesis.DeregisterStreamConsumerOutput, error) {
+func (f *Kinesis) DeregisterStreamConsumer(ctx context.Context, params *kinesis.DeregisterStreamConsumerInput, optFns ...func(*kinesis.Options)) (*kinesis.DeregisterStreamConsumerOutput, error) {
 	if params == nil {
 		params = &kinesis.DeregisterStreamConsumerInput{}
 	}
@@ -235,7 +235,7 @@ func (f *Fake) DeregisterStreamConsumer(ctx context.Context, params *kinesis.Der
 // ResourceInUseException until the first is closed (Close on the stream)
 // or ends. Each subscription is served by a goroutine that exits when the
 // subscription ends or is closed.
-func (f *Fake) SubscribeToShard(ctx context.Context, params *kinesis.SubscribeToShardInput, optFns ...func(*kinesis.Options)) (*kinesis.SubscribeToShardOutput, error) {
+func (f *Kinesis) SubscribeToShard(ctx context.Context, params *kinesis.SubscribeToShardInput, optFns ...func(*kinesis.Options)) (*kinesis.SubscribeToShardOutput, error) {
 	if params == nil {
 		params = &kinesis.SubscribeToShardInput{}
 	}
@@ -264,7 +264,7 @@ func (f *Fake) SubscribeToShard(ctx context.Context, params *kinesis.SubscribeTo
 
 // wireClient serves the SubscribeToShard requests of the fake's own SDK
 // client.
-type wireClient struct{ f *Fake }
+type wireClient struct{ f *Kinesis }
 
 // subscribeRequest is the JSON body of a SubscribeToShard request.
 type subscribeRequest struct {
@@ -382,7 +382,7 @@ func (b *subscriptionBody) Close() error {
 
 // subscription is one open SubscribeToShard call.
 type subscription struct {
-	f           *Fake
+	f           *Kinesis
 	c           *streamConsumer
 	stream      string
 	incarnation uint64

@@ -23,26 +23,26 @@ import (
 	"github.com/shardlease/shardlease/shardleasetest"
 )
 
-var _ shardlease.KinesisAPI = (*shardleasetest.Fake)(nil)
+var _ shardlease.KinesisAPI = (*shardleasetest.Kinesis)(nil)
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 var ctx = context.Background()
 
-func newStream(t *testing.T, f *shardleasetest.Fake, name string, shards int32) {
+func newStream(t *testing.T, f *shardleasetest.Kinesis, name string, shards int32) {
 	t.Helper()
 	_, err := f.CreateStream(ctx, &kinesis.CreateStreamInput{StreamName: aws.String(name), ShardCount: aws.Int32(shards)})
 	require.NoError(t, err)
 }
 
-func put(t *testing.T, f *shardleasetest.Fake, name, key, data string) *kinesis.PutRecordOutput {
+func put(t *testing.T, f *shardleasetest.Kinesis, name, key, data string) *kinesis.PutRecordOutput {
 	t.Helper()
 	out, err := f.PutRecord(ctx, &kinesis.PutRecordInput{StreamName: aws.String(name), PartitionKey: aws.String(key), Data: []byte(data)})
 	require.NoError(t, err)
 	return out
 }
 
-func putHash(t *testing.T, f *shardleasetest.Fake, name string, hash *big.Int, data string) *kinesis.PutRecordOutput {
+func putHash(t *testing.T, f *shardleasetest.Kinesis, name string, hash *big.Int, data string) *kinesis.PutRecordOutput {
 	t.Helper()
 	out, err := f.PutRecord(ctx, &kinesis.PutRecordInput{StreamName: aws.String(name), PartitionKey: aws.String("k"),
 		ExplicitHashKey: aws.String(hash.String()), Data: []byte(data)})
@@ -50,7 +50,7 @@ func putHash(t *testing.T, f *shardleasetest.Fake, name string, hash *big.Int, d
 	return out
 }
 
-func iter(t *testing.T, f *shardleasetest.Fake, name, shard string, typ types.ShardIteratorType, mod ...func(*kinesis.GetShardIteratorInput)) string {
+func iter(t *testing.T, f *shardleasetest.Kinesis, name, shard string, typ types.ShardIteratorType, mod ...func(*kinesis.GetShardIteratorInput)) string {
 	t.Helper()
 	in := &kinesis.GetShardIteratorInput{StreamName: aws.String(name), ShardId: aws.String(shard), ShardIteratorType: typ}
 	for _, m := range mod {
@@ -62,7 +62,7 @@ func iter(t *testing.T, f *shardleasetest.Fake, name, shard string, typ types.Sh
 	return *out.ShardIterator
 }
 
-func getRecords(t *testing.T, f *shardleasetest.Fake, it string, limit int32) *kinesis.GetRecordsOutput {
+func getRecords(t *testing.T, f *shardleasetest.Kinesis, it string, limit int32) *kinesis.GetRecordsOutput {
 	t.Helper()
 	in := &kinesis.GetRecordsInput{ShardIterator: aws.String(it)}
 	if limit > 0 {
@@ -73,7 +73,7 @@ func getRecords(t *testing.T, f *shardleasetest.Fake, it string, limit int32) *k
 	return out
 }
 
-func listAll(t *testing.T, f *shardleasetest.Fake, name string) []types.Shard {
+func listAll(t *testing.T, f *shardleasetest.Kinesis, name string) []types.Shard {
 	t.Helper()
 	out, err := f.ListShards(ctx, &kinesis.ListShardsInput{StreamName: aws.String(name)})
 	require.NoError(t, err)
@@ -99,7 +99,7 @@ func bigint(t *testing.T, s string) *big.Int {
 var two128 = new(big.Int).Lsh(big.NewInt(1), 128)
 
 func TestCreateStreamSplitsHashSpaceEvenly(t *testing.T) {
-	f := shardleasetest.New()
+	f := shardleasetest.NewKinesis()
 	newStream(t, f, "orders", 3)
 	shards := listAll(t, f, "orders")
 	require.Len(t, shards, 3)
@@ -133,7 +133,7 @@ func TestCreateStreamSplitsHashSpaceEvenly(t *testing.T) {
 }
 
 func TestPutRoutesByMD5AndReadsInOrder(t *testing.T) {
-	f := shardleasetest.New(shardleasetest.WithReadLimit(0))
+	f := shardleasetest.NewKinesis(shardleasetest.WithReadLimit(0))
 	newStream(t, f, "orders", 4)
 	shards := listAll(t, f, "orders")
 
@@ -167,7 +167,7 @@ func TestPutRoutesByMD5AndReadsInOrder(t *testing.T) {
 }
 
 func TestSequenceNumbersCompareAsIntegersAndStrings(t *testing.T) {
-	f := shardleasetest.New()
+	f := shardleasetest.NewKinesis()
 	newStream(t, f, "orders", 3)
 	var seqs []string
 	for i := range 50 {
@@ -202,7 +202,7 @@ func TestSequenceNumbersCompareAsIntegersAndStrings(t *testing.T) {
 
 func TestIteratorTypes(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := shardleasetest.New(shardleasetest.WithReadLimit(0))
+		f := shardleasetest.NewKinesis(shardleasetest.WithReadLimit(0))
 		newStream(t, f, "orders", 1)
 		const sh = "shardId-000000000000"
 		var seqs []string
@@ -262,7 +262,7 @@ func TestIteratorTypes(t *testing.T) {
 }
 
 func TestSequenceNumberOfAnotherShardIsRejected(t *testing.T) {
-	f := shardleasetest.New()
+	f := shardleasetest.NewKinesis()
 	newStream(t, f, "orders", 2)
 	out := putHash(t, f, "orders", big.NewInt(0), "x") // lands on shard 0
 	require.Equal(t, "shardId-000000000000", *out.ShardId)
@@ -274,7 +274,7 @@ func TestSequenceNumberOfAnotherShardIsRejected(t *testing.T) {
 
 func TestListShardsPagination(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := shardleasetest.New()
+		f := shardleasetest.NewKinesis()
 		newStream(t, f, "orders", 7)
 
 		var ids []string
@@ -326,7 +326,7 @@ func TestListShardsPagination(t *testing.T) {
 }
 
 func TestSplitAndMergeLineage(t *testing.T) {
-	f := shardleasetest.New(shardleasetest.WithReadLimit(0))
+	f := shardleasetest.NewKinesis(shardleasetest.WithReadLimit(0))
 	newStream(t, f, "orders", 2)
 	half := new(big.Int).Rsh(two128, 1)
 	quarter := new(big.Int).Rsh(two128, 2)
@@ -409,7 +409,7 @@ func TestSplitAndMergeLineage(t *testing.T) {
 }
 
 func TestClosedShardEnd(t *testing.T) {
-	f := shardleasetest.New(shardleasetest.WithReadLimit(0))
+	f := shardleasetest.NewKinesis(shardleasetest.WithReadLimit(0))
 	newStream(t, f, "orders", 1)
 	const sh = "shardId-000000000000"
 
@@ -461,7 +461,7 @@ func TestClosedShardEnd(t *testing.T) {
 
 func TestIteratorExpiry(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := shardleasetest.New()
+		f := shardleasetest.NewKinesis()
 		newStream(t, f, "orders", 1)
 		it := iter(t, f, "orders", "shardId-000000000000", types.ShardIteratorTypeTrimHorizon)
 
@@ -485,7 +485,7 @@ func TestIteratorExpiry(t *testing.T) {
 
 func TestReadRateLimit(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := shardleasetest.New()
+		f := shardleasetest.NewKinesis()
 		newStream(t, f, "orders", 2)
 		it0 := iter(t, f, "orders", "shardId-000000000000", types.ShardIteratorTypeLatest)
 		it1 := iter(t, f, "orders", "shardId-000000000001", types.ShardIteratorTypeLatest)
@@ -516,7 +516,7 @@ func TestReadRateLimit(t *testing.T) {
 		time.Sleep(600 * time.Millisecond)
 		require.NoError(t, read(it0))
 
-		unlimited := shardleasetest.New(shardleasetest.WithReadLimit(0))
+		unlimited := shardleasetest.NewKinesis(shardleasetest.WithReadLimit(0))
 		newStream(t, unlimited, "orders", 1)
 		it := iter(t, unlimited, "orders", "shardId-000000000000", types.ShardIteratorTypeLatest)
 		for range 100 {
@@ -527,7 +527,7 @@ func TestReadRateLimit(t *testing.T) {
 }
 
 func TestFaultsAndCounters(t *testing.T) {
-	f := shardleasetest.New(shardleasetest.WithReadLimit(0))
+	f := shardleasetest.NewKinesis(shardleasetest.WithReadLimit(0))
 	newStream(t, f, "orders", 2)
 	boom := &types.ProvisionedThroughputExceededException{Message: aws.String("injected")}
 	var seen []string
@@ -571,7 +571,7 @@ func TestFaultsAndCounters(t *testing.T) {
 }
 
 func TestDeletedStream(t *testing.T) {
-	f := shardleasetest.New()
+	f := shardleasetest.NewKinesis()
 	newStream(t, f, "orders", 1)
 	it := iter(t, f, "orders", "shardId-000000000000", types.ShardIteratorTypeTrimHorizon)
 	_, err := f.DeleteStream(ctx, &kinesis.DeleteStreamInput{StreamName: aws.String("orders")})
@@ -594,7 +594,7 @@ func TestDeletedStream(t *testing.T) {
 // Producers, readers following lineage and a resharder all at once; run with
 // -race. Every record is read exactly once across the shard tree.
 func TestConcurrentUse(t *testing.T) {
-	f := shardleasetest.New(shardleasetest.WithReadLimit(0))
+	f := shardleasetest.NewKinesis(shardleasetest.WithReadLimit(0))
 	newStream(t, f, "orders", 2)
 	const producers, perProducer = 4, 200
 

@@ -22,7 +22,7 @@ func TestAdoptStream(t *testing.T) {
 	f := newFixture(t)
 	ctx := t.Context()
 	stream := emulator.UniqueName("orders")
-	fake := shardleasetest.New()
+	fake := shardleasetest.NewKinesis()
 	create := func() shardlease.StreamIdentity {
 		_, err := fake.CreateStream(ctx, &kinesis.CreateStreamInput{StreamName: aws.String(stream), ShardCount: aws.Int32(1)})
 		require.NoError(t, err)

@@ -202,7 +202,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 
 	// The stream. A service passes kinesis.NewFromConfig(cfg) to NewConsumer
 	// instead.
-	stream := shardleasetest.New()
+	stream := shardleasetest.NewKinesis()
 	_, err = stream.CreateStream(ctx, &kinesis.CreateStreamInput{StreamName: aws.String(streamName), ShardCount: aws.Int32(int32(s.shards))})
 	if err != nil {
 		return err
@@ -441,7 +441,7 @@ func holders(workers []*worker, shard string) []string {
 // produce puts rate records a second until ctx is done. Each record's data
 // and partition key is a unique id; the partition key's hash picks the shard.
 // Record number poison carries a payload the handler cannot parse.
-func produce(ctx context.Context, stream *shardleasetest.Fake, rate, poison int, tally *tally) error {
+func produce(ctx context.Context, stream *shardleasetest.Kinesis, rate, poison int, tally *tally) error {
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	start := time.Now()

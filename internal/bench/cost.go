@@ -33,7 +33,7 @@ const (
 // DynamoDB calls are counted through the narrow client interface.
 func measureCost(ctx context.Context, e *env) error {
 	n := e.sz.costLeases
-	fake := shardleasetest.New()
+	fake := shardleasetest.NewKinesis()
 	dc := emulator.NewDynamoClient(e.dynamo)
 	newSide := func(stream string) (*countingDynamo, *shardlease.DynamoStore, error) {
 		if _, err := fake.CreateStream(ctx, &kinesis.CreateStreamInput{StreamName: aws.String(stream), ShardCount: aws.Int32(int32(n))}); err != nil {

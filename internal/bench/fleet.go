@@ -22,7 +22,7 @@ import (
 // in-process Kinesis fake, with their lease table on dynalite, every DynamoDB
 // call going through one counting client that sums consumed capacity.
 type fleet struct {
-	fake    *shardleasetest.Fake
+	fake    *shardleasetest.Kinesis
 	dyn     *dyncount.Client
 	store   *shardlease.DynamoStore
 	stream  string
@@ -46,7 +46,7 @@ type fleetWorker struct {
 }
 
 func newFleet(ctx context.Context, e *env, shards int, lease time.Duration) (*fleet, error) {
-	f := &fleet{fake: shardleasetest.New(), stream: "fleet", shards: shards, lease: lease}
+	f := &fleet{fake: shardleasetest.NewKinesis(), stream: "fleet", shards: shards, lease: lease}
 	if _, err := f.fake.CreateStream(ctx, &kinesis.CreateStreamInput{StreamName: aws.String(f.stream), ShardCount: aws.Int32(int32(shards))}); err != nil {
 		return nil, err
 	}

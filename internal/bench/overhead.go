@@ -45,8 +45,8 @@ func measureOverhead(ctx context.Context, e *env) error {
 	const perShard = 10000
 	shards := max(1, e.sz.overheadRecords/perShard)
 	total := shards * perShard
-	newFake := func() (*shardleasetest.Fake, error) {
-		f := shardleasetest.New()
+	newFake := func() (*shardleasetest.Kinesis, error) {
+		f := shardleasetest.NewKinesis()
 		if _, err := f.CreateStream(ctx, &kinesis.CreateStreamInput{StreamName: aws.String("overhead"), ShardCount: aws.Int32(int32(shards))}); err != nil {
 			return nil, err
 		}

@@ -32,7 +32,7 @@ func heapAndStacks() uint64 {
 func measureScale(ctx context.Context, e *env) error {
 	nLeases, nRows := e.sz.scaleLeases, e.sz.scaleRows
 	const stream = "scale"
-	fake := shardleasetest.New()
+	fake := shardleasetest.NewKinesis()
 	if _, err := fake.CreateStream(ctx, &kinesis.CreateStreamInput{StreamName: aws.String(stream), ShardCount: aws.Int32(int32(nRows))}); err != nil {
 		return err
 	}

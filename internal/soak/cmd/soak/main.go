@@ -61,7 +61,7 @@ func run() int {
 	}
 	switch *world {
 	case "fake":
-		cfg.Kinesis = shardleasetest.New()
+		cfg.Kinesis = shardleasetest.NewKinesis()
 	case "emulator":
 		if *fanOut != "" {
 			fmt.Println("starting dynalite and kinesis-local (behind the fan-out shim)")
