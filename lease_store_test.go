@@ -39,13 +39,13 @@ func keepsWorkers(newStore func(t *testing.T) shardlease.LeaseStore) func(t *tes
 
 func TestConformance(t *testing.T) {
 	t.Run("memory", func(t *testing.T) {
-		storetest.Run(t, keepsWorkers(func(t *testing.T) shardlease.LeaseStore { return shardlease.NewMemoryStore() }))
+		storetest.RunStoreConformance(t, keepsWorkers(func(t *testing.T) shardlease.LeaseStore { return shardlease.NewMemoryStore() }))
 	})
 	t.Run("dynamo", func(t *testing.T) {
 		client, table := dynamoTable(t)
 		var once sync.Once
 		var store *shardlease.DynamoStore
-		storetest.Run(t, keepsWorkers(func(t *testing.T) shardlease.LeaseStore {
+		storetest.RunStoreConformance(t, keepsWorkers(func(t *testing.T) shardlease.LeaseStore {
 			once.Do(func() {
 				var err error
 				store, err = shardlease.NewDynamoStore(client, table)
