@@ -1,8 +1,4 @@
-// Package storetest is the conformance suite every LeaseStore must pass.
-// Run it from a test with a function that returns a ready store; the suite
-// isolates its subtests by stream name, so one store (one table) may serve
-// every subtest.
-package storetest
+package shardleasetest
 
 import (
 	"context"
