@@ -13,6 +13,7 @@ import (
 // Received is one record a [Collector] saw processed, with where it came
 // from.
 type Received struct {
+	// Stream and ShardID name the batch the record came in.
 	Stream, ShardID string
 	shardlease.Record
 }
@@ -70,22 +71,33 @@ func (c *Collector) Records() []Received {
 // t.Fatal requires.
 func (c *Collector) WaitFor(t testing.TB, n int, timeout time.Duration) []Received {
 	t.Helper()
-	deadline := time.NewTimer(timeout)
-	defer deadline.Stop()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	got, err := c.Wait(ctx, n)
+	if err != nil {
+		t.Fatalf("shardleasetest: %d records processed within %v, want %d; is the handler failing, or the consumer not running?", len(got), timeout, n)
+		return nil
+	}
+	return got
+}
+
+// Wait blocks until the Collector holds at least n records and returns them
+// all (as Records does). If ctx ends first, it returns those it holds and
+// ctx's error.
+func (c *Collector) Wait(ctx context.Context, n int) ([]Received, error) {
 	for {
 		c.mu.Lock()
 		if len(c.got) >= n {
 			got := slices.Clone(c.got)
 			c.mu.Unlock()
-			return got
+			return got, nil
 		}
-		have, changed := len(c.got), c.changes()
+		changed := c.changes()
 		c.mu.Unlock()
 		select {
 		case <-changed:
-		case <-deadline.C:
-			t.Fatalf("shardleasetest: %d records processed within %v, want %d; is the handler failing, or the consumer not running?", have, timeout, n)
-			return nil
+		case <-ctx.Done():
+			return c.Records(), ctx.Err()
 		}
 	}
 }

@@ -25,7 +25,17 @@ func uniqueStream(t *testing.T) string {
 
 const firstShard = "shardId-000000000000"
 
-// RunStoreConformance runs every conformance subtest against the store newStore returns.
+// RunStoreConformance is the conformance suite every LeaseStore must pass:
+// it runs each of its named subtests, in parallel, against a store that
+// newStore returns. The subtests isolate themselves by stream name, so
+// newStore may return one store (one table) for all of them.
+//
+// It checks the contract [shardlease.LeaseStore] documents: idempotent
+// creation, the fencing counter on every write, stale holders refused,
+// checkpoints, handoffs and cancelled contexts. Subtests of an optional
+// capability (WorkerStore, NoteStore, LineageStore, IdentityStore) skip a
+// store that does not implement it. Run one subtest with
+// go test -run 'TestName/AcquireFree'.
 func RunStoreConformance(t *testing.T, newStore func(t *testing.T) shardlease.LeaseStore) {
 	tests := []struct {
 		name string

@@ -1,37 +1,3 @@
-// Package shardleasetest is an in-process Kinesis data stream for fast,
-// deterministic tests of code written against the Kinesis client.
-//
-// A [Kinesis] implements the Kinesis calls a consumer and its tests make, with
-// the SDK's exact signatures, input and output types and typed exceptions, so
-// errors.As behaves as it does with *kinesis.Client. It starts no goroutine
-// and never blocks (except SubscribeToShard, whose subscription is served by
-// a goroutine of its own; see fanout.go), and reads time only through time.Now, so inside a
-// testing/synctest bubble the bubble's fake clock drives iterator expiry,
-// arrival timestamps and the read rate limit.
-//
-// # Behaviour a consumer can rely on
-//
-//   - Sequence numbers are 56-digit decimal strings that increase with every
-//     record put to a stream (across all its shards), so they compare the same
-//     as big integers and as strings. A sequence number also names the shard it
-//     came from: handing it to GetShardIterator for another shard is an
-//     InvalidArgumentException, as with the real service.
-//   - GetRecords on an open shard always returns a NextShardIterator, also when
-//     it returns no records. On a closed shard, the call that reaches the end
-//     returns the last records (possibly none) together with ChildShards and a
-//     nil NextShardIterator.
-//   - GetRecords is limited to 5 calls per shard in any one-second window
-//     (ProvisionedThroughputExceededException); a refused call does not count
-//     towards the window. [WithReadLimit] changes or disables the limit.
-//   - Shard iterators expire 5 minutes after they were issued
-//     (ExpiredIteratorException); ListShards tokens after 300 seconds
-//     (ExpiredNextTokenException).
-//   - Streams are ACTIVE as soon as CreateStream returns, and resharding takes
-//     effect at once. Records are kept for the stream's life; with
-//     [WithRetention], closed shards age out (see there).
-//   - DescribeStreamSummary reports the stream's ARN and creation time; a
-//     stream deleted and created again has a later creation time, as with the
-//     real service.
 package shardleasetest
 
 import (
@@ -43,6 +9,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/shardlease/shardlease"
 )
 
 // Operation names passed to a [FaultFunc] and accepted by [Kinesis.Calls]. They
@@ -108,8 +76,10 @@ func WithFaults(fn FaultFunc) KinesisOption {
 
 var fakeIDs atomic.Uint64
 
-// Kinesis is an in-process Kinesis service holding any number of streams. The
-// zero value is not usable; call [NewKinesis]. A Kinesis is safe for concurrent use.
+// Kinesis is an in-process Kinesis service holding any number of streams;
+// pass it to [shardlease.NewConsumer] where a service passes a
+// *kinesis.Client. The zero value is not usable; call [NewKinesis]. A
+// Kinesis is safe for concurrent use. The package doc says how it behaves.
 type Kinesis struct {
 	id        uint64 // tells this fake's iterators and tokens from another's
 	readLimit int
@@ -126,6 +96,12 @@ type Kinesis struct {
 	activation  time.Duration   // how long a new consumer is CREATING
 	wire        *kinesis.Client // decodes SubscribeToShard responses; see fanout.go
 }
+
+var (
+	_ shardlease.KinesisAPI      = (*Kinesis)(nil)
+	_ shardlease.FanOutAPI       = (*Kinesis)(nil)
+	_ shardlease.StreamDescriber = (*Kinesis)(nil)
+)
 
 // NewKinesis returns an empty Kinesis: no streams, the read limit on, no faults.
 func NewKinesis(opts ...KinesisOption) *Kinesis {

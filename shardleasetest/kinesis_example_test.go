@@ -13,7 +13,7 @@ import (
 
 // Reading a shard to its end after a split: the last GetRecords returns the
 // children and no next iterator.
-func Example() {
+func ExampleKinesis_GetRecords() {
 	ctx := context.Background()
 	f := shardleasetest.NewKinesis()
 	stream := aws.String("orders")

@@ -43,7 +43,7 @@ const (
 // subscription go silent: it sends nothing more, not even an empty event,
 // and does not end by itself (as a connection whose peer stopped answering);
 // it ends when the client closes it or goes away.
-var ErrSilence = errors.New("kinesisfake: the subscription goes silent")
+var ErrSilence = errors.New("shardleasetest: the subscription goes silent")
 
 // SubscriptionLifetime is how long a subscription lasts before the fake
 // ends it, as the service does; see [WithSubscriptionLifetime].
@@ -246,7 +246,7 @@ func (f *Kinesis) SubscribeToShard(ctx context.Context, params *kinesis.Subscrib
 	if f.wire == nil {
 		f.wire = kinesis.NewFromConfig(aws.Config{
 			Region:       Region,
-			BaseEndpoint: aws.String("http://kinesisfake.invalid"),
+			BaseEndpoint: aws.String("http://shardleasetest.invalid"),
 			HTTPClient:   wireClient{f},
 			Retryer:      func() aws.Retryer { return aws.NopRetryer{} },
 			Credentials: aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {

@@ -19,11 +19,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
-	"github.com/shardlease/shardlease"
 	"github.com/shardlease/shardlease/shardleasetest"
 )
-
-var _ shardlease.KinesisAPI = (*shardleasetest.Kinesis)(nil)
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 

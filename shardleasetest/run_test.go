@@ -73,7 +73,7 @@ func TestRunAndCollect(t *testing.T) {
 }
 
 // WaitFor fails the test, saying how many records it holds, when they do
-// not come in time.
+// not come in time; Wait returns them with the context's error.
 func TestWaitForTimesOut(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c := shardleasetest.Collect(nil)
@@ -86,6 +86,15 @@ func TestWaitForTimesOut(t *testing.T) {
 		}()
 		<-done
 		assert.Equal(t, []string{"shardleasetest: 1 records processed within 1s, want 2; is the handler failing, or the consumer not running?"}, ft.fatals)
+
+		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+		defer cancel()
+		got, err := c.Wait(ctx, 2)
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		require.Len(t, got, 1, "Wait returns what it holds")
+		got, err = c.Wait(t.Context(), 1)
+		require.NoError(t, err)
+		assert.Equal(t, "a", string(got[0].Data))
 	})
 }
 
