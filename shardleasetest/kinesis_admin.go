@@ -288,31 +288,9 @@ func (f *Kinesis) ListShards(ctx context.Context, params *kinesis.ListShardsInpu
 			return nil, &types.ExpiredNextTokenException{Message: ptr(fmt.Sprintf("The timestamp in the NextToken has expired; a NextToken is valid for %v.", NextTokenTTL))}
 		}
 	} else {
-		name, err := streamName(params.StreamName, params.StreamARN)
-		if err != nil {
+		var err error
+		if tok, err = f.newListToken(params); err != nil {
 			return nil, err
-		}
-		tok = listToken{Fake: f.id, Stream: name, After: -1}
-		if params.ExclusiveStartShardId != nil {
-			tok.After = afterShard(*params.ExclusiveStartShardId)
-		}
-		if sf := params.ShardFilter; sf != nil {
-			tok.Filter = sf.Type
-			switch sf.Type {
-			case types.ShardFilterTypeAtLatest, types.ShardFilterTypeAtTrimHorizon, types.ShardFilterTypeFromTrimHorizon:
-			case types.ShardFilterTypeAfterShardId:
-				if sf.ShardId == nil {
-					return nil, invalidArgument("ShardFilter of type AFTER_SHARD_ID needs a ShardId.")
-				}
-				tok.After = max(tok.After, afterShard(*sf.ShardId))
-			case types.ShardFilterTypeAtTimestamp, types.ShardFilterTypeFromTimestamp:
-				if sf.Timestamp == nil {
-					return nil, invalidArgument("ShardFilter of type %s needs a Timestamp.", sf.Type)
-				}
-				tok.FilterTime = *sf.Timestamp
-			default:
-				return nil, invalidArgument("ShardFilter type %q is not one of %v.", sf.Type, sf.Type.Values())
-			}
 		}
 	}
 
@@ -346,6 +324,38 @@ func (f *Kinesis) ListShards(ctx context.Context, params *kinesis.ListShardsInpu
 		out.Shards = append(out.Shards, s.describe())
 	}
 	return out, nil
+}
+
+// newListToken is the state of a ListShards call without a NextToken: the
+// stream it names, where it starts and its filter.
+func (f *Kinesis) newListToken(params *kinesis.ListShardsInput) (listToken, error) {
+	name, err := streamName(params.StreamName, params.StreamARN)
+	if err != nil {
+		return listToken{}, err
+	}
+	tok := listToken{Fake: f.id, Stream: name, After: -1}
+	if params.ExclusiveStartShardId != nil {
+		tok.After = afterShard(*params.ExclusiveStartShardId)
+	}
+	if sf := params.ShardFilter; sf != nil {
+		tok.Filter = sf.Type
+		switch sf.Type {
+		case types.ShardFilterTypeAtLatest, types.ShardFilterTypeAtTrimHorizon, types.ShardFilterTypeFromTrimHorizon:
+		case types.ShardFilterTypeAfterShardId:
+			if sf.ShardId == nil {
+				return listToken{}, invalidArgument("ShardFilter of type AFTER_SHARD_ID needs a ShardId.")
+			}
+			tok.After = max(tok.After, afterShard(*sf.ShardId))
+		case types.ShardFilterTypeAtTimestamp, types.ShardFilterTypeFromTimestamp:
+			if sf.Timestamp == nil {
+				return listToken{}, invalidArgument("ShardFilter of type %s needs a Timestamp.", sf.Type)
+			}
+			tok.FilterTime = *sf.Timestamp
+		default:
+			return listToken{}, invalidArgument("ShardFilter type %q is not one of %v.", sf.Type, sf.Type.Values())
+		}
+	}
+	return tok, nil
 }
 
 func (t listToken) matches(s *shard) bool {

@@ -417,77 +417,32 @@ func (s *subscription) serve(ctx context.Context) {
 	defer idle.Stop()
 	sent, beat := false, false
 	for {
-		f.mu.Lock()
-		st := f.streams[s.stream]
-		_, cerr := f.consumer(&s.c.arn, nil, nil)
-		if st == nil || st.incarnation != s.incarnation || cerr != nil {
-			f.mu.Unlock()
-			msg := fmt.Sprintf("Stream %s under account %s not found.", s.stream, Account)
-			if cerr != nil {
-				msg = cerr.Error()
-			}
-			_ = eventwire.WriteException(s.w, "ResourceNotFoundException", msg)
+		p, gone := s.next()
+		if gone != "" {
+			_ = eventwire.WriteException(s.w, "ResourceNotFoundException", gone)
 			return
 		}
-		sh := st.shards[s.shard]
-		from := min(s.pos, len(sh.records))
-		to := min(from+MaxGetRecordsLimit, len(sh.records))
-		ev := types.SubscribeToShardEvent{Records: make([]types.Record, 0, to-from), MillisBehindLatest: ptr(int64(0))}
-		for _, r := range sh.records[from:to] {
-			r.Data = slices.Clone(r.Data)
-			ev.Records = append(ev.Records, r)
-		}
-		if to < len(sh.records) {
-			ev.MillisBehindLatest = ptr(max(0, time.Since(*sh.records[to].ApproximateArrivalTimestamp).Milliseconds()))
-		}
-		s.pos = to
-		closed := to == len(sh.records) && !sh.open()
-		if closed {
-			ev.ChildShards = st.childShards(sh)
-		} else if to > 0 {
-			ev.ContinuationSequenceNumber = ptr(*sh.records[to-1].SequenceNumber)
-		} else {
-			ev.ContinuationSequenceNumber = ptr(sh.startSeq)
-		}
-		more := to < len(sh.records)
-		changed := st.changes()
-		hook := f.faults
-		shardID := sh.id
-		f.mu.Unlock()
-
-		if len(ev.Records) > 0 || closed || !sent || beat {
-			if hook != nil {
-				if err := hook(OpSubscriptionEvent, shardID); err != nil {
-					if errors.Is(err, ErrSilence) {
-						select {
-						case <-s.done:
-						case <-ctx.Done():
-						}
-						return
-					}
-					code, msg := "InternalFailureException", err.Error()
-					var ae smithy.APIError
-					if errors.As(err, &ae) {
-						code, msg = ae.ErrorCode(), ae.ErrorMessage()
-					}
-					_ = eventwire.WriteException(s.w, code, msg)
+		if len(p.ev.Records) > 0 || p.closed || !sent || beat {
+			if p.hook != nil {
+				if err := p.hook(OpSubscriptionEvent, p.shardID); err != nil {
+					s.fail(ctx, err)
 					return
 				}
 			}
-			if eventwire.WriteEvent(s.w, eventwire.EventJSON(ev)) != nil {
+			if eventwire.WriteEvent(s.w, eventwire.EventJSON(p.ev)) != nil {
 				return
 			}
 			sent, beat = true, false
 			idle.Reset(heartbeat)
 		}
-		if closed {
+		if p.closed {
 			return
 		}
-		if more {
+		if p.more {
 			continue // send the rest at once
 		}
 		select {
-		case <-changed:
+		case <-p.changed:
 		case <-idle.C:
 			beat = true
 		case <-end.C:
@@ -498,4 +453,71 @@ func (s *subscription) serve(ctx context.Context) {
 			return
 		}
 	}
+}
+
+// pending is the next event of a subscription, read under f.mu, and what
+// serve needs to send it and wait for the one after.
+type pending struct {
+	ev      types.SubscribeToShardEvent
+	closed  bool            // ev is the shard's last event
+	more    bool            // records remain after ev's
+	changed <-chan struct{} // closed at the stream's next change
+	hook    FaultFunc
+	shardID string
+}
+
+// next reads the subscription's next event and advances its position past
+// the event's records. When the stream or the consumer is gone, it returns
+// the message of the ResourceNotFoundException that ends the subscription.
+func (s *subscription) next() (p pending, gone string) {
+	f := s.f
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	st := f.streams[s.stream]
+	_, cerr := f.consumer(&s.c.arn, nil, nil)
+	if st == nil || st.incarnation != s.incarnation || cerr != nil {
+		if cerr != nil {
+			return pending{}, cerr.Error()
+		}
+		return pending{}, fmt.Sprintf("Stream %s under account %s not found.", s.stream, Account)
+	}
+	sh := st.shards[s.shard]
+	from := min(s.pos, len(sh.records))
+	to := min(from+MaxGetRecordsLimit, len(sh.records))
+	ev := types.SubscribeToShardEvent{Records: make([]types.Record, 0, to-from), MillisBehindLatest: ptr(int64(0))}
+	for _, r := range sh.records[from:to] {
+		r.Data = slices.Clone(r.Data)
+		ev.Records = append(ev.Records, r)
+	}
+	if to < len(sh.records) {
+		ev.MillisBehindLatest = ptr(max(0, time.Since(*sh.records[to].ApproximateArrivalTimestamp).Milliseconds()))
+	}
+	s.pos = to
+	closed := to == len(sh.records) && !sh.open()
+	if closed {
+		ev.ChildShards = st.childShards(sh)
+	} else if to > 0 {
+		ev.ContinuationSequenceNumber = ptr(*sh.records[to-1].SequenceNumber)
+	} else {
+		ev.ContinuationSequenceNumber = ptr(sh.startSeq)
+	}
+	return pending{ev: ev, closed: closed, more: to < len(sh.records), changed: st.changes(), hook: f.faults, shardID: sh.id}, ""
+}
+
+// fail ends the subscription as the fault hook's err says: silent until
+// the client goes away for ErrSilence, else with err as the exception.
+func (s *subscription) fail(ctx context.Context, err error) {
+	if errors.Is(err, ErrSilence) {
+		select {
+		case <-s.done:
+		case <-ctx.Done():
+		}
+		return
+	}
+	code, msg := "InternalFailureException", err.Error()
+	var ae smithy.APIError
+	if errors.As(err, &ae) {
+		code, msg = ae.ErrorCode(), ae.ErrorMessage()
+	}
+	_ = eventwire.WriteException(s.w, code, msg)
 }

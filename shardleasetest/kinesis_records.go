@@ -292,6 +292,12 @@ func (f *Kinesis) GetRecords(ctx context.Context, params *kinesis.GetRecordsInpu
 		s.reads = append(s.reads, now)
 	}
 
+	return st.page(s, it, limit, now), nil
+}
+
+// page is the GetRecords output of up to limit records of s, a shard of st,
+// from the position of iterator it, at now. f.mu must be held.
+func (st *stream) page(s *shard, it iterator, limit int, now time.Time) *kinesis.GetRecordsOutput {
 	start := min(it.Pos, len(s.records))
 	end := min(start+limit, len(s.records))
 	out := &kinesis.GetRecordsOutput{Records: make([]types.Record, 0, end-start)}
@@ -310,11 +316,11 @@ func (f *Kinesis) GetRecords(ctx context.Context, params *kinesis.GetRecordsInpu
 	out.MillisBehindLatest = ptr(behind)
 	if end == len(s.records) && !s.open() {
 		out.ChildShards = st.childShards(s)
-		return out, nil
+		return out
 	}
 	next := it
 	next.Pos = end
 	next.Issued = now.UnixNano()
 	out.NextShardIterator = ptr(encode(next))
-	return out, nil
+	return out
 }
