@@ -13,7 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/shardlease/shardlease"
-	"github.com/shardlease/shardlease/internal/kinesisfake"
+	"github.com/shardlease/shardlease/shardleasetest"
 )
 
 // benchRecordsPerShard is one full GetRecords batch, so that every shard is
@@ -22,12 +22,12 @@ const benchRecordsPerShard = 10000
 
 // benchStream returns a fake with a stream of enough shards of 10,000
 // records of 100 bytes each to hold n records.
-func benchStream(b *testing.B, n int) (*kinesisfake.Fake, int) {
+func benchStream(b *testing.B, n int) (*shardleasetest.Kinesis, int) {
 	b.Helper()
 	shards := (n + benchRecordsPerShard - 1) / benchRecordsPerShard
 	total := shards * benchRecordsPerShard
 	ctx := context.Background()
-	f := kinesisfake.New()
+	f := shardleasetest.NewKinesis()
 	if _, err := f.CreateStream(ctx, &kinesis.CreateStreamInput{StreamName: aws.String("bench"), ShardCount: aws.Int32(int32(shards))}); err != nil {
 		b.Fatal(err)
 	}

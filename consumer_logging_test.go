@@ -17,7 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/shardlease/shardlease"
-	"github.com/shardlease/shardlease/internal/kinesisfake"
+	"github.com/shardlease/shardlease/shardleasetest"
 )
 
 // logRecords is a slog.Handler that keeps every record.
@@ -74,7 +74,7 @@ func panicAtSecondSite() { panic("second site") }
 func TestHandlerPanicLoggedOncePerSiteAndBatch(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := t.Context()
-		kin := kinesisfake.New()
+		kin := shardleasetest.NewKinesis()
 		_, err := kin.CreateStream(ctx, &kinesis.CreateStreamInput{StreamName: aws.String("orders"), ShardCount: aws.Int32(1)})
 		require.NoError(t, err)
 		for i := range 3 {
@@ -139,7 +139,7 @@ func TestDefaultLoggerIsSlogDefault(t *testing.T) {
 		old := slog.Default()
 		slog.SetDefault(slog.New(logs))
 		defer slog.SetDefault(old)
-		kin := kinesisfake.New()
+		kin := shardleasetest.NewKinesis()
 		_, err := kin.CreateStream(t.Context(), &kinesis.CreateStreamInput{StreamName: aws.String("orders"), ShardCount: aws.Int32(1)})
 		require.NoError(t, err)
 		c, err := shardlease.NewConsumer(kin, shardlease.NewMemoryStore(), "orders", nopHandler)
@@ -174,7 +174,7 @@ func TestStuckStartupIsLogged(t *testing.T) {
 		logs := &logRecords{}
 		store, err := shardlease.NewDynamoStore(stalledTable{}, "orders-leases")
 		require.NoError(t, err)
-		c, err := shardlease.NewConsumer(kinesisfake.New(), store, "orders", nopHandler,
+		c, err := shardlease.NewConsumer(shardleasetest.NewKinesis(), store, "orders", nopHandler,
 			shardlease.WithLogger(slog.New(logs)), shardlease.WithLeaseDuration(10*time.Second))
 		require.NoError(t, err)
 		ctx, cancel := context.WithCancel(t.Context())

@@ -17,7 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/shardlease/shardlease"
-	"github.com/shardlease/shardlease/internal/kinesisfake"
+	"github.com/shardlease/shardlease/shardleasetest"
 )
 
 // fakeKinesisWorlds runs fn with the in-process Kinesis fake, against
@@ -27,20 +27,20 @@ import (
 // shard ever ages out in a test), and it stamps a stream's creation time in
 // whole seconds, so a stream deleted and created again within a second is
 // indistinguishable from the old one.
-func fakeKinesisWorlds(t *testing.T, shards int32, opts func(world string) []kinesisfake.Option, fn func(t *testing.T, w *world)) {
+func fakeKinesisWorlds(t *testing.T, shards int32, opts func(world string) []shardleasetest.KinesisOption, fn func(t *testing.T, w *world)) {
 	if opts == nil {
-		opts = func(string) []kinesisfake.Option { return nil }
+		opts = func(string) []shardleasetest.KinesisOption { return nil }
 	}
 	t.Run("fake", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			fake := kinesisfake.New(opts("fake")...)
+			fake := shardleasetest.NewKinesis(opts("fake")...)
 			w := newFakeWorld(t, fake, shards)
 			fn(t, w)
 		})
 	})
 	t.Run("dynamo", func(t *testing.T) {
 		w := newDynamoWorld(t, "dynamo", "orders")
-		fake := kinesisfake.New(opts("dynamo")...)
+		fake := shardleasetest.NewKinesis(opts("dynamo")...)
 		w.kin = fake
 		_, err := fake.CreateStream(t.Context(), &kinesis.CreateStreamInput{StreamName: aws.String(w.stream), ShardCount: aws.Int32(shards)})
 		require.NoError(t, err)
@@ -320,7 +320,7 @@ func TestNoLossMissingParentsFilledIn(t *testing.T) {
 // reset (shardlease adopt-stream) the new stream is read whole.
 func TestNoLossRecreatedStreamRefused(t *testing.T) {
 	fakeKinesisWorlds(t, 1, nil, func(t *testing.T, w *world) {
-		fake := w.kin.(*kinesisfake.Fake)
+		fake := w.kin.(*shardleasetest.Kinesis)
 		before, h := &produced{}, newHandled()
 		w.put(t, before, 30, 4)
 		a := startWorker(t, w, w.kin, w.store, h.handler("a"), w.opts("a")...)
@@ -457,8 +457,8 @@ func checkpointOfAnotherShard(t *testing.T, w *world) (shardlease.LeaseKey, stri
 // finished parents still needed, and nothing was lost.
 func TestNoLossCleanupAfterSplitMergeCycles(t *testing.T) {
 	retention := map[string]time.Duration{"fake": time.Minute, "dynamo": 5 * time.Second}
-	opts := func(world string) []kinesisfake.Option {
-		return []kinesisfake.Option{kinesisfake.WithRetention(retention[world])}
+	opts := func(world string) []shardleasetest.KinesisOption {
+		return []shardleasetest.KinesisOption{shardleasetest.WithRetention(retention[world])}
 	}
 	fakeKinesisWorlds(t, 1, opts, func(t *testing.T, w *world) {
 		cycles := 100

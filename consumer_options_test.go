@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/shardlease/shardlease"
-	"github.com/shardlease/shardlease/internal/kinesisfake"
+	"github.com/shardlease/shardlease/shardleasetest"
 )
 
 // Bad input: every error names what is wrong and says what to do. The
@@ -46,7 +46,7 @@ func TestBadInputStreamNames(t *testing.T) {
 		{"too long", long, []string{"is 129 characters long", "use 1 to 128 characters"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := shardlease.NewConsumer(kinesisfake.New(), shardlease.NewMemoryStore(), tc.stream, nopHandler)
+			_, err := shardlease.NewConsumer(shardleasetest.NewKinesis(), shardlease.NewMemoryStore(), tc.stream, nopHandler)
 			requireMessage(t, err, shardlease.ErrInvalidName, append([]string{"NewConsumer"}, tc.parts...)...)
 			require.ErrorIs(t, shardlease.ValidateStreamName(tc.stream), shardlease.ErrInvalidName)
 		})
@@ -82,7 +82,7 @@ func TestBadInputTableNames(t *testing.T) {
 }
 
 func TestBadInputNilArguments(t *testing.T) {
-	kin, store := kinesisfake.New(), shardlease.NewMemoryStore()
+	kin, store := shardleasetest.NewKinesis(), shardlease.NewMemoryStore()
 	_, err := shardlease.NewConsumer(nil, store, "orders", nopHandler)
 	requireMessage(t, err, shardlease.ErrInvalidConfig, "stream orders", "the Kinesis client is nil", "pass kinesis.NewFromConfig(cfg)")
 	_, err = shardlease.NewConsumer(kin, nil, "orders", nopHandler)
@@ -142,12 +142,12 @@ func TestBadInputOptions(t *testing.T) {
 			[]string{"owner id is 257 bytes long", "use at most 239"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := shardlease.NewConsumer(kinesisfake.New(), shardlease.NewMemoryStore(), "orders", nopHandler, tc.opts...)
+			_, err := shardlease.NewConsumer(shardleasetest.NewKinesis(), shardlease.NewMemoryStore(), "orders", nopHandler, tc.opts...)
 			requireMessage(t, err, shardlease.ErrInvalidConfig, append([]string{"stream orders"}, tc.parts...)...)
 		})
 	}
 	// A good timestamp is accepted.
-	_, err := shardlease.NewConsumer(kinesisfake.New(), shardlease.NewMemoryStore(), "orders", nopHandler, shardlease.WithStartTimestamp(ts))
+	_, err := shardlease.NewConsumer(shardleasetest.NewKinesis(), shardlease.NewMemoryStore(), "orders", nopHandler, shardlease.WithStartTimestamp(ts))
 	require.NoError(t, err)
 }
 
@@ -179,7 +179,7 @@ func TestBadInputRunWithMissingTable(t *testing.T) {
 	client, _ := dynamoTable(t)
 	store, err := shardlease.NewDynamoStore(client, "no-such-leases")
 	require.NoError(t, err)
-	c, err := shardlease.NewConsumer(kinesisfake.New(), store, "orders", nopHandler)
+	c, err := shardlease.NewConsumer(shardleasetest.NewKinesis(), store, "orders", nopHandler)
 	require.NoError(t, err)
 	err = c.Run(t.Context())
 	requireMessage(t, err, shardlease.ErrTableNotFound, "stream orders", "table no-such-leases",

@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/shardlease/shardlease"
-	"github.com/shardlease/shardlease/internal/kinesisfake"
+	"github.com/shardlease/shardlease/shardleasetest"
 )
 
 // hangingFanOut hangs one call of each enhanced fan-out operation until its
@@ -108,18 +108,18 @@ func TestOneReaderFanOutDeadlines(t *testing.T) {
 // its last event.
 func TestFanOutSilentSubscription(t *testing.T) {
 	fanOutWorlds(t, 1, func(t *testing.T, w *fanWorld) {
-		fake, ok := w.kin.(*kinesisfake.Fake)
+		fake, ok := w.kin.(*shardleasetest.Kinesis)
 		if !ok {
-			t.Skip("the wire server cannot hold a subscription silent; the in-process fake can (kinesisfake.ErrSilence)")
+			t.Skip("the wire server cannot hold a subscription silent; the in-process fake can (shardleasetest.ErrSilence)")
 		}
 		var silence, subs atomic.Int64
 		fake.SetFaults(func(op, shard string) error {
 			switch op {
-			case kinesisfake.OpSubscribeToShard:
+			case shardleasetest.OpSubscribeToShard:
 				subs.Add(1)
-			case kinesisfake.OpSubscriptionEvent:
+			case shardleasetest.OpSubscriptionEvent:
 				if silence.CompareAndSwap(1, 2) {
-					return kinesisfake.ErrSilence
+					return shardleasetest.ErrSilence
 				}
 			}
 			return nil

@@ -21,7 +21,7 @@ import (
 
 	"github.com/shardlease/shardlease"
 	"github.com/shardlease/shardlease/internal/emulator"
-	"github.com/shardlease/shardlease/internal/kinesisfake"
+	"github.com/shardlease/shardlease/shardleasetest"
 )
 
 // consumerName is the stream consumer the fan-out tests register.
@@ -54,7 +54,7 @@ type fanWorld struct {
 func fanOutWorlds(t *testing.T, shards int32, fn func(t *testing.T, w *fanWorld)) {
 	t.Run("fake", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			fake := kinesisfake.New()
+			fake := shardleasetest.NewKinesis()
 			var mu sync.Mutex
 			subs := map[string]int{}
 			var evFault func(string) bool
@@ -62,9 +62,9 @@ func fanOutWorlds(t *testing.T, shards int32, fn func(t *testing.T, w *fanWorld)
 				mu.Lock()
 				defer mu.Unlock()
 				switch op {
-				case kinesisfake.OpSubscribeToShard:
+				case shardleasetest.OpSubscribeToShard:
 					subs[shard]++
-				case kinesisfake.OpSubscriptionEvent:
+				case shardleasetest.OpSubscriptionEvent:
 					if evFault != nil && evFault(shard) {
 						return &types.InternalFailureException{Message: aws.String("injected")}
 					}
@@ -192,7 +192,7 @@ func TestFanOutNeedsAClientWithTheFanOutCalls(t *testing.T) {
 		shardlease.WithEnhancedFanOut(consumerName))
 	require.ErrorIs(t, err, shardlease.ErrInvalidConfig)
 	assert.ErrorContains(t, err, "SubscribeToShard")
-	_, err = shardlease.NewConsumer(kinesisfake.New(), shardlease.NewMemoryStore(), "orders", func(context.Context, *shardlease.Batch) error { return nil },
+	_, err = shardlease.NewConsumer(shardleasetest.NewKinesis(), shardlease.NewMemoryStore(), "orders", func(context.Context, *shardlease.Batch) error { return nil },
 		shardlease.WithEnhancedFanOut("no spaces allowed"))
 	require.ErrorIs(t, err, shardlease.ErrInvalidConfig)
 	// Polling users need not implement the fan-out calls.

@@ -16,7 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/shardlease/shardlease"
-	"github.com/shardlease/shardlease/internal/kinesisfake"
+	"github.com/shardlease/shardlease/shardleasetest"
 )
 
 var errPoison = errors.New("cannot parse the record")
@@ -300,12 +300,12 @@ func TestPoisonOptionsValidated(t *testing.T) {
 		{[]shardlease.Option{shardlease.WithMaxAttempts(3), shardlease.WithDeadLetter(dl), shardlease.WithManualCheckpoints()}, "WithManualCheckpoints"},
 	}
 	for _, c := range cases {
-		_, err := shardlease.NewConsumer(kinesisfake.New(), shardlease.NewMemoryStore(), "orders", h, c.opts...)
+		_, err := shardlease.NewConsumer(shardleasetest.NewKinesis(), shardlease.NewMemoryStore(), "orders", h, c.opts...)
 		require.ErrorIs(t, err, shardlease.ErrInvalidConfig)
 		assert.Contains(t, err.Error(), c.want)
 		assert.Contains(t, err.Error(), "orders")
 	}
-	_, err := shardlease.NewConsumer(kinesisfake.New(), shardlease.NewMemoryStore(), "orders", h,
+	_, err := shardlease.NewConsumer(shardleasetest.NewKinesis(), shardlease.NewMemoryStore(), "orders", h,
 		shardlease.WithMaxAttempts(3), shardlease.WithDeadLetter(dl))
 	assert.NoError(t, err)
 }

@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/shardlease/shardlease"
-	"github.com/shardlease/shardlease/internal/kinesisfake"
+	"github.com/shardlease/shardlease/shardleasetest"
 )
 
 // flakyHolder loses the reply of one write that landed, then fails every
@@ -92,7 +92,7 @@ func (s *flakyHolder) Release(ctx context.Context, l shardlease.Lease) (shardlea
 // have taken it.
 func TestConsumerResentWriteDatesLeaseFromFirstAttempt(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		fake := kinesisfake.New()
+		fake := shardleasetest.NewKinesis()
 		w := &world{name: "fake", kin: fake, stream: "orders",
 			lease: 10 * time.Second, renew: 10 * time.Second / 3, take: 2 * time.Second, idle: time.Second}
 		_, err := fake.CreateStream(t.Context(), &kinesis.CreateStreamInput{StreamName: aws.String(w.stream), ShardCount: aws.Int32(1)})

@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/shardlease/shardlease"
-	"github.com/shardlease/shardlease/internal/kinesisfake"
+	"github.com/shardlease/shardlease/shardleasetest"
 )
 
 // scanKinds counts Scan pages by their consistency.
@@ -43,7 +43,7 @@ func TestTakeRoundsListEventually(t *testing.T) {
 	scans := &scanKinds{DynamoDBAPI: client}
 	store, err := shardlease.NewDynamoStore(scans, table)
 	require.NoError(t, err)
-	kin := kinesisfake.New()
+	kin := shardleasetest.NewKinesis()
 	_, err = kin.CreateStream(ctx, &kinesis.CreateStreamInput{StreamName: aws.String("orders"), ShardCount: aws.Int32(4)})
 	require.NoError(t, err)
 	c, err := shardlease.NewConsumer(kin, store, "orders", nopHandler,

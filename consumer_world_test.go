@@ -18,7 +18,7 @@ import (
 
 	"github.com/shardlease/shardlease"
 	"github.com/shardlease/shardlease/internal/emulator"
-	"github.com/shardlease/shardlease/internal/kinesisfake"
+	"github.com/shardlease/shardlease/shardleasetest"
 )
 
 // kinesisAdmin is what the tests call on a stream besides the consumer's
@@ -45,7 +45,7 @@ type world struct {
 // newFakeWorld makes the "fake" world on fake (call it in a synctest
 // bubble): a stream "orders" of shards shards, a MemoryStore, and lease
 // timings long enough for fake time.
-func newFakeWorld(t *testing.T, fake *kinesisfake.Fake, shards int32) *world {
+func newFakeWorld(t *testing.T, fake *shardleasetest.Kinesis, shards int32) *world {
 	t.Helper()
 	w := &world{name: "fake", kin: fake, store: shardlease.NewMemoryStore(), stream: "orders",
 		lease: 10 * time.Second, renew: 10 * time.Second / 3, take: 2 * time.Second, idle: time.Second}
@@ -59,7 +59,7 @@ func newFakeWorld(t *testing.T, fake *kinesisfake.Fake, shards int32) *world {
 func worlds(t *testing.T, shards int32, fn func(t *testing.T, w *world)) {
 	t.Run("fake", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			fake := kinesisfake.New()
+			fake := shardleasetest.NewKinesis()
 			w := newFakeWorld(t, fake, shards)
 			fn(t, w)
 		})

@@ -8,7 +8,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 
 	"github.com/shardlease/shardlease"
-	"github.com/shardlease/shardlease/internal/kinesisfake"
+	"github.com/shardlease/shardlease/shardleasetest"
 )
 
 // Enhanced fan-out: Run registers the stream consumer "orders-app" (or finds
@@ -17,7 +17,7 @@ import (
 func ExampleWithEnhancedFanOut() {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	stream := kinesisfake.New() // in a service: kinesis.NewFromConfig(cfg)
+	stream := shardleasetest.NewKinesis() // in a service: kinesis.NewFromConfig(cfg)
 	_, _ = stream.CreateStream(ctx, &kinesis.CreateStreamInput{StreamName: aws.String("orders"), ShardCount: aws.Int32(1)})
 	for _, order := range []string{"order-1", "order-2"} {
 		_, _ = stream.PutRecord(ctx, &kinesis.PutRecordInput{StreamName: aws.String("orders"), PartitionKey: aws.String(order), Data: []byte(order)})

@@ -11,7 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 
 	"github.com/shardlease/shardlease"
-	"github.com/shardlease/shardlease/internal/kinesisfake"
+	"github.com/shardlease/shardlease/shardleasetest"
 )
 
 // A record the handler can never process (here: one that does not parse)
@@ -21,7 +21,7 @@ import (
 func ExampleWithDeadLetter() {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	stream := kinesisfake.New() // in a service: kinesis.NewFromConfig(cfg)
+	stream := shardleasetest.NewKinesis() // in a service: kinesis.NewFromConfig(cfg)
 	_, _ = stream.CreateStream(ctx, &kinesis.CreateStreamInput{StreamName: aws.String("orders"), ShardCount: aws.Int32(1)})
 	for _, order := range []string{"order-1", "order-2", "garbage", "order-4", "order-5"} {
 		_, _ = stream.PutRecord(ctx, &kinesis.PutRecordInput{StreamName: aws.String("orders"), PartitionKey: aws.String("k"), Data: []byte(order)})
@@ -77,7 +77,7 @@ func ExampleWithDeadLetter() {
 func ExampleWithShardHooks() {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	stream := kinesisfake.New() // in a service: kinesis.NewFromConfig(cfg)
+	stream := shardleasetest.NewKinesis() // in a service: kinesis.NewFromConfig(cfg)
 	_, _ = stream.CreateStream(ctx, &kinesis.CreateStreamInput{StreamName: aws.String("orders"), ShardCount: aws.Int32(1)})
 	var last string
 	for _, order := range []string{"order-1", "order-2", "order-3"} {

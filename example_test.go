@@ -12,7 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 
 	"github.com/shardlease/shardlease"
-	"github.com/shardlease/shardlease/internal/kinesisfake"
+	"github.com/shardlease/shardlease/shardleasetest"
 )
 
 // A consumer over an in-process stream and MemoryStore. A service passes
@@ -20,7 +20,7 @@ import (
 func ExampleNewConsumer() {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	stream := kinesisfake.New() // in a service: kinesis.NewFromConfig(cfg)
+	stream := shardleasetest.NewKinesis() // in a service: kinesis.NewFromConfig(cfg)
 	_, _ = stream.CreateStream(ctx, &kinesis.CreateStreamInput{StreamName: aws.String("orders"), ShardCount: aws.Int32(1)})
 	for _, order := range []string{"order-1", "order-2", "order-3"} {
 		_, _ = stream.PutRecord(ctx, &kinesis.PutRecordInput{StreamName: aws.String("orders"), PartitionKey: aws.String(order), Data: []byte(order)})

@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/shardlease/shardlease"
-	"github.com/shardlease/shardlease/internal/kinesisfake"
+	"github.com/shardlease/shardlease/shardleasetest"
 )
 
 // A client without a region is flagged by the constructors, before any
@@ -35,7 +35,7 @@ func TestNoRegionIsFlaggedBeforeAnyCall(t *testing.T) {
 	// With a region, and for clients that are not the SDK's, nothing is flagged.
 	_, err = shardlease.NewDynamoStore(dynamodb.New(dynamodb.Options{Region: "eu-west-1"}), "orders-leases")
 	require.NoError(t, err)
-	_, err = shardlease.NewConsumer(kinesisfake.New(), shardlease.NewMemoryStore(), "orders", nopHandler)
+	_, err = shardlease.NewConsumer(shardleasetest.NewKinesis(), shardlease.NewMemoryStore(), "orders", nopHandler)
 	require.NoError(t, err)
 }
 

@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/shardlease/shardlease"
-	"github.com/shardlease/shardlease/internal/kinesisfake"
+	"github.com/shardlease/shardlease/shardleasetest"
 )
 
 // noTables is a DynamoDB client in whose account no table exists.
@@ -38,7 +38,7 @@ func requirePrefixOnce(t *testing.T, err error, target error) {
 // the sentinel.
 func TestErrorPrefixOnce(t *testing.T) {
 	ctx := t.Context()
-	kin := kinesisfake.New()
+	kin := shardleasetest.NewKinesis()
 
 	t.Run("missing table through Run", func(t *testing.T) {
 		store, err := shardlease.NewDynamoStore(noTables{}, "orders-leases")

@@ -11,7 +11,7 @@ import (
 	"github.com/shardlease/shardlease"
 	"github.com/shardlease/shardlease/internal/dyncount"
 	"github.com/shardlease/shardlease/internal/emulator"
-	"github.com/shardlease/shardlease/internal/storetest"
+	"github.com/shardlease/shardlease/shardleasetest"
 )
 
 func TestMain(m *testing.M) { emulator.Main(m) }
@@ -39,13 +39,13 @@ func keepsWorkers(newStore func(t *testing.T) shardlease.LeaseStore) func(t *tes
 
 func TestConformance(t *testing.T) {
 	t.Run("memory", func(t *testing.T) {
-		storetest.Run(t, keepsWorkers(func(t *testing.T) shardlease.LeaseStore { return shardlease.NewMemoryStore() }))
+		shardleasetest.RunStoreConformance(t, keepsWorkers(func(t *testing.T) shardlease.LeaseStore { return shardlease.NewMemoryStore() }))
 	})
 	t.Run("dynamo", func(t *testing.T) {
 		client, table := dynamoTable(t)
 		var once sync.Once
 		var store *shardlease.DynamoStore
-		storetest.Run(t, keepsWorkers(func(t *testing.T) shardlease.LeaseStore {
+		shardleasetest.RunStoreConformance(t, keepsWorkers(func(t *testing.T) shardlease.LeaseStore {
 			once.Do(func() {
 				var err error
 				store, err = shardlease.NewDynamoStore(client, table)

@@ -6,8 +6,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/shardlease/shardlease"
-	"github.com/shardlease/shardlease/internal/kinesisfake"
 	"github.com/shardlease/shardlease/internal/seqnum"
+	"github.com/shardlease/shardlease/shardleasetest"
 )
 
 // ShardEnd is spelled out in lease.go so that go doc shows its value; it is
@@ -19,11 +19,11 @@ func TestShardEndIsTheOrderedSentinel(t *testing.T) {
 
 // An empty owner id is a mistake, not a request for the default.
 func TestEmptyOwnerIDIsAnError(t *testing.T) {
-	_, err := shardlease.NewConsumer(kinesisfake.New(), shardlease.NewMemoryStore(), "orders", nopHandler, shardlease.WithOwnerID(""))
+	_, err := shardlease.NewConsumer(shardleasetest.NewKinesis(), shardlease.NewMemoryStore(), "orders", nopHandler, shardlease.WithOwnerID(""))
 	requirePrefixOnce(t, err, shardlease.ErrInvalidConfig)
 	require.ErrorContains(t, err, `WithOwnerID(""): the owner id is empty`)
 
-	c, err := shardlease.NewConsumer(kinesisfake.New(), shardlease.NewMemoryStore(), "orders", nopHandler)
+	c, err := shardlease.NewConsumer(shardleasetest.NewKinesis(), shardlease.NewMemoryStore(), "orders", nopHandler)
 	require.NoError(t, err)
 	require.NotEmpty(t, c.OwnerID(), "without the option, the default owner id")
 }

@@ -12,7 +12,7 @@ import (
 
 	"github.com/shardlease/shardlease"
 	"github.com/shardlease/shardlease/internal/emulator"
-	"github.com/shardlease/shardlease/internal/kinesisfake"
+	"github.com/shardlease/shardlease/shardleasetest"
 )
 
 // The stream is deleted and created again with the in-process fake:
@@ -22,7 +22,7 @@ func TestAdoptStream(t *testing.T) {
 	f := newFixture(t)
 	ctx := t.Context()
 	stream := emulator.UniqueName("orders")
-	fake := kinesisfake.New()
+	fake := shardleasetest.NewKinesis()
 	create := func() shardlease.StreamIdentity {
 		_, err := fake.CreateStream(ctx, &kinesis.CreateStreamInput{StreamName: aws.String(stream), ShardCount: aws.Int32(1)})
 		require.NoError(t, err)

@@ -62,7 +62,7 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
 	"github.com/shardlease/shardlease"
-	"github.com/shardlease/shardlease/internal/kinesisfake"
+	"github.com/shardlease/shardlease/shardleasetest"
 )
 
 const (
@@ -178,7 +178,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	defer func() { _ = provider.Shutdown(context.WithoutCancel(ctx)) }()
 
 	// The stream and the lease store, in process.
-	kin := kinesisfake.New()
+	kin := shardleasetest.NewKinesis()
 	if _, err := kin.CreateStream(ctx, &kinesis.CreateStreamInput{StreamName: aws.String(streamName), ShardCount: aws.Int32(int32(s.shards))}); err != nil {
 		return err
 	}
@@ -229,7 +229,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 }
 
 // produce puts rate records a second into the stream until ctx is done.
-func produce(ctx context.Context, kin *kinesisfake.Fake, rate int) error {
+func produce(ctx context.Context, kin *shardleasetest.Kinesis, rate int) error {
 	tick := time.NewTicker(time.Second / time.Duration(rate))
 	defer tick.Stop()
 	for i := 1; ; i++ {

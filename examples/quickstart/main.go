@@ -57,7 +57,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/shardlease/shardlease"
-	"github.com/shardlease/shardlease/internal/kinesisfake"
+	"github.com/shardlease/shardlease/shardleasetest"
 )
 
 // Lease timings, much shorter than the library's defaults (a 10s lease) so
@@ -202,7 +202,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 
 	// The stream. A service passes kinesis.NewFromConfig(cfg) to NewConsumer
 	// instead.
-	stream := kinesisfake.New()
+	stream := shardleasetest.NewKinesis()
 	_, err = stream.CreateStream(ctx, &kinesis.CreateStreamInput{StreamName: aws.String(streamName), ShardCount: aws.Int32(int32(s.shards))})
 	if err != nil {
 		return err
@@ -441,7 +441,7 @@ func holders(workers []*worker, shard string) []string {
 // produce puts rate records a second until ctx is done. Each record's data
 // and partition key is a unique id; the partition key's hash picks the shard.
 // Record number poison carries a payload the handler cannot parse.
-func produce(ctx context.Context, stream *kinesisfake.Fake, rate, poison int, tally *tally) error {
+func produce(ctx context.Context, stream *shardleasetest.Kinesis, rate, poison int, tally *tally) error {
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	start := time.Now()
@@ -454,7 +454,7 @@ func produce(ctx context.Context, stream *kinesisfake.Fake, rate, poison int, ta
 		}
 		due := int(time.Since(start).Seconds() * float64(rate))
 		for sent < due {
-			n := min(due-sent, kinesisfake.MaxPutRecordsEntries)
+			n := min(due-sent, shardleasetest.MaxPutRecordsEntries)
 			ids := make([]string, n)
 			entries := make([]types.PutRecordsRequestEntry, n)
 			for i := range entries {

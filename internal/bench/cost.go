@@ -14,7 +14,7 @@ import (
 	"github.com/shardlease/shardlease"
 	"github.com/shardlease/shardlease/internal/dyncount"
 	"github.com/shardlease/shardlease/internal/emulator"
-	"github.com/shardlease/shardlease/internal/kinesisfake"
+	"github.com/shardlease/shardlease/shardleasetest"
 )
 
 // Default timings of the consumer, which the baseline uses too.
@@ -33,7 +33,7 @@ const (
 // DynamoDB calls are counted through the narrow client interface.
 func measureCost(ctx context.Context, e *env) error {
 	n := e.sz.costLeases
-	fake := kinesisfake.New()
+	fake := shardleasetest.NewKinesis()
 	dc := emulator.NewDynamoClient(e.dynamo)
 	newSide := func(stream string) (*countingDynamo, *shardlease.DynamoStore, error) {
 		if _, err := fake.CreateStream(ctx, &kinesis.CreateStreamInput{StreamName: aws.String(stream), ShardCount: aws.Int32(int32(n))}); err != nil {

@@ -13,13 +13,13 @@ import (
 
 	"github.com/shardlease/shardlease"
 	"github.com/shardlease/shardlease/internal/crash"
-	"github.com/shardlease/shardlease/internal/kinesisfake"
+	"github.com/shardlease/shardlease/shardleasetest"
 )
 
 // fakeWorld is a stream on the in-process fake with a MemoryStore, run in
 // real time with short timings.
 type fakeWorld struct {
-	fake   *kinesisfake.Fake
+	fake   *shardleasetest.Kinesis
 	store  *shardlease.MemoryStore
 	stream string
 	shards int
@@ -27,7 +27,7 @@ type fakeWorld struct {
 }
 
 func newFakeWorld(ctx context.Context, shards int, lease time.Duration) (*fakeWorld, error) {
-	w := &fakeWorld{fake: kinesisfake.New(), store: shardlease.NewMemoryStore(), stream: "bench", shards: shards, lease: lease}
+	w := &fakeWorld{fake: shardleasetest.NewKinesis(), store: shardlease.NewMemoryStore(), stream: "bench", shards: shards, lease: lease}
 	_, err := w.fake.CreateStream(ctx, &kinesis.CreateStreamInput{StreamName: aws.String(w.stream), ShardCount: aws.Int32(int32(shards))})
 	return w, err
 }

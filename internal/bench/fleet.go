@@ -15,14 +15,14 @@ import (
 	"github.com/shardlease/shardlease/internal/crash"
 	"github.com/shardlease/shardlease/internal/dyncount"
 	"github.com/shardlease/shardlease/internal/emulator"
-	"github.com/shardlease/shardlease/internal/kinesisfake"
+	"github.com/shardlease/shardlease/shardleasetest"
 )
 
 // fleet is a number of in-process workers sharing one stream of the
 // in-process Kinesis fake, with their lease table on dynalite, every DynamoDB
 // call going through one counting client that sums consumed capacity.
 type fleet struct {
-	fake    *kinesisfake.Fake
+	fake    *shardleasetest.Kinesis
 	dyn     *dyncount.Client
 	store   *shardlease.DynamoStore
 	stream  string
@@ -46,7 +46,7 @@ type fleetWorker struct {
 }
 
 func newFleet(ctx context.Context, e *env, shards int, lease time.Duration) (*fleet, error) {
-	f := &fleet{fake: kinesisfake.New(), stream: "fleet", shards: shards, lease: lease}
+	f := &fleet{fake: shardleasetest.NewKinesis(), stream: "fleet", shards: shards, lease: lease}
 	if _, err := f.fake.CreateStream(ctx, &kinesis.CreateStreamInput{StreamName: aws.String(f.stream), ShardCount: aws.Int32(int32(shards))}); err != nil {
 		return nil, err
 	}

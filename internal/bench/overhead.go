@@ -14,7 +14,7 @@ import (
 	ktypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/shardlease/shardlease"
-	"github.com/shardlease/shardlease/internal/kinesisfake"
+	"github.com/shardlease/shardlease/shardleasetest"
 )
 
 // cost is what a piece of work cost this process: CPU time (user and
@@ -45,8 +45,8 @@ func measureOverhead(ctx context.Context, e *env) error {
 	const perShard = 10000
 	shards := max(1, e.sz.overheadRecords/perShard)
 	total := shards * perShard
-	newFake := func() (*kinesisfake.Fake, error) {
-		f := kinesisfake.New()
+	newFake := func() (*shardleasetest.Kinesis, error) {
+		f := shardleasetest.NewKinesis()
 		if _, err := f.CreateStream(ctx, &kinesis.CreateStreamInput{StreamName: aws.String("overhead"), ShardCount: aws.Int32(int32(shards))}); err != nil {
 			return nil, err
 		}

@@ -14,7 +14,7 @@ import (
 	"github.com/shardlease/shardlease"
 	"github.com/shardlease/shardlease/internal/dyncount"
 	"github.com/shardlease/shardlease/internal/emulator"
-	"github.com/shardlease/shardlease/internal/kinesisfake"
+	"github.com/shardlease/shardlease/shardleasetest"
 )
 
 func heapAndStacks() uint64 {
@@ -32,7 +32,7 @@ func heapAndStacks() uint64 {
 func measureScale(ctx context.Context, e *env) error {
 	nLeases, nRows := e.sz.scaleLeases, e.sz.scaleRows
 	const stream = "scale"
-	fake := kinesisfake.New()
+	fake := shardleasetest.NewKinesis()
 	if _, err := fake.CreateStream(ctx, &kinesis.CreateStreamInput{StreamName: aws.String(stream), ShardCount: aws.Int32(int32(nRows))}); err != nil {
 		return err
 	}

@@ -38,7 +38,7 @@ import (
 
 // Kinesis is what the soak needs of a Kinesis client: the consumer's calls
 // plus the producer's and the resharding ones. *kinesis.Client and
-// *kinesisfake.Fake have them.
+// *shardleasetest.Kinesis have them.
 type Kinesis interface {
 	shardlease.KinesisAPI
 	CreateStream(ctx context.Context, params *kinesis.CreateStreamInput, optFns ...func(*kinesis.Options)) (*kinesis.CreateStreamOutput, error)

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/shardlease/shardlease/internal/emulator"
-	"github.com/shardlease/shardlease/internal/kinesisfake"
 	"github.com/shardlease/shardlease/internal/soak"
+	"github.com/shardlease/shardlease/shardleasetest"
 )
 
 func TestMain(m *testing.M) { emulator.Main(m) }
@@ -57,7 +57,7 @@ func TestSoak(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			res, err := soak.Run(t.Context(), soak.Config{
 				Seed: 1, Workers: 4, Shards: 6, Duration: 10 * time.Minute, Rate: 20, Lease: 10 * time.Second,
-				Kinesis: kinesisfake.New(), Stream: "orders", Events: logWriter{t},
+				Kinesis: shardleasetest.NewKinesis(), Stream: "orders", Events: logWriter{t},
 			})
 			check(t, res, err)
 			if res.Injected[soak.EvPause] == 0 {
@@ -69,7 +69,7 @@ func TestSoak(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			res, err := soak.Run(t.Context(), soak.Config{
 				Seed: 1, Workers: 4, Shards: 6, Duration: 10 * time.Minute, Rate: 20, Lease: 10 * time.Second,
-				Kinesis: kinesisfake.New(), Stream: "orders", Events: logWriter{t}, FanOut: "orders-app",
+				Kinesis: shardleasetest.NewKinesis(), Stream: "orders", Events: logWriter{t}, FanOut: "orders-app",
 			})
 			check(t, res, err)
 			if res.Subscriptions == 0 {

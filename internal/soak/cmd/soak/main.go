@@ -20,8 +20,8 @@ import (
 	"time"
 
 	"github.com/shardlease/shardlease/internal/emulator"
-	"github.com/shardlease/shardlease/internal/kinesisfake"
 	"github.com/shardlease/shardlease/internal/soak"
+	"github.com/shardlease/shardlease/shardleasetest"
 )
 
 func main() {
@@ -61,7 +61,7 @@ func run() int {
 	}
 	switch *world {
 	case "fake":
-		cfg.Kinesis = kinesisfake.New()
+		cfg.Kinesis = shardleasetest.NewKinesis()
 	case "emulator":
 		if *fanOut != "" {
 			fmt.Println("starting dynalite and kinesis-local (behind the fan-out shim)")

@@ -1,4 +1,4 @@
-package kinesisfake_test
+package shardleasetest_test
 
 import (
 	"context"
@@ -8,14 +8,14 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
-	"github.com/shardlease/shardlease/internal/kinesisfake"
+	"github.com/shardlease/shardlease/shardleasetest"
 )
 
 // Reading a shard to its end after a split: the last GetRecords returns the
 // children and no next iterator.
-func Example() {
+func ExampleKinesis_GetRecords() {
 	ctx := context.Background()
-	f := kinesisfake.New()
+	f := shardleasetest.NewKinesis()
 	stream := aws.String("orders")
 	if _, err := f.CreateStream(ctx, &kinesis.CreateStreamInput{StreamName: stream, ShardCount: aws.Int32(1)}); err != nil {
 		panic(err)

@@ -1,4 +1,4 @@
-package kinesisfake
+package shardleasetest
 
 import (
 	"context"
@@ -25,7 +25,7 @@ import (
 )
 
 // Operation names of enhanced fan-out, passed to a [FaultFunc] and accepted
-// by [Fake.Calls].
+// by [Kinesis.Calls].
 const (
 	OpRegisterStreamConsumer   = "RegisterStreamConsumer"
 	OpDescribeStreamConsumer   = "DescribeStreamConsumer"
@@ -43,7 +43,7 @@ const (
 // subscription go silent: it sends nothing more, not even an empty event,
 // and does not end by itself (as a connection whose peer stopped answering);
 // it ends when the client closes it or goes away.
-var ErrSilence = errors.New("kinesisfake: the subscription goes silent")
+var ErrSilence = errors.New("shardleasetest: the subscription goes silent")
 
 // SubscriptionLifetime is how long a subscription lasts before the fake
 // ends it, as the service does; see [WithSubscriptionLifetime].
@@ -54,13 +54,13 @@ const heartbeat = time.Second
 
 // WithSubscriptionLifetime sets how long a SubscribeToShard subscription
 // delivers events before it ends normally (default [SubscriptionLifetime]).
-func WithSubscriptionLifetime(d time.Duration) Option {
-	return func(f *Fake) { f.subLifetime = d }
+func WithSubscriptionLifetime(d time.Duration) KinesisOption {
+	return func(f *Kinesis) { f.subLifetime = d }
 }
 
 // SetSubscriptionLifetime changes the lifetime of the subscriptions made
 // from now on; see [WithSubscriptionLifetime].
-func (f *Fake) SetSubscriptionLifetime(d time.Duration) {
+func (f *Kinesis) SetSubscriptionLifetime(d time.Duration) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.subLifetime = d
@@ -93,7 +93,7 @@ func (c *streamConsumer) status() types.ConsumerStatus {
 // CREATING for d before they are ACTIVE (default 0: ACTIVE at once), as the
 // service takes a few seconds. A subscription through a consumer that is
 // not ACTIVE is a ResourceInUseException.
-func (f *Fake) SetConsumerActivation(d time.Duration) {
+func (f *Kinesis) SetConsumerActivation(d time.Duration) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.activation = d
@@ -101,7 +101,7 @@ func (f *Fake) SetConsumerActivation(d time.Duration) {
 
 // consumer finds a registered consumer by ARN, or by stream and name. f.mu
 // must be held.
-func (f *Fake) consumer(arn, streamARN, name *string) (*streamConsumer, error) {
+func (f *Kinesis) consumer(arn, streamARN, name *string) (*streamConsumer, error) {
 	for _, c := range f.consumers {
 		st := f.streams[c.stream]
 		if st == nil || st.incarnation != c.incarnation {
@@ -121,7 +121,7 @@ func (f *Fake) consumer(arn, streamARN, name *string) (*streamConsumer, error) {
 // beginConsumer begins operation op (see begin), then locks f.mu and finds
 // a registered consumer as consumer does. On success the caller holds f.mu
 // and releases it with unlock; on error f.mu is not held.
-func (f *Fake) beginConsumer(ctx context.Context, op string, arn, streamARN, name *string) (c *streamConsumer, unlock func(), err error) {
+func (f *Kinesis) beginConsumer(ctx context.Context, op string, arn, streamARN, name *string) (c *streamConsumer, unlock func(), err error) {
 	if err := f.begin(ctx, op, ""); err != nil {
 		return nil, nil, err
 	}
@@ -130,7 +130,7 @@ func (f *Fake) beginConsumer(ctx context.Context, op string, arn, streamARN, nam
 
 // lockStreamARN locks f.mu and finds the stream whose ARN is arn (see
 // lockStream).
-func (f *Fake) lockStreamARN(arn *string) (st *stream, unlock func(), err error) {
+func (f *Kinesis) lockStreamARN(arn *string) (st *stream, unlock func(), err error) {
 	name, err := streamName(nil, arn)
 	if err != nil {
 		return nil, nil, err
@@ -141,7 +141,7 @@ func (f *Fake) lockStreamARN(arn *string) (st *stream, unlock func(), err error)
 // RegisterStreamConsumer registers a consumer of a stream, ACTIVE at once
 // unless SetConsumerActivation says otherwise.
 // A consumer of that name registered already is a ResourceInUseException.
-func (f *Fake) RegisterStreamConsumer(ctx context.Context, params *kinesis.RegisterStreamConsumerInput, optFns ...func(*kinesis.Options)) (*kinesis.RegisterStreamConsumerOutput, error) {
+func (f *Kinesis) RegisterStreamConsumer(ctx context.Context, params *kinesis.RegisterStreamConsumerInput, optFns ...func(*kinesis.Options)) (*kinesis.RegisterStreamConsumerOutput, error) {
 	if err := f.begin(ctx, OpRegisterStreamConsumer, ""); err != nil {
 		return nil, err
 	}
@@ -168,7 +168,7 @@ func (f *Fake) RegisterStreamConsumer(ctx context.Context, params *kinesis.Regis
 
 // DescribeStreamConsumer describes a consumer given its ARN, or its stream's
 // ARN and its name. An unknown one is a ResourceNotFoundException.
-func (f *Fake) DescribeStreamConsumer(ctx context.Context, params *kinesis.DescribeStreamConsumerInput, optFns ...func(*kinesis.Options)) (*kinesis.DescribeStreamConsumerOutput, error) {
+func (f *Kinesis) DescribeStreamConsumer(ctx context.Context, params *kinesis.DescribeStreamConsumerInput, optFns ...func(*kinesis.Options)) (*kinesis.DescribeStreamConsumerOutput, error) {
 	if params == nil {
 		params = &kinesis.DescribeStreamConsumerInput{}
 	}
@@ -185,7 +185,7 @@ func (f *Fake) DescribeStreamConsumer(ctx context.Context, params *kinesis.Descr
 }
 
 // ListStreamConsumers lists a stream's consumers in one page.
-func (f *Fake) ListStreamConsumers(ctx context.Context, params *kinesis.ListStreamConsumersInput, optFns ...func(*kinesis.Options)) (*kinesis.ListStreamConsumersOutput, error) {
+func (f *Kinesis) ListStreamConsumers(ctx context.Context, params *kinesis.ListStreamConsumersInput, optFns ...func(*kinesis.Options)) (*kinesis.ListStreamConsumersOutput, error) {
 	if err := f.begin(ctx, OpListStreamConsumers, ""); err != nil {
 		return nil, err
 	}
@@ -208,7 +208,7 @@ func (f *Fake) ListStreamConsumers(ctx context.Context, params *kinesis.ListStre
 
 // DeregisterStreamConsumer removes a consumer at once; its open
 // subscriptions end with ResourceNotFoundException.
-func (f *Fake) DeregisterStreamConsumer(ctx context.Context, params *kinesis.DeregisterStreamConsumerInput, optFns ...func(*kinesis.Options)) (*kinesis.DeregisterStreamConsumerOutput, error) {
+func (f *Kinesis) DeregisterStreamConsumer(ctx context.Context, params *kinesis.DeregisterStreamConsumerInput, optFns ...func(*kinesis.Options)) (*kinesis.DeregisterStreamConsumerOutput, error) {
 	if params == nil {
 		params = &kinesis.DeregisterStreamConsumerInput{}
 	}
@@ -235,7 +235,7 @@ func (f *Fake) DeregisterStreamConsumer(ctx context.Context, params *kinesis.Der
 // ResourceInUseException until the first is closed (Close on the stream)
 // or ends. Each subscription is served by a goroutine that exits when the
 // subscription ends or is closed.
-func (f *Fake) SubscribeToShard(ctx context.Context, params *kinesis.SubscribeToShardInput, optFns ...func(*kinesis.Options)) (*kinesis.SubscribeToShardOutput, error) {
+func (f *Kinesis) SubscribeToShard(ctx context.Context, params *kinesis.SubscribeToShardInput, optFns ...func(*kinesis.Options)) (*kinesis.SubscribeToShardOutput, error) {
 	if params == nil {
 		params = &kinesis.SubscribeToShardInput{}
 	}
@@ -246,7 +246,7 @@ func (f *Fake) SubscribeToShard(ctx context.Context, params *kinesis.SubscribeTo
 	if f.wire == nil {
 		f.wire = kinesis.NewFromConfig(aws.Config{
 			Region:       Region,
-			BaseEndpoint: aws.String("http://kinesisfake.invalid"),
+			BaseEndpoint: aws.String("http://shardleasetest.invalid"),
 			HTTPClient:   wireClient{f},
 			Retryer:      func() aws.Retryer { return aws.NopRetryer{} },
 			Credentials: aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {
@@ -264,7 +264,7 @@ func (f *Fake) SubscribeToShard(ctx context.Context, params *kinesis.SubscribeTo
 
 // wireClient serves the SubscribeToShard requests of the fake's own SDK
 // client.
-type wireClient struct{ f *Fake }
+type wireClient struct{ f *Kinesis }
 
 // subscribeRequest is the JSON body of a SubscribeToShard request.
 type subscribeRequest struct {
@@ -382,7 +382,7 @@ func (b *subscriptionBody) Close() error {
 
 // subscription is one open SubscribeToShard call.
 type subscription struct {
-	f           *Fake
+	f           *Kinesis
 	c           *streamConsumer
 	stream      string
 	incarnation uint64
@@ -417,77 +417,32 @@ func (s *subscription) serve(ctx context.Context) {
 	defer idle.Stop()
 	sent, beat := false, false
 	for {
-		f.mu.Lock()
-		st := f.streams[s.stream]
-		_, cerr := f.consumer(&s.c.arn, nil, nil)
-		if st == nil || st.incarnation != s.incarnation || cerr != nil {
-			f.mu.Unlock()
-			msg := fmt.Sprintf("Stream %s under account %s not found.", s.stream, Account)
-			if cerr != nil {
-				msg = cerr.Error()
-			}
-			_ = eventwire.WriteException(s.w, "ResourceNotFoundException", msg)
+		p, gone := s.next()
+		if gone != "" {
+			_ = eventwire.WriteException(s.w, "ResourceNotFoundException", gone)
 			return
 		}
-		sh := st.shards[s.shard]
-		from := min(s.pos, len(sh.records))
-		to := min(from+MaxGetRecordsLimit, len(sh.records))
-		ev := types.SubscribeToShardEvent{Records: make([]types.Record, 0, to-from), MillisBehindLatest: ptr(int64(0))}
-		for _, r := range sh.records[from:to] {
-			r.Data = slices.Clone(r.Data)
-			ev.Records = append(ev.Records, r)
-		}
-		if to < len(sh.records) {
-			ev.MillisBehindLatest = ptr(max(0, time.Since(*sh.records[to].ApproximateArrivalTimestamp).Milliseconds()))
-		}
-		s.pos = to
-		closed := to == len(sh.records) && !sh.open()
-		if closed {
-			ev.ChildShards = st.childShards(sh)
-		} else if to > 0 {
-			ev.ContinuationSequenceNumber = ptr(*sh.records[to-1].SequenceNumber)
-		} else {
-			ev.ContinuationSequenceNumber = ptr(sh.startSeq)
-		}
-		more := to < len(sh.records)
-		changed := st.changes()
-		hook := f.faults
-		shardID := sh.id
-		f.mu.Unlock()
-
-		if len(ev.Records) > 0 || closed || !sent || beat {
-			if hook != nil {
-				if err := hook(OpSubscriptionEvent, shardID); err != nil {
-					if errors.Is(err, ErrSilence) {
-						select {
-						case <-s.done:
-						case <-ctx.Done():
-						}
-						return
-					}
-					code, msg := "InternalFailureException", err.Error()
-					var ae smithy.APIError
-					if errors.As(err, &ae) {
-						code, msg = ae.ErrorCode(), ae.ErrorMessage()
-					}
-					_ = eventwire.WriteException(s.w, code, msg)
+		if len(p.ev.Records) > 0 || p.closed || !sent || beat {
+			if p.hook != nil {
+				if err := p.hook(OpSubscriptionEvent, p.shardID); err != nil {
+					s.fail(ctx, err)
 					return
 				}
 			}
-			if eventwire.WriteEvent(s.w, eventwire.EventJSON(ev)) != nil {
+			if eventwire.WriteEvent(s.w, eventwire.EventJSON(p.ev)) != nil {
 				return
 			}
 			sent, beat = true, false
 			idle.Reset(heartbeat)
 		}
-		if closed {
+		if p.closed {
 			return
 		}
-		if more {
+		if p.more {
 			continue // send the rest at once
 		}
 		select {
-		case <-changed:
+		case <-p.changed:
 		case <-idle.C:
 			beat = true
 		case <-end.C:
@@ -498,4 +453,71 @@ func (s *subscription) serve(ctx context.Context) {
 			return
 		}
 	}
+}
+
+// pending is the next event of a subscription, read under f.mu, and what
+// serve needs to send it and wait for the one after.
+type pending struct {
+	ev      types.SubscribeToShardEvent
+	closed  bool            // ev is the shard's last event
+	more    bool            // records remain after ev's
+	changed <-chan struct{} // closed at the stream's next change
+	hook    FaultFunc
+	shardID string
+}
+
+// next reads the subscription's next event and advances its position past
+// the event's records. When the stream or the consumer is gone, it returns
+// the message of the ResourceNotFoundException that ends the subscription.
+func (s *subscription) next() (p pending, gone string) {
+	f := s.f
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	st := f.streams[s.stream]
+	_, cerr := f.consumer(&s.c.arn, nil, nil)
+	if st == nil || st.incarnation != s.incarnation || cerr != nil {
+		if cerr != nil {
+			return pending{}, cerr.Error()
+		}
+		return pending{}, fmt.Sprintf("Stream %s under account %s not found.", s.stream, Account)
+	}
+	sh := st.shards[s.shard]
+	from := min(s.pos, len(sh.records))
+	to := min(from+MaxGetRecordsLimit, len(sh.records))
+	ev := types.SubscribeToShardEvent{Records: make([]types.Record, 0, to-from), MillisBehindLatest: ptr(int64(0))}
+	for _, r := range sh.records[from:to] {
+		r.Data = slices.Clone(r.Data)
+		ev.Records = append(ev.Records, r)
+	}
+	if to < len(sh.records) {
+		ev.MillisBehindLatest = ptr(max(0, time.Since(*sh.records[to].ApproximateArrivalTimestamp).Milliseconds()))
+	}
+	s.pos = to
+	closed := to == len(sh.records) && !sh.open()
+	if closed {
+		ev.ChildShards = st.childShards(sh)
+	} else if to > 0 {
+		ev.ContinuationSequenceNumber = ptr(*sh.records[to-1].SequenceNumber)
+	} else {
+		ev.ContinuationSequenceNumber = ptr(sh.startSeq)
+	}
+	return pending{ev: ev, closed: closed, more: to < len(sh.records), changed: st.changes(), hook: f.faults, shardID: sh.id}, ""
+}
+
+// fail ends the subscription as the fault hook's err says: silent until
+// the client goes away for ErrSilence, else with err as the exception.
+func (s *subscription) fail(ctx context.Context, err error) {
+	if errors.Is(err, ErrSilence) {
+		select {
+		case <-s.done:
+		case <-ctx.Done():
+		}
+		return
+	}
+	code, msg := "InternalFailureException", err.Error()
+	var ae smithy.APIError
+	if errors.As(err, &ae) {
+		code, msg = ae.ErrorCode(), ae.ErrorMessage()
+	}
+	_ = eventwire.WriteException(s.w, code, msg)
 }

@@ -1,4 +1,4 @@
-package kinesisfake_test
+package shardleasetest_test
 
 import (
 	"context"
@@ -19,30 +19,27 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
-	"github.com/shardlease/shardlease"
-	"github.com/shardlease/shardlease/internal/kinesisfake"
+	"github.com/shardlease/shardlease/shardleasetest"
 )
-
-var _ shardlease.KinesisAPI = (*kinesisfake.Fake)(nil)
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 var ctx = context.Background()
 
-func newStream(t *testing.T, f *kinesisfake.Fake, name string, shards int32) {
+func newStream(t *testing.T, f *shardleasetest.Kinesis, name string, shards int32) {
 	t.Helper()
 	_, err := f.CreateStream(ctx, &kinesis.CreateStreamInput{StreamName: aws.String(name), ShardCount: aws.Int32(shards)})
 	require.NoError(t, err)
 }
 
-func put(t *testing.T, f *kinesisfake.Fake, name, key, data string) *kinesis.PutRecordOutput {
+func put(t *testing.T, f *shardleasetest.Kinesis, name, key, data string) *kinesis.PutRecordOutput {
 	t.Helper()
 	out, err := f.PutRecord(ctx, &kinesis.PutRecordInput{StreamName: aws.String(name), PartitionKey: aws.String(key), Data: []byte(data)})
 	require.NoError(t, err)
 	return out
 }
 
-func putHash(t *testing.T, f *kinesisfake.Fake, name string, hash *big.Int, data string) *kinesis.PutRecordOutput {
+func putHash(t *testing.T, f *shardleasetest.Kinesis, name string, hash *big.Int, data string) *kinesis.PutRecordOutput {
 	t.Helper()
 	out, err := f.PutRecord(ctx, &kinesis.PutRecordInput{StreamName: aws.String(name), PartitionKey: aws.String("k"),
 		ExplicitHashKey: aws.String(hash.String()), Data: []byte(data)})
@@ -50,7 +47,7 @@ func putHash(t *testing.T, f *kinesisfake.Fake, name string, hash *big.Int, data
 	return out
 }
 
-func iter(t *testing.T, f *kinesisfake.Fake, name, shard string, typ types.ShardIteratorType, mod ...func(*kinesis.GetShardIteratorInput)) string {
+func iter(t *testing.T, f *shardleasetest.Kinesis, name, shard string, typ types.ShardIteratorType, mod ...func(*kinesis.GetShardIteratorInput)) string {
 	t.Helper()
 	in := &kinesis.GetShardIteratorInput{StreamName: aws.String(name), ShardId: aws.String(shard), ShardIteratorType: typ}
 	for _, m := range mod {
@@ -62,7 +59,7 @@ func iter(t *testing.T, f *kinesisfake.Fake, name, shard string, typ types.Shard
 	return *out.ShardIterator
 }
 
-func getRecords(t *testing.T, f *kinesisfake.Fake, it string, limit int32) *kinesis.GetRecordsOutput {
+func getRecords(t *testing.T, f *shardleasetest.Kinesis, it string, limit int32) *kinesis.GetRecordsOutput {
 	t.Helper()
 	in := &kinesis.GetRecordsInput{ShardIterator: aws.String(it)}
 	if limit > 0 {
@@ -73,7 +70,7 @@ func getRecords(t *testing.T, f *kinesisfake.Fake, it string, limit int32) *kine
 	return out
 }
 
-func listAll(t *testing.T, f *kinesisfake.Fake, name string) []types.Shard {
+func listAll(t *testing.T, f *shardleasetest.Kinesis, name string) []types.Shard {
 	t.Helper()
 	out, err := f.ListShards(ctx, &kinesis.ListShardsInput{StreamName: aws.String(name)})
 	require.NoError(t, err)
@@ -99,7 +96,7 @@ func bigint(t *testing.T, s string) *big.Int {
 var two128 = new(big.Int).Lsh(big.NewInt(1), 128)
 
 func TestCreateStreamSplitsHashSpaceEvenly(t *testing.T) {
-	f := kinesisfake.New()
+	f := shardleasetest.NewKinesis()
 	newStream(t, f, "orders", 3)
 	shards := listAll(t, f, "orders")
 	require.Len(t, shards, 3)
@@ -133,7 +130,7 @@ func TestCreateStreamSplitsHashSpaceEvenly(t *testing.T) {
 }
 
 func TestPutRoutesByMD5AndReadsInOrder(t *testing.T) {
-	f := kinesisfake.New(kinesisfake.WithReadLimit(0))
+	f := shardleasetest.NewKinesis(shardleasetest.WithReadLimit(0))
 	newStream(t, f, "orders", 4)
 	shards := listAll(t, f, "orders")
 
@@ -167,7 +164,7 @@ func TestPutRoutesByMD5AndReadsInOrder(t *testing.T) {
 }
 
 func TestSequenceNumbersCompareAsIntegersAndStrings(t *testing.T) {
-	f := kinesisfake.New()
+	f := shardleasetest.NewKinesis()
 	newStream(t, f, "orders", 3)
 	var seqs []string
 	for i := range 50 {
@@ -202,7 +199,7 @@ func TestSequenceNumbersCompareAsIntegersAndStrings(t *testing.T) {
 
 func TestIteratorTypes(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := kinesisfake.New(kinesisfake.WithReadLimit(0))
+		f := shardleasetest.NewKinesis(shardleasetest.WithReadLimit(0))
 		newStream(t, f, "orders", 1)
 		const sh = "shardId-000000000000"
 		var seqs []string
@@ -262,7 +259,7 @@ func TestIteratorTypes(t *testing.T) {
 }
 
 func TestSequenceNumberOfAnotherShardIsRejected(t *testing.T) {
-	f := kinesisfake.New()
+	f := shardleasetest.NewKinesis()
 	newStream(t, f, "orders", 2)
 	out := putHash(t, f, "orders", big.NewInt(0), "x") // lands on shard 0
 	require.Equal(t, "shardId-000000000000", *out.ShardId)
@@ -274,7 +271,7 @@ func TestSequenceNumberOfAnotherShardIsRejected(t *testing.T) {
 
 func TestListShardsPagination(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := kinesisfake.New()
+		f := shardleasetest.NewKinesis()
 		newStream(t, f, "orders", 7)
 
 		var ids []string
@@ -318,7 +315,7 @@ func TestListShardsPagination(t *testing.T) {
 		require.ErrorAs(t, err, &notFound)
 		assert.Contains(t, err.Error(), "payments")
 
-		time.Sleep(kinesisfake.NextTokenTTL)
+		time.Sleep(shardleasetest.NextTokenTTL)
 		_, err = f.ListShards(ctx, &kinesis.ListShardsInput{NextToken: first.NextToken})
 		var expired *types.ExpiredNextTokenException
 		assert.ErrorAs(t, err, &expired)
@@ -326,7 +323,7 @@ func TestListShardsPagination(t *testing.T) {
 }
 
 func TestSplitAndMergeLineage(t *testing.T) {
-	f := kinesisfake.New(kinesisfake.WithReadLimit(0))
+	f := shardleasetest.NewKinesis(shardleasetest.WithReadLimit(0))
 	newStream(t, f, "orders", 2)
 	half := new(big.Int).Rsh(two128, 1)
 	quarter := new(big.Int).Rsh(two128, 2)
@@ -409,7 +406,7 @@ func TestSplitAndMergeLineage(t *testing.T) {
 }
 
 func TestClosedShardEnd(t *testing.T) {
-	f := kinesisfake.New(kinesisfake.WithReadLimit(0))
+	f := shardleasetest.NewKinesis(shardleasetest.WithReadLimit(0))
 	newStream(t, f, "orders", 1)
 	const sh = "shardId-000000000000"
 
@@ -461,11 +458,11 @@ func TestClosedShardEnd(t *testing.T) {
 
 func TestIteratorExpiry(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := kinesisfake.New()
+		f := shardleasetest.NewKinesis()
 		newStream(t, f, "orders", 1)
 		it := iter(t, f, "orders", "shardId-000000000000", types.ShardIteratorTypeTrimHorizon)
 
-		time.Sleep(kinesisfake.IteratorTTL - time.Millisecond)
+		time.Sleep(shardleasetest.IteratorTTL - time.Millisecond)
 		out := getRecords(t, f, it, 0)
 		require.NotNil(t, out.NextShardIterator)
 
@@ -475,7 +472,7 @@ func TestIteratorExpiry(t *testing.T) {
 		var expired *types.ExpiredIteratorException
 		require.ErrorAs(t, err, &expired)
 
-		time.Sleep(kinesisfake.IteratorTTL - 2*time.Millisecond) // the next one is TTL-1ms old
+		time.Sleep(shardleasetest.IteratorTTL - 2*time.Millisecond) // the next one is TTL-1ms old
 		getRecords(t, f, *out.NextShardIterator, 0)
 		time.Sleep(time.Millisecond)
 		_, err = f.GetRecords(ctx, &kinesis.GetRecordsInput{ShardIterator: out.NextShardIterator})
@@ -485,7 +482,7 @@ func TestIteratorExpiry(t *testing.T) {
 
 func TestReadRateLimit(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := kinesisfake.New()
+		f := shardleasetest.NewKinesis()
 		newStream(t, f, "orders", 2)
 		it0 := iter(t, f, "orders", "shardId-000000000000", types.ShardIteratorTypeLatest)
 		it1 := iter(t, f, "orders", "shardId-000000000001", types.ShardIteratorTypeLatest)
@@ -516,7 +513,7 @@ func TestReadRateLimit(t *testing.T) {
 		time.Sleep(600 * time.Millisecond)
 		require.NoError(t, read(it0))
 
-		unlimited := kinesisfake.New(kinesisfake.WithReadLimit(0))
+		unlimited := shardleasetest.NewKinesis(shardleasetest.WithReadLimit(0))
 		newStream(t, unlimited, "orders", 1)
 		it := iter(t, unlimited, "orders", "shardId-000000000000", types.ShardIteratorTypeLatest)
 		for range 100 {
@@ -527,16 +524,16 @@ func TestReadRateLimit(t *testing.T) {
 }
 
 func TestFaultsAndCounters(t *testing.T) {
-	f := kinesisfake.New(kinesisfake.WithReadLimit(0))
+	f := shardleasetest.NewKinesis(shardleasetest.WithReadLimit(0))
 	newStream(t, f, "orders", 2)
 	boom := &types.ProvisionedThroughputExceededException{Message: aws.String("injected")}
 	var seen []string
 	f.SetFaults(func(op, shardID string) error {
 		seen = append(seen, op+"/"+shardID)
-		if op == kinesisfake.OpGetRecords && shardID == "shardId-000000000001" {
+		if op == shardleasetest.OpGetRecords && shardID == "shardId-000000000001" {
 			return boom
 		}
-		if op == kinesisfake.OpListShards {
+		if op == shardleasetest.OpListShards {
 			// The hook may call the fake: it runs without the lock.
 			_, err := f.PutRecord(ctx, &kinesis.PutRecordInput{StreamName: aws.String("orders"), PartitionKey: aws.String("p"), Data: []byte("x")})
 			return err
@@ -551,10 +548,10 @@ func TestFaultsAndCounters(t *testing.T) {
 	assert.ErrorIs(t, err, boom)
 	listAll(t, f, "orders")
 
-	assert.Equal(t, 2, f.Calls(kinesisfake.OpGetShardIterator))
-	assert.Equal(t, 2, f.Calls(kinesisfake.OpGetRecords), "failed calls count too")
-	assert.Equal(t, 1, f.Calls(kinesisfake.OpListShards))
-	assert.Equal(t, 1, f.Calls(kinesisfake.OpPutRecord))
+	assert.Equal(t, 2, f.Calls(shardleasetest.OpGetShardIterator))
+	assert.Equal(t, 2, f.Calls(shardleasetest.OpGetRecords), "failed calls count too")
+	assert.Equal(t, 1, f.Calls(shardleasetest.OpListShards))
+	assert.Equal(t, 1, f.Calls(shardleasetest.OpPutRecord))
 	assert.Equal(t, map[string]int{"CreateStream": 1, "GetShardIterator": 2, "GetRecords": 2, "ListShards": 1, "PutRecord": 1}, f.CallCounts())
 	assert.Contains(t, seen, "GetRecords/shardId-000000000000")
 	assert.Contains(t, seen, "ListShards/")
@@ -562,7 +559,7 @@ func TestFaultsAndCounters(t *testing.T) {
 	f.SetFaults(nil)
 	getRecords(t, f, it1, 0)
 	f.ResetCalls()
-	assert.Zero(t, f.Calls(kinesisfake.OpGetRecords))
+	assert.Zero(t, f.Calls(shardleasetest.OpGetRecords))
 
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
@@ -571,7 +568,7 @@ func TestFaultsAndCounters(t *testing.T) {
 }
 
 func TestDeletedStream(t *testing.T) {
-	f := kinesisfake.New()
+	f := shardleasetest.NewKinesis()
 	newStream(t, f, "orders", 1)
 	it := iter(t, f, "orders", "shardId-000000000000", types.ShardIteratorTypeTrimHorizon)
 	_, err := f.DeleteStream(ctx, &kinesis.DeleteStreamInput{StreamName: aws.String("orders")})
@@ -585,7 +582,7 @@ func TestDeletedStream(t *testing.T) {
 	assert.ErrorAs(t, err, &notFound, "an iterator of the deleted stream does not read the new one")
 
 	// StreamARN names a stream as StreamName does.
-	arn := "arn:aws:kinesis:" + kinesisfake.Region + ":" + kinesisfake.Account + ":stream/orders"
+	arn := "arn:aws:kinesis:" + shardleasetest.Region + ":" + shardleasetest.Account + ":stream/orders"
 	out, err := f.ListShards(ctx, &kinesis.ListShardsInput{StreamARN: aws.String(arn)})
 	require.NoError(t, err)
 	assert.Len(t, out.Shards, 1)
@@ -594,7 +591,7 @@ func TestDeletedStream(t *testing.T) {
 // Producers, readers following lineage and a resharder all at once; run with
 // -race. Every record is read exactly once across the shard tree.
 func TestConcurrentUse(t *testing.T) {
-	f := kinesisfake.New(kinesisfake.WithReadLimit(0))
+	f := shardleasetest.NewKinesis(shardleasetest.WithReadLimit(0))
 	newStream(t, f, "orders", 2)
 	const producers, perProducer = 4, 200
 

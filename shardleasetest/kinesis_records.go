@@ -1,4 +1,4 @@
-package kinesisfake
+package shardleasetest
 
 import (
 	"context"
@@ -47,7 +47,7 @@ func decode(s string, v any) error {
 // record's hash key: ExplicitHashKey if given, else the MD5 of PartitionKey
 // read as a 128-bit big-endian integer. SequenceNumberForOrdering is accepted
 // and has no further effect: sequence numbers always increase.
-func (f *Fake) PutRecord(ctx context.Context, params *kinesis.PutRecordInput, optFns ...func(*kinesis.Options)) (*kinesis.PutRecordOutput, error) {
+func (f *Kinesis) PutRecord(ctx context.Context, params *kinesis.PutRecordInput, optFns ...func(*kinesis.Options)) (*kinesis.PutRecordOutput, error) {
 	if params == nil {
 		params = &kinesis.PutRecordInput{}
 	}
@@ -71,7 +71,7 @@ func (f *Fake) PutRecord(ctx context.Context, params *kinesis.PutRecordInput, op
 // PutRecords appends up to 500 records as PutRecord does, in order. An
 // invalid entry fails the whole call with InvalidArgumentException; otherwise
 // every entry succeeds (FailedRecordCount 0). Use a FaultFunc to fail a call.
-func (f *Fake) PutRecords(ctx context.Context, params *kinesis.PutRecordsInput, optFns ...func(*kinesis.Options)) (*kinesis.PutRecordsOutput, error) {
+func (f *Kinesis) PutRecords(ctx context.Context, params *kinesis.PutRecordsInput, optFns ...func(*kinesis.Options)) (*kinesis.PutRecordsOutput, error) {
 	if params == nil {
 		params = &kinesis.PutRecordsInput{}
 	}
@@ -155,7 +155,7 @@ func (st *stream) put(h *big.Int, key string, data []byte) (*shard, string) {
 //     or after Timestamp (just after the last record if there is none).
 //
 // The iterator is valid for [IteratorTTL].
-func (f *Fake) GetShardIterator(ctx context.Context, params *kinesis.GetShardIteratorInput, optFns ...func(*kinesis.Options)) (*kinesis.GetShardIteratorOutput, error) {
+func (f *Kinesis) GetShardIterator(ctx context.Context, params *kinesis.GetShardIteratorInput, optFns ...func(*kinesis.Options)) (*kinesis.GetShardIteratorOutput, error) {
 	if params == nil {
 		params = &kinesis.GetShardIteratorInput{}
 	}
@@ -236,7 +236,7 @@ func (f *Fake) GetShardIterator(ctx context.Context, params *kinesis.GetShardIte
 // ProvisionedThroughputExceededException when the shard's read limit is
 // reached (see [WithReadLimit]); ResourceNotFoundException when the stream is
 // gone; InvalidArgumentException for an iterator this fake did not issue.
-func (f *Fake) GetRecords(ctx context.Context, params *kinesis.GetRecordsInput, optFns ...func(*kinesis.Options)) (*kinesis.GetRecordsOutput, error) {
+func (f *Kinesis) GetRecords(ctx context.Context, params *kinesis.GetRecordsInput, optFns ...func(*kinesis.Options)) (*kinesis.GetRecordsOutput, error) {
 	if params == nil {
 		params = &kinesis.GetRecordsInput{}
 	}
@@ -292,6 +292,12 @@ func (f *Fake) GetRecords(ctx context.Context, params *kinesis.GetRecordsInput, 
 		s.reads = append(s.reads, now)
 	}
 
+	return st.page(s, it, limit, now), nil
+}
+
+// page is the GetRecords output of up to limit records of s, a shard of st,
+// from the position of iterator it, at now. f.mu must be held.
+func (st *stream) page(s *shard, it iterator, limit int, now time.Time) *kinesis.GetRecordsOutput {
 	start := min(it.Pos, len(s.records))
 	end := min(start+limit, len(s.records))
 	out := &kinesis.GetRecordsOutput{Records: make([]types.Record, 0, end-start)}
@@ -310,11 +316,11 @@ func (f *Fake) GetRecords(ctx context.Context, params *kinesis.GetRecordsInput, 
 	out.MillisBehindLatest = ptr(behind)
 	if end == len(s.records) && !s.open() {
 		out.ChildShards = st.childShards(s)
-		return out, nil
+		return out
 	}
 	next := it
 	next.Pos = end
 	next.Issued = now.UnixNano()
 	out.NextShardIterator = ptr(encode(next))
-	return out, nil
+	return out
 }

@@ -1,4 +1,4 @@
-package storetest
+package shardleasetest
 
 import (
 	"testing"
@@ -179,7 +179,7 @@ func ident(stream string, created time.Time) shardlease.StreamIdentity {
 
 func testIdentityRecordedOnce(t *testing.T, _ shardlease.LeaseStore, is shardlease.IdentityStore) {
 	ctx := t.Context()
-	st := stream(t)
+	st := uniqueStream(t)
 	_, err := is.StreamIdentity(ctx, st)
 	require.ErrorIs(t, err, shardlease.ErrLeaseNotFound)
 	first := ident(st, time.Unix(1_700_000_000, 123_456_789))

@@ -1,4 +1,4 @@
-package kinesisfake
+package shardleasetest
 
 import (
 	"crypto/md5"

@@ -1,4 +1,4 @@
-package kinesisfake
+package shardleasetest
 
 import "time"
 
@@ -8,11 +8,11 @@ import "time"
 // GetShardIterator and GetRecords on it answer ResourceNotFoundException.
 // Children keep naming it as their parent. Records of open shards are kept
 // (the fake trims no records). The default, d <= 0, keeps every shard.
-func WithRetention(d time.Duration) Option {
-	return func(f *Fake) { f.retention = d }
+func WithRetention(d time.Duration) KinesisOption {
+	return func(f *Kinesis) { f.retention = d }
 }
 
 // agedOut reports whether s is gone by retention at now. f.mu must be held.
-func (f *Fake) agedOut(s *shard, now time.Time) bool {
+func (f *Kinesis) agedOut(s *shard, now time.Time) bool {
 	return f.retention > 0 && !s.open() && now.Sub(s.closedAt) >= f.retention
 }

@@ -1,38 +1,4 @@
-// Package kinesisfake is an in-process Kinesis data stream for fast,
-// deterministic tests of code written against the Kinesis client.
-//
-// A [Fake] implements the Kinesis calls a consumer and its tests make, with
-// the SDK's exact signatures, input and output types and typed exceptions, so
-// errors.As behaves as it does with *kinesis.Client. It starts no goroutine
-// and never blocks (except SubscribeToShard, whose subscription is served by
-// a goroutine of its own; see fanout.go), and reads time only through time.Now, so inside a
-// testing/synctest bubble the bubble's fake clock drives iterator expiry,
-// arrival timestamps and the read rate limit.
-//
-// # Behaviour a consumer can rely on
-//
-//   - Sequence numbers are 56-digit decimal strings that increase with every
-//     record put to a stream (across all its shards), so they compare the same
-//     as big integers and as strings. A sequence number also names the shard it
-//     came from: handing it to GetShardIterator for another shard is an
-//     InvalidArgumentException, as with the real service.
-//   - GetRecords on an open shard always returns a NextShardIterator, also when
-//     it returns no records. On a closed shard, the call that reaches the end
-//     returns the last records (possibly none) together with ChildShards and a
-//     nil NextShardIterator.
-//   - GetRecords is limited to 5 calls per shard in any one-second window
-//     (ProvisionedThroughputExceededException); a refused call does not count
-//     towards the window. [WithReadLimit] changes or disables the limit.
-//   - Shard iterators expire 5 minutes after they were issued
-//     (ExpiredIteratorException); ListShards tokens after 300 seconds
-//     (ExpiredNextTokenException).
-//   - Streams are ACTIVE as soon as CreateStream returns, and resharding takes
-//     effect at once. Records are kept for the stream's life; with
-//     [WithRetention], closed shards age out (see there).
-//   - DescribeStreamSummary reports the stream's ARN and creation time; a
-//     stream deleted and created again has a later creation time, as with the
-//     real service.
-package kinesisfake
+package shardleasetest
 
 import (
 	"context"
@@ -43,9 +9,11 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/shardlease/shardlease"
 )
 
-// Operation names passed to a [FaultFunc] and accepted by [Fake.Calls]. They
+// Operation names passed to a [FaultFunc] and accepted by [Kinesis.Calls]. They
 // are the SDK method names.
 const (
 	OpCreateStream     = "CreateStream"
@@ -91,26 +59,28 @@ const (
 // fake's lock held, so it may call the fake itself.
 type FaultFunc func(op, shardID string) error
 
-// Option configures a [Fake].
-type Option func(*Fake)
+// KinesisOption configures a [Kinesis].
+type KinesisOption func(*Kinesis)
 
 // WithReadLimit sets how many GetRecords calls one shard accepts in any
 // one-second window before it answers ProvisionedThroughputExceededException.
 // The default is [DefaultReadLimit]; n <= 0 turns the limit off.
-func WithReadLimit(n int) Option {
-	return func(f *Fake) { f.readLimit = n }
+func WithReadLimit(n int) KinesisOption {
+	return func(f *Kinesis) { f.readLimit = n }
 }
 
-// WithFaults installs a fault hook from the start; see [Fake.SetFaults].
-func WithFaults(fn FaultFunc) Option {
-	return func(f *Fake) { f.faults = fn }
+// WithFaults installs a fault hook from the start; see [Kinesis.SetFaults].
+func WithFaults(fn FaultFunc) KinesisOption {
+	return func(f *Kinesis) { f.faults = fn }
 }
 
 var fakeIDs atomic.Uint64
 
-// Fake is an in-process Kinesis service holding any number of streams. The
-// zero value is not usable; call [New]. A Fake is safe for concurrent use.
-type Fake struct {
+// Kinesis is an in-process Kinesis service holding any number of streams;
+// pass it to [shardlease.NewConsumer] where a service passes a
+// *kinesis.Client. The zero value is not usable; call [NewKinesis]. A
+// Kinesis is safe for concurrent use. The package doc says how it behaves.
+type Kinesis struct {
 	id        uint64 // tells this fake's iterators and tokens from another's
 	readLimit int
 	retention time.Duration // closed shards age out after it; 0: never
@@ -127,9 +97,15 @@ type Fake struct {
 	wire        *kinesis.Client // decodes SubscribeToShard responses; see fanout.go
 }
 
-// New returns an empty Fake: no streams, the read limit on, no faults.
-func New(opts ...Option) *Fake {
-	f := &Fake{
+var (
+	_ shardlease.KinesisAPI      = (*Kinesis)(nil)
+	_ shardlease.FanOutAPI       = (*Kinesis)(nil)
+	_ shardlease.StreamDescriber = (*Kinesis)(nil)
+)
+
+// NewKinesis returns an empty Kinesis: no streams, the read limit on, no faults.
+func NewKinesis(opts ...KinesisOption) *Kinesis {
+	f := &Kinesis{
 		id:        fakeIDs.Add(1),
 		readLimit: DefaultReadLimit,
 		calls:     make(map[string]int),
@@ -142,7 +118,7 @@ func New(opts ...Option) *Fake {
 }
 
 // SetFaults replaces the fault hook; nil removes it.
-func (f *Fake) SetFaults(fn FaultFunc) {
+func (f *Kinesis) SetFaults(fn FaultFunc) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.faults = fn
@@ -150,14 +126,14 @@ func (f *Fake) SetFaults(fn FaultFunc) {
 
 // Calls returns how many times op (an Op constant) has been called, failed
 // calls included.
-func (f *Fake) Calls(op string) int {
+func (f *Kinesis) Calls(op string) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.calls[op]
 }
 
 // CallCounts returns a copy of the per-operation call counters.
-func (f *Fake) CallCounts() map[string]int {
+func (f *Kinesis) CallCounts() map[string]int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	m := make(map[string]int, len(f.calls))
@@ -168,7 +144,7 @@ func (f *Fake) CallCounts() map[string]int {
 }
 
 // ResetCalls sets every call counter back to zero.
-func (f *Fake) ResetCalls() {
+func (f *Kinesis) ResetCalls() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	clear(f.calls)
@@ -176,7 +152,7 @@ func (f *Fake) ResetCalls() {
 
 // begin counts a call, honours a cancelled context and consults the fault
 // hook. It must be called without f.mu held.
-func (f *Fake) begin(ctx context.Context, op, shardID string) error {
+func (f *Kinesis) begin(ctx context.Context, op, shardID string) error {
 	f.mu.Lock()
 	f.calls[op]++
 	hook := f.faults

@@ -1,4 +1,4 @@
-package kinesisfake_test
+package shardleasetest_test
 
 import (
 	"testing"
@@ -9,11 +9,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/shardlease/shardlease/internal/kinesisfake"
+	"github.com/shardlease/shardlease/shardleasetest"
 )
 
 func TestDescribeStreamSummary(t *testing.T) {
-	f := kinesisfake.New()
+	f := shardleasetest.NewKinesis()
 	newStream(t, f, "orders", 2)
 	_, err := f.SplitShard(ctx, &kinesis.SplitShardInput{StreamName: aws.String("orders"), ShardToSplit: aws.String("shardId-000000000000"),
 		NewStartingHashKey: aws.String("1000")})
@@ -23,9 +23,9 @@ func TestDescribeStreamSummary(t *testing.T) {
 	s := out.StreamDescriptionSummary
 	assert.Equal(t, "orders", aws.ToString(s.StreamName))
 	assert.Equal(t, types.StreamStatusActive, s.StreamStatus)
-	assert.Equal(t, int32(kinesisfake.RetentionPeriodHours), aws.ToInt32(s.RetentionPeriodHours))
+	assert.Equal(t, int32(shardleasetest.RetentionPeriodHours), aws.ToInt32(s.RetentionPeriodHours))
 	assert.Equal(t, int32(3), aws.ToInt32(s.OpenShardCount), "the split closed one shard and opened two")
-	assert.Equal(t, 1, f.Calls(kinesisfake.OpDescribeStreamSummary))
+	assert.Equal(t, 1, f.Calls(shardleasetest.OpDescribeStreamSummary))
 
 	var notFound *types.ResourceNotFoundException
 	_, err = f.DescribeStreamSummary(ctx, &kinesis.DescribeStreamSummaryInput{StreamName: aws.String("missing")})

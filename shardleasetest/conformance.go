@@ -1,8 +1,4 @@
-// Package storetest is the conformance suite every LeaseStore must pass.
-// Run it from a test with a function that returns a ready store; the suite
-// isolates its subtests by stream name, so one store (one table) may serve
-// every subtest.
-package storetest
+package shardleasetest
 
 import (
 	"context"
@@ -22,15 +18,25 @@ import (
 
 var streamSeq atomic.Int64
 
-// stream returns a stream name no other subtest of this process uses.
-func stream(t *testing.T) string {
+// uniqueStream returns a stream name no other subtest of this process uses.
+func uniqueStream(t *testing.T) string {
 	return fmt.Sprintf("st%d-%d", time.Now().UnixNano()%1_000_000_007, streamSeq.Add(1))
 }
 
-const shard = "shardId-000000000000"
+const firstShard = "shardId-000000000000"
 
-// Run runs every conformance subtest against the store newStore returns.
-func Run(t *testing.T, newStore func(t *testing.T) shardlease.LeaseStore) {
+// RunStoreConformance is the conformance suite every LeaseStore must pass:
+// it runs each of its named subtests, in parallel, against a store that
+// newStore returns. The subtests isolate themselves by stream name, so
+// newStore may return one store (one table) for all of them.
+//
+// It checks the contract [shardlease.LeaseStore] documents: idempotent
+// creation, the fencing counter on every write, stale holders refused,
+// checkpoints, handoffs and cancelled contexts. Subtests of an optional
+// capability (WorkerStore, NoteStore, LineageStore, IdentityStore) skip a
+// store that does not implement it. Run one subtest with
+// go test -run 'TestName/AcquireFree'.
+func RunStoreConformance(t *testing.T, newStore func(t *testing.T) shardlease.LeaseStore) {
 	tests := []struct {
 		name string
 		fn   func(t *testing.T, s shardlease.LeaseStore)
@@ -98,7 +104,7 @@ func workers(fn func(t *testing.T, s shardlease.LeaseStore, ws shardlease.Worker
 }
 
 func key(t *testing.T) shardlease.LeaseKey {
-	return shardlease.LeaseKey{Stream: stream(t), Shard: shard}
+	return shardlease.LeaseKey{Stream: uniqueStream(t), Shard: firstShard}
 }
 
 // fresh creates a free row and returns its key.
@@ -144,10 +150,10 @@ func testCreateIsIdempotent(t *testing.T, s shardlease.LeaseStore) {
 
 func testCreateRejectsBadKey(t *testing.T, s shardlease.LeaseStore) {
 	for _, k := range []shardlease.LeaseKey{
-		{Stream: "", Shard: shard},
-		{Stream: "has:colon", Shard: shard},
+		{Stream: "", Shard: firstShard},
+		{Stream: "has:colon", Shard: firstShard},
 		{Stream: "ok", Shard: ""},
-		{Stream: "sp ace", Shard: shard},
+		{Stream: "sp ace", Shard: firstShard},
 	} {
 		_, err := s.Create(t.Context(), k, nil)
 		require.Error(t, err, "key %q", k)
@@ -403,7 +409,7 @@ func testWriteToMissingRow(t *testing.T, s shardlease.LeaseStore) {
 
 func testListScoped(t *testing.T, s shardlease.LeaseStore) {
 	ctx := t.Context()
-	base := stream(t)
+	base := uniqueStream(t)
 	streams := []string{base, base + "b", base + ".b", base + "-1", "x" + base}
 	for i, st := range streams {
 		for j := range i + 1 {
@@ -422,7 +428,7 @@ func testListScoped(t *testing.T, s shardlease.LeaseStore) {
 			}
 		}
 	}
-	none, err := s.List(ctx, stream(t))
+	none, err := s.List(ctx, uniqueStream(t))
 	require.NoError(t, err)
 	assert.Empty(t, none)
 	_, err = s.List(ctx, "bad:name")
@@ -431,7 +437,7 @@ func testListScoped(t *testing.T, s shardlease.LeaseStore) {
 
 func testListMany(t *testing.T, s shardlease.LeaseStore) {
 	ctx := t.Context()
-	st := stream(t)
+	st := uniqueStream(t)
 	const n = 120
 	for i := range n {
 		_, err := s.Create(ctx, shardlease.LeaseKey{Stream: st, Shard: fmt.Sprintf("shardId-%012d", i)}, nil)
@@ -605,7 +611,7 @@ func workersOf(t *testing.T, ws shardlease.WorkerStore, st string) []shardlease.
 
 func testWorkerHeartbeat(t *testing.T, _ shardlease.LeaseStore, ws shardlease.WorkerStore) {
 	ctx := t.Context()
-	st := stream(t)
+	st := uniqueStream(t)
 	w1, err := ws.Heartbeat(ctx, st, "w1")
 	require.NoError(t, err)
 	assert.Equal(t, shardlease.Worker{Stream: st, Owner: "w1", Counter: 1}, w1, "the first heartbeat creates the row at counter 1")
@@ -619,7 +625,7 @@ func testWorkerHeartbeat(t *testing.T, _ shardlease.LeaseStore, ws shardlease.Wo
 }
 
 func testWorkerConcurrentHeartbeats(t *testing.T, _ shardlease.LeaseStore, ws shardlease.WorkerStore) {
-	st := stream(t)
+	st := uniqueStream(t)
 	const n = 16
 	var wg sync.WaitGroup
 	counters := make([]int64, n)
@@ -646,7 +652,7 @@ func testWorkerConcurrentHeartbeats(t *testing.T, _ shardlease.LeaseStore, ws sh
 
 func testWorkerListMatchesList(t *testing.T, s shardlease.LeaseStore, ws shardlease.WorkerStore) {
 	ctx := t.Context()
-	st := stream(t)
+	st := uniqueStream(t)
 	for i := range 3 {
 		_, err := s.Create(ctx, shardlease.LeaseKey{Stream: st, Shard: fmt.Sprintf("shardId-%012d", 2-i)}, []string{"shardId-000000000009"})
 		require.NoError(t, err)
@@ -674,15 +680,15 @@ func testWorkerListMatchesList(t *testing.T, s shardlease.LeaseStore, ws shardle
 	}
 
 	// A stream with leases and no worker rows, and one with neither.
-	other := stream(t)
-	_, err = s.Create(ctx, shardlease.LeaseKey{Stream: other, Shard: shard}, nil)
+	other := uniqueStream(t)
+	_, err = s.Create(ctx, shardlease.LeaseKey{Stream: other, Shard: firstShard}, nil)
 	require.NoError(t, err)
 	leases, workers, err = ws.ListWithWorkers(ctx, other)
 	require.NoError(t, err)
 	require.Len(t, leases, 1)
-	assert.Equal(t, shard, leases[0].Key.Shard)
+	assert.Equal(t, firstShard, leases[0].Key.Shard)
 	assert.Empty(t, workers)
-	leases, workers, err = ws.ListWithWorkers(ctx, stream(t))
+	leases, workers, err = ws.ListWithWorkers(ctx, uniqueStream(t))
 	require.NoError(t, err)
 	assert.Empty(t, leases)
 	assert.Empty(t, workers)
@@ -690,14 +696,14 @@ func testWorkerListMatchesList(t *testing.T, s shardlease.LeaseStore, ws shardle
 
 func testWorkerRowsNotInList(t *testing.T, s shardlease.LeaseStore, ws shardlease.WorkerStore) {
 	ctx := t.Context()
-	st := stream(t)
+	st := uniqueStream(t)
 	_, err := ws.Heartbeat(ctx, st, "w1")
 	require.NoError(t, err)
 	list, err := s.List(ctx, st)
 	require.NoError(t, err)
 	assert.Empty(t, list, "a stream with only a worker row lists no lease")
 
-	k := shardlease.LeaseKey{Stream: st, Shard: shard}
+	k := shardlease.LeaseKey{Stream: st, Shard: firstShard}
 	_, err = s.Create(ctx, k, nil)
 	require.NoError(t, err)
 	_, err = ws.Heartbeat(ctx, st, "w2")
@@ -717,7 +723,7 @@ func testWorkerRowsNotInList(t *testing.T, s shardlease.LeaseStore, ws shardleas
 
 func testWorkerListScoped(t *testing.T, s shardlease.LeaseStore, ws shardlease.WorkerStore) {
 	ctx := t.Context()
-	a := stream(t)
+	a := uniqueStream(t)
 	ab := a + "b" // "ab:" does not start with "a:", and the other way round
 	wa, err := ws.Heartbeat(ctx, a, "w1")
 	require.NoError(t, err)
@@ -727,7 +733,7 @@ func testWorkerListScoped(t *testing.T, s shardlease.LeaseStore, ws shardlease.W
 	require.NoError(t, err)
 	wab2, err := ws.Heartbeat(ctx, ab, "w2")
 	require.NoError(t, err)
-	_, err = s.Create(ctx, shardlease.LeaseKey{Stream: ab, Shard: shard}, nil)
+	_, err = s.Create(ctx, shardlease.LeaseKey{Stream: ab, Shard: firstShard}, nil)
 	require.NoError(t, err)
 
 	leases, workers, err := ws.ListWithWorkers(ctx, a)
@@ -746,7 +752,7 @@ func testWorkerListScoped(t *testing.T, s shardlease.LeaseStore, ws shardlease.W
 
 func testWorkerTwoOwners(t *testing.T, _ shardlease.LeaseStore, ws shardlease.WorkerStore) {
 	ctx := t.Context()
-	st := stream(t)
+	st := uniqueStream(t)
 	// Owner ids are free-form: a colon or '@' in one must not confuse the key.
 	owners := []string{"w2", "host-1:pid@42", "w10"}
 	for i, o := range owners {
@@ -764,7 +770,7 @@ func testWorkerTwoOwners(t *testing.T, _ shardlease.LeaseStore, ws shardlease.Wo
 
 func testWorkerRemoveCurrent(t *testing.T, _ shardlease.LeaseStore, ws shardlease.WorkerStore) {
 	ctx := t.Context()
-	st := stream(t)
+	st := uniqueStream(t)
 	_, err := ws.Heartbeat(ctx, st, "w1")
 	require.NoError(t, err)
 	w, err := ws.Heartbeat(ctx, st, "w1")
@@ -785,7 +791,7 @@ func testWorkerRemoveCurrent(t *testing.T, _ shardlease.LeaseStore, ws shardleas
 
 func testWorkerRemoveStale(t *testing.T, _ shardlease.LeaseStore, ws shardlease.WorkerStore) {
 	ctx := t.Context()
-	st := stream(t)
+	st := uniqueStream(t)
 	stale, err := ws.Heartbeat(ctx, st, "w1")
 	require.NoError(t, err)
 	cur, err := ws.Heartbeat(ctx, st, "w1")
@@ -802,7 +808,7 @@ func testWorkerRemoveStale(t *testing.T, _ shardlease.LeaseStore, ws shardlease.
 
 func testWorkerRemoveMissing(t *testing.T, _ shardlease.LeaseStore, ws shardlease.WorkerStore) {
 	ctx := t.Context()
-	st := stream(t)
+	st := uniqueStream(t)
 	removed, err := ws.RemoveWorker(ctx, shardlease.Worker{Stream: st, Owner: "ghost", Counter: 1})
 	require.NoError(t, err)
 	assert.False(t, removed)
@@ -811,8 +817,8 @@ func testWorkerRemoveMissing(t *testing.T, _ shardlease.LeaseStore, ws shardleas
 
 func testWorkerRemoveLeavesOthers(t *testing.T, s shardlease.LeaseStore, ws shardlease.WorkerStore) {
 	ctx := t.Context()
-	st := stream(t)
-	k := shardlease.LeaseKey{Stream: st, Shard: shard}
+	st := uniqueStream(t)
+	k := shardlease.LeaseKey{Stream: st, Shard: firstShard}
 	_, err := s.Create(ctx, k, nil)
 	require.NoError(t, err)
 	held := acquire(t, s, k, "w1")
@@ -836,7 +842,7 @@ func testWorkerRemoveLeavesOthers(t *testing.T, s shardlease.LeaseStore, ws shar
 
 func testWorkerBadInput(t *testing.T, _ shardlease.LeaseStore, ws shardlease.WorkerStore) {
 	ctx := t.Context()
-	st := stream(t)
+	st := uniqueStream(t)
 	for _, tc := range []struct {
 		name   string
 		call   func() error
@@ -867,7 +873,7 @@ func testWorkerBadInput(t *testing.T, _ shardlease.LeaseStore, ws shardlease.Wor
 }
 
 func testWorkerContextCancelled(t *testing.T, _ shardlease.LeaseStore, ws shardlease.WorkerStore) {
-	st := stream(t)
+	st := uniqueStream(t)
 	w, err := ws.Heartbeat(t.Context(), st, "w1")
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(t.Context())

@@ -1,4 +1,4 @@
-package kinesisfake
+package shardleasetest
 
 import (
 	"context"
@@ -18,7 +18,7 @@ const RetentionPeriodHours = 24
 // DescribeStreamSummary describes a stream: its name, ARN, status (always
 // ACTIVE), creation time, retention period ([RetentionPeriodHours]) and
 // number of open shards. A missing stream is a ResourceNotFoundException.
-func (f *Fake) DescribeStreamSummary(ctx context.Context, params *kinesis.DescribeStreamSummaryInput, optFns ...func(*kinesis.Options)) (*kinesis.DescribeStreamSummaryOutput, error) {
+func (f *Kinesis) DescribeStreamSummary(ctx context.Context, params *kinesis.DescribeStreamSummaryInput, optFns ...func(*kinesis.Options)) (*kinesis.DescribeStreamSummaryOutput, error) {
 	if params == nil {
 		params = &kinesis.DescribeStreamSummaryInput{}
 	}

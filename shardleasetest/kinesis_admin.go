@@ -1,4 +1,4 @@
-package kinesisfake
+package shardleasetest
 
 import (
 	"context"
@@ -48,7 +48,7 @@ func validName(name string) error {
 }
 
 // lookup returns the named stream. f.mu must be held.
-func (f *Fake) lookup(name string) (*stream, error) {
+func (f *Kinesis) lookup(name string) (*stream, error) {
 	st := f.streams[name]
 	if st == nil {
 		return nil, streamNotFound(name)
@@ -58,7 +58,7 @@ func (f *Fake) lookup(name string) (*stream, error) {
 
 // beginStream begins operation op on shardID (see begin), then names the
 // stream given by name or arn (see streamName).
-func (f *Fake) beginStream(ctx context.Context, op, shardID string, name, arn *string) (string, error) {
+func (f *Kinesis) beginStream(ctx context.Context, op, shardID string, name, arn *string) (string, error) {
 	if err := f.begin(ctx, op, shardID); err != nil {
 		return "", err
 	}
@@ -67,13 +67,13 @@ func (f *Fake) beginStream(ctx context.Context, op, shardID string, name, arn *s
 
 // lockStream locks f.mu and finds the stream called name. On success the
 // caller holds f.mu and releases it with unlock; on error f.mu is not held.
-func (f *Fake) lockStream(name string) (st *stream, unlock func(), err error) {
+func (f *Kinesis) lockStream(name string) (st *stream, unlock func(), err error) {
 	return lockedFind(f, func() (*stream, error) { return f.lookup(name) })
 }
 
 // lockedFind locks f.mu and runs find under it. On success the caller holds
 // f.mu and releases it with unlock; on error f.mu is not held.
-func lockedFind[T any](f *Fake, find func() (T, error)) (v T, unlock func(), err error) {
+func lockedFind[T any](f *Kinesis, find func() (T, error)) (v T, unlock func(), err error) {
 	f.mu.Lock()
 	v, err = find()
 	if err != nil {
@@ -88,7 +88,7 @@ func lockedFind[T any](f *Fake, find func() (T, error)) (v T, unlock func(), err
 // ShardCount shards named shardId-000000000000 onwards. An on-demand stream
 // without a ShardCount gets 4 shards. The stream is ACTIVE on return. A
 // stream of that name existing already is a ResourceInUseException.
-func (f *Fake) CreateStream(ctx context.Context, params *kinesis.CreateStreamInput, optFns ...func(*kinesis.Options)) (*kinesis.CreateStreamOutput, error) {
+func (f *Kinesis) CreateStream(ctx context.Context, params *kinesis.CreateStreamInput, optFns ...func(*kinesis.Options)) (*kinesis.CreateStreamOutput, error) {
 	if err := f.begin(ctx, OpCreateStream, ""); err != nil {
 		return nil, err
 	}
@@ -129,7 +129,7 @@ func (f *Fake) CreateStream(ctx context.Context, params *kinesis.CreateStreamInp
 
 // DeleteStream deletes a stream at once. Its iterators and ListShards tokens
 // stop working, also if a stream of the same name is created again.
-func (f *Fake) DeleteStream(ctx context.Context, params *kinesis.DeleteStreamInput, optFns ...func(*kinesis.Options)) (*kinesis.DeleteStreamOutput, error) {
+func (f *Kinesis) DeleteStream(ctx context.Context, params *kinesis.DeleteStreamInput, optFns ...func(*kinesis.Options)) (*kinesis.DeleteStreamOutput, error) {
 	if params == nil {
 		params = &kinesis.DeleteStreamInput{}
 	}
@@ -152,7 +152,7 @@ func (f *Fake) DeleteStream(ctx context.Context, params *kinesis.DeleteStreamInp
 // parent end], both with ParentShardId set to the parent. NewStartingHashKey
 // must lie strictly above the parent's start and no higher than its end.
 // Splitting a shard that is already closed is an InvalidArgumentException.
-func (f *Fake) SplitShard(ctx context.Context, params *kinesis.SplitShardInput, optFns ...func(*kinesis.Options)) (*kinesis.SplitShardOutput, error) {
+func (f *Kinesis) SplitShard(ctx context.Context, params *kinesis.SplitShardInput, optFns ...func(*kinesis.Options)) (*kinesis.SplitShardOutput, error) {
 	if params == nil {
 		params = &kinesis.SplitShardInput{}
 	}
@@ -197,7 +197,7 @@ func (f *Fake) SplitShard(ctx context.Context, params *kinesis.SplitShardInput, 
 // and adjacent (one's hash key range ends just below the other's), and opens a
 // child over both ranges with ParentShardId ShardToMerge and
 // AdjacentParentShardId AdjacentShardToMerge.
-func (f *Fake) MergeShards(ctx context.Context, params *kinesis.MergeShardsInput, optFns ...func(*kinesis.Options)) (*kinesis.MergeShardsOutput, error) {
+func (f *Kinesis) MergeShards(ctx context.Context, params *kinesis.MergeShardsInput, optFns ...func(*kinesis.Options)) (*kinesis.MergeShardsOutput, error) {
 	if params == nil {
 		params = &kinesis.MergeShardsInput{}
 	}
@@ -259,7 +259,7 @@ type listToken struct {
 // ShardFilter and StreamCreationTimestamp cannot be combined with NextToken
 // (InvalidArgumentException). A token older than 300 seconds is an
 // ExpiredNextTokenException. ShardFilter supports every type.
-func (f *Fake) ListShards(ctx context.Context, params *kinesis.ListShardsInput, optFns ...func(*kinesis.Options)) (*kinesis.ListShardsOutput, error) {
+func (f *Kinesis) ListShards(ctx context.Context, params *kinesis.ListShardsInput, optFns ...func(*kinesis.Options)) (*kinesis.ListShardsOutput, error) {
 	if err := f.begin(ctx, OpListShards, ""); err != nil {
 		return nil, err
 	}
@@ -288,31 +288,9 @@ func (f *Fake) ListShards(ctx context.Context, params *kinesis.ListShardsInput, 
 			return nil, &types.ExpiredNextTokenException{Message: ptr(fmt.Sprintf("The timestamp in the NextToken has expired; a NextToken is valid for %v.", NextTokenTTL))}
 		}
 	} else {
-		name, err := streamName(params.StreamName, params.StreamARN)
-		if err != nil {
+		var err error
+		if tok, err = f.newListToken(params); err != nil {
 			return nil, err
-		}
-		tok = listToken{Fake: f.id, Stream: name, After: -1}
-		if params.ExclusiveStartShardId != nil {
-			tok.After = afterShard(*params.ExclusiveStartShardId)
-		}
-		if sf := params.ShardFilter; sf != nil {
-			tok.Filter = sf.Type
-			switch sf.Type {
-			case types.ShardFilterTypeAtLatest, types.ShardFilterTypeAtTrimHorizon, types.ShardFilterTypeFromTrimHorizon:
-			case types.ShardFilterTypeAfterShardId:
-				if sf.ShardId == nil {
-					return nil, invalidArgument("ShardFilter of type AFTER_SHARD_ID needs a ShardId.")
-				}
-				tok.After = max(tok.After, afterShard(*sf.ShardId))
-			case types.ShardFilterTypeAtTimestamp, types.ShardFilterTypeFromTimestamp:
-				if sf.Timestamp == nil {
-					return nil, invalidArgument("ShardFilter of type %s needs a Timestamp.", sf.Type)
-				}
-				tok.FilterTime = *sf.Timestamp
-			default:
-				return nil, invalidArgument("ShardFilter type %q is not one of %v.", sf.Type, sf.Type.Values())
-			}
 		}
 	}
 
@@ -346,6 +324,38 @@ func (f *Fake) ListShards(ctx context.Context, params *kinesis.ListShardsInput, 
 		out.Shards = append(out.Shards, s.describe())
 	}
 	return out, nil
+}
+
+// newListToken is the state of a ListShards call without a NextToken: the
+// stream it names, where it starts and its filter.
+func (f *Kinesis) newListToken(params *kinesis.ListShardsInput) (listToken, error) {
+	name, err := streamName(params.StreamName, params.StreamARN)
+	if err != nil {
+		return listToken{}, err
+	}
+	tok := listToken{Fake: f.id, Stream: name, After: -1}
+	if params.ExclusiveStartShardId != nil {
+		tok.After = afterShard(*params.ExclusiveStartShardId)
+	}
+	if sf := params.ShardFilter; sf != nil {
+		tok.Filter = sf.Type
+		switch sf.Type {
+		case types.ShardFilterTypeAtLatest, types.ShardFilterTypeAtTrimHorizon, types.ShardFilterTypeFromTrimHorizon:
+		case types.ShardFilterTypeAfterShardId:
+			if sf.ShardId == nil {
+				return listToken{}, invalidArgument("ShardFilter of type AFTER_SHARD_ID needs a ShardId.")
+			}
+			tok.After = max(tok.After, afterShard(*sf.ShardId))
+		case types.ShardFilterTypeAtTimestamp, types.ShardFilterTypeFromTimestamp:
+			if sf.Timestamp == nil {
+				return listToken{}, invalidArgument("ShardFilter of type %s needs a Timestamp.", sf.Type)
+			}
+			tok.FilterTime = *sf.Timestamp
+		default:
+			return listToken{}, invalidArgument("ShardFilter type %q is not one of %v.", sf.Type, sf.Type.Values())
+		}
+	}
+	return tok, nil
 }
 
 func (t listToken) matches(s *shard) bool {
