@@ -15,8 +15,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
-	"github.com/shardlease/shardlease/internal/kinesisfake"
 	"github.com/shardlease/shardlease/internal/kinesisread"
+	"github.com/shardlease/shardlease/shardleasetest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -45,9 +45,9 @@ func (s *sink) CheckpointRejected(err error, seq string, _ int64) bool {
 
 // closedStream makes a stream "orders" whose one shard holds records a, b
 // and c and is closed by a split, so that a reader reads it to its end.
-func closedStream(t *testing.T) *kinesisfake.Fake {
+func closedStream(t *testing.T) *shardleasetest.Kinesis {
 	t.Helper()
-	ctx, f, stream := t.Context(), kinesisfake.New(), aws.String("orders")
+	ctx, f, stream := t.Context(), shardleasetest.NewKinesis(), aws.String("orders")
 	_, err := f.CreateStream(ctx, &kinesis.CreateStreamInput{StreamName: stream, ShardCount: aws.Int32(1)})
 	require.NoError(t, err)
 	for _, key := range []string{"a", "b", "c"} {
@@ -60,7 +60,7 @@ func closedStream(t *testing.T) *kinesisfake.Fake {
 	return f
 }
 
-func shardOf(f *kinesisfake.Fake, s *sink) kinesisread.Shard {
+func shardOf(f *shardleasetest.Kinesis, s *sink) kinesisread.Shard {
 	return kinesisread.Shard{
 		Stream: "orders", ID: shard0, Client: f, Sink: s, Log: slog.New(slog.DiscardHandler),
 		Config: kinesisread.Config{BatchSize: 100, IdlePoll: 10 * time.Millisecond, ReadTimeout: time.Second,
@@ -94,11 +94,11 @@ var trimHorizon = kinesisread.Start{Type: types.ShardIteratorTypeTrimHorizon}
 // Both readers hand on the shard's records in order, each batch with the
 // position it follows, and end with a batch that says so.
 func TestReadersReadAClosedShardToItsEnd(t *testing.T) {
-	for name, reader := range map[string]func(*kinesisfake.Fake, *sink) kinesisread.Reader{
-		"polling": func(f *kinesisfake.Fake, s *sink) kinesisread.Reader {
+	for name, reader := range map[string]func(*shardleasetest.Kinesis, *sink) kinesisread.Reader{
+		"polling": func(f *shardleasetest.Kinesis, s *sink) kinesisread.Reader {
 			return kinesisread.PollingReader{Shard: shardOf(f, s)}
 		},
-		"fan-out": func(f *kinesisfake.Fake, s *sink) kinesisread.Reader {
+		"fan-out": func(f *shardleasetest.Kinesis, s *sink) kinesisread.Reader {
 			arn, err := kinesisread.Register(t.Context(), f, "orders", "reader", shardOf(f, s).Config, slog.New(slog.DiscardHandler))
 			require.NoError(t, err)
 			return kinesisread.FanOutReader{Shard: shardOf(f, s), FanOut: f, ConsumerARN: arn}
@@ -140,7 +140,7 @@ func TestPollingReaderStopsAtARejectedCheckpoint(t *testing.T) {
 // A missing stream is a StreamNotFoundError around the SDK's error, for
 // listing and for registering alike.
 func TestMissingStream(t *testing.T) {
-	f := kinesisfake.New()
+	f := shardleasetest.NewKinesis()
 	cfg := kinesisread.Config{ReadTimeout: time.Second, RetryMin: time.Millisecond, RetryMax: time.Millisecond}
 	_, err := kinesisread.ListShards(t.Context(), f, "absent", cfg)
 	var nf *kinesisread.StreamNotFoundError
