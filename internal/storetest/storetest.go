@@ -75,6 +75,7 @@ func Run(t *testing.T, newStore func(t *testing.T) shardlease.LeaseStore) {
 	}
 	tests = append(tests, lineageTests...)
 	tests = append(tests, noteTests...)
+	tests = append(tests, rewindTests...)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
