@@ -125,13 +125,13 @@ func TestExportFormat(t *testing.T) {
 
 		for doc, want := range map[string]string{
 			`[1, 2]`: "not a shardlease export",
-			`{"format":"kcl","version":1,"stream":"orders"}`:                     `format is "kcl"`,
-			`{"format":"shardlease-checkpoints","version":2,"stream":"orders"}`:  "version 2",
-			`{"format":"shardlease-checkpoints","version":1,"stream":"a b"}`:     "stream",
-			`{"format":"shardlease-checkpoints","version":1,"stream":"orders","shards":[{"shard":"shardId-000000000000","checkpoint":"x1"}]}`: "shard \"shardId-000000000000\"",
-			`{"format":"shardlease-checkpoints","version":1,"stream":"orders","shards":[{"shard":"shardId-000000000000","sub_sequence":3}]}`: "sub-sequence 3 without a checkpoint",
+			`{"format":"kcl","version":1,"stream":"orders"}`:                                                                                                 `format is "kcl"`,
+			`{"format":"shardlease-checkpoints","version":2,"stream":"orders"}`:                                                                              "version 2",
+			`{"format":"shardlease-checkpoints","version":1,"stream":"a b"}`:                                                                                 "stream",
+			`{"format":"shardlease-checkpoints","version":1,"stream":"orders","shards":[{"shard":"shardId-000000000000","checkpoint":"x1"}]}`:                "shard \"shardId-000000000000\"",
+			`{"format":"shardlease-checkpoints","version":1,"stream":"orders","shards":[{"shard":"shardId-000000000000","sub_sequence":3}]}`:                 "sub-sequence 3 without a checkpoint",
 			`{"format":"shardlease-checkpoints","version":1,"stream":"orders","shards":[{"shard":"shardId-000000000000"},{"shard":"shardId-000000000000"}]}`: "listed twice",
-			`{"format":"shardlease-checkpoints","version":1,"stream":"orders","shards":[{"shard":"shardId-000000000000","start":"AT_TIMESTAMP"}]}`: "no timestamp",
+			`{"format":"shardlease-checkpoints","version":1,"stream":"orders","shards":[{"shard":"shardId-000000000000","start":"AT_TIMESTAMP"}]}`:           "no timestamp",
 		} {
 			_, err := shardlease.ReadCheckpoints(strings.NewReader(doc))
 			require.Error(t, err, doc)
