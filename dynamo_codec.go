@@ -392,3 +392,28 @@ func avString(av types.AttributeValue) string {
 	}
 	return ""
 }
+
+// rewindClauses returns the SET and REMOVE clauses that set a row's
+// checkpoint to checkpoint ("" removes it) without a sub-sequence, and its
+// start to start, filling :cp, :start and :startTime in vals. remove is
+// never empty.
+func rewindClauses(vals map[string]types.AttributeValue, checkpoint string, start Start) (set, remove []string) {
+	remove = []string{attrSubSequence}
+	if checkpoint == "" {
+		remove = append(remove, attrCheckpoint)
+	} else {
+		set = append(set, attrCheckpoint+" = :cp")
+		vals[":cp"] = str(checkpoint)
+	}
+	values := startValues(start)
+	for _, a := range []struct{ name, placeholder string }{{attrStart, ":start"}, {attrStartTime, ":startTime"}} {
+		v, ok := values[a.name]
+		if !ok {
+			remove = append(remove, a.name)
+			continue
+		}
+		set = append(set, a.name+" = "+a.placeholder)
+		vals[a.placeholder] = v
+	}
+	return set, remove
+}

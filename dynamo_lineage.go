@@ -187,3 +187,22 @@ func (s *DynamoStore) scanKeys(ctx context.Context, filter string, vals map[stri
 		start = page.LastEvaluatedKey
 	}
 }
+
+var _ Rewinder = (*DynamoStore)(nil)
+
+// RewindRow implements Rewinder with one conditional UpdateItem, fenced as
+// Checkpoint is.
+func (s *DynamoStore) RewindRow(ctx context.Context, held Lease, checkpoint string, start Start) (Lease, error) {
+	if err := validRewind(checkpoint, start); err != nil {
+		return Lease{}, s.fail("rewind", held.Key, err)
+	}
+	start = normalStart(start)
+	vals := map[string]types.AttributeValue{}
+	set, remove := rewindClauses(vals, checkpoint, start)
+	update := "SET " + strings.Join(append([]string{"lease_counter = lease_counter + :one"}, set...), ", ") +
+		" REMOVE " + strings.Join(remove, ", ")
+	in := &dynamodb.UpdateItemInput{UpdateExpression: aws.String(update), ExpressionAttributeValues: vals}
+	return s.write(ctx, "rewind", held, in, func(row Lease) bool {
+		return row.Owner == held.Owner && row.Checkpoint == checkpoint && row.SubSequence == -1 && sameStart(row.Start, start)
+	})
+}

@@ -297,3 +297,33 @@ func resolveCaps(store LeaseStore) storeCaps {
 	}
 	return c
 }
+
+// Rewinder is implemented by lease stores that can move a row's progress
+// back (both stores of this package do): clear its checkpoint, so that a
+// reader starts where the row's recorded Start says, or mark the shard
+// finished. Rewind, and ImportCheckpoints with WithImportOverwrite, need it
+// to move a row to no checkpoint. The consumer never calls it. Without it
+// progress only moves by Checkpoint, to a sequence number or ShardEnd:
+// Rewind then refuses with ErrInvalidConfig before it writes anything.
+type Rewinder interface {
+	// RewindRow sets held's checkpoint to checkpoint, which is "" (none: a
+	// reader starts at start) or ShardEnd, removes its sub-sequence, and
+	// records start (the zero Start removes it). Like Checkpoint it
+	// succeeds only while the row's owner and counter equal held's, and
+	// bumps the counter; otherwise it fails with ErrLeaseLost (also when
+	// the row is gone). It leaves the expiry as it is.
+	RewindRow(ctx context.Context, held Lease, checkpoint string, start Start) (Lease, error)
+}
+
+// validRewind checks the arguments of RewindRow.
+func validRewind(checkpoint string, start Start) error {
+	if checkpoint != "" && checkpoint != ShardEnd {
+		return errorf("%w: a rewind sets the checkpoint to none or %s, not %q; move it to a sequence number with Checkpoint", ErrInvalidConfig, ShardEnd, checkpoint)
+	}
+	return start.validate()
+}
+
+// sameStart reports whether a and b name the same start.
+func sameStart(a, b Start) bool {
+	return a.Position == b.Position && a.Timestamp.Equal(b.Timestamp)
+}

@@ -114,7 +114,8 @@ type ImportReport struct {
 type ImportOption func(*importConfig)
 
 type importConfig struct {
-	force bool
+	force     bool
+	overwrite bool // ImportCheckpoints only
 }
 
 // WithImportForce lets Import go on when the source holds rows of shards
@@ -202,7 +203,10 @@ func Import(ctx context.Context, dynamo DynamoDBAPI, kin KinesisAPI, format Impo
 	if err != nil {
 		return nil, err
 	}
-	run := &importRun{to: to, format: format, from: fromTable, stream: stream}
+	run := &importRun{to: to, table: to.table, format: format, from: fromTable, stream: stream}
+	run.copy = func(ctx context.Context, own Lease, exists bool, r foreign.Row) (ImportAction, string, error) {
+		return to.importRow(ctx, own, exists, r, fromTable)
+	}
 	if err := run.listStream(ctx, kin); err != nil {
 		return nil, err
 	}
@@ -243,10 +247,14 @@ func validateImport(dynamo DynamoDBAPI, kin KinesisAPI, format ImportFormat, fro
 // and what it read of the stream and of the lease table. One goroutine,
 // Import's, uses it.
 type importRun struct {
-	to     *DynamoStore
+	to     LeaseStore
+	table  string // to's table
 	format ImportFormat
 	from   string // the source table
 	stream string
+	// copy writes one source row into its own row (as listed; exists
+	// reports whether it was there) and says what it did.
+	copy func(ctx context.Context, own Lease, exists bool, r foreign.Row) (ImportAction, string, error)
 
 	listed []kinesistypes.Shard          // the stream's shards, as ListShards gave them
 	shards map[string]kinesistypes.Shard // listed, by shard id
@@ -273,7 +281,7 @@ func (run *importRun) listStream(ctx context.Context, kin KinesisAPI) error {
 func (run *importRun) listOwn(ctx context.Context, rows []foreign.Row) error {
 	own, err := run.to.List(ctx, run.stream)
 	if err != nil {
-		return errorf("shardlease: import into table %s, stream %s: list the rows: %w", run.to.table, run.stream, err)
+		return errorf("shardlease: import into table %s, stream %s: list the rows: %w", run.table, run.stream, err)
 	}
 	run.own = make(map[string]Lease, len(own))
 	for _, l := range own {
@@ -281,7 +289,7 @@ func (run *importRun) listOwn(ctx context.Context, rows []foreign.Row) error {
 	}
 	for _, r := range rows {
 		if l, ok := run.own[r.Shard]; ok && r.Skip == "" && l.Checkpoint == "" && l.Owner != "" {
-			return errorf("shardlease: import %s table %s: nothing was written: %w", run.format, run.from, heldDuringImport(run.to.table, l))
+			return errorf("shardlease: import %s table %s: nothing was written: %w", run.format, run.from, heldDuringImport(run.table, l))
 		}
 	}
 	return nil
@@ -291,7 +299,7 @@ func (run *importRun) listOwn(ctx context.Context, rows []foreign.Row) error {
 // that the source has no row for. After an error the report holds the
 // rows before the one that failed.
 func (run *importRun) write(ctx context.Context, rows []foreign.Row) (*ImportReport, error) {
-	rep := &ImportReport{Stream: run.stream, FromTable: run.from, ToTable: run.to.table, Format: run.format}
+	rep := &ImportReport{Stream: run.stream, FromTable: run.from, ToTable: run.table, Format: run.format}
 	inSource := map[string]bool{}
 	for _, r := range rows {
 		inSource[r.Shard] = true
@@ -334,9 +342,9 @@ func (run *importRun) copyRow(ctx context.Context, r foreign.Row) (ImportResult,
 		l = Lease{Key: LeaseKey{Stream: run.stream, Shard: r.Shard}}
 	}
 	var err error
-	res.Action, res.Reason, err = run.to.importRow(ctx, l, exists, r, run.from)
+	res.Action, res.Reason, err = run.copy(ctx, l, exists, r)
 	if err != nil {
-		return res, errorf("shardlease: import %s table %s into table %s, stream %s, shard %s: %w", run.format, run.from, run.to.table, run.stream, r.Shard, err)
+		return res, errorf("shardlease: import %s table %s into table %s, stream %s, shard %s: %w", run.format, run.from, run.table, run.stream, r.Shard, err)
 	}
 	return res, nil
 }
@@ -389,6 +397,9 @@ func (run *importRun) checkAgainstStream(ctx context.Context, kin KinesisAPI, ro
 			continue
 		}
 		r.Parents = shardParents(sh)
+		if r.Checkpoint == "" {
+			continue // a start or no progress only (an export's row): nothing to check
+		}
 		problem, err := checkCheckpoint(ctx, kin, run.stream, sh, r.Checkpoint, r.SubSequence)
 		if err != nil {
 			return errorf("shardlease: import %s table %s: check the checkpoint of shard %s against stream %s: %w", run.format, run.from, r.Shard, run.stream, err)

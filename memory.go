@@ -489,3 +489,35 @@ func (m *MemoryStore) ResetStream(ctx context.Context, id StreamIdentity) (int, 
 }
 
 var _ HandoffWithdrawer = (*MemoryStore)(nil)
+
+var _ Rewinder = (*MemoryStore)(nil)
+
+// RewindRow implements Rewinder.
+func (m *MemoryStore) RewindRow(ctx context.Context, held Lease, checkpoint string, start Start) (Lease, error) {
+	if err := ctx.Err(); err != nil {
+		return Lease{}, memErr("rewind", held.Key, err)
+	}
+	if err := validRewind(checkpoint, start); err != nil {
+		return Lease{}, memErr("rewind", held.Key, err)
+	}
+	start = normalStart(start)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	row, err := m.holds("rewind", held)
+	if err != nil {
+		if own(row, held) && row.Owner == held.Owner && row.Checkpoint == checkpoint && row.SubSequence == -1 && sameStart(row.Start, start) {
+			return cloneLease(row), nil // this very rewind, sent again
+		}
+		return Lease{}, err
+	}
+	before := row
+	row.Counter++
+	row.Checkpoint = checkpoint
+	row.SubSequence = -1
+	row.Start = start
+	if d := HolderLeaseDuration(ctx); d > 0 {
+		row.Duration = d
+	}
+	m.wrote("rewind", before, row)
+	return cloneLease(row), nil
+}

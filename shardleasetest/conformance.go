@@ -81,6 +81,7 @@ func RunStoreConformance(t *testing.T, newStore func(t *testing.T) shardlease.Le
 	}
 	tests = append(tests, lineageTests...)
 	tests = append(tests, noteTests...)
+	tests = append(tests, rewindTests...)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -15,6 +15,9 @@
 //	create-table  create the lease table (does nothing if it exists)
 //	list          show every lease of a stream: owner, counter, checkpoint, ...
 //	reset         move a shard's checkpoint (the lease must be free, or -force)
+//	rewind        move every shard of a stream to a time (lineage-aware, fenced)
+//	export        print a stream's checkpoints as JSON (import -format shardlease-json
+//	              writes them back)
 //	release       free a lease whose holder is dead
 //	import        copy progress from a kinsumer, vmware-go-kcl-v2 or Java KCL table into
 //	              the lease table, checked against the stream first

@@ -26,9 +26,10 @@ resumes reading after POSITION. POSITION is
 	                    again, and its child shards may start
 
 TRIM_HORIZON, LATEST and timestamps are not supported: a checkpoint is
-always a record's sequence number or SHARD_END, and the lease store cannot
-clear one. To re-read from an earlier point, pass the sequence number of the
-record before it (for example from 'aws kinesis get-records').
+always a record's sequence number or SHARD_END; to move every shard of a
+stream to a time, use 'shardlease rewind'. To re-read from an earlier point,
+pass the sequence number of the record before it (for example from
+'aws kinesis get-records').
 
 The lease must be free: stop the consumer holding it first. With -force the
 lease is taken from a live holder instead: its next renewal or checkpoint
