@@ -319,6 +319,16 @@ func (sc *scheduler) shutdown(ctx context.Context) {
 	sc.withdraw(ctx)
 	sc.passLead(ctx)
 	c.stats.coordinating.Store(false)
+	sc.stopRunners()
+	sc.releaseLate(ctx)
+	sc.removeRow(ctx)
+	c.log.Info("stopped")
+}
+
+// stopRunners stops every runner and waits until each has exited,
+// abandoning the handlers still running after the grace period.
+func (sc *scheduler) stopRunners() {
+	c := sc.c
 	c.mu.Lock()
 	runners := make([]*leaseRunner, 0, len(c.held))
 	for _, r := range c.held {
@@ -332,7 +342,6 @@ func (sc *scheduler) shutdown(ctx context.Context) {
 	go func() { sc.wg.Wait(); close(done) }()
 	timer := time.NewTimer(c.cfg.grace())
 	defer timer.Stop()
-wait:
 	for {
 		select {
 		case r := <-sc.exited:
@@ -343,12 +352,9 @@ wait:
 				r.abandon()
 			}
 		case <-done:
-			break wait
+			return
 		}
 	}
-	sc.releaseLate(ctx)
-	sc.removeRow(ctx)
-	c.log.Info("stopped")
 }
 
 // withdraw removes the handoff requests this worker made that are still
