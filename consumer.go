@@ -67,6 +67,7 @@ type Consumer struct {
 	stats     counters      // counted by every goroutine, through count
 	retention retention     // the stream's retention period, learned when a shard first gets stuck
 	notes     chan noteSeen // notes renewals return, sent by runners to the scheduler
+	drain     drainer       // Drain's requests to the scheduler (consumer_drain.go)
 }
 
 // Stats is a snapshot of a consumer's counters since it was created.
@@ -163,7 +164,7 @@ func NewConsumer(client KinesisAPI, store LeaseStore, stream string, handler Han
 		kin: client, store: store, stream: stream, handler: handler, cfg: cfg, ins: ins, fanOut: fo,
 		log:  cfg.logger.With("stream", stream, "owner", cfg.identity),
 		held: make(map[string]*leaseRunner), stuck: make(map[string]*leaseRunner),
-		notes: make(chan noteSeen, 64),
+		notes: make(chan noteSeen, 64), drain: newDrainer(),
 	}, nil
 }
 
@@ -198,6 +199,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 	if !c.running.CompareAndSwap(false, true) {
 		return errorf("%w: stream %s: Run was called twice on one Consumer; create a Consumer per run", ErrInvalidConfig, c.stream)
 	}
+	defer close(c.drain.runDone)
 	boot := c.watchStartup("checking the lease table")
 	defer boot.done(false)
 	if tc := c.caps.table; tc != nil {

@@ -224,6 +224,10 @@ func (sc *scheduler) loop(ctx context.Context) error {
 			}
 		case n := <-c.notes:
 			sc.onNote(n)
+		case reply := <-c.drain.requests:
+			return sc.drained(ctx, reply)
+		case <-c.drain.noted:
+			return sc.drained(ctx, nil)
 		case <-sc.cd.lookTimer.C:
 			sc.onLook(ctx)
 		case <-sc.cd.expiry.C:

@@ -1,0 +1,139 @@
+package shardlease
+
+import (
+	"context"
+	"strings"
+	"time"
+)
+
+// Draining: a worker that hands every lease to the others while its process
+// keeps running, before a deploy stops it.
+//
+// A drain is the graceful half of a shutdown without its end: Run's
+// scheduler withdraws the handoff requests it made, stops every runner (each
+// finishes the batch in hand, writes its final checkpoint and releases its
+// lease, within the grace period), tells another worker to list if it
+// coordinates (the `lead` note), releases rows handed to it meanwhile and
+// removes its worker row, so that the others neither wait for it nor count
+// it in their shares. The coordinator takes the released leases at its next
+// listing, within a take interval, and the workers below their share ask for
+// theirs by handoff: no record is handed to two handlers, none is lost. From
+// then on the worker takes nothing, lists nothing and writes nothing until
+// Run's context ends, when Run returns at once.
+//
+// A drain is asked for by Drain, or through the table: a `drain` note on a
+// row this worker holds (the CLI's drain command writes one on each row of
+// the worker), which its next renewal returns.
+
+// noteDrain starts the note that asks the holder to drain.
+const noteDrain = "drain"
+
+// drainer carries drain requests to Run's scheduler. Made by NewConsumer.
+type drainer struct {
+	requests chan chan error // Drain's requests; the scheduler answers each
+	noted    chan struct{}   // poked when a renewal returned a drain note
+	runDone  chan struct{}   // closed when Run returns
+}
+
+func newDrainer() drainer {
+	return drainer{requests: make(chan chan error), noted: make(chan struct{}, 1), runDone: make(chan struct{})}
+}
+
+// Drain hands every lease this worker holds to the other workers of the
+// stream and returns once all are released: each runner finishes the batch
+// in hand, writes its final checkpoint and releases its lease, as at
+// shutdown, while the process keeps running. From then on the consumer takes
+// nothing new; Run returns at once when its context ends. A Kubernetes
+// preStop hook can call it (see docs/operating.md).
+//
+// Drain returns nil once drained (at once if it was drained already), ctx's
+// error if ctx ends first (the drain goes on), and an error matching
+// ErrInvalidConfig when Run is not running. A handler that does not return
+// within the grace period is abandoned, as at shutdown, and its lease expires
+// for the others.
+func (c *Consumer) Drain(ctx context.Context) error {
+	if !c.running.Load() {
+		return errorf("%w: stream %s: Drain needs a running consumer: call it while Run runs", ErrInvalidConfig, c.stream)
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	reply := make(chan error, 1)
+	select {
+	case c.drain.requests <- reply:
+	case <-c.drain.runDone:
+		return errorf("%w: stream %s: Drain after Run returned: nothing is held", ErrInvalidConfig, c.stream)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case err := <-reply:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// drainNoted starts a drain when a renewal returned a drain note.
+func (c *Consumer) drainNoted(note string) bool {
+	if f := strings.Fields(note); len(f) == 0 || f[0] != noteDrain {
+		return false
+	}
+	select {
+	case c.drain.noted <- struct{}{}:
+	default:
+	}
+	return true
+}
+
+// drainAll is a drain (see the top of this file), bounded by the shutdown
+// timeout. It runs on Run's scheduler goroutine, which takes nothing
+// meanwhile.
+func (sc *scheduler) drainAll(ctx context.Context) {
+	c := sc.c
+	c.log.Info("draining: handing every lease to the other workers", "held", c.heldCount())
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.shutdownTimeout)
+	defer cancel()
+	sc.withdraw(ctx)
+	sc.stopRunners()
+	// Coordination goes on once the leases are released: the worker told
+	// to list takes them at once, and watches a lease whose abandoned
+	// handler keeps it until it expires.
+	sc.passLead(ctx)
+	if sc.cd.role != uncoordinated {
+		sc.become(quiet)
+	}
+	sc.releaseLate(ctx)
+	sc.removeRow(ctx)
+	c.log.Info("drained: this worker holds no lease and takes none until Run ends")
+}
+
+// stayDrained is the scheduler's loop once drained: it answers drain
+// requests at once and waits for ctx to end.
+func (sc *scheduler) stayDrained(ctx context.Context) error {
+	c := sc.c
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case reply := <-c.drain.requests:
+			reply <- nil
+		case <-c.drain.noted:
+		case <-c.notes:
+		case r := <-sc.exited:
+			sc.forget(r)
+		}
+	}
+}
+
+// drained runs a drain, answers the request that asked for it (nil when the
+// table asked), and stays drained until ctx ends.
+func (sc *scheduler) drained(ctx context.Context, reply chan error) error {
+	start := time.Now()
+	sc.drainAll(ctx)
+	sc.c.log.Debug("drain took", "took", time.Since(start))
+	if reply != nil {
+		reply <- nil
+	}
+	return sc.stayDrained(ctx)
+}
