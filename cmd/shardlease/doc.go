@@ -18,6 +18,7 @@
 //	rewind        move every shard of a stream to a time (lineage-aware, fenced)
 //	export        print a stream's checkpoints as JSON (import -format shardlease-json
 //	              writes them back)
+//	drain         ask a running worker to hand every lease to the others
 //	release       free a lease whose holder is dead
 //	import        copy progress from a kinsumer, vmware-go-kcl-v2 or Java KCL table into
 //	              the lease table, checked against the stream first
