@@ -71,6 +71,8 @@ type running struct {
 	c      *shardlease.Consumer
 	cancel context.CancelFunc
 	done   chan error
+	once   sync.Once
+	err    error // Run's error, once stopped
 }
 
 func startConsumer(kin shardlease.KinesisAPI, store shardlease.LeaseStore, stream string, h shardlease.Handler, opts ...shardlease.Option) (*running, error) {
@@ -84,9 +86,14 @@ func startConsumer(kin shardlease.KinesisAPI, store shardlease.LeaseStore, strea
 	return r, nil
 }
 
+// stop cancels the consumer and returns Run's error; stopping twice is
+// harmless.
 func (r *running) stop() error {
-	r.cancel()
-	return <-r.done
+	r.once.Do(func() {
+		r.cancel()
+		r.err = <-r.done
+	})
+	return r.err
 }
 
 // firstSeen records, per shard, when a handler first saw a record of it

@@ -85,7 +85,7 @@ func okp(b bool) *bool { return &b }
 func main() {
 	quick := flag.Bool("quick", false, "smaller sizes and windows (about 6 minutes on 2 cores)")
 	jsonOut := flag.String("json", "", "also write the rows as JSON to this file")
-	only := flag.String("only", "", "comma-separated sections to run (throughput,overhead,cost,failover,balance,scale,fleet,latency); default all")
+	only := flag.String("only", "", "comma-separated sections to run (throughput,overhead,cost,failover,deploy,balance,scale,fleet,latency); default all")
 	flag.Parse()
 	// The consumers log to slog.Default(); their lease changes (Info) would
 	// drown the table, their warnings are worth seeing.
@@ -173,6 +173,7 @@ func run(e *env, only string) error {
 		{"overhead", measureOverhead},
 		{"cost", measureCost},
 		{"failover", measureFailover},
+		{"deploy", measureDeploy},
 		{"balance", measureBalance},
 		{"scale", measureScale},
 		{"fleet", measureFleet},
