@@ -108,6 +108,9 @@ func (s *soak) result(ctx context.Context, drained bool) *Result {
 		}
 		// Each further handling must be explained by the first handler's
 		// crash, pause or lost lease before it checkpointed past the record.
+		// Handlings are recorded as they end: the first is the one entered
+		// first (a crashed worker's call may return after its successor's).
+		hs = slices.SortedStableFunc(slices.Values(hs), func(a, b handling) int { return a.at.Compare(b.at) })
 		first := hs[0]
 		for _, h := range hs[1:] {
 			r.Duplicates++
