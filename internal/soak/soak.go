@@ -219,6 +219,7 @@ type incarnation struct {
 	slot      int
 	skew      time.Duration
 	crashed   atomic.Bool
+	leaving   atomic.Bool // being drained for a restart (drain.go)
 	paused    atomic.Bool
 	pauseNext atomic.Int64 // a pause of this many ns, at the next batch
 	freeze    freezer
@@ -745,6 +746,9 @@ func (s *soak) chaos(ctx context.Context) {
 	for range max(2, n*2/3) {
 		evs = append(evs, event{at: s.jitter(window), kind: EvPause, slot: s.rng.IntN(cfg.Workers), d: cfg.Lease*3/2 + time.Duration(s.rng.Float64()*float64(cfg.Lease))})
 	}
+	for range max(1, n/3) {
+		evs = append(evs, event{at: s.jitter(window), kind: EvDrain, slot: s.rng.IntN(cfg.Workers), d: cfg.Lease/2 + time.Duration(s.rng.Float64()*float64(cfg.Lease))})
+	}
 	evs = append(evs, event{at: window / 3, kind: EvSplit}, event{at: window * 2 / 3, kind: EvMerge}, event{at: window * 5 / 6, kind: EvDeleteFinished})
 	slices.SortStableFunc(evs, func(a, b event) int { return int(a.at - b.at) })
 	for _, ev := range evs {
@@ -763,6 +767,8 @@ func (s *soak) chaos(ctx context.Context) {
 				s.crash(slot, ev.d)
 				s.counts.add(EvCrashCoordinator, 1)
 			}
+		case EvDrain:
+			s.drainForRestart(ctx, ev.slot, ev.d)
 		case EvPause:
 			s.mu.Lock()
 			inc := s.slots[ev.slot]
@@ -800,7 +806,7 @@ func (s *soak) coordinatorSlot() (int, bool) {
 	defer s.mu.Unlock()
 	best, lowest := -1, ""
 	for slot, inc := range s.slots {
-		if inc == nil || inc.consumer == nil || inc.crashed.Load() {
+		if inc == nil || inc.consumer == nil || inc.crashed.Load() || inc.leaving.Load() {
 			continue
 		}
 		for _, shard := range inc.consumer.Held() {
@@ -818,7 +824,7 @@ func (s *soak) crash(slot int, downtime time.Duration) {
 	s.mu.Lock()
 	inc := s.slots[slot]
 	s.mu.Unlock()
-	if !inc.crashed.CompareAndSwap(false, true) {
+	if inc.leaving.Load() || !inc.crashed.CompareAndSwap(false, true) {
 		return
 	}
 	s.counts.add(EvCrash, 1)
