@@ -173,6 +173,7 @@ func (m *MemoryStore) Acquire(ctx context.Context, key LeaseKey, owner string, o
 	row.Note = ""
 	row.Expiry = time.Time{}
 	row.Duration = HolderLeaseDuration(ctx)
+	row.Lag = nil
 	m.wrote("acquire", before, row)
 	return cloneLease(row), nil
 }
@@ -216,6 +217,7 @@ func (m *MemoryStore) Renew(ctx context.Context, held Lease, expiry time.Time) (
 	if d := HolderLeaseDuration(ctx); d > 0 {
 		row.Duration = d
 	}
+	row.Lag = holderLag(ctx)
 	m.wrote("renew", before, row)
 	return cloneLease(row), nil
 }
@@ -245,6 +247,7 @@ func (m *MemoryStore) Checkpoint(ctx context.Context, held Lease, checkpoint str
 	if d := HolderLeaseDuration(ctx); d > 0 {
 		row.Duration = d
 	}
+	row.Lag = holderLag(ctx)
 	m.wrote("checkpoint", before, row)
 	return cloneLease(row), nil
 }
@@ -277,6 +280,7 @@ func (m *MemoryStore) Release(ctx context.Context, held Lease) (Lease, error) {
 	row.HandoffTo = ""
 	row.Note = ""
 	row.Expiry = time.Time{}
+	row.Lag = nil
 	m.wrote("release", before, row)
 	return cloneLease(row), nil
 }
