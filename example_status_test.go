@@ -19,6 +19,7 @@ import (
 // the consumer holds, how far behind each shard is, and its role.
 func ExampleConsumer_StatusHandler() {
 	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	stream := shardleasetest.NewKinesis() // in a service: kinesis.NewFromConfig(cfg)
 	_, _ = stream.CreateStream(ctx, &kinesis.CreateStreamInput{StreamName: aws.String("orders"), ShardCount: aws.Int32(2)})
 	consumer, err := shardlease.NewConsumer(stream, shardlease.NewMemoryStore(), "orders",
