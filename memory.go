@@ -54,6 +54,10 @@ func (m *MemoryStore) wrote(op string, before, after Lease) {
 
 func cloneLease(l Lease) Lease {
 	l.Parents = slices.Clone(l.Parents)
+	if l.Lag != nil {
+		lag := *l.Lag
+		l.Lag = &lag
+	}
 	return l
 }
 
