@@ -68,6 +68,7 @@ type Consumer struct {
 	retention retention     // the stream's retention period, learned when a shard first gets stuck
 	notes     chan noteSeen // notes renewals return, sent by runners to the scheduler
 	drain     drainer       // Drain's requests to the scheduler (consumer_drain.go)
+	view      statusView    // the role and sizing Status reads, written by Run's goroutine (consumer_status.go)
 }
 
 // Stats is a snapshot of a consumer's counters since it was created.

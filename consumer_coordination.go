@@ -260,6 +260,7 @@ func stoppedTimer() *time.Timer {
 // takes on expiry. Stats().Coordinating follows.
 func (sc *scheduler) become(r role) {
 	cd := &sc.cd
+	sc.c.seeRole(r, cd.recent, cd.recentAt)
 	if r == cd.role {
 		return
 	}

@@ -134,6 +134,7 @@ func (r *leaseRunner) mark(p position) error {
 	}
 	if p.compare(k.pending) > 0 {
 		k.pending = p
+		r.lag.moved(p)
 	}
 	k.mu.Unlock()
 	select {
@@ -185,6 +186,7 @@ func (r *leaseRunner) nextWrite() (Lease, attempt) {
 func (r *leaseRunner) send(ctx context.Context, held Lease, a attempt) (Lease, error) {
 	var next Lease
 	var err error
+	ctx = r.withLag(ctx)
 	if a.dirty {
 		next, err = r.c.store.Checkpoint(ctx, held, a.pos.seq, a.pos.sub, a.expiry)
 	} else {

@@ -37,6 +37,9 @@ const meterName = "github.com/shardlease/shardlease"
 //	shardlease.checkpoints.rejected       counter    checkpoints Kinesis refused to read after, per shard (see ErrCheckpointRejected)
 //	shardlease.table.listings             counter    listings of the stream's rows (take rounds)
 //	shardlease.coordinating               gauge      1 while this worker coordinates the stream, else 0 (observed)
+//	shardlease.checkpoint.age             gauge      s, per held shard, how long its checkpoint has waited while records were behind it (observed)
+//	shardlease.behind_latest.max          gauge      ms, the largest behind_latest of this worker's held shards (observed)
+//	shardlease.workers.wanted             gauge      workers the stream needs, by the coordinator only (observed; see docs/operating.md)
 //
 // Every instrument carries the stream and owner attributes; per-shard ones
 // carry the shard too.
@@ -63,6 +66,7 @@ type instruments struct {
 	corrupt       metric.Int64Counter
 	retryInstruments
 	lineageInstruments
+	lagInstruments
 }
 
 func newInstruments(mp metric.MeterProvider, stream, owner string) (*instruments, error) {
@@ -102,6 +106,9 @@ func newInstruments(mp metric.MeterProvider, stream, owner string) (*instruments
 	if in.lineageInstruments, err = newLineageInstruments(m); err != nil {
 		return nil, err
 	}
+	if in.lagInstruments, err = newLagInstruments(m); err != nil {
+		return nil, err
+	}
 	return in, nil
 }
 
@@ -124,14 +131,42 @@ func (in *instruments) observe(c *Consumer) (metric.Registration, error) {
 		}
 		o.ObserveInt64(in.coordinating, coordinating, in.attrs())
 		now := time.Now()
+		maxBehind := int64(-1)
 		for shard, r := range c.held {
 			if ms := r.behind.Load(); ms >= 0 {
 				o.ObserveInt64(in.behind, ms, in.attrs(shardAttr(shard)))
+				maxBehind = max(maxBehind, ms)
 			}
 			in.observeStuck(o, shard, r, now)
+			o.ObserveFloat64(in.checkpointAge, r.lag.age(now).Seconds(), in.attrs(shardAttr(shard)))
+		}
+		if maxBehind >= 0 {
+			o.ObserveInt64(in.behindMax, maxBehind, in.attrs())
+		}
+		if n, ok := c.view.sizing.workersWanted(); ok {
+			o.ObserveInt64(in.workersWanted, int64(n), in.attrs())
 		}
 		return nil
-	}, in.held, in.behind, in.coordinating, in.stuck, in.agesOut)
+	}, in.held, in.behind, in.coordinating, in.stuck, in.agesOut, in.checkpointAge, in.behindMax, in.workersWanted)
+}
+
+// lagInstruments are the metrics of lag and stalls (consumer_lag.go).
+type lagInstruments struct {
+	checkpointAge metric.Float64ObservableGauge
+	behindMax     metric.Int64ObservableGauge
+	workersWanted metric.Int64ObservableGauge
+}
+
+func newLagInstruments(m metric.Meter) (lagInstruments, error) {
+	var li lagInstruments
+	var errs [3]error
+	li.checkpointAge, errs[0] = m.Float64ObservableGauge("shardlease.checkpoint.age", metric.WithUnit("s"),
+		metric.WithDescription("How long each held shard's checkpoint has waited while records were behind it; 0 when caught up and idle."))
+	li.behindMax, errs[1] = m.Int64ObservableGauge("shardlease.behind_latest.max", metric.WithUnit("ms"),
+		metric.WithDescription("The largest behind-latest of this worker's held shards."))
+	li.workersWanted, errs[2] = m.Int64ObservableGauge("shardlease.workers.wanted",
+		metric.WithDescription("Workers the stream needs to keep up and drain its backlog, as the coordinating worker works it out."))
+	return li, errors.Join(errs[:]...)
 }
 
 func (in *instruments) attrs(kv ...attribute.KeyValue) metric.MeasurementOption {

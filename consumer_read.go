@@ -44,6 +44,9 @@ func (sr shardReader) read(ctx context.Context, out chan<- *Batch) {
 			return true
 		}
 		b := &Batch{Stream: r.key.Stream, ShardID: r.shard, Records: recs, MillisBehindLatest: kb.MillisBehindLatest, r: r, end: kb.End}
+		if len(recs) > 0 {
+			r.lag.read(positionOf(recs[len(recs)-1]))
+		}
 		select {
 		case out <- b:
 			return true
@@ -57,7 +60,7 @@ func (sr shardReader) read(ctx context.Context, out chan<- *Batch) {
 type readSink struct{ r *leaseRunner }
 
 // Behind keeps the MillisBehindLatest of the last read, for the metric.
-func (s readSink) Behind(ms int64) { s.r.behind.Store(ms) }
+func (s readSink) Behind(ms int64) { s.r.behind.Store(ms); s.r.lag.reportBehind(ms) }
 
 // Subscribed counts a subscription opened.
 func (s readSink) Subscribed() { s.r.c.count(evSubscribed, 1) }

@@ -54,6 +54,7 @@ type leaseRunner struct {
 	readDone chan struct{} // closed by the reader once it holds nothing open
 
 	behind   atomic.Int64 // reader: MillisBehindLatest of the last read; -1 before the first
+	lag      lagClock     // the checkpoint age (consumer_lag.go)
 	rejected atomic.Bool  // reader: Kinesis refused the checkpoint (see ErrCheckpointRejected)
 }
 
@@ -107,6 +108,7 @@ func newLeaseRunner(c *Consumer, l Lease, fromStart bool, written time.Time) *le
 		log:      c.log.With("shard", l.Key.Shard),
 		leaseCtx: ctx, leaseCancel: cancel,
 		k:        newKeeper(l, c.cfg.cutoff(written), written),
+		lag:      newLagClock(position{l.Checkpoint, l.SubSequence}),
 		h:        handling{abandoned: make(chan struct{})},
 		quit:     make(chan struct{}),
 		procDone: make(chan struct{}),

@@ -549,6 +549,9 @@ func (s *DynamoStore) write(ctx context.Context, op string, held Lease, in *dyna
 		in.UpdateExpression = aws.String(strings.Replace(aws.ToString(in.UpdateExpression), "SET ", "SET lease_duration = :dur, ", 1))
 		in.ExpressionAttributeValues[":dur"] = durationAttr(d)
 	}
+	if lag, ok := HolderLag(ctx); ok && op != "release" {
+		in.UpdateExpression = aws.String(strings.Replace(aws.ToString(in.UpdateExpression), "SET ", "SET "+lagClause(in.ExpressionAttributeValues, lag, held), 1))
+	}
 	row, ok, exists, err := s.update(ctx, held.Key, in)
 	switch {
 	case err != nil:

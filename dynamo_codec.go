@@ -30,6 +30,9 @@ const (
 	attrHandoff     = "handoff_to"
 	attrDuration    = "lease_duration"
 	attrNote        = "lease_note"
+	attrBehind      = "behind_latest"  // N: ms, the holder's lag (see HolderLag)
+	attrCkptAge     = "checkpoint_age" // N: ms
+	attrLagCounter  = "lag_counter"    // N: the counter of the write that wrote the lag
 )
 
 // Attribute names of the lineage and identity rows.
@@ -152,7 +155,7 @@ func decodeLease(item map[string]types.AttributeValue) (Lease, error) {
 	r := leaseRow{key: key, item: item}
 	l := Lease{Key: key, SubSequence: -1}
 	for _, decode := range []func(leaseRow, *Lease) error{
-		decodeHolder, decodeProgress, decodeParents, decodeTerms, decodeStart, decodeDuration,
+		decodeHolder, decodeProgress, decodeParents, decodeTerms, decodeStart, decodeDuration, decodeLag,
 	} {
 		if err := decode(r, &l); err != nil {
 			return Lease{}, err
@@ -416,4 +419,29 @@ func rewindClauses(vals map[string]types.AttributeValue, checkpoint string, star
 		vals[a.placeholder] = v
 	}
 	return set, remove
+}
+
+// lagClause returns the SET clause that writes lag with the counter the
+// write leaves on the row (held's plus one), filling :behind, :ckptAge and
+// :lagAt in vals.
+func lagClause(vals map[string]types.AttributeValue, lag Lag, held Lease) string {
+	vals[":behind"] = num(lag.BehindLatest.Milliseconds())
+	vals[":ckptAge"] = num(lag.CheckpointAge.Milliseconds())
+	vals[":lagAt"] = num(held.Counter + 1)
+	return attrBehind + " = :behind, " + attrCkptAge + " = :ckptAge, " + attrLagCounter + " = :lagAt, "
+}
+
+// decodeLag reads the holder's lag, written by the write that left the
+// row's counter. A lag of an earlier write, or one that is not two
+// non-negative numbers, is no lag: it is the holder's report, never a
+// decision's input, and the holder's next write replaces it.
+func decodeLag(r leaseRow, l *Lease) error {
+	at, ok1, err1 := r.intAttr(attrLagCounter)
+	behind, ok2, err2 := r.intAttr(attrBehind)
+	age, ok3, err3 := r.intAttr(attrCkptAge)
+	if err1 != nil || err2 != nil || err3 != nil || !ok1 || !ok2 || !ok3 || at != l.Counter || behind < 0 || age < 0 {
+		return nil
+	}
+	l.Lag = &Lag{BehindLatest: time.Duration(behind) * time.Millisecond, CheckpointAge: time.Duration(age) * time.Millisecond}
+	return nil
 }

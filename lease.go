@@ -118,6 +118,9 @@ type Lease struct {
 	// holder (see NoteStore); empty when it asked nothing. Acquiring and
 	// releasing the lease clear it.
 	Note string
+	// Lag is the holder's lag as its last renewal or checkpoint wrote it
+	// (see HolderLag); nil when the last write to the row carried none.
+	Lag *Lag
 }
 
 // Held reports whether somebody holds the lease.

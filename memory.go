@@ -54,6 +54,10 @@ func (m *MemoryStore) wrote(op string, before, after Lease) {
 
 func cloneLease(l Lease) Lease {
 	l.Parents = slices.Clone(l.Parents)
+	if l.Lag != nil {
+		lag := *l.Lag
+		l.Lag = &lag
+	}
 	return l
 }
 
@@ -173,6 +177,7 @@ func (m *MemoryStore) Acquire(ctx context.Context, key LeaseKey, owner string, o
 	row.Note = ""
 	row.Expiry = time.Time{}
 	row.Duration = HolderLeaseDuration(ctx)
+	row.Lag = nil
 	m.wrote("acquire", before, row)
 	return cloneLease(row), nil
 }
@@ -216,6 +221,7 @@ func (m *MemoryStore) Renew(ctx context.Context, held Lease, expiry time.Time) (
 	if d := HolderLeaseDuration(ctx); d > 0 {
 		row.Duration = d
 	}
+	row.Lag = holderLag(ctx)
 	m.wrote("renew", before, row)
 	return cloneLease(row), nil
 }
@@ -245,6 +251,7 @@ func (m *MemoryStore) Checkpoint(ctx context.Context, held Lease, checkpoint str
 	if d := HolderLeaseDuration(ctx); d > 0 {
 		row.Duration = d
 	}
+	row.Lag = holderLag(ctx)
 	m.wrote("checkpoint", before, row)
 	return cloneLease(row), nil
 }
@@ -277,6 +284,7 @@ func (m *MemoryStore) Release(ctx context.Context, held Lease) (Lease, error) {
 	row.HandoffTo = ""
 	row.Note = ""
 	row.Expiry = time.Time{}
+	row.Lag = nil
 	m.wrote("release", before, row)
 	return cloneLease(row), nil
 }

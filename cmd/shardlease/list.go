@@ -2,8 +2,11 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,7 +20,7 @@ var listCommand = &command{
 	name:    "list",
 	summary: "show every lease of a stream: owner, counter, checkpoint, ...",
 	usage: `
-Usage: shardlease list -table TABLE -stream STREAM [-json] [-region REGION] [-endpoint URL]
+Usage: shardlease list -table TABLE -stream STREAM [-json] [-watch [-every 5s]] [-region REGION] [-endpoint URL]
 
 Lists every lease of STREAM in the lease table, ordered by shard id:
 
@@ -49,65 +52,182 @@ handoff_to ("" when none), note (what the coordinating worker last asked of
 the holder: "wake N", "deputy SHARD N" or "lead N"; "" when none), holder_expiry (RFC 3339, null when not set),
 start (where a reader starts while there is no checkpoint: TRIM_HORIZON,
 LATEST or "AT_TIMESTAMP <RFC 3339>"; "" when the row does not say) and
-waiting_for_cleanup (true for a finished shard's row).
+waiting_for_cleanup (true for a finished shard's row), and, when the row
+carries the holder's lag, behind_latest_ms and checkpoint_age_ms.
+
+With -watch it lists again every -every (5s) until interrupted, clearing a
+terminal first, and shows each held shard's lag instead of parents and
+expiry, as its holder's last renewal or checkpoint wrote it on the row (at
+most a renew interval old):
+
+	BEHIND          how far the holder's reader is behind the tip of the
+	                shard (MillisBehindLatest)
+	CHECKPOINT AGE  how long the checkpoint has waited while records were
+	                behind it: a stuck handler shows here; 0s when the
+	                shard is caught up and idle
+
+"-" means the row carries no lag: the lease is free, or its holder has not
+read yet (or runs a release that does not write it). With -json it prints
+one JSON array a line, each a listing. Each redraw is one Scan of the table;
+it makes no Kinesis call.
 
 Example:
 
 	shardlease list -table orders-leases -stream orders
+	shardlease list -table orders-leases -stream orders -watch -every 2s
 `,
 	flags: func(fs *flag.FlagSet, st *cli) func(context.Context) error {
 		table := fs.String("table", "", "name of the lease `table` (required)")
 		stream := fs.String("stream", "", "Kinesis `stream` name whose leases to list (required)")
 		asJSON := fs.Bool("json", false, "print a JSON array instead of a table")
+		watch := fs.Bool("watch", false, "redraw the table every -every until interrupted, with each shard's lag and checkpoint age")
+		every := fs.Duration("every", 5*time.Second, "how often -watch redraws (at least 1s)")
 		return func(ctx context.Context) error {
 			store, err := st.streamStore(ctx, *table, *stream)
 			if err != nil {
 				return err
 			}
-			leases, workers, err := store.ListWithWorkers(ctx, *stream)
-			if err != nil {
-				return err
+			l := lister{st: st, store: store, table: *table, stream: *stream, asJSON: *asJSON}
+			if !*watch {
+				return l.once(ctx, false)
 			}
-			if *asJSON {
-				rows := make([]leaseJSON, 0, len(leases))
-				for _, l := range leases {
-					rows = append(rows, toLeaseJSON(l))
-				}
-				return st.printJSON(rows)
+			if *every < time.Second {
+				return usagef("-every %v: redraw at most once a second (each redraw scans the stream's rows)", *every)
 			}
-			idle := make([]string, 0, len(workers))
-			for _, w := range workers {
-				idle = append(idle, fmt.Sprintf("%s (counter %d)", w.Owner, w.Counter))
-			}
-			if len(leases) == 0 {
-				fmt.Fprintf(st.stdout, "no leases of stream %s in table %s (check -stream; a consumer creates them when it first syncs the stream's shards)\n", *stream, *table)
-				if len(idle) > 0 {
-					fmt.Fprintf(st.stdout, "workers holding no lease: %s\n", strings.Join(idle, ", "))
-				}
-				return nil
-			}
-			tw := tabwriter.NewWriter(st.stdout, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "SHARD\tOWNER\tCOUNTER\tCHECKPOINT\tPARENTS\tHANDOFF\tEXPIRY (HOLDER'S CLOCK)")
-			for _, l := range leases {
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n",
-					l.Key.Shard, ownerOrFree(l.Owner), l.Counter, checkpointText(l),
-					dash(strings.Join(l.Parents, ",")), dash(l.HandoffTo), expiryText(l.Expiry))
-			}
-			if err := tw.Flush(); err != nil {
-				return err
-			}
-			if roles := rolesText(leases); roles != "" {
-				fmt.Fprintln(st.stdout, roles)
-			}
-			if waiting := cleanupText(leases); waiting != "" {
-				fmt.Fprintf(st.stdout, "finished, waiting for cleanup: %s\n", waiting)
-			}
-			if len(idle) > 0 {
-				fmt.Fprintf(st.stdout, "workers holding no lease: %s\n", strings.Join(idle, ", "))
-			}
-			return nil
+			return l.watch(ctx, *every)
 		}
 	},
+}
+
+// lister prints one stream's leases.
+type lister struct {
+	st            *cli
+	store         *shardlease.DynamoStore
+	table, stream string
+	asJSON        bool
+}
+
+// once lists the leases once: as a table (with each shard's lag when lag is
+// set), or as JSON.
+func (l lister) once(ctx context.Context, lag bool) error {
+	st := l.st
+	leases, workers, err := l.store.ListWithWorkers(ctx, l.stream)
+	if err != nil {
+		return err
+	}
+	if l.asJSON {
+		rows := make([]leaseJSON, 0, len(leases))
+		for _, l := range leases {
+			rows = append(rows, toLeaseJSON(l))
+		}
+		if lag { // one array a line, as a stream of frames
+			return json.NewEncoder(st.stdout).Encode(rows)
+		}
+		return st.printJSON(rows)
+	}
+	idle := make([]string, 0, len(workers))
+	for _, w := range workers {
+		idle = append(idle, fmt.Sprintf("%s (counter %d)", w.Owner, w.Counter))
+	}
+	if len(leases) == 0 {
+		fmt.Fprintf(st.stdout, "no leases of stream %s in table %s (check -stream; a consumer creates them when it first syncs the stream's shards)\n", l.stream, l.table)
+		if len(idle) > 0 {
+			fmt.Fprintf(st.stdout, "workers holding no lease: %s\n", strings.Join(idle, ", "))
+		}
+		return nil
+	}
+	if err := leaseTable(st.stdout, leases, lag); err != nil {
+		return err
+	}
+	if roles := rolesText(leases); roles != "" {
+		fmt.Fprintln(st.stdout, roles)
+	}
+	if waiting := cleanupText(leases); waiting != "" {
+		fmt.Fprintf(st.stdout, "finished, waiting for cleanup: %s\n", waiting)
+	}
+	if len(idle) > 0 {
+		fmt.Fprintf(st.stdout, "workers holding no lease: %s\n", strings.Join(idle, ", "))
+	}
+	return nil
+}
+
+// leaseTable prints the leases as a table; with lag, each held shard's lag
+// as its holder's last write reported it instead of parents and expiry.
+func leaseTable(out io.Writer, leases []shardlease.Lease, lag bool) error {
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	if lag {
+		fmt.Fprintln(tw, "SHARD\tOWNER\tCOUNTER\tCHECKPOINT\tBEHIND\tCHECKPOINT AGE\tHANDOFF")
+	} else {
+		fmt.Fprintln(tw, "SHARD\tOWNER\tCOUNTER\tCHECKPOINT\tPARENTS\tHANDOFF\tEXPIRY (HOLDER'S CLOCK)")
+	}
+	for _, l := range leases {
+		if lag {
+			behind, age := lagText(l)
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n",
+				l.Key.Shard, ownerOrFree(l.Owner), l.Counter, checkpointText(l), behind, age, dash(l.HandoffTo))
+			continue
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n",
+			l.Key.Shard, ownerOrFree(l.Owner), l.Counter, checkpointText(l),
+			dash(strings.Join(l.Parents, ",")), dash(l.HandoffTo), expiryText(l.Expiry))
+	}
+	return tw.Flush()
+}
+
+// lagText is a lease's behind-latest and checkpoint age, "-" each when the
+// row carries no lag (free, or its holder has not read yet).
+func lagText(l shardlease.Lease) (behind, age string) {
+	if l.Lag == nil || l.Owner == "" {
+		return "-", "-"
+	}
+	return l.Lag.BehindLatest.Round(time.Millisecond).String(), l.Lag.CheckpointAge.Round(time.Second).String()
+}
+
+// clearScreen moves a terminal's cursor home and clears it.
+const clearScreen = "\x1b[H\x1b[2J"
+
+// watch lists the leases every interval until ctx ends: on a terminal it
+// clears the screen before each table; elsewhere tables follow each other
+// after a blank line. A listing that fails is shown and tried again.
+func (l lister) watch(ctx context.Context, every time.Duration) error {
+	st := l.st
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	term := isTerminal(st.stdout)
+	for frame := 0; ; frame++ {
+		switch {
+		case l.asJSON:
+		case term:
+			fmt.Fprint(st.stdout, clearScreen)
+		case frame > 0:
+			fmt.Fprintln(st.stdout)
+		}
+		if !l.asJSON {
+			fmt.Fprintf(st.stdout, "stream %s, table %s, at %s; every %v (Ctrl-C stops). Lag as each holder last wrote it, at most a renew interval old\n",
+				l.stream, l.table, time.Now().UTC().Format(time.RFC3339), every)
+		}
+		if err := l.once(ctx, true); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			fmt.Fprintf(st.stderr, "listing failed; trying again in %v: %v\n", every, err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+	}
+}
+
+// isTerminal reports whether w is a character device, a terminal.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
 
 // leaseJSON is a lease as list -json prints it. The field names are part of
@@ -127,6 +247,8 @@ type leaseJSON struct {
 	HolderExpiry *string  `json:"holder_expiry"`
 	Start        string   `json:"start"`
 	Waiting      bool     `json:"waiting_for_cleanup"`
+	BehindMs     *int64   `json:"behind_latest_ms,omitempty"`
+	AgeMs        *int64   `json:"checkpoint_age_ms,omitempty"`
 }
 
 func toLeaseJSON(l shardlease.Lease) leaseJSON {
@@ -154,6 +276,10 @@ func toLeaseJSON(l shardlease.Lease) leaseJSON {
 	if !l.Expiry.IsZero() {
 		s := l.Expiry.UTC().Format(time.RFC3339Nano)
 		j.HolderExpiry = &s
+	}
+	if l.Lag != nil && l.Owner != "" {
+		behind, age := l.Lag.BehindLatest.Milliseconds(), l.Lag.CheckpointAge.Milliseconds()
+		j.BehindMs, j.AgeMs = &behind, &age
 	}
 	return j
 }

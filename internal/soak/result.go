@@ -39,6 +39,7 @@ type Result struct {
 	DupDeaf                    int // duplicates after a handler that ignored its context
 	Keys, KeysOutOfOrder       int
 	HeldAtEnd                  int // leases still held after every worker stopped
+	StalledAtRest              int // held shards showing lag once the fleet drained
 	RunErrors                  int // Run returned an error for a worker that was not crashed
 	Unknown                    int // handled records never produced
 	Drained                    bool
@@ -200,6 +201,7 @@ func (s *soak) result(ctx context.Context, drained bool) *Result {
 			}
 		}
 	}
+	r.StalledAtRest = s.stallProblems(problem)
 	if !drained && r.Lost == 0 {
 		problem("drain did not finish")
 	}
@@ -257,6 +259,7 @@ func (r *Result) Table() string {
 	row("  left out: the earlier one's worker was frozen (a pause)", r.FrozenOverlaps, "")
 	row(fmt.Sprintf("partition keys out of order (of %d)", r.Keys), r.KeysOutOfOrder, ok(r.KeysOutOfOrder == 0))
 	row("leases still held after the graceful stop", r.HeldAtEnd, ok(r.HeldAtEnd == 0))
+	row("held shards showing lag once drained (Status, rows)", r.StalledAtRest, ok(r.StalledAtRest == 0))
 	row("Run errors of live workers", r.RunErrors, ok(r.RunErrors == 0))
 	if r.Unknown > 0 {
 		row("handled records never produced (failed puts that landed)", r.Unknown, "")

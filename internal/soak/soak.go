@@ -285,7 +285,8 @@ type soak struct {
 	running        map[string][]*running
 	overlaps       []string
 	deafOverlaps   int
-	frozenOverlaps int // the other call's worker froze during it
+	frozenOverlaps int      // the other call's worker froze during it
+	stalled        []string // held shards still showing lag once drained (lag.go)
 }
 
 // Run runs one soak and returns its result. An error means the soak could
@@ -327,12 +328,16 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	s.mu.Lock()
 	live := slices.Clone(s.slots)
 	s.mu.Unlock()
+	stalled := s.stallsAtRest(ctx, live, drained)
 	for _, inc := range live {
 		inc.cancel()
 	}
 	for _, inc := range live {
 		inc.runErr = <-inc.done
 	}
+	s.mu.Lock()
+	s.stalled = stalled
+	s.mu.Unlock()
 	return s.result(ctx, drained), nil
 }
 

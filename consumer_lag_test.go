@@ -1,0 +1,281 @@
+package shardlease_test
+
+import (
+	"context"
+	"errors"
+	"math/big"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/metric/embedded"
+	"go.opentelemetry.io/otel/metric/noop"
+
+	"github.com/shardlease/shardlease"
+)
+
+// gauges is a MeterProvider that keeps the observable gauges, int and
+// float, by name and shard ("" for a worker's own), as the last callback
+// run observed them.
+type gauges struct {
+	noop.MeterProvider
+	mu        sync.Mutex
+	callbacks []metric.Callback
+}
+
+func (g *gauges) Meter(string, ...metric.MeterOption) metric.Meter { return &gaugeMeter{g: g} }
+
+type gaugeMeter struct {
+	noop.Meter
+	g *gauges
+}
+
+type intGauge struct {
+	noop.Int64ObservableGauge
+	name string
+}
+
+type floatGauge struct {
+	noop.Float64ObservableGauge
+	name string
+}
+
+func (m *gaugeMeter) Int64ObservableGauge(name string, _ ...metric.Int64ObservableGaugeOption) (metric.Int64ObservableGauge, error) {
+	return &intGauge{name: name}, nil
+}
+
+func (m *gaugeMeter) Float64ObservableGauge(name string, _ ...metric.Float64ObservableGaugeOption) (metric.Float64ObservableGauge, error) {
+	return &floatGauge{name: name}, nil
+}
+
+func (m *gaugeMeter) RegisterCallback(f metric.Callback, _ ...metric.Observable) (metric.Registration, error) {
+	m.g.mu.Lock()
+	defer m.g.mu.Unlock()
+	m.g.callbacks = append(m.g.callbacks, f)
+	return noop.Registration{}, nil
+}
+
+type gaugeObserver struct {
+	embedded.Observer
+	got map[string]map[string]float64
+}
+
+func (o *gaugeObserver) put(name string, v float64, opts []metric.ObserveOption) {
+	attrs := metric.NewObserveConfig(opts).Attributes()
+	shard, _ := attrs.Value(attribute.Key("shard"))
+	if o.got[name] == nil {
+		o.got[name] = map[string]float64{}
+	}
+	o.got[name][shard.AsString()] = v
+}
+
+func (o *gaugeObserver) ObserveFloat64(inst metric.Float64Observable, v float64, opts ...metric.ObserveOption) {
+	if g, ok := inst.(*floatGauge); ok {
+		o.put(g.name, v, opts)
+	}
+}
+
+func (o *gaugeObserver) ObserveInt64(inst metric.Int64Observable, v int64, opts ...metric.ObserveOption) {
+	if g, ok := inst.(*intGauge); ok {
+		o.put(g.name, float64(v), opts)
+	}
+}
+
+// collect runs the callbacks and returns gauge → shard → value.
+func (g *gauges) collect(t *testing.T) map[string]map[string]float64 {
+	t.Helper()
+	g.mu.Lock()
+	cbs := append([]metric.Callback(nil), g.callbacks...)
+	g.mu.Unlock()
+	o := &gaugeObserver{got: map[string]map[string]float64{}}
+	for _, cb := range cbs {
+		require.NoError(t, cb(context.Background(), o))
+	}
+	return o.got
+}
+
+// shardStatus returns the status of shard in c's Status, and whether c
+// holds it.
+func shardStatus(c *shardlease.Consumer, shard string) (shardlease.ShardStatus, bool) {
+	for _, s := range c.Status().Shards {
+		if s.Shard == shard {
+			return s, true
+		}
+	}
+	return shardlease.ShardStatus{}, false
+}
+
+const shard0 = "shardId-000000000000"
+
+// While a handler keeps failing, the shard's checkpoint age grows (in
+// Status, in shardlease.checkpoint.age and on the row its renewals write);
+// once the handler succeeds and the shard is caught up and idle, it is 0.
+func TestLagCheckpointAgeGrowsWhileStuckAndResets(t *testing.T) {
+	worlds(t, 1, func(t *testing.T, w *world) {
+		var failing atomic.Bool
+		failing.Store(true)
+		h := func(ctx context.Context, b *shardlease.Batch) error {
+			if failing.Load() {
+				return errors.New("downstream is down")
+			}
+			return nil
+		}
+		g := &gauges{}
+		wk := startWorker(t, w, w.kin, w.store, h, w.opts("lagging", shardlease.WithMeterProvider(g))...)
+		waitFor(t, 30*w.lease, "the lease", func() bool { return len(wk.c.Held()) == 1 })
+		w.put(t, &produced{}, 5, 1)
+
+		waitFor(t, 30*w.lease, "a stuck shard", func() bool {
+			s, ok := shardStatus(wk.c, shard0)
+			return ok && s.Stuck != nil && s.CheckpointAge > w.renew
+		})
+		first, _ := shardStatus(wk.c, shard0)
+		waitFor(t, 30*w.lease, "the age to grow", func() bool {
+			s, _ := shardStatus(wk.c, shard0)
+			return s.CheckpointAge >= first.CheckpointAge+w.renew
+		})
+		assert.Greater(t, g.collect(t)["shardlease.checkpoint.age"][shard0], first.CheckpointAge.Seconds())
+		// The renewals carry it to the row, where list and the coordinator read it.
+		waitFor(t, 30*w.lease, "the row's checkpoint age", func() bool {
+			ls := w.leases(t)
+			return len(ls) == 1 && ls[0].Lag != nil && ls[0].Lag.CheckpointAge >= first.CheckpointAge
+		})
+
+		failing.Store(false)
+		waitFor(t, 30*w.lease, "the shard to move and be caught up", func() bool {
+			s, ok := shardStatus(wk.c, shard0)
+			return ok && s.Stuck == nil && s.CheckpointAge == 0 && s.BehindLatest == 0 && s.Read
+		})
+		assert.Zero(t, g.collect(t)["shardlease.checkpoint.age"][shard0])
+		waitFor(t, 30*w.lease, "the row's checkpoint age back to 0", func() bool {
+			ls := w.leases(t)
+			return len(ls) == 1 && ls[0].Lag != nil && ls[0].Lag.CheckpointAge == 0
+		})
+	})
+}
+
+// A caught-up shard with nothing to read has checkpoint age 0, however long
+// it stays idle.
+func TestLagIdleCaughtUpIsZero(t *testing.T) {
+	worlds(t, 2, func(t *testing.T, w *world) {
+		g := &gauges{}
+		wk := startWorker(t, w, w.kin, w.store, newHandled().handler("idle"), w.opts("idle", shardlease.WithMeterProvider(g))...)
+		waitFor(t, 30*w.lease, "both leases read", func() bool {
+			s := wk.c.Status()
+			return len(s.Shards) == 2 && s.Shards[0].Read && s.Shards[1].Read
+		})
+		time.Sleep(3 * w.lease) // idle time passing is the point of the test
+		for _, s := range wk.c.Status().Shards {
+			assert.Zero(t, s.CheckpointAge, s.Shard)
+			assert.Zero(t, s.BehindLatest, s.Shard)
+		}
+		got := g.collect(t)
+		assert.Len(t, got["shardlease.checkpoint.age"], 2)
+		for shard, v := range got["shardlease.checkpoint.age"] {
+			assert.Zero(t, v, shard)
+		}
+		assert.Contains(t, got["shardlease.behind_latest.max"], "")
+	})
+}
+
+// A paced producer writes rate records a second to every shard of a fake
+// stream until stopped.
+type pacedProducer struct {
+	stop chan struct{}
+	done chan struct{}
+}
+
+func startProducer(t *testing.T, w *world, shards, rate int) *pacedProducer {
+	p := &pacedProducer{stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(p.done)
+		tick := time.NewTicker(time.Second / time.Duration(rate))
+		defer tick.Stop()
+		for {
+			select {
+			case <-p.stop:
+				return
+			case <-tick.C:
+			}
+			for i := range shards {
+				_, err := w.kin.PutRecord(context.Background(), &kinesis.PutRecordInput{StreamName: aws.String(w.stream),
+					PartitionKey: aws.String("k"), ExplicitHashKey: aws.String(hashKeyOf(i, shards)), Data: []byte("x")})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}
+	}()
+	t.Cleanup(p.halt)
+	return p
+}
+
+func (p *pacedProducer) halt() {
+	select {
+	case <-p.stop:
+	default:
+		close(p.stop)
+	}
+	<-p.done
+}
+
+// hashKeyOf is a hash key inside shard i of n evenly split shards:
+// 2^128 / n × i + 1.
+func hashKeyOf(i, n int) string {
+	k := new(big.Int).Lsh(big.NewInt(1), 128)
+	k.Div(k, big.NewInt(int64(n)))
+	k.Mul(k, big.NewInt(int64(i)))
+	return k.Add(k, big.NewInt(1)).String()
+}
+
+// Handlers slower than the stream make the shards fall behind: Status and
+// shardlease.behind_latest.max give the largest behind-latest, and the
+// coordinator's shardlease.workers.wanted asks for more workers than the one
+// there is. With fast handlers it asks for the workers there are. Only the
+// in-process stream reports behind-latest (kinesalite reports 0).
+func TestLagBehindMaxAndWorkersWanted(t *testing.T) {
+	fakeKinesisWorlds(t, 4, nil, func(t *testing.T, w *world) {
+		var slow atomic.Bool
+		slow.Store(true)
+		h := func(ctx context.Context, b *shardlease.Batch) error {
+			if slow.Load() {
+				// 10 records take a second: half the stream's 20 a second.
+				time.Sleep(time.Duration(len(b.Records)) * 100 * time.Millisecond)
+			}
+			return nil
+		}
+		g := &gauges{}
+		wk := startWorker(t, w, w.kin, w.store, h, w.opts("alone", shardlease.WithMeterProvider(g), shardlease.WithBatchSize(10))...)
+		waitFor(t, 30*w.lease, "the four leases", func() bool { return len(wk.c.Held()) == 4 })
+		p := startProducer(t, w, 4, 20)
+
+		waitFor(t, 60*w.lease, "workers wanted above 1", func() bool { return wk.c.Status().WorkersWanted >= 2 })
+		s := wk.c.Status()
+		assert.True(t, s.Coordinating)
+		assert.Equal(t, "coordinator", s.Role)
+		var largest time.Duration
+		for _, sh := range s.Shards {
+			largest = max(largest, sh.BehindLatest)
+		}
+		assert.Equal(t, largest, s.MaxBehindLatest)
+		assert.Greater(t, s.MaxBehindLatest, w.lease)
+		got := g.collect(t)
+		assert.GreaterOrEqual(t, got["shardlease.workers.wanted"][""], 2.0)
+		assert.Greater(t, got["shardlease.behind_latest.max"][""], float64(w.lease.Milliseconds()))
+
+		// Fast handlers catch up: the fleet keeps up, and one worker is
+		// what it wants.
+		slow.Store(false)
+		waitFor(t, 60*w.lease, "caught up", func() bool { return wk.c.Status().MaxBehindLatest == 0 })
+		waitFor(t, 60*w.lease, "one worker wanted", func() bool { return wk.c.Status().WorkersWanted == 1 })
+		p.halt()
+	})
+}
