@@ -97,7 +97,7 @@ func TestDeploymentDrainsBeforeStopping(t *testing.T) {
 	if len(cmd) != 3 || cmd[0] != "/bin/sh" || cmd[1] != "-c" {
 		t.Fatalf("preStop: want /bin/sh -c CLI, got %q", cmd)
 	}
-	want := `exec shardlease drain -table ` + env["LEASE_TABLE"] + ` -stream ` + env["STREAM"] + ` -owner "$POD_NAME"`
+	want := `exec shardlease drain -table ` + env["LEASE_TABLE"] + ` -stream ` + env["STREAM"] + ` -owner "$POD_NAME" -wait 30s`
 	if cmd[2] != want {
 		t.Errorf("preStop runs %q, want %q", cmd[2], want)
 	}
