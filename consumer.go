@@ -109,6 +109,9 @@ type Stats struct {
 	// Coordinating reports whether this worker coordinates the stream now:
 	// it holds the first readable lease (see docs/coordination.md).
 	Coordinating bool
+	// CoordinationStalls counts the stalls this worker saw and could not
+	// end (see docs/coordination.md#stalls), each also logged at Error.
+	CoordinationStalls int64
 }
 
 // Stats returns the consumer's counters.
@@ -126,6 +129,7 @@ func (c *Consumer) Stats() Stats {
 		FinishedRowsDeleted: s.cleaned.Load(), CheckpointsRejected: s.rejected.Load(),
 		Subscriptions: s.subscriptions.Load(),
 		TableListings: s.listings.Load(), Coordinating: s.coordinating.Load(),
+		CoordinationStalls: s.stalls.Load(),
 	}
 }
 

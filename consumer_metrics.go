@@ -37,6 +37,7 @@ const meterName = "github.com/shardlease/shardlease"
 //	shardlease.checkpoints.rejected       counter    checkpoints Kinesis refused to read after, per shard (see ErrCheckpointRejected)
 //	shardlease.table.listings             counter    listings of the stream's rows (take rounds)
 //	shardlease.coordinating               gauge      1 while this worker coordinates the stream, else 0 (observed)
+//	shardlease.coordination.stalls        counter    stalls this worker could not end; attribute why=listing|untaken
 //
 // Every instrument carries the stream and owner attributes; per-shard ones
 // carry the shard too.
@@ -59,6 +60,7 @@ type instruments struct {
 	behind        metric.Int64ObservableGauge
 	listings      metric.Int64Counter
 	coordinating  metric.Int64ObservableGauge
+	stalls        metric.Int64Counter
 	meter         metric.Meter
 	corrupt       metric.Int64Counter
 	retryInstruments
@@ -71,7 +73,7 @@ func newInstruments(mp metric.MeterProvider, stream, owner string) (*instruments
 	}
 	m := mp.Meter(meterName)
 	in := &instruments{base: attribute.NewSet(attribute.String("stream", stream), attribute.String("owner", owner))}
-	var errs [14]error
+	var errs [15]error
 	in.meter = m
 	in.held, errs[0] = m.Int64ObservableGauge("shardlease.leases.held", metric.WithDescription("Leases this worker holds."))
 	in.taken, errs[1] = m.Int64Counter("shardlease.leases.taken", metric.WithDescription("Leases acquired."))
@@ -89,6 +91,7 @@ func newInstruments(mp metric.MeterProvider, stream, owner string) (*instruments
 	in.corrupt, errs[11] = m.Int64Counter("shardlease.aggregates.corrupt", metric.WithDescription("KPL aggregates handed over undecoded."))
 	in.listings, errs[12] = m.Int64Counter("shardlease.table.listings", metric.WithDescription("Listings of the stream's lease rows."))
 	in.coordinating, errs[13] = m.Int64ObservableGauge("shardlease.coordinating", metric.WithDescription("1 while this worker coordinates the stream's leases."))
+	in.stalls, errs[14] = m.Int64Counter("shardlease.coordination.stalls", metric.WithDescription("Coordination stalls this worker could not end."))
 	for _, err := range errs {
 		if err != nil {
 			return nil, err
@@ -205,7 +208,7 @@ type counters struct {
 	deadLettered                                               atomic.Int64
 	cleaned, rejected                                          atomic.Int64
 	subscriptions                                              atomic.Int64
-	listings                                                   atomic.Int64
+	listings, stalls                                           atomic.Int64
 	coordinating                                               atomic.Bool
 }
 
@@ -230,6 +233,7 @@ const (
 	evCheckpointRejected
 	evSubscribed
 	evListed
+	evStall
 )
 
 // meters returns the Stats counter of e and its metric (nil when it has
@@ -270,6 +274,8 @@ func (c *Consumer) meters(e event) (*atomic.Int64, metric.Int64Counter) {
 		return &s.subscriptions, nil
 	case evListed:
 		return &s.listings, in.listings
+	case evStall:
+		return &s.stalls, in.stalls
 	}
 	panic("shardlease: unknown event")
 }
