@@ -321,8 +321,7 @@ func (sc *scheduler) onNote(n noteSeen) {
 	case f[0] == balance.NoteWake || f[0] == balance.NoteLead:
 		sc.c.log.Debug("woken by the coordinator: listing", "shard", n.shard, "note", f[0])
 		cd.live.led = cd.live.led || f[0] == balance.NoteLead
-		sc.catchUp()
-		sc.poke(sc.wake)
+		sc.woken(time.Now())
 	case f[0] == balance.NoteDeputy && len(f) >= 2:
 		if cd.role == uncoordinated {
 			return // it cannot read the coordinator's row
@@ -337,8 +336,7 @@ func (sc *scheduler) onNote(n noteSeen) {
 		sc.armWatch()
 		if len(f) >= 4 && f[3] == balance.NoteWake {
 			sc.c.log.Debug("woken by the coordinator: listing", "shard", n.shard, "note", "deputy wake")
-			sc.catchUp()
-			sc.poke(sc.wake)
+			sc.woken(time.Now())
 		}
 	}
 }
@@ -472,7 +470,7 @@ func (sc *scheduler) afterRound(ctx context.Context, tl *takeListing, r *balance
 	}
 	c := sc.c
 	in, first := tl.in, tl.first
-	moreToDo := r.Busy() || len(sc.pending) > 0 || balance.MayTakeSoon(in, r.Plan())
+	moreToDo := r.Busy() || len(sc.pending) > 0 || balance.MayTakeSoon(in, r.Plan()) || now.Before(cd.live.listUntil)
 	was := cd.role
 	if in.First == "" {
 		sc.become(sc.nextRole(false, was == alarmed, moreToDo, now))
@@ -502,7 +500,7 @@ func (sc *scheduler) afterRound(ctx context.Context, tl *takeListing, r *balance
 			// (WithMaxLeases): the alarm would keep it listing for
 			// nothing. It wakes workers that may take the leases instead.
 			alarm = false
-			sc.yieldAlarm(ctx, tl, r, held, now)
+			sc.yieldAlarm(ctx, suspect(tl), r, held, now)
 		}
 	}
 	if it, ok := balance.HandOverLead(in, rowOf(first)); ok && handOver {
@@ -522,8 +520,10 @@ func (sc *scheduler) afterRound(ctx context.Context, tl *takeListing, r *balance
 	case alarmed:
 		// A deputy whose coordinator stopped takes the leases it watched
 		// stand still the moment they expire, as the coordinator would,
-		// the first one (and with it coordination) included.
+		// the first one (and with it coordination) included; the workers
+		// that may take those it has no room for are woken now.
 		sc.scheduleExpiry(tl, now)
+		sc.alarmWakes(ctx, suspect(tl), r, held, now)
 	}
 }
 

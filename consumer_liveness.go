@@ -2,6 +2,7 @@ package shardlease
 
 import (
 	"context"
+	"maps"
 	"math/rand/v2"
 	"time"
 
@@ -61,6 +62,9 @@ type liveness struct {
 	// listing for it (it may hold no more); woken its wake backoff.
 	yield yieldMark
 	woken map[string]balance.Woken
+	// listUntil keeps a woken worker listing for a stall and a take
+	// interval, long enough to judge for itself which leases stand still.
+	listUntil time.Time
 	// idle times the listings of a worker that holds nothing; idlers is
 	// how many live owners held nothing at the last listing.
 	idle   backstop
@@ -80,6 +84,33 @@ type yieldMark struct {
 func (sc *scheduler) leads() bool {
 	r := sc.cd.role
 	return r == coordinator || r == alarmed || sc.cd.live.led
+}
+
+// woken is a wake or lead note: this worker lists now, and goes on for a
+// renewal and a take interval, so that it sees for itself which leases
+// stand still (and then lists on until they expire).
+func (sc *scheduler) woken(now time.Time) {
+	sc.cd.live.listUntil = now.Add(sc.c.cfg.renewInterval + sc.c.cfg.takeInterval)
+	sc.catchUp()
+	sc.poke(sc.wake)
+}
+
+// suspect returns tl with every row of the first lease's holder judged as
+// standing still, for an alarmed worker's wakes: the alarm is that holder
+// stopping, whose other rows this worker has not watched long enough to
+// judge yet.
+func suspect(tl *takeListing) *takeListing {
+	if tl.first.Owner == "" {
+		return tl
+	}
+	out := *tl
+	out.in.Stalled = maps.Clone(tl.in.Stalled)
+	for _, l := range tl.in.Rows {
+		if l.Owner == tl.first.Owner {
+			out.in.Stalled[l.Shard] = true
+		}
+	}
+	return &out
 }
 
 // unnamed is a deputy's naming that ended (its row moved, or the note
@@ -220,6 +251,19 @@ func (sc *scheduler) yieldAlarm(ctx context.Context, tl *takeListing, r *balance
 	if m := live.yield; m.shard != tl.first.Key.Shard || m.counter != tl.first.Counter || m.owner != tl.first.Owner {
 		live.yield = yieldMark{shard: tl.first.Key.Shard, owner: tl.first.Owner, counter: tl.first.Counter, at: now}
 	}
+	n := sc.alarmWakes(ctx, tl, r, held, now)
+	sc.c.log.Info("the coordinator's lease stands still or is free, and this worker may hold no more: waking others", "lease", tl.first.Key.Shard, "woken", n)
+}
+
+// alarmWakes is an alarmed worker with a cap: it wakes the workers below
+// their share for the leases it will have no room for, as the coordinator
+// does (balance.Wakes), so that they watch those leases from now on and
+// take them when they expire. It returns how many it woke.
+func (sc *scheduler) alarmWakes(ctx context.Context, tl *takeListing, r *balance.Round, held map[string]bool, now time.Time) int {
+	live := &sc.cd.live
+	if tl.in.MaxLeases == 0 {
+		return 0
+	}
 	if live.woken == nil {
 		live.woken = map[string]balance.Woken{}
 	}
@@ -228,7 +272,7 @@ func (sc *scheduler) yieldAlarm(ctx context.Context, tl *takeListing, r *balance
 	for _, it := range wakes {
 		sc.writeNote(ctx, tl, it)
 	}
-	sc.c.log.Info("the coordinator's lease stands still or is free, and this worker may hold no more: waking others", "lease", tl.first.Key.Shard, "woken", len(wakes))
+	return len(wakes)
 }
 
 // yielded reports whether l is the first lease as this worker saw it when

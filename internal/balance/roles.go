@@ -172,8 +172,9 @@ func CoordinatorNotes(in Listing, p Plan, held map[string]bool, woken map[string
 
 // Wakes returns a wake note for each owner that runs leases but fewer than
 // its share, while another runs at least two more or a lease is open that
-// me could not take: free or expired, or stalled while me is at its cap
-// (it will not take it when it expires). Owners go by id. An owner is
+// me could not take: free or expired, or stalled while me has no room for
+// them all (it will not take them all when they expire). Owners whose
+// every row stands still count in no share. Owners go by id. An owner is
 // woken again after lease, doubled (to 32 lease at most) each time its load
 // did not move: woken holds that backoff, and the map returned replaces
 // it (owners no longer live are dropped). A wake goes on a row that names
@@ -182,27 +183,36 @@ func CoordinatorNotes(in Listing, p Plan, held map[string]bool, woken map[string
 // now: their owners are woken through the naming's note, as WakeDeputy.
 func Wakes(in Listing, p Plan, held map[string]bool, naming map[string]bool, woken map[string]Woken, now time.Time, lease time.Duration) ([]Intent, map[string]Woken) {
 	load := maps.Clone(p.Load)
-	mine, open := 0, 0
+	mine, open, stalled := 0, 0, 0
 	for _, l := range in.Rows {
 		if held[l.Shard] {
 			mine++
 		}
 	}
-	capped := in.MaxLeases > 0 && mine >= in.MaxLeases
 	for _, l := range in.Rows {
 		id := l.Shard
 		switch {
 		case held[id] || in.Refused[id] || in.Skip[id]:
 		case l.Owner == "" || in.Expired[id]:
 			open++
-		case capped && in.Stalled[id] && l.Owner != in.Me:
-			open++
+		case in.Stalled[id] && l.Owner != in.Me:
+			stalled++
 		}
+	}
+	if in.MaxLeases > 0 && mine+open+stalled > in.MaxLeases {
+		open += stalled // me will not take them all when they expire
 	}
 	load[in.Me] = mine
 	most := 0
 	for _, n := range load {
 		most = max(most, n)
+	}
+	// Owners whose every row stands still are not counted in the shares:
+	// they look gone.
+	for o := range load {
+		if o != in.Me && standsStill(in, o) {
+			delete(load, o)
+		}
 	}
 	rows := wakeRows(in)
 	next := make(map[string]Woken, len(woken))
@@ -234,6 +244,21 @@ func Wakes(in Listing, p Plan, held map[string]bool, naming map[string]bool, wok
 		out = append(out, wakeOn(rows[owner], naming))
 	}
 	return out, next
+}
+
+// standsStill reports whether every row of owner stood still longer
+// than a renewal.
+func standsStill(in Listing, owner string) bool {
+	n := 0
+	for _, l := range in.Rows {
+		if l.Owner == owner && l.HandoffTo == "" {
+			if !in.Stalled[l.Shard] && !in.Expired[l.Shard] {
+				return false
+			}
+			n++
+		}
+	}
+	return n > 0
 }
 
 // wakeRows returns, by owner, the rows a wake note may go on: held by
