@@ -25,11 +25,13 @@ import (
 //     so that they list and ask for handoffs. Taking the first lease is what
 //     makes a worker the coordinator: it is fenced by that lease's own
 //     writes, and costs no write of its own.
-//   - the deputy: a worker the coordinator names with a note. It reads the
-//     coordinator's lease row twice a take interval (one eventually
-//     consistent GetItem) and starts listing the moment the row stands still
-//     longer than a renewal or shows no owner, so that it takes the lease
-//     (and with it coordination) when the coordinator is gone.
+//   - the deputies: two workers the coordinator names with a note (one in
+//     a fleet of two). Each reads the coordinator's lease row twice a take
+//     interval (one eventually consistent GetItem) and starts listing the
+//     moment the row stands still longer than a renewal or shows no owner,
+//     so that it takes the lease (and with it coordination) when the
+//     coordinator is gone; two, so that any two workers failing together
+//     leave one watching (consumer_liveness.go).
 //   - workers that hold nothing, were woken, wait for a handoff they asked
 //     for, or took something in their last round: until a round leaves them
 //     nothing to do.

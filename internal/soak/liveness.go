@@ -250,10 +250,25 @@ func (s *soak) liveHolders() (map[string]bool, bool, int) {
 	return held, room, running
 }
 
-// untakenMax returns the longest untaken time and its lease.
-func (s *soak) untakenMax() (time.Duration, string) {
+// untakenResult sets the result's untaken max and bound, and a problem
+// when the bound was passed.
+func (s *soak) untakenResult(r *Result) {
 	u := &s.untaken
 	u.mu.Lock()
-	defer u.mu.Unlock()
-	return u.max, u.maxKey
+	r.UntakenMax, r.UntakenLease = u.max, u.maxKey
+	u.mu.Unlock()
+	r.UntakenBound = s.cfg.untakenBound()
+	if r.UntakenMax > r.UntakenBound {
+		r.Problems = append(r.Problems, fmt.Sprintf("lease %s stayed untaken for %v while a worker had room (bound %v)", r.UntakenLease, r.UntakenMax, r.UntakenBound))
+	}
+}
+
+// capped returns the options of slot's cap, if it has one (see capOf).
+func (s *soak) capped(slot int) []shardlease.Option {
+	most := s.cfg.capOf(slot)
+	if most == 0 {
+		return nil
+	}
+	s.counts.add(EvCapped, 1)
+	return []shardlease.Option{shardlease.WithMaxLeases(most)}
 }

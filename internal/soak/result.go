@@ -204,11 +204,7 @@ func (s *soak) result(ctx context.Context, drained bool) *Result {
 	if !drained && r.Lost == 0 {
 		problem("drain did not finish")
 	}
-	r.UntakenMax, r.UntakenLease = s.untakenMax()
-	r.UntakenBound = cfg.untakenBound()
-	if r.UntakenMax > r.UntakenBound {
-		problem("lease %s stayed untaken for %v while a worker had room (bound %v)", r.UntakenLease, r.UntakenMax, r.UntakenBound)
-	}
+	s.untakenResult(r)
 	return r
 }
 

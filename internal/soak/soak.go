@@ -444,10 +444,7 @@ func (s *soak) launch(slot int) {
 		lease *= 2
 		s.counts.add(EvMixed, 1)
 	}
-	if most := cfg.capOf(slot); most > 0 {
-		mode = append(mode, shardlease.WithMaxLeases(most))
-		s.counts.add(EvCapped, 1)
-	}
+	mode = append(mode, s.capped(slot)...)
 	take := lease * 3 / 20
 	c, err := shardlease.NewConsumer(kin, store, cfg.Stream, s.handler(inc), append(mode,
 		shardlease.WithOwnerID(owner),
