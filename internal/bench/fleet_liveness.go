@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -86,9 +87,11 @@ func fleetJoint(ctx context.Context, e *env, n int, lease time.Duration, crashed
 			wg.Go(func() { _ = w.run.stop() })
 		}
 		wg.Wait()
+		// Out of f.live, and of f.stop: each stops once.
 		for _, w := range pair {
-			w.sw.Crash() // out of f.live
+			w.sw.Crash()
 		}
+		f.workers = slices.DeleteFunc(f.workers, func(w *fleetWorker) bool { return w == coord || w == dep })
 		t0 = time.Now()
 	}
 	if !waitUntil(10*lease, func() bool { return f.heldAgain(lost) }) {
