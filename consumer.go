@@ -111,6 +111,9 @@ type Stats struct {
 	// Coordinating reports whether this worker coordinates the stream now:
 	// it holds the first readable lease (see docs/coordination.md).
 	Coordinating bool
+	// CoordinationStalls counts the stalls this worker saw and could not
+	// end (see docs/coordination.md#stalls), each also logged at Error.
+	CoordinationStalls int64
 }
 
 // Stats returns the consumer's counters.
@@ -128,6 +131,7 @@ func (c *Consumer) Stats() Stats {
 		FinishedRowsDeleted: s.cleaned.Load(), CheckpointsRejected: s.rejected.Load(),
 		Subscriptions: s.subscriptions.Load(),
 		TableListings: s.listings.Load(), Coordinating: s.coordinating.Load(),
+		CoordinationStalls: s.stalls.Load(),
 	}
 }
 

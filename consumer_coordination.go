@@ -25,11 +25,13 @@ import (
 //     so that they list and ask for handoffs. Taking the first lease is what
 //     makes a worker the coordinator: it is fenced by that lease's own
 //     writes, and costs no write of its own.
-//   - the deputy: a worker the coordinator names with a note. It reads the
-//     coordinator's lease row twice a take interval (one eventually
-//     consistent GetItem) and starts listing the moment the row stands still
-//     longer than a renewal or shows no owner, so that it takes the lease
-//     (and with it coordination) when the coordinator is gone.
+//   - the deputies: two workers the coordinator names with a note (one in
+//     a fleet of two). Each reads the coordinator's lease row twice a take
+//     interval (one eventually consistent GetItem) and starts listing the
+//     moment the row stands still longer than a renewal or shows no owner,
+//     so that it takes the lease (and with it coordination) when the
+//     coordinator is gone; two, so that any two workers failing together
+//     leave one watching (consumer_liveness.go).
 //   - workers that hold nothing, were woken, wait for a handoff they asked
 //     for, or took something in their last round: until a round leaves them
 //     nothing to do.
@@ -150,6 +152,8 @@ type coordination struct {
 	// syncs to reuse instead of listing again.
 	recent   []Lease
 	recentAt time.Time
+	// live is the liveness rules' state (consumer_liveness.go).
+	live liveness
 }
 
 // leadState is what only the coordinator keeps.
@@ -285,9 +289,11 @@ func (sc *scheduler) catchUp() {
 	}
 }
 
-// listsNow reports whether this worker lists the table at a take tick.
+// listsNow reports whether this worker lists the table at a take tick: a
+// resting worker lists only while it holds nothing, and then rarely (see
+// idleLists).
 func (sc *scheduler) listsNow() bool {
-	return !sc.cd.role.resting() || sc.c.heldCount() == 0
+	return !sc.cd.role.resting() || sc.c.heldCount() == 0 && sc.idleLists(time.Now())
 }
 
 // holds reports whether this worker runs shard.
@@ -313,19 +319,15 @@ func (sc *scheduler) onNote(n noteSeen) {
 	if n.shard == cd.watch.row {
 		if _, ok := balance.DeputyFirst(n.text); !ok {
 			sc.c.log.Debug("no longer the deputy")
-			cd.watch.row = ""
-			cd.lookTimer.Stop()
-			if cd.role == deputy {
-				sc.become(cd.watch.rest(time.Now()))
-			}
+			sc.unnamed(time.Now())
 		}
 	}
 	switch f := strings.Fields(n.text); {
 	case len(f) == 0:
 	case f[0] == balance.NoteWake || f[0] == balance.NoteLead:
 		sc.c.log.Debug("woken by the coordinator: listing", "shard", n.shard, "note", f[0])
-		sc.catchUp()
-		sc.poke(sc.wake)
+		cd.live.led = cd.live.led || f[0] == balance.NoteLead
+		sc.woken(time.Now())
 	case f[0] == balance.NoteDeputy && len(f) >= 2:
 		if cd.role == uncoordinated {
 			return // it cannot read the coordinator's row
@@ -338,6 +340,10 @@ func (sc *scheduler) onNote(n noteSeen) {
 			sc.become(deputy)
 		}
 		sc.armWatch()
+		if len(f) >= 4 && f[3] == balance.NoteWake {
+			sc.c.log.Debug("woken by the coordinator: listing", "shard", n.shard, "note", "deputy wake")
+			sc.woken(time.Now())
+		}
 	}
 }
 
@@ -359,6 +365,7 @@ func (sc *scheduler) watches() bool {
 // resting role's look at the first lease, when its rule says so.
 func (sc *scheduler) onTakeTick(ctx context.Context) {
 	cd := &sc.cd
+	sc.idleBeat(ctx)
 	switch cd.role {
 	case watching:
 		if !sc.watches() {
@@ -367,7 +374,7 @@ func (sc *scheduler) onTakeTick(ctx context.Context) {
 		}
 	case deputy:
 		if !sc.watches() {
-			sc.lookNowAndThen(ctx) // the row that named it moved on
+			sc.unnamed(time.Now()) // the row that named it moved on
 		}
 	case quiet:
 		sc.lookNowAndThen(ctx)
@@ -396,10 +403,7 @@ func (sc *scheduler) onLook(ctx context.Context) {
 		return
 	}
 	if cd.watch.row != "" && !sc.c.holds(cd.watch.row) {
-		cd.watch.row = "" // the row that named it moved on
-		if cd.role == deputy {
-			sc.become(cd.watch.rest(time.Now()))
-		}
+		sc.unnamed(time.Now()) // the row that named it moved on
 	}
 	if !sc.watches() {
 		if cd.role == watching {
@@ -443,6 +447,9 @@ func (sc *scheduler) lookAtFirst(ctx context.Context) {
 	}
 	now := time.Now()
 	o := observeRow(sc.obs, cd.first, l.Counter, l.Owner, now)
+	if sc.adoptFirst(ctx, l) || sc.yielded(l, now) {
+		return
+	}
 	if l.Owner == "" || l.Owner == c.cfg.identity || now.Sub(o.changed) >= sc.stall(l) {
 		if cd.role != alarmed {
 			c.log.Info("the coordinator's lease stands still or is free: listing", "lease", cd.first, "owner", l.Owner, "counter", l.Counter)
@@ -469,7 +476,7 @@ func (sc *scheduler) afterRound(ctx context.Context, tl *takeListing, r *balance
 	}
 	c := sc.c
 	in, first := tl.in, tl.first
-	moreToDo := r.Busy() || len(sc.pending) > 0 || balance.MayTakeSoon(in, r.Plan())
+	moreToDo := r.Busy() || len(sc.pending) > 0 || balance.MayTakeSoon(in, r.Plan()) || now.Before(cd.live.listUntil)
 	was := cd.role
 	if in.First == "" {
 		sc.become(sc.nextRole(false, was == alarmed, moreToDo, now))
@@ -488,15 +495,18 @@ func (sc *scheduler) afterRound(ctx context.Context, tl *takeListing, r *balance
 	// shard before it finished, or the deputy's alarm was false): tell it.
 	handOver := was == coordinator && !leading
 	alarm := was == alarmed
+	cd.live.led = false
 	if alarm {
 		switch {
 		case leading || first.Owner != "" && !in.Expired[in.First] && !in.Stalled[in.First]:
 			alarm = false
 			handOver = !leading
-		case first.Owner == "" && in.MaxLeases > 0 && len(held) >= in.MaxLeases:
-			// Free, but this worker may hold no more (WithMaxLeases): the
-			// alarm would keep it listing for nothing.
+		case in.MaxLeases > 0 && len(held) >= in.MaxLeases:
+			// Free or standing still, but this worker may hold no more
+			// (WithMaxLeases): the alarm would keep it listing for
+			// nothing. It wakes workers that may take the leases instead.
 			alarm = false
+			sc.yieldAlarm(ctx, suspect(tl), r, held, now)
 		}
 	}
 	if it, ok := balance.HandOverLead(in, rowOf(first)); ok && handOver {
@@ -505,7 +515,7 @@ func (sc *scheduler) afterRound(ctx context.Context, tl *takeListing, r *balance
 	// A worker that stops listing while no deputy is named for the first
 	// lease watches it in the meantime: a coordinator that crashes in its
 	// first moments is then noticed as quickly as later on.
-	if !leading && !moreToDo && cd.watch.row == "" && first.Owner != "" && !balance.HasDeputyFor(in.Rows, in.First) {
+	if !leading && !moreToDo && cd.watch.row == "" && first.Owner != "" && len(balance.DeputiesFor(in.Rows, in.First)) == 0 {
 		cd.watch.until = now.Add(c.cfg.renewInterval + c.cfg.takeInterval)
 		sc.armWatch()
 	}
@@ -516,8 +526,10 @@ func (sc *scheduler) afterRound(ctx context.Context, tl *takeListing, r *balance
 	case alarmed:
 		// A deputy whose coordinator stopped takes the leases it watched
 		// stand still the moment they expire, as the coordinator would,
-		// the first one (and with it coordination) included.
+		// the first one (and with it coordination) included; the workers
+		// that may take those it has no room for are woken now.
 		sc.scheduleExpiry(tl, now)
+		sc.alarmWakes(ctx, suspect(tl), r, held, now)
 	}
 }
 
@@ -624,9 +636,10 @@ func (sc *scheduler) note(ctx context.Context, l Lease, text string) {
 	c.log.Debug("note written", "shard", l.Key.Shard, "holder", l.Owner, "note", text)
 }
 
-// passLead is a leaving coordinator's last act: it tells another worker
-// (its deputy if it named one) to list, so that the leases it is about to
-// release are taken even when the deputy had not learnt of its naming yet.
+// passLead is a leaving coordinator's last act: it tells two other workers
+// (its deputies if it named them) to list, so that the leases it is about
+// to release are taken even when a deputy had not learnt of its naming
+// yet, or leaves at the same time.
 func (sc *scheduler) passLead(ctx context.Context) {
 	cd := &sc.cd
 	if cd.role != coordinator {
@@ -638,7 +651,7 @@ func (sc *scheduler) passLead(ctx context.Context) {
 		rows = append(rows, rowOf(l))
 		byShard[l.Key.Shard] = l
 	}
-	if it, ok := balance.PassLead(rows, sc.c.cfg.identity, cd.first); ok {
+	for _, it := range balance.PassLead(rows, sc.c.cfg.identity, cd.first) {
 		sc.writeNote(ctx, &takeListing{byShard: byShard}, it)
 	}
 }

@@ -40,6 +40,7 @@ const meterName = "github.com/shardlease/shardlease"
 //	shardlease.checkpoint.age             gauge      s, per held shard, how long its checkpoint has waited while records were behind it (observed)
 //	shardlease.behind_latest.max          gauge      ms, the largest behind_latest of this worker's held shards (observed)
 //	shardlease.workers.wanted             gauge      workers the stream needs, by the coordinator only (observed; see docs/operating.md)
+//	shardlease.coordination.stalls        counter    stalls this worker could not end; attribute why=listing|untaken
 //
 // Every instrument carries the stream and owner attributes; per-shard ones
 // carry the shard too.
@@ -62,6 +63,7 @@ type instruments struct {
 	behind        metric.Int64ObservableGauge
 	listings      metric.Int64Counter
 	coordinating  metric.Int64ObservableGauge
+	stalls        metric.Int64Counter
 	meter         metric.Meter
 	corrupt       metric.Int64Counter
 	retryInstruments
@@ -75,7 +77,7 @@ func newInstruments(mp metric.MeterProvider, stream, owner string) (*instruments
 	}
 	m := mp.Meter(meterName)
 	in := &instruments{base: attribute.NewSet(attribute.String("stream", stream), attribute.String("owner", owner))}
-	var errs [14]error
+	var errs [15]error
 	in.meter = m
 	in.held, errs[0] = m.Int64ObservableGauge("shardlease.leases.held", metric.WithDescription("Leases this worker holds."))
 	in.taken, errs[1] = m.Int64Counter("shardlease.leases.taken", metric.WithDescription("Leases acquired."))
@@ -93,6 +95,7 @@ func newInstruments(mp metric.MeterProvider, stream, owner string) (*instruments
 	in.corrupt, errs[11] = m.Int64Counter("shardlease.aggregates.corrupt", metric.WithDescription("KPL aggregates handed over undecoded."))
 	in.listings, errs[12] = m.Int64Counter("shardlease.table.listings", metric.WithDescription("Listings of the stream's lease rows."))
 	in.coordinating, errs[13] = m.Int64ObservableGauge("shardlease.coordinating", metric.WithDescription("1 while this worker coordinates the stream's leases."))
+	in.stalls, errs[14] = m.Int64Counter("shardlease.coordination.stalls", metric.WithDescription("Coordination stalls this worker could not end."))
 	for _, err := range errs {
 		if err != nil {
 			return nil, err
@@ -240,7 +243,7 @@ type counters struct {
 	deadLettered                                               atomic.Int64
 	cleaned, rejected                                          atomic.Int64
 	subscriptions                                              atomic.Int64
-	listings                                                   atomic.Int64
+	listings, stalls                                           atomic.Int64
 	coordinating                                               atomic.Bool
 }
 
@@ -265,6 +268,7 @@ const (
 	evCheckpointRejected
 	evSubscribed
 	evListed
+	evStall
 )
 
 // meters returns the Stats counter of e and its metric (nil when it has
@@ -305,6 +309,8 @@ func (c *Consumer) meters(e event) (*atomic.Int64, metric.Int64Counter) {
 		return &s.subscriptions, nil
 	case evListed:
 		return &s.listings, in.listings
+	case evStall:
+		return &s.stalls, in.stalls
 	}
 	panic("shardlease: unknown event")
 }

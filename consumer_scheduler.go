@@ -421,9 +421,11 @@ func (sc *scheduler) takeRound(ctx context.Context) error {
 	c := sc.c
 	leases, workers, ok, err := sc.list(ctx)
 	if !ok {
+		sc.listFailed(ctx)
 		return err
 	}
 	now := time.Now()
+	sc.listingWorked()
 	c.count(evListed, 1)
 	sc.cd.recent, sc.cd.recentAt = leases, now
 	sc.observe(leases, now)
@@ -434,6 +436,7 @@ func (sc *scheduler) takeRound(ctx context.Context) error {
 	r := balance.NewRound(tl.in, sc.rng)
 	defer sc.rememberTakable(r.Plan(), now)
 	p := r.Plan()
+	sc.countIdlers(p)
 	c.log.Debug("take round", "leases", len(tl.in.Rows), "owners", len(p.Load), "target", p.Target, "ceiling", p.Ceiling, "held", len(tl.in.Held))
 	if done, err := sc.carryOut(ctx, r, tl, asked, now); !done {
 		return err
@@ -524,7 +527,7 @@ func (sc *scheduler) listingOf(leases []Lease, live []string, now time.Time) *ta
 		Pending:  make(map[string]bool, len(sc.pending)),
 		Leftover: make(map[string]bool), Refused: make(map[string]bool),
 		MaxLeases: c.cfg.maxLeases, MaxSteals: c.cfg.maxStealsPerTake,
-		Coordinated: sc.cd.role == coordinator,
+		Coordinated: sc.leads(),
 	}
 	// Work that can be read now: not finished, and every parent finished.
 	for _, l := range leases {

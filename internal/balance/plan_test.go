@@ -298,13 +298,24 @@ func TestPlan(t *testing.T) {
 			want: outcome{target: 2, ceiling: 2, first: "s00", take: []string{""}},
 		},
 		{
-			name: "a coordinator that wins the first lease back takes every free lease",
+			name: "a coordinator that wins the first lease back takes free leases up to half again its ceiling",
 			in: func() Listing {
 				in := listing4("b", "", "s00", []string{"a"})
 				in.Coordinated = true
 				return in
 			}(),
-			want: outcome{target: 2, ceiling: 2, first: "s00", take: []string{"s01", "s02", "s03"}},
+			want: outcome{target: 2, ceiling: 2, first: "s00", take: []string{"", ""}},
+		},
+		{
+			name: "a coordinator takes every lease left over or expired",
+			in: func() Listing {
+				in := listing4("b", "", "s00", []string{"a"})
+				in.Coordinated = true
+				in.Rows[3].Owner, in.Expired = "a", set("s03")
+				in.Leftover = set("s01", "s02")
+				return in
+			}(),
+			want: outcome{target: 2, ceiling: 2, first: "s00", take: []string{"", "", ""}},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -10,13 +10,20 @@ import (
 
 // The notes a coordinator writes on a lease row, for its holder to read
 // in the row its next renewal returns: "wake <nonce>" (list now and ask
-// for your share), "deputy <first shard> <nonce>" (watch that row) and
-// "lead <nonce>" (you hold the first readable lease now: list).
+// for your share), "deputy <first shard> <nonce>" (watch that row),
+// "deputy <first shard> <nonce> wake" (watch it, and list now) and
+// "lead <nonce>" (you hold the first readable lease now, or must take it:
+// list).
 const (
 	NoteWake   = "wake"
 	NoteDeputy = "deputy"
 	NoteLead   = "lead"
 )
+
+// Deputies is how many workers watch the first lease, each on a row of
+// its own: any two workers that fail together leave one of the
+// coordinator and its deputies watching the others.
+const Deputies = 2
 
 // NoteText returns the text of the note intent k writes (Deputy, Wake or
 // Lead): first is the shard a deputy watches, nonce tells one note from
@@ -25,6 +32,8 @@ func NoteText(k Kind, first string, nonce uint64) string {
 	switch k {
 	case Deputy:
 		return fmt.Sprintf("%s %s %x", NoteDeputy, first, nonce)
+	case WakeDeputy:
+		return fmt.Sprintf("%s %s %x %s", NoteDeputy, first, nonce, NoteWake)
 	case Wake:
 		return fmt.Sprintf("%s %x", NoteWake, nonce)
 	case Lead:
@@ -79,47 +88,62 @@ func MayTakeSoon(in Listing, p Plan) bool {
 	return false
 }
 
-// HasDeputyFor reports whether a held row names a deputy for first.
-func HasDeputyFor(rows []Row, first string) bool {
+// DeputiesFor returns the owners of the held rows that name a deputy for
+// first, each once.
+func DeputiesFor(rows []Row, first string) map[string]bool {
+	out := map[string]bool{}
 	for _, l := range rows {
 		if f, ok := DeputyFirst(l.Note); ok && f == first && l.Owner != "" {
-			return true
+			out[l.Owner] = true
 		}
 	}
-	return false
+	return out
 }
 
-// NameDeputy returns the row to name a deputy on, so that one live worker
-// other than the coordinator (me) watches the first lease (in.First): none
-// while a row names a deputy for it; else the lowest row of another live
-// worker, a deputy of an earlier first lease first, rows renewed since
-// taken before others (the adoption of a row handed over would clear the
-// note).
-func NameDeputy(in Listing) (Row, bool) {
-	var stale, cands []Row
+// NameDeputies returns the rows to name deputies on, so that Deputies live
+// workers other than the coordinator (me) watch the first lease
+// (in.First), each on one row: the owners named already count; each other
+// owner gets its lowest row, deputies of an earlier first lease first,
+// rows renewed since taken before others (the adoption of a row handed
+// over would clear the note), owners in order of their lowest row.
+func NameDeputies(in Listing) []Row {
+	named := map[string]bool{}
+	best := map[string]Row{}
+	rank := func(l Row) int {
+		r := 0
+		if _, ok := DeputyFirst(l.Note); !ok {
+			r += 2
+		}
+		if !l.Renewed {
+			r++
+		}
+		return r
+	}
 	for _, l := range in.Rows {
 		if l.Owner == "" || l.Owner == in.Me || in.Held[l.Shard] || in.Expired[l.Shard] || l.HandoffTo != "" {
 			continue
 		}
-		if f, ok := DeputyFirst(l.Note); ok {
-			if f == in.First {
-				return Row{}, false // a deputy watches the first lease
-			}
-			stale = append(stale, l)
+		if f, ok := DeputyFirst(l.Note); ok && f == in.First {
+			named[l.Owner] = true
 			continue
 		}
-		cands = append(cands, l)
+		if b, ok := best[l.Owner]; !ok || rank(l) < rank(b) || rank(l) == rank(b) && l.Shard < b.Shard {
+			best[l.Owner] = l
+		}
 	}
-	if len(stale) > 0 {
-		cands = stale
+	var cands []Row
+	for o, l := range best {
+		if !named[o] {
+			cands = append(cands, l)
+		}
 	}
-	if renewed := slices.DeleteFunc(slices.Clone(cands), func(l Row) bool { return !l.Renewed }); len(renewed) > 0 {
-		cands = renewed
-	}
-	if len(cands) == 0 {
-		return Row{}, false
-	}
-	return slices.MinFunc(cands, func(a, b Row) int { return strings.Compare(a.Shard, b.Shard) }), true
+	slices.SortFunc(cands, func(a, b Row) int {
+		if ra, rb := rank(a), rank(b); ra != rb {
+			return ra - rb
+		}
+		return strings.Compare(a.Shard, b.Shard)
+	})
+	return cands[:min(len(cands), max(0, Deputies-len(named)))]
 }
 
 // Woken is the wake backoff of one owner: when it was last woken, its load
@@ -131,45 +155,66 @@ type Woken struct {
 }
 
 // CoordinatorNotes returns the notes the coordinator (me) writes after its
-// round, in order: a deputy named if none watches the first lease, then a
-// wake for each owner below its share (see Wakes). held is what me runs
-// after its round; woken and the returned map are the wake backoff.
+// round, in order: deputies named while fewer than Deputies watch the
+// first lease, then a wake for each owner below its share (see Wakes).
+// held is what me runs after its round; woken and the returned map are
+// the wake backoff.
 func CoordinatorNotes(in Listing, p Plan, held map[string]bool, woken map[string]Woken, now time.Time, lease time.Duration) ([]Intent, map[string]Woken) {
 	var out []Intent
-	deputyRow := ""
-	if l, ok := NameDeputy(in); ok {
+	naming := map[string]bool{}
+	for _, l := range NameDeputies(in) {
 		out = append(out, Intent{Kind: Deputy, Row: l})
-		deputyRow = l.Shard
+		naming[l.Shard] = true
 	}
-	wakes, woken := Wakes(in, p, held, deputyRow, woken, now, lease)
+	wakes, woken := Wakes(in, p, held, naming, woken, now, lease)
 	return append(out, wakes...), woken
 }
 
 // Wakes returns a wake note for each owner that runs leases but fewer than
-// its share, while another runs at least two more or a lease is left free
-// or expired that me could not take (its cap), by owner id. An owner is
+// its share, while another runs at least two more or a lease is open that
+// me could not take: free or expired, or stalled while me has no room for
+// them all (it will not take them all when they expire). Owners whose
+// every row stands still count in no share. Owners go by id. An owner is
 // woken again after lease, doubled (to 32 lease at most) each time its load
 // did not move: woken holds that backoff, and the map returned replaces
-// it (owners no longer live are dropped). No note goes on deputyRow or on
-// a row naming a deputy: it would replace the naming.
-func Wakes(in Listing, p Plan, held map[string]bool, deputyRow string, woken map[string]Woken, now time.Time, lease time.Duration) ([]Intent, map[string]Woken) {
+// it (owners no longer live are dropped). A wake goes on a row that names
+// no deputy when the owner has one; else on a deputy's row as WakeDeputy,
+// whose note keeps the naming. naming are the rows being named deputy
+// now: their owners are woken through the naming's note, as WakeDeputy.
+func Wakes(in Listing, p Plan, held map[string]bool, naming map[string]bool, woken map[string]Woken, now time.Time, lease time.Duration) ([]Intent, map[string]Woken) {
 	load := maps.Clone(p.Load)
-	mine, open := 0, 0
+	mine, open, stalled := 0, 0, 0
+	for _, l := range in.Rows {
+		if held[l.Shard] {
+			mine++
+		}
+	}
 	for _, l := range in.Rows {
 		id := l.Shard
 		switch {
-		case held[id]:
-			mine++
-		case (l.Owner == "" || in.Expired[id]) && !in.Refused[id] && !in.Skip[id]:
+		case held[id] || in.Refused[id] || in.Skip[id]:
+		case l.Owner == "" || in.Expired[id]:
 			open++
+		case in.Stalled[id] && l.Owner != in.Me:
+			stalled++
 		}
+	}
+	if in.MaxLeases > 0 && mine+open+stalled > in.MaxLeases {
+		open += stalled // me will not take them all when they expire
 	}
 	load[in.Me] = mine
 	most := 0
 	for _, n := range load {
 		most = max(most, n)
 	}
-	rows := wakeRows(in, deputyRow)
+	// Owners whose every row stands still are not counted in the shares:
+	// they look gone.
+	for o := range load {
+		if o != in.Me && standsStill(in, o) {
+			delete(load, o)
+		}
+	}
+	rows := wakeRows(in)
 	next := make(map[string]Woken, len(woken))
 	for owner, w := range woken {
 		if _, ok := load[owner]; ok {
@@ -196,35 +241,66 @@ func Wakes(in Listing, p Plan, held map[string]bool, deputyRow string, woken map
 			wait = min(2*ws.Wait, 32*lease)
 		}
 		next[owner] = Woken{At: now, Load: n, Wait: wait}
-		out = append(out, Intent{Kind: Wake, Row: wakeRow(rows[owner])})
+		out = append(out, wakeOn(rows[owner], naming))
 	}
 	return out, next
 }
 
+// standsStill reports whether every row of owner stood still longer
+// than a renewal.
+func standsStill(in Listing, owner string) bool {
+	n := 0
+	for _, l := range in.Rows {
+		if l.Owner == owner && l.HandoffTo == "" {
+			if !in.Stalled[l.Shard] && !in.Expired[l.Shard] {
+				return false
+			}
+			n++
+		}
+	}
+	return n > 0
+}
+
 // wakeRows returns, by owner, the rows a wake note may go on: held by
-// another live owner, not being handed over, not naming a deputy.
-func wakeRows(in Listing, deputyRow string) map[string][]Row {
+// another owner that renews them, not being handed over.
+func wakeRows(in Listing) map[string][]Row {
 	rows := map[string][]Row{}
 	for _, l := range in.Rows {
-		if l.Owner == "" || l.Owner == in.Me || l.HandoffTo != "" || in.Expired[l.Shard] {
+		if l.Owner == "" || l.Owner == in.Me || l.HandoffTo != "" || in.Expired[l.Shard] || in.Stalled[l.Shard] {
 			continue
 		}
-		if _, dep := DeputyFirst(l.Note); !dep && l.Shard != deputyRow {
-			rows[l.Owner] = append(rows[l.Owner], l)
-		}
+		rows[l.Owner] = append(rows[l.Owner], l)
 	}
 	return rows
 }
 
-// wakeRow returns the first of rows renewed since taken, else the first:
-// one handed over but not yet adopted would lose the note to the adoption.
-func wakeRow(rows []Row) Row {
+// wakeOn returns the wake for an owner with rows: on the first row that
+// names no deputy and is not being named, renewed since taken first (one
+// handed over but not yet adopted would lose the note to the adoption);
+// else a WakeDeputy on its deputy row, which keeps the naming.
+func wakeOn(rows []Row, naming map[string]bool) Intent {
+	var plain, renewed []Row
 	for _, r := range rows {
+		if _, dep := DeputyFirst(r.Note); dep || naming[r.Shard] {
+			continue
+		}
+		plain = append(plain, r)
 		if r.Renewed {
-			return r
+			renewed = append(renewed, r)
 		}
 	}
-	return rows[0]
+	switch {
+	case len(renewed) > 0:
+		return Intent{Kind: Wake, Row: renewed[0]}
+	case len(plain) > 0:
+		return Intent{Kind: Wake, Row: plain[0]}
+	}
+	for _, r := range rows {
+		if naming[r.Shard] {
+			return Intent{Kind: WakeDeputy, Row: r}
+		}
+	}
+	return Intent{Kind: WakeDeputy, Row: rows[0]}
 }
 
 // HandOverLead returns the lead note for the holder of the first lease
@@ -238,26 +314,33 @@ func HandOverLead(in Listing, first Row) (Intent, bool) {
 	return Intent{Kind: Lead, Row: first}, true
 }
 
-// PassLead returns the row a leaving coordinator (me) writes its lead note
-// on, so that the leases it is about to release are taken at once: its
-// deputy's row if a row names one for first, else the first row of
-// another worker. rows are the last listing's, finished ones included.
-func PassLead(rows []Row, me, first string) (Intent, bool) {
-	var to *Row
-	for i, l := range rows {
+// PassLead returns the rows a leaving coordinator (me) writes its lead
+// note on, so that the leases it is about to release are taken at once:
+// one row of each of Deputies other owners, its deputies' rows for first
+// before the others, then by shard. rows are the last listing's, finished
+// ones included.
+func PassLead(rows []Row, me, first string) []Intent {
+	var deputies, others []Row
+	for _, l := range rows {
 		if l.Owner == "" || l.Owner == me || l.HandoffTo != "" || l.Finished {
 			continue
 		}
 		if f, ok := DeputyFirst(l.Note); ok && f == first {
-			to = &rows[i]
-			break
-		}
-		if to == nil {
-			to = &rows[i]
+			deputies = append(deputies, l)
+		} else {
+			others = append(others, l)
 		}
 	}
-	if to == nil {
-		return Intent{}, false
+	byShard := func(a, b Row) int { return strings.Compare(a.Shard, b.Shard) }
+	slices.SortFunc(deputies, byShard)
+	slices.SortFunc(others, byShard)
+	var out []Intent
+	seen := map[string]bool{}
+	for _, l := range append(deputies, others...) {
+		if len(out) < Deputies && !seen[l.Owner] {
+			seen[l.Owner] = true
+			out = append(out, Intent{Kind: Lead, Row: l})
+		}
 	}
-	return Intent{Kind: Lead, Row: *to}, true
+	return out
 }

@@ -20,6 +20,7 @@ func noted(ls []Row, notes map[string]string) []Row {
 
 func TestNoteText(t *testing.T) {
 	assert.Equal(t, "deputy s00 ff", NoteText(Deputy, "s00", 255))
+	assert.Equal(t, "deputy s00 ff wake", NoteText(WakeDeputy, "s00", 255))
 	assert.Equal(t, "wake 10", NoteText(Wake, "s00", 16))
 	assert.Equal(t, "lead 1", NoteText(Lead, "", 1))
 	first, ok := DeputyFirst(NoteText(Deputy, "s07", 3))
@@ -39,29 +40,33 @@ func TestFirstReadable(t *testing.T) {
 	assert.Equal(t, "s01", first.Shard)
 }
 
-func TestNameDeputy(t *testing.T) {
-	// a coordinates (s00, s01); b runs s02 to s04, c s05 and s06.
-	fleet := func() []Row { return append(append(rows(0, 2, "a"), rows(2, 3, "b")...), rows(5, 2, "c")...) }
+func TestNameDeputies(t *testing.T) {
+	// a coordinates (s00, s01); b runs s02 to s04, c s05 and s06, d s07.
+	fleet := func() []Row {
+		return append(append(append(rows(0, 2, "a"), rows(2, 3, "b")...), rows(5, 2, "c")...), rows(7, 1, "d")...)
+	}
 	for _, tc := range []struct {
 		name string
 		rows []Row
 		in   func(*Listing)
-		want string // "" for none
+		want []string
 	}{
-		{name: "none named: the lowest row of another worker", rows: fleet(), want: "s02"},
-		{name: "a deputy watches the first lease: none", rows: noted(fleet(), map[string]string{"s05": "deputy s00 1"})},
-		{name: "a deputy of an earlier first lease watches this one", rows: noted(fleet(), map[string]string{"s05": "deputy s09 1"}), want: "s05"},
+		{name: "none named: the lowest row of two other workers", rows: fleet(), want: []string{"s02", "s05"}},
+		{name: "one deputy watches the first lease: one more, of another owner", rows: noted(fleet(), map[string]string{"s05": "deputy s00 1"}), want: []string{"s02"}},
+		{name: "two watch it: none", rows: noted(fleet(), map[string]string{"s05": "deputy s00 1", "s07": "deputy s00 2"})},
+		{name: "deputies of an earlier first lease come first", rows: noted(fleet(), map[string]string{"s06": "deputy s09 1"}), want: []string{"s06", "s02"}},
 		{
 			name: "a row handed over but not adopted yet goes last",
 			rows: func() []Row { r := fleet(); r[2].Renewed = false; return r }(),
-			want: "s03",
+			want: []string{"s03", "s05"},
 		},
 		{
 			name: "rows being handed over or expired are passed over",
 			rows: func() []Row { r := fleet(); r[2].HandoffTo = "c"; r[3].HandoffTo = "c"; return r }(),
 			in:   func(in *Listing) { in.Expired = set("s04") },
-			want: "s05",
+			want: []string{"s05", "s07"},
 		},
+		{name: "one other worker: one deputy", rows: append(rows(0, 2, "a"), rows(2, 2, "b")...), want: []string{"s02"}},
 		{name: "nobody else runs a lease: none", rows: rows(0, 4, "a")},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -69,19 +74,21 @@ func TestNameDeputy(t *testing.T) {
 			if tc.in != nil {
 				tc.in(&in)
 			}
-			got, ok := NameDeputy(in)
-			assert.Equal(t, tc.want != "", ok)
-			assert.Equal(t, tc.want, got.Shard)
+			var got []string
+			for _, l := range NameDeputies(in) {
+				got = append(got, l.Shard)
+			}
+			assert.Equal(t, tc.want, got)
 		})
 	}
 }
 
-func TestHasDeputyFor(t *testing.T) {
-	ls := noted(rows(0, 3, "b"), map[string]string{"s01": "deputy s00 1"})
-	assert.True(t, HasDeputyFor(ls, "s00"))
-	assert.False(t, HasDeputyFor(ls, "s02"))
-	ls[1].Owner = ""
-	assert.False(t, HasDeputyFor(ls, "s00"), "a free row names nobody")
+func TestDeputiesFor(t *testing.T) {
+	ls := noted(append(rows(0, 3, "b"), rows(3, 1, "c")...), map[string]string{"s01": "deputy s00 1", "s02": "deputy s00 2", "s03": "deputy s00 3 wake"})
+	assert.Equal(t, map[string]bool{"b": true, "c": true}, DeputiesFor(ls, "s00"), "owners, each once")
+	assert.Empty(t, DeputiesFor(ls, "s02"))
+	ls[3].Owner = ""
+	assert.Equal(t, map[string]bool{"b": true}, DeputiesFor(ls, "s00"), "a free row names nobody")
 }
 
 func TestMayTakeSoon(t *testing.T) {
@@ -116,31 +123,47 @@ func TestWakes(t *testing.T) {
 	// below their share of 3.
 	in := Listing{Me: "a", Rows: append(append(rows(0, 6, "a"), rows(6, 2, "b")...), rows(8, 1, "c")...), Held: heldBy(rows(0, 6, "a"), "a")}
 	p := PlanRound(in, seeded())
-	wakes, woken := Wakes(in, p, in.Held, "", nil, t0, L)
+	wakes, woken := Wakes(in, p, in.Held, nil, nil, t0, L)
 	assert.Equal(t, []string{"s06", "s08"}, shards(wakes), "b and c are woken, by owner")
 	assert.Equal(t, Woken{At: t0, Load: 2, Wait: L}, woken["b"])
 
-	again, _ := Wakes(in, p, in.Held, "", woken, t0.Add(L/2), L)
+	again, _ := Wakes(in, p, in.Held, nil, woken, t0.Add(L/2), L)
 	assert.Empty(t, again, "not again within the wait")
 
-	again, woken = Wakes(in, p, in.Held, "", woken, t0.Add(L), L)
+	again, woken = Wakes(in, p, in.Held, nil, woken, t0.Add(L), L)
 	assert.Len(t, again, 2)
 	assert.Equal(t, 2*L, woken["b"].Wait, "its load did not move: the wait doubles")
 
 	for range 10 {
-		_, woken = Wakes(in, p, in.Held, "", woken, woken["b"].At.Add(woken["b"].Wait), L)
+		_, woken = Wakes(in, p, in.Held, nil, woken, woken["b"].At.Add(woken["b"].Wait), L)
 	}
 	assert.Equal(t, 32*L, woken["b"].Wait, "at most 32 lease durations")
 
-	noDeputy, _ := Wakes(in, p, in.Held, "s06", nil, t0, L)
+	noDeputy, _ := Wakes(in, p, in.Held, set("s06"), nil, t0, L)
 	assert.Equal(t, []string{"s07", "s08"}, shards(noDeputy), "no wake on the row just named deputy")
+	onDeputy, _ := Wakes(in, p, in.Held, set("s06", "s07"), nil, t0, L)
+	assert.Equal(t, []Intent{{Kind: WakeDeputy, Row: in.Rows[6]}, {Kind: Wake, Row: in.Rows[8]}}, onDeputy,
+		"an owner whose rows all name it deputy is woken with the naming")
+	deputyNoted := in
+	deputyNoted.Rows = noted(append([]Row(nil), in.Rows...), map[string]string{"s08": "deputy s00 1"})
+	viaNote, _ := Wakes(deputyNoted, p, in.Held, nil, nil, t0, L)
+	assert.Equal(t, []Intent{{Kind: Wake, Row: in.Rows[6]}, {Kind: WakeDeputy, Row: deputyNoted.Rows[8]}}, viaNote,
+		"a deputy is woken like anyone")
+
+	capped := Listing{Me: "a", Rows: append(rows(0, 5, "a"), rows(5, 4, "b")...), Held: heldBy(rows(0, 5, "a"), "a"), MaxLeases: 5, Stalled: set("s08")}
+	stalled, _ := Wakes(capped, PlanRound(capped, seeded()), capped.Held, nil, nil, t0, L)
+	assert.Empty(t, stalled, "b at its share: a stalled lease wakes nobody above their share")
+	capped.Rows = append(append(rows(0, 5, "a"), rows(5, 2, "b")...), rows(7, 2, "c")...)
+	capped.Stalled = set("s07", "s08")
+	stalled, _ = Wakes(capped, PlanRound(capped, seeded()), capped.Held, nil, nil, t0, L)
+	assert.Equal(t, []string{"s05"}, shards(stalled), "at its cap, me wakes the owners below their share for the leases it could not take when they expire")
 
 	gone := Listing{Me: "a", Rows: rows(0, 9, "a"), Held: heldBy(rows(0, 9, "a"), "a")}
-	_, woken = Wakes(gone, PlanRound(gone, seeded()), gone.Held, "", woken, t0, L)
+	_, woken = Wakes(gone, PlanRound(gone, seeded()), gone.Held, nil, woken, t0, L)
 	assert.Empty(t, woken, "owners no longer live are forgotten")
 
 	balanced := Listing{Me: "a", Rows: append(rows(0, 5, "a"), rows(5, 4, "b")...), Held: heldBy(rows(0, 5, "a"), "a")}
-	none, _ := Wakes(balanced, PlanRound(balanced, seeded()), balanced.Held, "", nil, t0, L)
+	none, _ := Wakes(balanced, PlanRound(balanced, seeded()), balanced.Held, nil, nil, t0, L)
 	assert.Empty(t, none, "loads that differ by one: nobody is woken")
 }
 
@@ -148,6 +171,11 @@ func TestCoordinatorNotes(t *testing.T) {
 	in := Listing{Me: "a", Rows: append(rows(0, 6, "a"), rows(6, 2, "b")...), Held: heldBy(rows(0, 6, "a"), "a"), First: "s00"}
 	notes, _ := CoordinatorNotes(in, PlanRound(in, seeded()), in.Held, nil, time.Unix(1000, 0), time.Second)
 	assert.Equal(t, []Intent{{Kind: Deputy, Row: in.Rows[6]}, {Kind: Wake, Row: in.Rows[7]}}, notes, "the deputy first, then a wake on another row")
+	three := Listing{Me: "a", Rows: append(append(rows(0, 6, "a"), rows(6, 1, "b")...), rows(7, 1, "c")...), Held: heldBy(rows(0, 6, "a"), "a"), First: "s00"}
+	notes, _ = CoordinatorNotes(three, PlanRound(three, seeded()), three.Held, nil, time.Unix(1000, 0), time.Second)
+	assert.Equal(t, []Intent{{Kind: Deputy, Row: three.Rows[6]}, {Kind: Deputy, Row: three.Rows[7]},
+		{Kind: WakeDeputy, Row: three.Rows[6]}, {Kind: WakeDeputy, Row: three.Rows[7]}}, notes,
+		"two deputies, each woken with its naming: they have no other row")
 }
 
 func TestHandOverLead(t *testing.T) {
@@ -171,18 +199,13 @@ func TestHandOverLead(t *testing.T) {
 }
 
 func TestPassLead(t *testing.T) {
-	ls := append(rows(0, 2, "a"), rows(2, 3, "b")...)
-	it, ok := PassLead(ls, "a", "s00")
-	assert.True(t, ok)
-	assert.Equal(t, "s02", it.Row.Shard, "no deputy: the first row of another worker")
+	ls := append(append(rows(0, 2, "a"), rows(2, 3, "b")...), rows(5, 2, "c")...)
+	assert.Equal(t, []string{"s02", "s05"}, shards(PassLead(ls, "a", "s00")), "no deputy: the first row of two other workers")
 
-	it, _ = PassLead(noted(ls, map[string]string{"s04": "deputy s00 1"}), "a", "s00")
-	assert.Equal(t, "s04", it.Row.Shard, "the deputy's row")
+	assert.Equal(t, []string{"s06", "s02"}, shards(PassLead(noted(ls, map[string]string{"s06": "deputy s00 1"}), "a", "s00")), "the deputy's row first")
 
 	ls[2].Finished, ls[3].HandoffTo = true, "a"
-	it, _ = PassLead(noted(ls, nil), "a", "s00")
-	assert.Equal(t, "s04", it.Row.Shard, "finished rows and rows being handed over are passed over")
+	assert.Equal(t, []string{"s04", "s05"}, shards(PassLead(noted(ls, nil), "a", "s00")), "finished rows and rows being handed over are passed over")
 
-	_, ok = PassLead(rows(0, 2, "a"), "a", "s00")
-	assert.False(t, ok, "nobody else")
+	assert.Empty(t, PassLead(rows(0, 2, "a"), "a", "s00"), "nobody else")
 }

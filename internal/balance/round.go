@@ -24,14 +24,15 @@ const (
 	Take
 	// Ask: request that Row.Owner hand Row over to me.
 	Ask
-	// Deputy, Wake and Lead: write that note on Row (see the Note
-	// constants). Their outcome does not matter.
+	// Deputy, Wake, Lead and WakeDeputy: write that note on Row (see the
+	// Note constants). Their outcome does not matter.
 	Deputy
 	Wake
 	Lead
+	WakeDeputy
 )
 
-var kindNames = [...]string{"", "answer", "adopt", "take first", "take", "ask", "deputy", "wake", "lead"}
+var kindNames = [...]string{"", "answer", "adopt", "take first", "take", "ask", "deputy", "wake", "lead", "wake deputy"}
 
 // String returns the kind's name, for logs and test failures.
 func (k Kind) String() string {
@@ -221,19 +222,35 @@ func (r *Round) Done(ok bool) {
 // limit returns how many leases me may run (handoffs it waits for
 // included) before it stops taking l: its share, or the ceiling for a lease
 // left over since an earlier round. A lease the store refused is never
-// taken (0). A coordinator takes every free and expired lease, up to
-// MaxLeases: the other workers may not be listing.
+// taken (0). A coordinator takes every expired lease and every lease left
+// over, up to MaxLeases: only the workers that list can time an expiry,
+// and the others may not be listing. A lease just freed it takes up to
+// half again its ceiling (LeadCeiling), and wakes the workers below their
+// share for the rest: they take a free lease at once.
 func (r *Round) limit(l Row) int {
 	in, p := r.in, r.plan
 	switch {
 	case in.Refused[l.Shard]:
 		return 0
-	case r.leading && in.MaxLeases > 0:
-		return in.MaxLeases
+	case r.leading && !in.Expired[l.Shard] && !in.Leftover[l.Shard]:
+		return capAt(LeadCeiling(p.Ceiling), in.MaxLeases)
 	case r.leading:
-		return math.MaxInt
+		return capAt(math.MaxInt, in.MaxLeases)
 	case in.Leftover[l.Shard]:
 		return p.Ceiling
 	}
 	return p.Target
+}
+
+// LeadCeiling is the most leases a coordinator takes while they are just
+// freed: half again the ceiling, so that after half a fleet leaves no
+// worker holds more than 1.5 times its final share.
+func LeadCeiling(ceiling int) int { return max(ceiling, ceiling*3/2) }
+
+// capAt returns n capped by most (0: no cap).
+func capAt(n, most int) int {
+	if most > 0 {
+		return min(n, most)
+	}
+	return n
 }

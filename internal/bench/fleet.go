@@ -320,5 +320,5 @@ func measureFleet(ctx context.Context, e *env) error {
 		e.add(row{Section: sec, Metric: which.metric, Value: worst, Unit: "lease durations",
 			Shown: fmt.Sprintf("%.2f", worst), Target: fmt.Sprintf("<= %.1f", which.target), OK: okp(worst <= which.target), Note: note})
 	}
-	return nil
+	return measureFleetLiveness(ctx, e, sec)
 }

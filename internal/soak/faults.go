@@ -49,6 +49,17 @@ type injector struct {
 
 	crashed *atomic.Bool
 	freeze  *freezer
+	// scansFail makes every Scan fail (throttled) while set.
+	scansFail *atomic.Bool
+}
+
+// scanThrottled is the error of a Scan while the worker's listings fail.
+func (in *injector) scanThrottled(op string) error {
+	if op != "Scan" || in.scansFail == nil || !in.scansFail.Load() {
+		return nil
+	}
+	err, _ := dynamoFault(FaultThrottle, op)
+	return err
 }
 
 // freezer stops every call of a worker while it is paused.
@@ -188,6 +199,9 @@ func dynamoCall[O any](in *injector, op string, write bool, call func() (*O, err
 	if err := in.down(); err != nil { // crashed while frozen
 		return nil, err
 	}
+	if err := in.scanThrottled(op); err != nil {
+		return nil, err
+	}
 	ferr, lost := dynamoFault(kind, op)
 	if ferr != nil && !lost {
 		return nil, ferr
@@ -308,6 +322,9 @@ func storeCall[O any](in *injector, op string, write bool, zero O, call func() (
 	}
 	kind := in.pick(write)
 	if err := in.down(); err != nil {
+		return zero, err
+	}
+	if err := in.scanThrottled(op); err != nil {
 		return zero, err
 	}
 	ferr, lost := dynamoFault(kind, op)

@@ -43,7 +43,11 @@ type Result struct {
 	RunErrors                  int // Run returned an error for a worker that was not crashed
 	Unknown                    int // handled records never produced
 	Drained                    bool
-	Problems                   []string
+	// UntakenMax is the longest any lease stayed free or expired while a
+	// worker with room was alive (UntakenLease); UntakenBound its bound.
+	UntakenMax, UntakenBound time.Duration
+	UntakenLease             string
+	Problems                 []string
 }
 
 // OK reports whether every invariant held.
@@ -121,8 +125,8 @@ func (s *soak) result(ctx context.Context, drained bool) *Result {
 			switch {
 			case h.afterPause || first.afterPause:
 				r.DupPause++ // a frozen worker went on with its batch in hand
-			case first.deaf:
-				r.DupDeaf++ // abandoned: no checkpoint for its batch
+			case first.deaf || h.deaf:
+				r.DupDeaf++ // abandoned: no checkpoint for its batch (the deaf call may end last)
 			case s.audit.checkpointedPast(cfg.Stream+":"+first.shard, first.by.consumer.OwnerID(), first.seq, h.at):
 				r.DupUnexplained++
 				if r.DupUnexplained <= 5 {
@@ -205,6 +209,7 @@ func (s *soak) result(ctx context.Context, drained bool) *Result {
 	if !drained && r.Lost == 0 {
 		problem("drain did not finish")
 	}
+	s.untakenResult(r)
 	return r
 }
 
@@ -261,10 +266,12 @@ func (r *Result) Table() string {
 	row("leases still held after the graceful stop", r.HeldAtEnd, ok(r.HeldAtEnd == 0))
 	row("held shards showing lag once drained (Status, rows)", r.StalledAtRest, ok(r.StalledAtRest == 0))
 	row("Run errors of live workers", r.RunErrors, ok(r.RunErrors == 0))
+	row(fmt.Sprintf("untaken max: a lease free or expired, a worker with room (bound %v)", r.UntakenBound), r.UntakenMax.Round(10*time.Millisecond), ok(r.UntakenMax <= r.UntakenBound))
 	if r.Unknown > 0 {
 		row("handled records never produced (failed puts that landed)", r.Unknown, "")
 	}
-	fmt.Fprintf(&b, "\nsummary: produced %d, lost %d, overlaps %d\n", r.Produced, r.Lost, r.Overlaps)
+	fmt.Fprintf(&b, "\nsummary: produced %d, lost %d, overlaps %d, untaken max %v (bound %v)\n", r.Produced, r.Lost, r.Overlaps,
+		r.UntakenMax.Round(10*time.Millisecond), r.UntakenBound)
 	fmt.Fprintf(&b, "\nresult: %s", ok(r.OK()))
 	if !r.OK() {
 		for _, p := range r.Problems {

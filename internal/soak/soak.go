@@ -219,10 +219,11 @@ type incarnation struct {
 	slot      int
 	skew      time.Duration
 	crashed   atomic.Bool
-	leaving   atomic.Bool // being drained for a restart (drain.go)
 	paused    atomic.Bool
 	pauseNext atomic.Int64 // a pause of this many ns, at the next batch
 	freeze    freezer
+	scansFail atomic.Bool // its listings fail (EvListsFail)
+	leaving   atomic.Bool // leaving gracefully, drained (drain.go) or shut down (EvJointLeave): its restart is claimed
 	consumer  *shardlease.Consumer
 	cancel    context.CancelFunc
 	done      chan error
@@ -262,6 +263,7 @@ type soak struct {
 	memory   *shardlease.MemoryStore
 	faultsOn atomic.Bool
 	start    time.Time
+	untaken  untaken // liveness.go
 
 	mu        sync.Mutex
 	slots     []*incarnation
@@ -314,7 +316,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 
 	chaosCtx, stopChaos := context.WithTimeout(ctx, cfg.Duration)
 	defer stopChaos()
-	var bg sync.WaitGroup
+	var bg, watch sync.WaitGroup
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	watch.Go(func() { s.watchUntaken(watchCtx) })
 	bg.Go(func() { s.produce(chaosCtx) })
 	bg.Go(func() { s.chaos(chaosCtx) })
 	<-chaosCtx.Done()
@@ -325,6 +329,8 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	fmt.Fprintf(cfg.Events, "%6.1fs faults off, producer stopped after %d records; draining\n", s.since(), len(s.produced))
 
 	drained := s.drain(ctx)
+	stopWatch()
+	watch.Wait()
 	s.mu.Lock()
 	live := slices.Clone(s.slots)
 	s.mu.Unlock()
@@ -409,7 +415,7 @@ func (s *soak) launch(slot int) {
 		return 0
 	}
 	mk := func(service string, stream uint64) *injector {
-		return &injector{service: service, rate: rate, counts: &s.counts, rng: rand.New(rand.NewPCG(cfg.Seed^stream, uint64(slot)<<32|uint64(gen))), crashed: &inc.crashed, freeze: &inc.freeze}
+		return &injector{service: service, rate: rate, counts: &s.counts, rng: rand.New(rand.NewPCG(cfg.Seed^stream, uint64(slot)<<32|uint64(gen))), crashed: &inc.crashed, freeze: &inc.freeze, scansFail: &inc.scansFail}
 	}
 	var store shardlease.LeaseStore
 	if cfg.Dynamo != nil {
@@ -443,6 +449,7 @@ func (s *soak) launch(slot int) {
 		lease *= 2
 		s.counts.add(EvMixed, 1)
 	}
+	mode = append(mode, s.capped(slot)...)
 	take := lease * 3 / 20
 	c, err := shardlease.NewConsumer(kin, store, cfg.Stream, s.handler(inc), append(mode,
 		shardlease.WithOwnerID(owner),
@@ -748,6 +755,11 @@ func (s *soak) chaos(ctx context.Context) {
 	for range max(1, n/3) {
 		evs = append(evs, event{at: s.jitter(window), kind: EvCrashCoordinator, d: cfg.Lease/2 + time.Duration(s.rng.Float64()*float64(2*cfg.Lease))})
 	}
+	for _, kind := range []string{EvCrashJoint, EvListsFail, EvJointLeave} {
+		for range max(1, n/4) {
+			evs = append(evs, event{at: s.jitter(window), kind: kind, d: cfg.Lease/2 + time.Duration(s.rng.Float64()*float64(2*cfg.Lease))})
+		}
+	}
 	for range max(2, n*2/3) {
 		evs = append(evs, event{at: s.jitter(window), kind: EvPause, slot: s.rng.IntN(cfg.Workers), d: cfg.Lease*3/2 + time.Duration(s.rng.Float64()*float64(cfg.Lease))})
 	}
@@ -774,6 +786,12 @@ func (s *soak) chaos(ctx context.Context) {
 			}
 		case EvDrain:
 			s.drainForRestart(ctx, ev.slot, ev.d)
+		case EvCrashJoint:
+			s.crashJoint(ctx, ev.d)
+		case EvListsFail:
+			s.failLists()
+		case EvJointLeave:
+			s.leaveJoint(ctx, ev.d)
 		case EvPause:
 			s.mu.Lock()
 			inc := s.slots[ev.slot]

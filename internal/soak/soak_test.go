@@ -36,7 +36,11 @@ func check(t *testing.T, res *soak.Result, err error) {
 	if res.Overlaps != 0 {
 		t.Fatalf("overlaps %d", res.Overlaps)
 	}
-	for _, kind := range []string{soak.EvCrash, soak.EvCrashCoordinator, soak.EvDrain, soak.EvRestart, soak.EvSplit, soak.EvMerge, soak.EvDeleteFinished, soak.EvSlow, soak.EvShared, soak.EvMixed} {
+	if res.UntakenMax > res.UntakenBound {
+		t.Fatalf("untaken max %v, bound %v", res.UntakenMax, res.UntakenBound)
+	}
+	for _, kind := range []string{soak.EvCrash, soak.EvCrashCoordinator, soak.EvDrain, soak.EvRestart, soak.EvSplit, soak.EvMerge, soak.EvDeleteFinished, soak.EvSlow, soak.EvShared, soak.EvMixed,
+		soak.EvCrashJoint, soak.EvListsFail, soak.EvJointLeave, soak.EvCapped} {
 		if res.Injected[kind] == 0 {
 			t.Errorf("no %q was injected", kind)
 		}

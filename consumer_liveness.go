@@ -1,0 +1,294 @@
+package shardlease
+
+import (
+	"context"
+	"maps"
+	"math/rand/v2"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+
+	"github.com/shardlease/shardlease/internal/balance"
+)
+
+// Liveness: no single worker holds the fleet's liveness.
+//
+// Coordination has one worker list; these rules keep every failover bound
+// when any two workers fail together, whatever their roles, and when a
+// worker renews but cannot list (docs/coordination.md#liveness has the
+// arithmetic):
+//
+//   - two deputies (balance.Deputies), on rows of two owners, watch the
+//     first lease; a leaving coordinator writes lead on both, so a joint
+//     crash or leave of the coordinator and one deputy leaves one watching;
+//   - a deputy whose naming row moved watches on for R + T, until the
+//     coordinator has named another;
+//   - a worker asked to lead (a lead note) or alarmed takes as the
+//     coordinator does in its round: released leases up to half again its
+//     ceiling (balance.LeadCeiling), expired and left-over ones all;
+//   - an alarmed worker at its cap wakes the workers that may take the
+//     leases instead of listing for nothing, and does not raise the same
+//     alarm again;
+//   - a coordinator whose listings fail for L hands the first lease to a
+//     deputy (a fenced handoff), which adopts it from its look, without a
+//     listing; a worker handed the role so does not hand it on;
+//   - a worker that holds nothing lists every idleFactor take intervals
+//     times the number of such workers, so idle workers cost the fleet a
+//     quarter listing per take interval, however many;
+//   - a stall no worker can end (listings failing for L, the first lease
+//     standing still for 2 L with nobody able to take it) is logged at
+//     Error and counted (Stats().CoordinationStalls, the
+//     shardlease.coordination.stalls metric).
+//
+// All of it is Run's goroutine's: the state is coordination.live.
+
+// idleFactor: a worker that holds nothing lists every idleFactor take
+// intervals times the number of workers holding nothing, give or take half.
+const idleFactor = 4
+
+// liveness is the state of these rules, written by Run's goroutine only.
+type liveness struct {
+	// led is set by a lead note since the last take round: this worker was
+	// asked to coordinate.
+	led bool
+	// failingSince is when this worker's listings began to fail; zero
+	// while they succeed. reported is set once that was logged.
+	failingSince time.Time
+	reported     bool
+	// gifted is set when this worker adopted the first lease from a
+	// coordinator that gave it up, until it lists.
+	gifted bool
+	// yield is the first lease as this worker last saw it when it stopped
+	// listing for it (it may hold no more); woken its wake backoff.
+	yield yieldMark
+	woken map[string]balance.Woken
+	// listUntil keeps a woken worker listing for a stall and a take
+	// interval, long enough to judge for itself which leases stand still.
+	listUntil time.Time
+	// idle times the listings of a worker that holds nothing; idlers is
+	// how many live owners held nothing at the last listing.
+	idle   backstop
+	idlers int
+}
+
+// yieldMark is a row this worker gave up listing for, as it saw it.
+type yieldMark struct {
+	shard, owner string
+	counter      int64
+	at           time.Time
+	reported     bool
+}
+
+// leads reports whether this worker takes as the coordinator does in its
+// round: it coordinates, was alarmed, or was asked to lead.
+func (sc *scheduler) leads() bool {
+	r := sc.cd.role
+	return r == coordinator || r == alarmed || sc.cd.live.led
+}
+
+// woken is a wake or lead note: this worker lists now, and goes on for a
+// renewal and a take interval, so that it sees for itself which leases
+// stand still (and then lists on until they expire).
+func (sc *scheduler) woken(now time.Time) {
+	sc.cd.live.listUntil = now.Add(sc.c.cfg.renewInterval + sc.c.cfg.takeInterval)
+	sc.catchUp()
+	sc.poke(sc.wake)
+}
+
+// suspect returns tl with every row of the first lease's holder judged as
+// standing still, for an alarmed worker's wakes: the alarm is that holder
+// stopping, whose other rows this worker has not watched long enough to
+// judge yet.
+func suspect(tl *takeListing) *takeListing {
+	if tl.first.Owner == "" {
+		return tl
+	}
+	out := *tl
+	out.in.Stalled = maps.Clone(tl.in.Stalled)
+	for _, l := range tl.in.Rows {
+		if l.Owner == tl.first.Owner {
+			out.in.Stalled[l.Shard] = true
+		}
+	}
+	return &out
+}
+
+// unnamed is a deputy's naming that ended (its row moved, or the note
+// changed): it watches on for R + T, time for the coordinator to name
+// another deputy and for it to read its naming.
+func (sc *scheduler) unnamed(now time.Time) {
+	cd := &sc.cd
+	cd.watch.row = ""
+	cd.watch.until = now.Add(sc.c.cfg.renewInterval + sc.c.cfg.takeInterval)
+	if cd.role == deputy {
+		sc.become(cd.watch.rest(now))
+	}
+	sc.armWatch()
+}
+
+// idleLists reports whether a resting worker that holds nothing lists at
+// this take tick (see idleFactor).
+func (sc *scheduler) idleLists(now time.Time) bool {
+	live := &sc.cd.live
+	period := sc.c.cfg.takeInterval * time.Duration(idleFactor*max(1, live.idlers))
+	if live.idle.lookAt.IsZero() {
+		live.idle.lookAt = now.Add(rand.N(period))
+	}
+	return live.idle.due(now, period)
+}
+
+// countIdlers records how many live owners held nothing at a listing.
+func (sc *scheduler) countIdlers(p balance.Plan) {
+	n := 0
+	for _, load := range p.Load {
+		if load == 0 {
+			n++
+		}
+	}
+	sc.cd.live.idlers = n
+}
+
+// idleBeat keeps the worker row of a worker that holds nothing moving
+// between its listings.
+func (sc *scheduler) idleBeat(ctx context.Context) {
+	if sc.c.heldCount() > 0 || sc.row != nil && time.Since(sc.beat) < sc.c.cfg.renewInterval {
+		return
+	}
+	if err := sc.heartbeat(ctx); err != nil {
+		sc.c.log.Error("writing the worker row failed", "err", err)
+	}
+}
+
+// listingWorked records a listing that succeeded.
+func (sc *scheduler) listingWorked() {
+	live := &sc.cd.live
+	live.failingSince, live.reported, live.gifted = time.Time{}, false, false
+}
+
+// listFailed records a listing that failed. Once they have failed for a
+// lease duration it is a stall: logged at Error and counted; a coordinator
+// then gives its role up (unless it was handed the role by one that gave
+// it up: both cannot list).
+func (sc *scheduler) listFailed(ctx context.Context) {
+	if ctx.Err() != nil {
+		return
+	}
+	live, c := &sc.cd.live, sc.c
+	now := time.Now()
+	if live.failingSince.IsZero() {
+		live.failingSince = now
+	}
+	if live.reported || now.Sub(live.failingSince) < c.cfg.leaseDuration {
+		return
+	}
+	live.reported = true
+	c.log.Error("listing the stream's rows has failed for a lease duration: this worker takes no lease and coordinates nothing until it lists again; check the table's read capacity and dynamodb:Scan permission",
+		"since", now.Sub(live.failingSince).Round(time.Millisecond), "role", sc.cd.role.String())
+	c.count(evStall, 1, attribute.String("why", "listing"))
+	if sc.cd.role == coordinator && !live.gifted {
+		sc.giveUp(ctx, now)
+	}
+}
+
+// giveUp hands the first lease, and with it coordination, to a deputy (or
+// another worker) with a fenced handoff, and tells it to lead.
+func (sc *scheduler) giveUp(ctx context.Context, now time.Time) {
+	cd, c := &sc.cd, sc.c
+	rows := make([]balance.Row, 0, len(cd.recent))
+	byShard := make(map[string]Lease, len(cd.recent))
+	for _, l := range cd.recent {
+		rows = append(rows, rowOf(l))
+		byShard[l.Key.Shard] = l
+	}
+	to := balance.PassLead(rows, c.cfg.identity, cd.first)
+	first, ok := byShard[cd.first]
+	if len(to) == 0 || !ok || first.Owner != c.cfg.identity {
+		return
+	}
+	taker := to[0].Row.Owner
+	rctx, cancel := c.storeCtx(ctx)
+	_, err := c.store.RequestHandoff(rctx, first, taker)
+	cancel()
+	if err != nil {
+		c.log.Warn("handing the coordinator's lease over failed", "lease", cd.first, "to", taker, "err", err)
+		return
+	}
+	c.log.Warn("handing coordination over: this worker cannot list", "lease", cd.first, "to", taker)
+	c.answerHandoff(cd.first, taker)
+	sc.writeNote(ctx, &takeListing{byShard: byShard}, to[0])
+	sc.become(cd.watch.rest(now))
+}
+
+// adoptFirst takes the first lease when its row names this worker but this
+// worker does not run it (a coordinator that could not list handed it
+// over), with an acquire on the counter the look showed. It reports
+// whether it did.
+func (sc *scheduler) adoptFirst(ctx context.Context, l Lease) bool {
+	c := sc.c
+	if l.Owner != c.cfg.identity || l.HandoffTo != "" || c.holds(l.Key.Shard) || sc.cd.role == uncoordinated {
+		return false
+	}
+	byShard := make(map[string]Lease, len(sc.cd.recent))
+	for _, r := range sc.cd.recent {
+		byShard[r.Key.Shard] = r
+	}
+	took, err := sc.take(ctx, l, true, byShard, time.Now())
+	if err != nil || !took {
+		return false
+	}
+	sc.cd.live.gifted = true
+	sc.catchUp()
+	sc.poke(sc.wake)
+	return true
+}
+
+// yieldAlarm is an alarmed worker at its cap (WithMaxLeases): instead of
+// listing until a lease it cannot take expires, it wakes the workers below
+// their share, which list and take it, and remembers the first lease as
+// it saw it so that its looks do not raise the same alarm again.
+func (sc *scheduler) yieldAlarm(ctx context.Context, tl *takeListing, r *balance.Round, held map[string]bool, now time.Time) {
+	live := &sc.cd.live
+	if m := live.yield; m.shard != tl.first.Key.Shard || m.counter != tl.first.Counter || m.owner != tl.first.Owner {
+		live.yield = yieldMark{shard: tl.first.Key.Shard, owner: tl.first.Owner, counter: tl.first.Counter, at: now}
+	}
+	n := sc.alarmWakes(ctx, tl, r, held, now)
+	sc.c.log.Info("the coordinator's lease stands still or is free, and this worker may hold no more: waking others", "lease", tl.first.Key.Shard, "woken", n)
+}
+
+// alarmWakes is an alarmed worker with a cap: it wakes the workers below
+// their share for the leases it will have no room for, as the coordinator
+// does (balance.Wakes), so that they watch those leases from now on and
+// take them when they expire. It returns how many it woke.
+func (sc *scheduler) alarmWakes(ctx context.Context, tl *takeListing, r *balance.Round, held map[string]bool, now time.Time) int {
+	live := &sc.cd.live
+	if tl.in.MaxLeases == 0 {
+		return 0
+	}
+	if live.woken == nil {
+		live.woken = map[string]balance.Woken{}
+	}
+	wakes, woken := balance.Wakes(tl.in, r.Plan(), held, nil, live.woken, now, sc.c.cfg.leaseDuration)
+	live.woken = woken
+	for _, it := range wakes {
+		sc.writeNote(ctx, tl, it)
+	}
+	return len(wakes)
+}
+
+// yielded reports whether l is the first lease as this worker saw it when
+// it yielded its alarm: the same stall, so no new alarm. Once it has
+// stood so for two lease durations it is a stall nobody ends: logged at
+// Error and counted.
+func (sc *scheduler) yielded(l Lease, now time.Time) bool {
+	m := &sc.cd.live.yield
+	if m.shard != l.Key.Shard || m.counter != l.Counter || m.owner != l.Owner {
+		*m = yieldMark{}
+		return false
+	}
+	if !m.reported && now.Sub(m.at) >= 2*sc.c.cfg.leaseDuration {
+		m.reported = true
+		sc.c.log.Error("the coordinator's lease has stood still or free for two lease durations and no worker took it: raise WithMaxLeases or add workers", "lease", l.Key.Shard, "owner", l.Owner)
+		sc.c.count(evStall, 1, attribute.String("why", "untaken"))
+	}
+	return true
+}
