@@ -67,6 +67,7 @@ type Consumer struct {
 	stats     counters      // counted by every goroutine, through count
 	retention retention     // the stream's retention period, learned when a shard first gets stuck
 	notes     chan noteSeen // notes renewals return, sent by runners to the scheduler
+	epoch     fenceEpoch    // the stream's incarnation for fence tokens, set by the scheduler at start
 }
 
 // Stats is a snapshot of a consumer's counters since it was created.
