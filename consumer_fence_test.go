@@ -283,7 +283,7 @@ func TestFenceEpochSurvivesRecreatedStream(t *testing.T) {
 		recreate(t, w, before.Created)
 		now, err := shardlease.DescribeIdentity(t.Context(), describer, w.stream)
 		require.NoError(t, err)
-	_, err = w.store.(shardlease.IdentityStore).ResetStream(t.Context(), now)
+		_, err = w.store.(shardlease.IdentityStore).ResetStream(t.Context(), now)
 		require.NoError(t, err)
 		w.put(t, p, 5, 1)
 		a2 := startWorker(t, w, w.kin, w.store, handler, w.opts("a")...)
