@@ -41,6 +41,10 @@ type Result struct {
 	HeldAtEnd                  int // leases still held after every worker stopped
 	RunErrors                  int // Run returned an error for a worker that was not crashed
 	Unknown                    int // handled records never produced
+	AppliedTwice               int // effects the fenced sink holds more than once
+	StaleSinkAccepted          int // sink writes accepted below a token accepted before
+	SinkMissing                int // records handled whose effect is not in the sink
+	SinkRefused, SinkSkipped   int // writes the sink refused for their token; records it passed over as applied
 	Drained                    bool
 	Problems                   []string
 }
@@ -74,6 +78,7 @@ func (s *soak) result(ctx context.Context, drained bool) *Result {
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.sinkResult(ctx, r, problem)
 	r.Produced = len(s.produced)
 	r.Unknown = s.unknown
 	for _, inc := range s.all {
@@ -254,11 +259,17 @@ func (r *Result) Table() string {
 	row("  left out: the earlier one's worker was frozen (a pause)", r.FrozenOverlaps, "")
 	row(fmt.Sprintf("partition keys out of order (of %d)", r.Keys), r.KeysOutOfOrder, ok(r.KeysOutOfOrder == 0))
 	row("leases still held after the graceful stop", r.HeldAtEnd, ok(r.HeldAtEnd == 0))
+	row("fenced sink: effects applied twice", r.AppliedTwice, ok(r.AppliedTwice == 0))
+	row("  stale sink writes accepted (token below one accepted)", r.StaleSinkAccepted, ok(r.StaleSinkAccepted == 0))
+	row("  records handled whose effect is missing", r.SinkMissing, ok(r.SinkMissing == 0))
+	row("  writes refused for their token (a newer holder wrote)", r.SinkRefused, "")
+	row("  records passed over as applied already", r.SinkSkipped, "")
 	row("Run errors of live workers", r.RunErrors, ok(r.RunErrors == 0))
 	if r.Unknown > 0 {
 		row("handled records never produced (failed puts that landed)", r.Unknown, "")
 	}
-	fmt.Fprintf(&b, "\nsummary: produced %d, lost %d, overlaps %d\n", r.Produced, r.Lost, r.Overlaps)
+	fmt.Fprintf(&b, "\nsummary: produced %d, lost %d, overlaps %d, effects applied twice %d, stale sink writes accepted %d\n",
+		r.Produced, r.Lost, r.Overlaps, r.AppliedTwice, r.StaleSinkAccepted)
 	fmt.Fprintf(&b, "\nresult: %s", ok(r.OK()))
 	if !r.OK() {
 		for _, p := range r.Problems {

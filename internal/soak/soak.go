@@ -261,6 +261,8 @@ type soak struct {
 	memory   *shardlease.MemoryStore
 	faultsOn atomic.Bool
 	start    time.Time
+	sink     sink      // where handlers apply effects, fenced (sink.go)
+	sinkSt   sinkState // what the sink acknowledged
 
 	mu        sync.Mutex
 	slots     []*incarnation
@@ -351,6 +353,9 @@ func (s *soak) setup(ctx context.Context) error {
 		s.memory = shardlease.NewMemoryStore()
 		s.memory.OnWrite(s.audit.onWrite)
 	}
+	if err := s.newSink(ctx); err != nil {
+		return err
+	}
 	if _, err := cfg.Kinesis.CreateStream(ctx, &kinesis.CreateStreamInput{StreamName: aws.String(cfg.Stream), ShardCount: aws.Int32(int32(cfg.Shards))}); err != nil {
 		return fmt.Errorf("soak: create stream %s: %w", cfg.Stream, err)
 	}
@@ -417,6 +422,7 @@ func (s *soak) launch(slot int) {
 		store = &faultStore{next: &auditStore{LeaseStore: s.memory, WorkerStore: s.memory, a: s.audit, by: inc.id}, in: mk("dynamodb", 1)}
 	}
 	store = &troubleStore{LeaseStore: store, inc: inc}
+	s.attachSink(inc, mk("sink dynamodb", 3))
 	var kin shardlease.KinesisAPI = &faultKinesis{next: cfg.Kinesis, in: mk("kinesis", 2)}
 	var mode []shardlease.Option
 	if cfg.FanOut != "" {
@@ -596,6 +602,9 @@ func (s *soak) handler(inc *incarnation) shardlease.Handler {
 			// like a frozen worker with its batch in hand.
 			inc.freeze.wait()
 			woke = true
+		}
+		if err := s.applyToSink(ctx, inc, b); err != nil {
+			return err // refused: a newer holder wrote; not handled here
 		}
 		s.mu.Lock()
 		defer s.mu.Unlock()
@@ -885,7 +894,7 @@ func (s *soak) drain(ctx context.Context) bool {
 		s.mu.Lock()
 		missing := 0
 		for _, id := range s.produced {
-			if len(s.handled[id]) == 0 {
+			if len(s.handled[id]) == 0 || !s.sinkDrained(id) {
 				missing++
 			}
 		}
