@@ -37,6 +37,7 @@ type Result struct {
 	DeafOverlaps               int // of those left out, one side ignored its context
 	FrozenOverlaps             int // left out: the other side's worker was frozen (a pause)
 	DupDeaf                    int // duplicates after a handler that ignored its context
+	DupLanes                   int // duplicates above the watermark of a worker with lanes
 	Keys, KeysOutOfOrder       int
 	HeldAtEnd                  int // leases still held after every worker stopped
 	RunErrors                  int // Run returned an error for a worker that was not crashed
@@ -138,6 +139,8 @@ func (s *soak) result(ctx context.Context, drained bool) *Result {
 				r.DupLostLease++
 			case s.retried[id]:
 				r.DupProducer++
+			case withLanes(first.by.slot):
+				r.DupLanes++ // handled above its lanes' watermark when it stopped
 			default:
 				r.DupUnexplained++
 				if r.DupUnexplained <= 5 {
@@ -248,6 +251,7 @@ func (r *Result) Table() string {
 	row("  explained: first handler lost the lease (failed write)", r.DupLostLease, "")
 	row("  explained: producer retried the put", r.DupProducer, "")
 	row("  explained: first handler ignored its context (abandoned)", r.DupDeaf, "")
+	row("  explained: above the lanes' watermark at a stop", r.DupLanes, "")
 	row("  unexplained", r.DupUnexplained, ok(r.DupUnexplained == 0))
 	row("checkpoints moved backwards", r.Regressions, ok(r.Regressions == 0))
 	row("holder writes audited (renew, checkpoint, release)", r.WritesAudited, "")

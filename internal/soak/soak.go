@@ -444,6 +444,7 @@ func (s *soak) launch(slot int) {
 		s.counts.add(EvMixed, 1)
 	}
 	take := lease * 3 / 20
+	mode = append(mode, laneOptions(slot)...)
 	c, err := shardlease.NewConsumer(kin, store, cfg.Stream, s.handler(inc), append(mode,
 		shardlease.WithOwnerID(owner),
 		shardlease.WithLeaseDuration(lease),
@@ -630,6 +631,9 @@ func (s *soak) enter(inc *incarnation, shard string, deaf bool) *running {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, other := range s.running[shard] {
+		if other.by == inc && withLanes(inc.slot) {
+			continue // lanes of one worker run at once by design
+		}
 		if other.deaf || deaf {
 			s.deafOverlaps++
 			continue
