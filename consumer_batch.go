@@ -115,8 +115,9 @@ type Batch struct {
 	// stream, as Kinesis reported it.
 	MillisBehindLatest int64
 
-	r   *leaseRunner
-	end bool // the last batch of a closed shard
+	r    *leaseRunner
+	end  bool // the last batch of a closed shard
+	lane int  // the lane handing it (WithKeyConcurrency), else 0
 }
 
 // Checkpoint marks every record of the shard up to and including rec as
@@ -130,9 +131,15 @@ type Batch struct {
 // again. At a handoff or shutdown the final write waits (half the grace
 // period at most) for the checkpoints of every batch the handler returned
 // nil for.
+//
+// With WithKeyConcurrency it marks the batch's own records up to and
+// including rec as processed; the checkpoint follows the watermark.
 func (b *Batch) Checkpoint(rec Record) error {
 	if rec.SequenceNumber == "" {
 		return errorf("%w: stream %s shard %s: the record has no sequence number", ErrInvalidConfig, b.Stream, b.ShardID)
+	}
+	if ln := b.r.h.lanes; ln != nil {
+		return ln.checkpoint(b, rec)
 	}
 	return b.r.mark(positionOf(rec))
 }

@@ -46,8 +46,8 @@ func panicStack() []string {
 // logPanic logs a handler panic as one Error line, with the panic value,
 // the panic site and the stack as a list of frames, once per panic site and
 // batch: the retries of a batch that panics at the same place again are
-// logged at Debug only (Stats().HandlerPanics counts every one). Only the
-// runner's handler goroutine calls it.
+// logged at Debug only (Stats().HandlerPanics counts every one). The
+// handler's goroutines call it (one per lane with WithKeyConcurrency).
 func (r *leaseRunner) logPanic(b *Batch, value any, stack []string) {
 	site := "unknown"
 	if len(stack) > 0 {
@@ -58,11 +58,14 @@ func (r *leaseRunner) logPanic(b *Batch, value any, stack []string) {
 		first, last = b.Records[0].SequenceNumber, b.Records[len(b.Records)-1].SequenceNumber
 	}
 	seen := fmt.Sprintf("%s|%s|%s|%d", site, first, last, len(b.Records))
-	if seen == r.h.panicSeen {
+	r.h.mu.Lock()
+	again := seen == r.h.panicSeen
+	r.h.panicSeen = seen
+	r.h.mu.Unlock()
+	if again {
 		r.log.Debug("handler panicked again at the same place on the same batch", "panic", fmt.Sprint(value), "site", site)
 		return
 	}
-	r.h.panicSeen = seen
 	r.log.Error("handler panicked; the batch is retried", "panic", fmt.Sprint(value), "site", site,
 		"records", len(b.Records), "first", first, "stack", stack)
 }
@@ -117,7 +120,7 @@ func (r *leaseRunner) abandon() {
 	}
 	close(r.h.abandoned)
 	r.leaseCancel()
-	if r.h.running {
+	if r.h.running > 0 {
 		r.c.markStuck(r)
 		r.log.Error("the handler did not return within the shutdown timeout after its context was cancelled or the lease was asked to stop; "+
 			"its goroutine is left behind, the lease is no longer renewed and expires for the other workers; handlers must return when their context is cancelled",
@@ -143,14 +146,14 @@ func (r *leaseRunner) call(b *Batch) error {
 		r.h.mu.Unlock()
 		return errAbandoned
 	}
-	r.h.running = true
+	r.h.running++
 	r.h.mu.Unlock()
 	done := make(chan error, 1)
 	go func() {
 		err := r.callHandler(b)
 		r.h.mu.Lock()
-		r.h.running = false
-		if r.isAbandoned() {
+		r.h.running--
+		if r.h.running == 0 && r.isAbandoned() {
 			r.c.unstick(r)
 		}
 		r.h.mu.Unlock()
@@ -213,37 +216,25 @@ func (r *leaseRunner) recoverHook(name string) {
 	}
 }
 
-// process hands batches to the handler, one at a time, while the lease is
-// held and no stop was asked for.
+// process hands batches to the handler while the lease is held and no stop
+// was asked for: one at a time, or to the lanes of WithKeyConcurrency,
+// which it finishes or abandons before it returns.
 func (r *leaseRunner) process(batches <-chan *Batch) {
+	ln := r.startLanes()
+	defer ln.close()
+	next := r.source(batches)
 	for {
-		var b *Batch
-		select {
-		case <-r.quit:
+		b, ok := next()
+		if !ok {
 			return
-		case <-r.leaseCtx.Done():
-			return
-		case got, ok := <-batches:
-			if !ok {
-				return
-			}
-			b = got
 		}
-		if len(b.Records) > 0 {
-			if !r.handle(b) {
-				return
-			}
-			if !r.c.cfg.manualCheckpoint {
-				// A batch holds whole Kinesis records, aggregates included.
-				_ = r.mark(position{b.Records[len(b.Records)-1].SequenceNumber, -1})
-			} else {
-				last := positionOf(b.Records[len(b.Records)-1])
-				r.k.mu.Lock()
-				r.k.handed, r.k.hasHanded = last, true
-				r.k.mu.Unlock()
-			}
+		if len(b.Records) > 0 && !r.deliver(ln, b) {
+			return
 		}
 		if b.end {
+			if !ln.finish() {
+				return // stopped before every record was done
+			}
 			r.runStopHook(StopShardEnded)
 			r.endShard(b)
 			return
@@ -251,16 +242,45 @@ func (r *leaseRunner) process(batches <-chan *Batch) {
 	}
 }
 
+// deliver hands b to the handler (or the lanes) and marks it processed. It
+// reports false when the runner must stop first.
+func (r *leaseRunner) deliver(ln *lanes, b *Batch) bool {
+	if ln != nil {
+		return ln.dispatch(b)
+	}
+	if !r.handle(b) {
+		return false
+	}
+	if !r.c.cfg.manualCheckpoint {
+		// A batch holds whole Kinesis records, aggregates included.
+		_ = r.mark(position{b.Records[len(b.Records)-1].SequenceNumber, -1})
+	} else {
+		last := positionOf(b.Records[len(b.Records)-1])
+		r.k.mu.Lock()
+		r.k.handed, r.k.hasHanded = last, true
+		r.k.mu.Unlock()
+	}
+	return true
+}
+
 // handle runs the handler until it succeeds, retrying with backoff (up to
 // WithMaxAttempts, then see giveUp). It reports false when the runner must
 // stop first.
-func (r *leaseRunner) handle(b *Batch) bool {
+func (r *leaseRunner) handle(b *Batch) bool { return r.handleFrom(b, r.mayHand) }
+
+// handleFrom is handle with start telling whether the first attempt may be
+// made (lanes finishing their records after a stop was asked for).
+func (r *leaseRunner) handleFrom(b *Batch, start func() bool) bool {
 	cfg := r.c.cfg
 	bo := backoff.Backoff{Min: cfg.retryMin, Max: cfg.retryMax}
 	since := time.Now()
-	defer r.unstuck()
+	defer r.unstuck(b.lane)
 	for {
-		if !r.mayHand() {
+		gate := r.mayHand
+		if bo.Attempts() == 0 {
+			gate = start
+		}
+		if !gate() {
 			return false
 		}
 		err := r.attempt(b)
@@ -314,11 +334,14 @@ func (r *leaseRunner) callHandler(b *Batch) (err error) {
 // processor, the handler's own goroutine and the watchdog as marked.
 type handling struct {
 	mu        sync.Mutex
-	running   bool          // (mu) a handler call is running
+	running   int           // (mu) handler calls running (one per lane at most)
 	abandoned chan struct{} // closed (under mu) when the handler is given up on
-	// panicSeen is the panic site and batch of the last handler panic
-	// logged at Error (see logPanic); the processor's alone.
+	// panicSeen (mu) is the panic site and batch of the last handler panic
+	// logged at Error (see logPanic).
 	panicSeen string
-	stuckMu   sync.Mutex
-	stuck     *stuckState // (stuckMu) while the handler keeps failing on a batch
+	// lanes are the lanes of WithKeyConcurrency (nil without it), set by
+	// the processor before the first batch.
+	lanes   *lanes
+	stuckMu sync.Mutex
+	stuck   *stuckState // (stuckMu) while the handler keeps failing on a batch
 }

@@ -61,6 +61,10 @@ type config struct {
 	hooks            ShardHooks     // WithShardHooks
 	fanOutName       string         // WithEnhancedFanOut
 	fanOutSet        bool
+	keyConcurrency   int           // WithKeyConcurrency
+	maxInFlight      int           // WithMaxInFlight
+	windowRecords    int           // WithBatchWindow
+	windowWait       time.Duration // WithBatchWindow
 
 	// set explicitly, to tell defaults from choices
 	renewSet, takeSet, flushSet, ownerSet bool
@@ -235,6 +239,9 @@ func buildConfig(stream string, opts []Option) (config, error) {
 		}
 	}
 	if err := checkRetry(&c, bad); err != nil {
+		return c, err
+	}
+	if err := checkLanes(&c, bad); err != nil {
 		return c, err
 	}
 	if c.logger == nil {
@@ -452,3 +459,65 @@ func WithEnhancedFanOut(consumerName string) Option {
 
 // consumerNamePattern is what Kinesis accepts as a stream consumer name.
 var consumerNamePattern = regexp.MustCompile(`^[a-zA-Z0-9_.-]{1,128}$`)
+
+// WithKeyConcurrency hands each shard's records to n handler calls at once,
+// one lane per call: records of one partition key always go to the same
+// lane, in order, so per-key order holds (across splits and merges too);
+// records of different keys are handled out of order. The checkpoint is the
+// watermark, the last record below which every record is done; retries,
+// narrowing and dead letters hold up only their lane, and at most
+// WithMaxInFlight records wait beyond the watermark. A handoff or shutdown
+// finishes the records the lanes hold within the grace period. Records
+// handled above the watermark when a worker crashes or a lane is still
+// failing at a stop are handed again (at most the records in flight). The
+// lanes share the stop hook: one OnStart and one OnStop per shard. Default
+// 1 (one call at a time); at most 256. Not with WithManualCheckpoints.
+func WithKeyConcurrency(n int) Option { return func(c *config) { c.keyConcurrency = n } }
+
+// WithMaxInFlight bounds the records of a shard dealt to lanes
+// (WithKeyConcurrency) and not yet passed by the watermark: a lane stuck on
+// a record holds the shard's reading once n records wait. Default 1,000.
+func WithMaxInFlight(n int) Option { return func(c *config) { c.maxInFlight = n } }
+
+// defaultMaxInFlight is WithMaxInFlight's default.
+const defaultMaxInFlight = 1000
+
+// inFlight returns the bound on records in flight per shard.
+func (c config) inFlight() int {
+	if c.maxInFlight > 0 {
+		return c.maxInFlight
+	}
+	return defaultMaxInFlight
+}
+
+// WithBatchWindow holds a shard's records back until at least records of
+// them are held or the oldest has waited wait (since it was read), then
+// hands all of them to the handler as one batch: fewer calls for sinks
+// that pay per call. A handoff, a shutdown or a lost lease never waits for
+// the window: records held back are dropped, never handed and never
+// checkpointed, and the next holder reads them again. Renewals are not
+// held back. The last batch of a closed shard is handed at once. Default:
+// no window.
+func WithBatchWindow(records int, wait time.Duration) Option {
+	return func(c *config) { c.windowRecords, c.windowWait = records, wait }
+}
+
+// checkLanes validates WithKeyConcurrency, WithMaxInFlight and
+// WithBatchWindow; bad formats an ErrInvalidConfig.
+func checkLanes(c *config, bad func(format string, args ...any) error) error {
+	switch {
+	case c.keyConcurrency < 0 || c.keyConcurrency > 256:
+		return bad("WithKeyConcurrency(%d): use 1 to 256 handler calls per shard (1 is one at a time)", c.keyConcurrency)
+	case c.keyConcurrency > 1 && c.manualCheckpoint:
+		return bad("WithKeyConcurrency cannot be combined with WithManualCheckpoints: the checkpoint is the lanes' watermark, which a handler's own checkpoint of one lane's record would pass over records other lanes still hold")
+	case c.maxInFlight < 0:
+		return bad("WithMaxInFlight(%d): use a positive bound, or leave it out for %d", c.maxInFlight, defaultMaxInFlight)
+	case c.maxInFlight > 0 && c.keyConcurrency <= 1:
+		return bad("WithMaxInFlight needs WithKeyConcurrency(n) with n > 1: without lanes a shard has one batch in flight")
+	case c.windowRecords < 0 || c.windowRecords == 0 && c.windowWait != 0:
+		return bad("WithBatchWindow(%d, %v): use at least 1 record", c.windowRecords, c.windowWait)
+	case c.windowRecords > 0 && c.windowWait <= 0:
+		return bad("WithBatchWindow(%d, %v): the wait must be positive", c.windowRecords, c.windowWait)
+	}
+	return nil
+}

@@ -23,6 +23,7 @@ const (
 // stuckState is what a runner reports while its handler keeps failing on
 // one batch; the metric callback reads it.
 type stuckState struct {
+	lane    int       // the lane stuck (0 without WithKeyConcurrency)
 	since   time.Time // first attempt on the batch (monotonic)
 	seq     string    // first record of the batch: the checkpoint is stuck before it
 	arrival time.Time // its ApproximateArrivalTimestamp
@@ -38,7 +39,7 @@ func (r *leaseRunner) retrying(b *Batch, since time.Time, attempt int, err error
 	first := b.Records[0]
 	now := time.Now()
 	r.h.stuckMu.Lock()
-	s := r.stuckOn(first, since)
+	s := r.stuckOn(b.lane, first, since)
 	due := r.c.cfg.maxAttempts == 0 && attempt >= stuckLogAfter && (s.logged.IsZero() || now.Sub(s.logged) >= stuckLogEvery)
 	if due {
 		s.logged = now
@@ -55,19 +56,24 @@ func (r *leaseRunner) retrying(b *Batch, since time.Time, attempt int, err error
 	r.log.Error("shard stuck: the handler keeps failing on a batch and it is retried without a limit (see WithMaxAttempts); records that age out of the stream before it succeeds are lost", args...)
 }
 
-// stuckOn returns the stuck state, starting it (stuck on rec since since)
-// if there is none. r.h.stuckMu is held.
-func (r *leaseRunner) stuckOn(rec Record, since time.Time) *stuckState {
+// stuckOn returns the stuck state, starting it (lane stuck on rec since
+// since) if there is none: a shard reports its first lane stuck.
+// r.h.stuckMu is held.
+func (r *leaseRunner) stuckOn(lane int, rec Record, since time.Time) *stuckState {
 	if r.h.stuck == nil {
-		r.h.stuck = &stuckState{since: since, seq: rec.SequenceNumber, arrival: rec.ApproximateArrivalTimestamp}
+		r.h.stuck = &stuckState{lane: lane, since: since, seq: rec.SequenceNumber, arrival: rec.ApproximateArrivalTimestamp}
 	}
 	return r.h.stuck
 }
 
-// unstuck clears the stuck state once the batch is done.
-func (r *leaseRunner) unstuck() {
+// unstuck clears the stuck state of lane once its batch is done.
+func (r *leaseRunner) unstuck(lane int) {
 	r.h.stuckMu.Lock()
 	s := r.h.stuck
+	if s == nil || s.lane != lane {
+		r.h.stuckMu.Unlock()
+		return
+	}
 	r.h.stuck = nil
 	r.h.stuckMu.Unlock()
 	if s != nil && !s.logged.IsZero() {
@@ -108,7 +114,7 @@ func (r *leaseRunner) isolate(b *Batch, recs []Record, failed int, err error) bo
 			}
 			failed++
 		}
-		return r.deadLetter(recs, err)
+		return r.deadLetter(b.lane, recs, err)
 	}
 	mid := len(recs) / 2
 	for _, half := range [][]Record{recs[:mid], recs[mid:]} {
@@ -127,14 +133,19 @@ func (r *leaseRunner) isolate(b *Batch, recs []Record, failed int, err error) bo
 	return true
 }
 
-// progress checkpoints the last of recs, which are done.
+// progress checkpoints the last of recs, which are done (with lanes: marks
+// them done, and the checkpoint follows the watermark).
 func (r *leaseRunner) progress(recs []Record) {
+	if ln := r.h.lanes; ln != nil {
+		ln.wm.done(recs)
+		return
+	}
 	_ = r.mark(positionOf(recs[len(recs)-1]))
 }
 
 // part is a batch of some of b's records.
 func (b *Batch) part(recs []Record) *Batch {
-	return &Batch{Stream: b.Stream, ShardID: b.ShardID, Records: recs, MillisBehindLatest: b.MillisBehindLatest, r: b.r}
+	return &Batch{Stream: b.Stream, ShardID: b.ShardID, Records: recs, MillisBehindLatest: b.MillisBehindLatest, r: b.r, lane: b.lane}
 }
 
 // attempt hands b to the handler once and counts the outcome.
@@ -178,7 +189,7 @@ func (r *leaseRunner) giveUp(b *Batch, err error) bool {
 // deadLetter hands recs, which failed every attempt (the last with err), to
 // the dead-letter callback until it returns nil, then checkpoints them. It
 // reports false when the runner must stop first.
-func (r *leaseRunner) deadLetter(recs []Record, err error) bool {
+func (r *leaseRunner) deadLetter(lane int, recs []Record, err error) bool {
 	bo := backoff.Backoff{Min: r.c.cfg.retryMin, Max: r.c.cfg.retryMax}
 	since := time.Now()
 	for {
@@ -191,7 +202,7 @@ func (r *leaseRunner) deadLetter(recs []Record, err error) bool {
 		}
 		// Stuck until the callback succeeds: report it as such.
 		r.h.stuckMu.Lock()
-		r.stuckOn(recs[0], since)
+		r.stuckOn(lane, recs[0], since)
 		r.h.stuckMu.Unlock()
 		r.c.learnRetention()
 		r.log.Error("dead-letter callback failed; calling it again, the checkpoint stays before the records",

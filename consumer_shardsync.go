@@ -318,6 +318,7 @@ func (sc *scheduler) checkStreamIdentity(ctx context.Context) error {
 	}
 	is := c.caps.identity
 	if is == nil {
+		c.epoch.learn(now)
 		sc.identity = &now
 		return nil
 	}
@@ -331,6 +332,7 @@ func (sc *scheduler) checkStreamIdentity(ctx context.Context) error {
 	if created {
 		c.log.Info("recorded the stream's identity", "arn", now.ARN, "created", now.Created)
 	}
+	c.epoch.learn(now)
 	sc.identity = &now
 	return nil
 }

@@ -37,11 +37,16 @@ type Result struct {
 	DeafOverlaps               int // of those left out, one side ignored its context
 	FrozenOverlaps             int // left out: the other side's worker was frozen (a pause)
 	DupDeaf                    int // duplicates after a handler that ignored its context
+	DupLanes                   int // duplicates above the watermark of a worker with lanes
 	Keys, KeysOutOfOrder       int
 	HeldAtEnd                  int // leases still held after every worker stopped
 	StalledAtRest              int // held shards showing lag once the fleet drained
 	RunErrors                  int // Run returned an error for a worker that was not crashed
 	Unknown                    int // handled records never produced
+	AppliedTwice               int // effects the fenced sink holds more than once
+	StaleSinkAccepted          int // sink writes accepted below a token accepted before
+	SinkMissing                int // records handled whose effect is not in the sink
+	SinkRefused, SinkSkipped   int // writes the sink refused for their token; records it passed over as applied
 	Drained                    bool
 	// UntakenMax is the longest any lease stayed free or expired while a
 	// worker with room was alive (UntakenLease); UntakenBound its bound.
@@ -79,6 +84,7 @@ func (s *soak) result(ctx context.Context, drained bool) *Result {
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.sinkResult(ctx, r, problem)
 	r.Produced = len(s.produced)
 	r.Unknown = s.unknown
 	for _, inc := range s.all {
@@ -141,6 +147,8 @@ func (s *soak) result(ctx context.Context, drained bool) *Result {
 				r.DupLostLease++
 			case s.retried[id]:
 				r.DupProducer++
+			case withLanes(first.by.slot):
+				r.DupLanes++ // handled above its lanes' watermark when it stopped
 			default:
 				r.DupUnexplained++
 				if r.DupUnexplained <= 5 {
@@ -253,6 +261,7 @@ func (r *Result) Table() string {
 	row("  explained: first handler lost the lease (failed write)", r.DupLostLease, "")
 	row("  explained: producer retried the put", r.DupProducer, "")
 	row("  explained: first handler ignored its context (abandoned)", r.DupDeaf, "")
+	row("  explained: above the lanes' watermark at a stop", r.DupLanes, "")
 	row("  unexplained", r.DupUnexplained, ok(r.DupUnexplained == 0))
 	row("checkpoints moved backwards", r.Regressions, ok(r.Regressions == 0))
 	row("holder writes audited (renew, checkpoint, release)", r.WritesAudited, "")
@@ -265,13 +274,18 @@ func (r *Result) Table() string {
 	row(fmt.Sprintf("partition keys out of order (of %d)", r.Keys), r.KeysOutOfOrder, ok(r.KeysOutOfOrder == 0))
 	row("leases still held after the graceful stop", r.HeldAtEnd, ok(r.HeldAtEnd == 0))
 	row("held shards showing lag once drained (Status, rows)", r.StalledAtRest, ok(r.StalledAtRest == 0))
+	row("fenced sink: effects applied twice", r.AppliedTwice, ok(r.AppliedTwice == 0))
+	row("  stale sink writes accepted (token below one accepted)", r.StaleSinkAccepted, ok(r.StaleSinkAccepted == 0))
+	row("  records handled whose effect is missing", r.SinkMissing, ok(r.SinkMissing == 0))
+	row("  writes refused for their token (a newer holder wrote)", r.SinkRefused, "")
+	row("  records passed over as applied already", r.SinkSkipped, "")
 	row("Run errors of live workers", r.RunErrors, ok(r.RunErrors == 0))
 	row(fmt.Sprintf("untaken max: a lease free or expired, a worker with room (bound %v)", r.UntakenBound), r.UntakenMax.Round(10*time.Millisecond), ok(r.UntakenMax <= r.UntakenBound))
 	if r.Unknown > 0 {
 		row("handled records never produced (failed puts that landed)", r.Unknown, "")
 	}
-	fmt.Fprintf(&b, "\nsummary: produced %d, lost %d, overlaps %d, untaken max %v (bound %v)\n", r.Produced, r.Lost, r.Overlaps,
-		r.UntakenMax.Round(10*time.Millisecond), r.UntakenBound)
+	fmt.Fprintf(&b, "\nsummary: produced %d, lost %d, overlaps %d, untaken max %v (bound %v), effects applied twice %d, stale sink writes accepted %d\n", r.Produced, r.Lost, r.Overlaps,
+		r.UntakenMax.Round(10*time.Millisecond), r.UntakenBound, r.AppliedTwice, r.StaleSinkAccepted)
 	fmt.Fprintf(&b, "\nresult: %s", ok(r.OK()))
 	if !r.OK() {
 		for _, p := range r.Problems {

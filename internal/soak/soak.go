@@ -263,7 +263,9 @@ type soak struct {
 	memory   *shardlease.MemoryStore
 	faultsOn atomic.Bool
 	start    time.Time
-	untaken  untaken // liveness.go
+	untaken  untaken   // liveness.go
+	sink     sink      // where handlers apply effects, fenced (sink.go)
+	sinkSt   sinkState // what the sink acknowledged
 
 	mu        sync.Mutex
 	slots     []*incarnation
@@ -363,6 +365,9 @@ func (s *soak) setup(ctx context.Context) error {
 		s.memory = shardlease.NewMemoryStore()
 		s.memory.OnWrite(s.audit.onWrite)
 	}
+	if err := s.newSink(ctx); err != nil {
+		return err
+	}
 	if _, err := cfg.Kinesis.CreateStream(ctx, &kinesis.CreateStreamInput{StreamName: aws.String(cfg.Stream), ShardCount: aws.Int32(int32(cfg.Shards))}); err != nil {
 		return fmt.Errorf("soak: create stream %s: %w", cfg.Stream, err)
 	}
@@ -429,6 +434,7 @@ func (s *soak) launch(slot int) {
 		store = &faultStore{next: &auditStore{LeaseStore: s.memory, WorkerStore: s.memory, a: s.audit, by: inc.id}, in: mk("dynamodb", 1)}
 	}
 	store = &troubleStore{LeaseStore: store, inc: inc}
+	s.attachSink(inc, mk("sink dynamodb", 3))
 	var kin shardlease.KinesisAPI = &faultKinesis{next: cfg.Kinesis, in: mk("kinesis", 2)}
 	var mode []shardlease.Option
 	if cfg.FanOut != "" {
@@ -451,6 +457,7 @@ func (s *soak) launch(slot int) {
 	}
 	mode = append(mode, s.capped(slot)...)
 	take := lease * 3 / 20
+	mode = append(mode, laneOptions(slot)...)
 	c, err := shardlease.NewConsumer(kin, store, cfg.Stream, s.handler(inc), append(mode,
 		shardlease.WithOwnerID(owner),
 		shardlease.WithLeaseDuration(lease),
@@ -610,6 +617,9 @@ func (s *soak) handler(inc *incarnation) shardlease.Handler {
 			inc.freeze.wait()
 			woke = true
 		}
+		if err := s.applyToSink(ctx, inc, b); err != nil {
+			return err // refused: a newer holder wrote; not handled here
+		}
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		for _, r := range b.Records {
@@ -634,6 +644,9 @@ func (s *soak) enter(inc *incarnation, shard string, deaf bool) *running {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, other := range s.running[shard] {
+		if other.by == inc && withLanes(inc.slot) {
+			continue // lanes of one worker run at once by design
+		}
 		if other.deaf || deaf {
 			s.deafOverlaps++
 			continue
@@ -914,7 +927,7 @@ func (s *soak) drain(ctx context.Context) bool {
 		s.mu.Lock()
 		missing := 0
 		for _, id := range s.produced {
-			if len(s.handled[id]) == 0 {
+			if len(s.handled[id]) == 0 || !s.sinkDrained(id) {
 				missing++
 			}
 		}

@@ -1,0 +1,190 @@
+package shardlease
+
+// This file is the fencing token a handler hands to its sink, so that the
+// sink itself can refuse the writes of a holder that lost its lease.
+//
+// The source is the lease counter. Every write to a row bumps it, and a
+// taker's acquire is conditional on the counter it observed, so the counter
+// an acquire writes is above every counter any earlier holder wrote. A
+// holding's token is the counter of the acquire that began it (a lease
+// received by handoff begins with one too): fixed for the holding, and
+// strictly greater for every later holding of the row.
+//
+// Counters restart where a row is made again. A re-created stream's rows
+// are deleted by adopt-stream (ResetStream) and made anew, so the token
+// leads with the stream's incarnation: its creation time, which a
+// re-created stream has later. Rewind and the imports write through the
+// fenced writes, bumping the counter, so tokens keep growing across them.
+// What no token can survive is a row deleted by hand, or a new lease table,
+// within one incarnation of the stream: the counter starts again at zero,
+// the new holder's tokens are lower than those a sink kept, and the sink
+// refuses them until an operator clears the shard's fence there. That
+// errs on the safe side (the shard stalls, no effect is applied twice).
+
+import (
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+)
+
+// ErrFenceMismatch is what FenceToken.Compare returns for two tokens of
+// different shards (or a zero token): their order means nothing.
+var ErrFenceMismatch = errors.New("shardlease: fence tokens of different shards cannot be compared")
+
+// FenceToken is the fencing token of one holding of one shard's lease: every
+// batch of a holding carries the same token, and any later holding of the
+// shard carries a greater one, whichever worker holds it. A sink that keeps
+// per shard the highest token it applied and refuses writes with a lower one
+// refuses every write of a holder that lost its lease, once the next holder
+// wrote (see docs/handlers.md, "Exactly-once effects"). Tokens of different
+// shards are not ordered: Compare refuses them.
+type FenceToken struct {
+	stream, shard string
+	epoch         int64 // the stream's creation time (unix ms); 0 when unknown
+	counter       int64 // the lease counter the holding's acquire wrote
+}
+
+// fenceValueLen is the length of a token's Value: two 16-digit hex numbers
+// and a dot.
+const fenceValueLen = 33
+
+// Fence returns the fencing token of the holding this batch comes from.
+func (b *Batch) Fence() FenceToken { return b.r.fence() }
+
+// Fence returns the fencing token of the holding that stops, for a stop
+// hook that flushes buffered records to a sink.
+func (s *ShardStop) Fence() FenceToken { return s.r.fence() }
+
+// fence returns the runner's token: the stream's incarnation and the
+// counter of the acquire that made the lease the runner's.
+func (r *leaseRunner) fence() FenceToken {
+	return FenceToken{stream: r.key.Stream, shard: r.shard, epoch: r.c.epoch.Load(), counter: r.taken.Counter}
+}
+
+// Stream returns the stream of the token's shard.
+func (t FenceToken) Stream() string { return t.stream }
+
+// ShardID returns the token's shard.
+func (t FenceToken) ShardID() string { return t.shard }
+
+// Counter returns the lease counter the holding began at: the counter its
+// acquire wrote.
+func (t FenceToken) Counter() int64 { return t.counter }
+
+// Epoch returns the stream's creation time the token leads with (a
+// re-created stream's is later), or the zero time when the consumer could
+// not learn the stream's identity.
+func (t FenceToken) Epoch() time.Time {
+	if t.epoch == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(t.epoch).UTC()
+}
+
+// Scope returns "stream:shard": the key a sink keeps the shard's highest
+// token under. Only tokens of one scope are ordered.
+func (t FenceToken) Scope() string { return LeaseKey{Stream: t.stream, Shard: t.shard}.String() }
+
+// IsZero reports whether t is the zero token, which no batch carries.
+func (t FenceToken) IsZero() bool { return t == FenceToken{} }
+
+// Value returns the token as 33 characters of fixed width whose byte order
+// is the tokens' order within a scope ("0000018f3a2b1c00.000000000000002a"):
+// a SQL or DynamoDB sink stores it and compares it with <= in a condition.
+func (t FenceToken) Value() string {
+	return fmt.Sprintf("%016x.%016x", uint64(t.epoch), uint64(t.counter))
+}
+
+// Bytes returns the token as 16 bytes whose unsigned byte order is the
+// tokens' order within a scope, for a binary column or attribute.
+func (t FenceToken) Bytes() []byte {
+	out := make([]byte, 16)
+	binary.BigEndian.PutUint64(out, uint64(t.epoch))
+	binary.BigEndian.PutUint64(out[8:], uint64(t.counter))
+	return out
+}
+
+// String returns the scope and the value, "orders:shardId-000000000001/...".
+func (t FenceToken) String() string { return t.Scope() + "/" + t.Value() }
+
+// Compare orders t and u: -1 when t is older, 0 for one holding, +1 when t
+// is newer. Tokens of different scopes, or a zero token, are an error
+// matching ErrFenceMismatch.
+func (t FenceToken) Compare(u FenceToken) (int, error) {
+	if t.IsZero() || u.IsZero() || t.stream != u.stream || t.shard != u.shard {
+		return 0, fmt.Errorf("%w: %s and %s", ErrFenceMismatch, t, u)
+	}
+	switch {
+	case t.epoch != u.epoch:
+		return cmpInt(t.epoch, u.epoch), nil
+	default:
+		return cmpInt(t.counter, u.counter), nil
+	}
+}
+
+func cmpInt(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// ParseFenceToken returns the token of scope ("stream:shard", as Scope
+// gives it) whose Value is value.
+func ParseFenceToken(scope, value string) (FenceToken, error) {
+	key, err := ParseLeaseKey(scope)
+	if err != nil {
+		return FenceToken{}, fmt.Errorf("shardlease: fence token scope %q: %w", scope, err)
+	}
+	epoch, counter, ok := strings.Cut(value, ".")
+	if len(value) != fenceValueLen || !ok {
+		return FenceToken{}, fmt.Errorf("%w: fence token %q of %s: want 16 hex digits, a dot and 16 hex digits, as FenceToken.Value gives", ErrInvalidConfig, value, scope)
+	}
+	e, err1 := hexInt(epoch)
+	c, err2 := hexInt(counter)
+	if err := errors.Join(err1, err2); err != nil {
+		return FenceToken{}, fmt.Errorf("%w: fence token %q of %s: %w", ErrInvalidConfig, value, scope, err)
+	}
+	return FenceToken{stream: key.Stream, shard: key.Shard, epoch: e, counter: c}, nil
+}
+
+func hexInt(s string) (int64, error) {
+	if _, err := hex.DecodeString(s); err != nil {
+		return 0, err
+	}
+	n, err := strconv.ParseUint(s, 16, 64)
+	return int64(n), err
+}
+
+// FencePosition returns the record's place in its shard as a string whose
+// byte order is the shard's order: the sequence number's length and digits,
+// then the sub-sequence (a whole record after its sub-records). A sink keeps
+// the last one it applied beside the token and refuses a write at or below
+// it: that record's effect is in already.
+func (r Record) FencePosition() string {
+	seq := strings.TrimLeft(r.SequenceNumber, "0")
+	sub := "~" // a whole record orders after every sub-record of its aggregate
+	if r.SubSequenceNumber >= 0 {
+		sub = fmt.Sprintf("%020d", r.SubSequenceNumber)
+	}
+	return fmt.Sprintf("%03d:%s.%s", len(seq), seq, sub)
+}
+
+// epochOf is a stream incarnation as a token leads with it.
+func epochOf(id StreamIdentity) int64 { return max(id.Created.UnixMilli(), 0) }
+
+// fenceEpoch is the stream's incarnation for the tokens of a consumer's
+// holdings: set by the scheduler once it checked the stream's identity at
+// start, before any lease is taken; zero when the identity is not known.
+type fenceEpoch struct{ atomic.Int64 }
+
+// learn records the stream's identity as checked.
+func (e *fenceEpoch) learn(id StreamIdentity) { e.Store(epochOf(id)) }
