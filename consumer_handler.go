@@ -74,33 +74,55 @@ func (r *leaseRunner) logPanic(b *Batch, value any, stack []string) {
 // handler was abandoned.
 var errAbandoned = errors.New("shardlease: the handler did not return within the shutdown timeout and was abandoned")
 
-// watchdog abandons the handler if it has not returned within the grace
-// period after the runner was told to stop or its lease's context was
-// cancelled.
-func (r *leaseRunner) watchdog() {
-	select {
-	case <-r.procDone:
+// The watchdog: once the runner is told to stop or its lease's context is
+// cancelled, the handler has the grace period to return. Its context is
+// cancelled a tenth of the grace period before the end, so that a handler
+// that honours it returns (and its lease is released or handed over)
+// instead of being abandoned; at the end it is abandoned. Two timers carry
+// the rule; no goroutine waits for it.
+
+// armWatchdog starts the grace period, once; stop and the lease's context
+// call it.
+func (r *leaseRunner) armWatchdog() {
+	r.h.mu.Lock()
+	defer r.h.mu.Unlock()
+	if r.h.cut != nil || r.processed() {
 		return
-	case <-r.quit:
-	case <-r.leaseCtx.Done():
 	}
-	// The handler's context is cancelled a tenth of the grace period before
-	// the end, so that a handler that honours it returns (and its lease is
-	// released or handed over) instead of being abandoned.
 	grace := r.c.cfg.grace()
-	t := time.NewTimer(grace - grace/10)
-	defer t.Stop()
-	select {
-	case <-r.procDone:
-		return
-	case <-t.C:
+	r.h.cut = time.AfterFunc(grace-grace/10, func() {
+		if r.processed() {
+			return
+		}
 		r.leaseCancel()
+		r.h.mu.Lock()
+		defer r.h.mu.Unlock()
+		r.h.last = time.AfterFunc(grace/10, func() {
+			if !r.processed() {
+				r.abandon()
+			}
+		})
+	})
+}
+
+// disarmWatchdog stops its timers once the processor is done.
+func (r *leaseRunner) disarmWatchdog() {
+	r.h.mu.Lock()
+	defer r.h.mu.Unlock()
+	for _, t := range []*time.Timer{r.h.cut, r.h.last} {
+		if t != nil {
+			t.Stop()
+		}
 	}
-	t.Reset(grace / 10)
+}
+
+// processed reports whether the processor has returned.
+func (r *leaseRunner) processed() bool {
 	select {
 	case <-r.procDone:
-	case <-t.C:
-		r.abandon()
+		return true
+	default:
+		return false
 	}
 }
 
@@ -341,7 +363,10 @@ type handling struct {
 	panicSeen string
 	// lanes are the lanes of WithKeyConcurrency (nil without it), set by
 	// the processor before the first batch.
-	lanes   *lanes
-	stuckMu sync.Mutex
-	stuck   *stuckState // (stuckMu) while the handler keeps failing on a batch
+	lanes *lanes
+	// cut and last are the watchdog's timers (under mu): cut cancels the
+	// handler's context, last abandons it; nil until armed.
+	cut, last *time.Timer
+	stuckMu   sync.Mutex
+	stuck     *stuckState // (stuckMu) while the handler keeps failing on a batch
 }

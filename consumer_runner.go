@@ -22,11 +22,11 @@ import (
 //	stopping, lost ───► abandoned: the handler is deaf past the grace period.
 //	                     No write at all: the lease expires for the others.
 //
-// Four goroutines: the keeper (run's own, consumer_keeper.go) makes every
+// Three goroutines: the keeper (run's own, consumer_keeper.go) makes every
 // write to the row; the reader reads the shard one batch ahead; the
 // processor hands batches to the handler, which runs on a goroutine of its
-// own so that it can be abandoned (consumer_handler.go); the watchdog
-// enforces the grace period. Why the runner stops is one cause (ending),
+// own so that it can be abandoned (consumer_handler.go). The watchdog's
+// two timers enforce the grace period. Why the runner stops is one cause (ending),
 // set by the first request and raised only by a graver one.
 
 // leaseRunner holds one lease (see the top of this file).
@@ -119,7 +119,7 @@ func newLeaseRunner(c *Consumer, l Lease, fromStart bool, written time.Time) *le
 }
 
 // run runs the lease until it is released or lost; the keeper's loop runs
-// on the caller's goroutine, the reader, processor and watchdog on their own.
+// on the caller's goroutine, the reader and processor on their own.
 func (r *leaseRunner) run(parent context.Context) {
 	batches := make(chan *Batch)
 	fetchCtx, fetchCancel := context.WithCancel(r.leaseCtx)
@@ -136,11 +136,15 @@ func (r *leaseRunner) run(parent context.Context) {
 		r.process(batches)
 		r.runStopHook("")
 	})
-	wg.Go(r.watchdog)
+	// The grace period starts when the runner is told to stop (stop) or
+	// its lease's context ends.
+	unwatch := context.AfterFunc(r.leaseCtx, r.armWatchdog)
 	r.keep(parent)
 	r.k.close()
 	fetchCancel()
 	wg.Wait()
+	unwatch()
+	r.disarmWatchdog()
 	r.leaseCancel()
 }
 
@@ -153,6 +157,7 @@ func (r *leaseRunner) stop() {
 		r.k.stopAt = time.Now()
 		r.k.mu.Unlock()
 		close(r.quit)
+		r.armWatchdog()
 	})
 }
 
