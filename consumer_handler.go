@@ -240,26 +240,29 @@ func (r *leaseRunner) recoverHook(name string) {
 
 // process hands batches to the handler while the lease is held and no stop
 // was asked for: one at a time, or to the lanes of WithKeyConcurrency,
-// which it finishes or abandons before it returns.
-func (r *leaseRunner) process(batches <-chan *Batch) {
+// which it finishes or abandons before it returns. It reports true when it
+// rested (see consumer_processor.go) rather than ended.
+func (r *leaseRunner) process(batches <-chan *Batch) (rested bool) {
 	ln := r.startLanes()
 	defer ln.close()
 	next := r.source(batches)
 	for {
-		b, ok := next()
+		b, ok, rest := next()
+		if rest {
+			return true
+		}
 		if !ok {
-			return
+			return false
 		}
 		if len(b.Records) > 0 && !r.deliver(ln, b) {
-			return
+			return false
 		}
 		if b.end {
-			if !ln.finish() {
-				return // stopped before every record was done
+			if ln.finish() { // else stopped before every record was done
+				r.runStopHook(StopShardEnded)
+				r.endShard(b)
 			}
-			r.runStopHook(StopShardEnded)
-			r.endShard(b)
-			return
+			return false
 		}
 	}
 }

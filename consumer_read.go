@@ -36,8 +36,9 @@ func (c *Consumer) newReader(r *leaseRunner) shardReader {
 // ended; out is closed then. It holds nothing open once it has returned:
 // the runner releases the lease only after that.
 func (sr shardReader) read(ctx context.Context, out chan<- *Batch) {
-	defer close(out)
 	r := sr.r
+	defer r.proc.ensure() // a resting processor sees the end
+	defer close(out)
 	sr.rd.Read(ctx, r.readPosition(), func(kb kinesisread.Batch) bool {
 		recs := r.c.convert(kb.Records, kb.After, kb.AfterSub, r.log)
 		if len(recs) == 0 && !kb.End {
@@ -47,6 +48,8 @@ func (sr shardReader) read(ctx context.Context, out chan<- *Batch) {
 		if len(recs) > 0 {
 			r.lag.read(positionOf(recs[len(recs)-1]))
 		}
+		r.proc.sendingNow(true)
+		defer r.proc.sendingNow(false)
 		select {
 		case out <- b:
 			return true

@@ -22,11 +22,12 @@ import (
 //	stopping, lost ───► abandoned: the handler is deaf past the grace period.
 //	                     No write at all: the lease expires for the others.
 //
-// Three goroutines: the keeper (run's own, consumer_keeper.go) makes every
-// write to the row; the reader reads the shard one batch ahead; the
-// processor hands batches to the handler, which runs on a goroutine of its
-// own so that it can be abandoned (consumer_handler.go). The watchdog's
-// two timers enforce the grace period. Why the runner stops is one cause (ending),
+// Goroutines: the keeper (run's own, consumer_keeper.go) makes every write
+// to the row; the reader reads the shard one batch ahead; the processor,
+// which runs only while there is work (consumer_processor.go), hands batches
+// to the handler, which runs on a goroutine of its own so that it can be
+// abandoned (consumer_handler.go). The watchdog's two timers enforce the
+// grace period. An idle held shard costs two goroutines. Why the runner stops is one cause (ending),
 // set by the first request and raised only by a graver one.
 
 // leaseRunner holds one lease (see the top of this file).
@@ -47,6 +48,8 @@ type leaseRunner struct {
 	k   keeper   // the one write path (consumer_keeper.go)
 	end ending   // why the runner stops
 	h   handling // the handler's goroutine and its watchdog (consumer_handler.go)
+	// proc says whether a processor runs (consumer_processor.go).
+	proc processorState
 
 	quit     chan struct{} // closed by stop: finish the batch in hand
 	quitOnce sync.Once
@@ -123,26 +126,27 @@ func newLeaseRunner(c *Consumer, l Lease, fromStart bool, written time.Time) *le
 func (r *leaseRunner) run(parent context.Context) {
 	batches := make(chan *Batch)
 	fetchCtx, fetchCancel := context.WithCancel(r.leaseCtx)
-	var wg sync.WaitGroup
 	rd := r.c.newReader(r)
-	wg.Go(func() {
+	r.proc.spawn = func() { r.processor(batches, fetchCancel) }
+	var reading sync.WaitGroup
+	reading.Go(func() {
 		defer close(r.readDone)
 		rd.read(fetchCtx, batches)
 	})
-	wg.Go(func() {
-		defer close(r.procDone)
-		defer fetchCancel()
-		r.runStartHook()
-		r.process(batches)
-		r.runStopHook("")
-	})
+	r.proc.ensure() // the start hook, before the first batch
 	// The grace period starts when the runner is told to stop (stop) or
-	// its lease's context ends.
-	unwatch := context.AfterFunc(r.leaseCtx, r.armWatchdog)
+	// its lease's context ends; either end needs a processor to see it.
+	unwatch := context.AfterFunc(r.leaseCtx, func() {
+		r.armWatchdog()
+		r.proc.ensure()
+	})
 	r.keep(parent)
 	r.k.close()
 	fetchCancel()
-	wg.Wait()
+	reading.Wait()
+	r.proc.ensure()
+	<-r.procDone
+	r.proc.wg.Wait()
 	unwatch()
 	r.disarmWatchdog()
 	r.leaseCancel()
@@ -158,6 +162,7 @@ func (r *leaseRunner) stop() {
 		r.k.mu.Unlock()
 		close(r.quit)
 		r.armWatchdog()
+		r.proc.ensure()
 	})
 }
 

@@ -11,13 +11,23 @@ package shardlease
 import "time"
 
 // source returns the function the processor takes its next batch from; it
-// reports false when the runner must stop or the reader ended.
-func (r *leaseRunner) source(batches <-chan *Batch) func() (*Batch, bool) {
-	if r.c.cfg.windowRecords == 0 {
-		return func() (*Batch, bool) { return r.receive(batches, nil) }
+// reports false when the runner must stop or the reader ended, and rest
+// when the processor rests instead of waiting (see consumer_processor.go).
+func (r *leaseRunner) source(batches <-chan *Batch) func() (b *Batch, ok, rest bool) {
+	switch {
+	case r.mayRest():
+		return func() (*Batch, bool, bool) { return r.receiveOrRest(batches) }
+	case r.c.cfg.windowRecords == 0:
+		return func() (*Batch, bool, bool) {
+			b, ok := r.receive(batches, nil)
+			return b, ok, false
+		}
 	}
 	w := &window{r: r, batches: batches}
-	return w.next
+	return func() (*Batch, bool, bool) {
+		b, ok := w.next()
+		return b, ok, false
+	}
 }
 
 // receive waits for the reader's next batch, or for due to fire (nil: never).
