@@ -12,13 +12,22 @@ import (
 // by two handlers at once.
 const EvDrain = "worker drained, then stopped and restarted (a deploy)"
 
-// drainForRestart drains the incarnation in slot, unless it is down or leaving
-// already, then restarts it after downtime.
+// drainForRestart drains the incarnation in slot, or, if it is down or
+// leaving already, the next slot's that is neither, then restarts it after
+// downtime.
 func (s *soak) drainForRestart(ctx context.Context, slot int, downtime time.Duration) {
 	s.mu.Lock()
-	inc := s.slots[slot]
+	var inc *incarnation
+	for i := range len(s.slots) {
+		c := s.slots[(slot+i)%len(s.slots)]
+		if c != nil && c.consumer != nil && !c.crashed.Load() && c.leaving.CompareAndSwap(false, true) {
+			inc, slot = c, (slot+i)%len(s.slots)
+			break
+		}
+	}
 	s.mu.Unlock()
-	if inc == nil || inc.crashed.Load() || !inc.leaving.CompareAndSwap(false, true) {
+	if inc == nil {
+		fmt.Fprintf(s.cfg.Events, "%6.1fs no live worker to drain\n", s.since())
 		return
 	}
 	s.restarts.Go(func() {
