@@ -85,7 +85,7 @@ func okp(b bool) *bool { return &b }
 func main() {
 	quick := flag.Bool("quick", false, "smaller sizes and windows (about 6 minutes on 2 cores)")
 	jsonOut := flag.String("json", "", "also write the rows as JSON to this file")
-	only := flag.String("only", "", "comma-separated sections to run (throughput,overhead,cost,failover,deploy,balance,scale,fleet,latency,lanes,window); default all")
+	only := flag.String("only", "", "comma-separated sections to run (throughput,overhead,cost,failover,deploy,balance,scale,fleet,latency,lanes,window,memory); default all")
 	flag.Parse()
 	// The consumers log to slog.Default(); their lease changes (Info) would
 	// drown the table, their warnings are worth seeing.
@@ -180,6 +180,7 @@ func run(e *env, only string) error {
 		{"latency", measureLatency},
 		{"lanes", measureLanes},
 		{"window", measureWindow},
+		{"memory", measureMemory},
 	}
 	for _, s := range steps {
 		if !want(s.name) {
