@@ -297,8 +297,8 @@ func memRows(e *env, m memRun, reads []memReading, perRecord float64, biggest in
 	mode, events := "polling", 2.0
 	bound := "two batches a shard (in hand, read ahead)"
 	if m.fanOut {
-		mode, events = "fan-out", 6.5
-		bound = "four events a shard (in hand, read ahead, two in the SDK) and the in-process service's event being written, decoded and encoded (2.5)"
+		mode, events = "fan-out", 8
+		bound = "eight events a shard: four of the consumer's (in hand, read ahead, two in the SDK), the SDK decoder's buffer of one encoded (1.4), and the in-process service's event being written, decoded and encoded (2.4), where the service's transport would buffer instead"
 	}
 	target := float64(m.shards)*events*float64(biggest) + memConstant
 	mib := func(v float64) string { return fmt.Sprintf("%.0f MiB", v/(1<<20)) }
