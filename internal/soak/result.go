@@ -202,17 +202,7 @@ func (s *soak) result(ctx context.Context, drained bool) *Result {
 			problem("worker %s: Run returned %v", inc.id, inc.runErr)
 		}
 	}
-	// A reader holds nothing once Run has returned, slow batches, deaf
-	// handlers and crashes included.
-	for _, inc := range s.all {
-		if inc.consumer == nil {
-			continue
-		}
-		if st := inc.consumer.Stats(); st.RecordsBuffered != 0 || st.BytesBuffered != 0 {
-			r.BuffersAtEnd++
-			problem("worker %s: its readers hold %d records (%d bytes) after Run returned", inc.id, st.RecordsBuffered, st.BytesBuffered)
-		}
-	}
+	s.buffersResult(r, problem)
 	// Every lease was released by the graceful stop at the end.
 	store := s.memoryOrDynamo()
 	if ls, err := store.List(ctx, cfg.Stream); err != nil {
@@ -231,6 +221,20 @@ func (s *soak) result(ctx context.Context, drained bool) *Result {
 	}
 	s.untakenResult(r)
 	return r
+}
+
+// buffersResult checks that a reader holds nothing once Run has returned,
+// slow batches, deaf handlers and crashes included. s.mu is held.
+func (s *soak) buffersResult(r *Result, problem func(string, ...any)) {
+	for _, inc := range s.all {
+		if inc.consumer == nil {
+			continue
+		}
+		if st := inc.consumer.Stats(); st.RecordsBuffered != 0 || st.BytesBuffered != 0 {
+			r.BuffersAtEnd++
+			problem("worker %s: its readers hold %d records (%d bytes) after Run returned", inc.id, st.RecordsBuffered, st.BytesBuffered)
+		}
+	}
 }
 
 // Table prints the faults injected and each invariant with its figure.
