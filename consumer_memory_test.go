@@ -33,7 +33,7 @@ const (
 	memBatch   = 100              // WithBatchSize
 	memArrival = 14               // records per shard every memTick
 	memTick    = 700 * time.Millisecond
-	memBacklog = 20 * memBatch    // records on the shard before the consumer starts
+	memBacklog = 20 * memBatch // records on the shard before the consumer starts
 )
 
 // slowBatches takes slowCall per batch unless its context ends first.
