@@ -84,7 +84,7 @@ func (e *env) logf(format string, args ...any) {
 func okp(b bool) *bool { return &b }
 
 func main() {
-	quick := flag.Bool("quick", false, "smaller sizes and windows (about 6 minutes on 2 cores)")
+	quick := flag.Bool("quick", false, "smaller sizes and windows (about 7 minutes on 2 cores)")
 	jsonOut := flag.String("json", "", "also write the rows as JSON to this file")
 	only := flag.String("only", "", "comma-separated sections to run (throughput,overhead,cost,failover,deploy,balance,scale,fleet,latency,lanes,window,memory; fleet-large runs the fleet section's 1,000-shard row alone); default all")
 	flag.Parse()
