@@ -65,6 +65,7 @@ type Consumer struct {
 
 	running   atomic.Bool   // set by Run: a Consumer runs once
 	stats     counters      // counted by every goroutine, through count
+	buffers   buffered      // what the readers hold, added to by each (consumer_buffer.go)
 	retention retention     // the stream's retention period, learned when a shard first gets stuck
 	notes     chan noteSeen // notes renewals return, sent by runners to the scheduler
 	drain     drainer       // Drain's requests to the scheduler (consumer_drain.go)
@@ -115,6 +116,10 @@ type Stats struct {
 	// CoordinationStalls counts the stalls this worker saw and could not
 	// end (see docs/coordination.md#stalls), each also logged at Error.
 	CoordinationStalls int64
+	// RecordsBuffered and BytesBuffered are the records and payload bytes
+	// the readers hold now: each shard's batch in hand and the one read
+	// ahead (see docs/handlers.md#memory).
+	RecordsBuffered, BytesBuffered int64
 }
 
 // Stats returns the consumer's counters.
@@ -133,6 +138,7 @@ func (c *Consumer) Stats() Stats {
 		Subscriptions: s.subscriptions.Load(),
 		TableListings: s.listings.Load(), Coordinating: s.coordinating.Load(),
 		CoordinationStalls: s.stalls.Load(),
+		RecordsBuffered:    c.buffers.records.Load(), BytesBuffered: c.buffers.bytes.Load(),
 	}
 }
 

@@ -34,11 +34,14 @@ func (c *Consumer) newReader(r *leaseRunner) shardReader {
 // read sends the shard's batches on out in order (the last batch of a
 // closed shard has end set), and returns when ctx is done or the shard has
 // ended; out is closed then. It holds nothing open once it has returned:
-// the runner releases the lease only after that.
+// the runner releases the lease only after that. What it holds meanwhile
+// is counted in Stats (see consumer_buffer.go).
 func (sr shardReader) read(ctx context.Context, out chan<- *Batch) {
 	r := sr.r
 	defer r.proc.ensure() // a resting processor sees the end
 	defer close(out)
+	held := r.c.buffers.reader()
+	defer held.close()
 	sr.rd.Read(ctx, r.readPosition(), func(kb kinesisread.Batch) bool {
 		recs := r.c.convert(kb.Records, kb.After, kb.AfterSub, r.log)
 		if len(recs) == 0 && !kb.End {
@@ -48,10 +51,12 @@ func (sr shardReader) read(ctx context.Context, out chan<- *Batch) {
 		if len(recs) > 0 {
 			r.lag.read(positionOf(recs[len(recs)-1]))
 		}
+		held.handing(len(recs), payloadBytes(kb.Records))
 		r.proc.sendingNow(true)
 		defer r.proc.sendingNow(false)
 		select {
 		case out <- b:
+			held.handed()
 			return true
 		case <-ctx.Done():
 			return false

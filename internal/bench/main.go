@@ -3,8 +3,9 @@
 // target it is held to, and whether it meets it. Comparisons are ratios of
 // two things measured side by side in the same run.
 //
-//	go run ./internal/bench            # full sizes
-//	go run ./internal/bench -quick     # smaller sizes; about 6 minutes on 2 cores
+//	go run ./internal/bench                     # full sizes
+//	go run ./internal/bench -quick              # smaller sizes; about 7 minutes on 2 cores
+//	go run ./internal/bench -only fleet-large   # the 1,000-shard, 100-worker fleet row alone
 //	go run ./internal/bench -json out.json
 //
 // It starts its own dynalite and kinesalite (internal/emulator), which need
@@ -83,9 +84,9 @@ func (e *env) logf(format string, args ...any) {
 func okp(b bool) *bool { return &b }
 
 func main() {
-	quick := flag.Bool("quick", false, "smaller sizes and windows (about 6 minutes on 2 cores)")
+	quick := flag.Bool("quick", false, "smaller sizes and windows (about 7 minutes on 2 cores)")
 	jsonOut := flag.String("json", "", "also write the rows as JSON to this file")
-	only := flag.String("only", "", "comma-separated sections to run (throughput,overhead,cost,failover,deploy,balance,scale,fleet,latency,lanes,window); default all")
+	only := flag.String("only", "", "comma-separated sections to run (throughput,overhead,cost,failover,deploy,balance,scale,fleet,latency,lanes,window,memory; fleet-large runs the fleet section's 1,000-shard row alone); default all")
 	flag.Parse()
 	// The consumers log to slog.Default(); their lease changes (Info) would
 	// drown the table, their warnings are worth seeing.
@@ -145,9 +146,11 @@ func run(e *env, only string) error {
 		}
 		return false
 	}
-	needDynamo := want("throughput") || want("cost") || want("scale") || want("fleet")
+	// fleet-large is the fleet section's large row alone; only when named.
+	named := func(s string) bool { return only != "" && want(s) }
+	needDynamo := want("throughput") || want("cost") || want("scale") || want("fleet") || named("fleet-large")
 	needKinesis := want("throughput")
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Minute)
 	defer cancel()
 	if needDynamo {
 		s, err := emulator.StartDynalite(ctx)
@@ -180,9 +183,11 @@ func run(e *env, only string) error {
 		{"latency", measureLatency},
 		{"lanes", measureLanes},
 		{"window", measureWindow},
+		{"memory", measureMemory},
+		{"fleet-large", measureFleetLarge},
 	}
 	for _, s := range steps {
-		if !want(s.name) {
+		if s.name == "fleet-large" && !named(s.name) || !want(s.name) {
 			continue
 		}
 		t0 := time.Now()

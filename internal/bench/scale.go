@@ -181,5 +181,5 @@ func measureScale(ctx context.Context, e *env) error {
 	e.add(row{Section: sec, Metric: "memory per held lease (heap + stacks)", Value: perLease, Unit: "bytes",
 		Shown: fmt.Sprintf("%.1f KiB", perLease/1024), Target: "none set",
 		Note: fmt.Sprintf("HeapInuse+StackInuse after GC, with %d leases held, minus before Run; includes the four goroutines of each held lease (runner, keeper, fetcher, processor), the take round's view of all %d rows and the HTTP connections", nLeases, nRows)})
-	return nil
+	return measureLeaseMemory(ctx, e, sec)
 }

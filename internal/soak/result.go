@@ -40,6 +40,7 @@ type Result struct {
 	DupLanes                   int // duplicates above the watermark of a worker with lanes
 	Keys, KeysOutOfOrder       int
 	HeldAtEnd                  int // leases still held after every worker stopped
+	BuffersAtEnd               int // workers whose readers still hold records once Run returned
 	StalledAtRest              int // held shards showing lag once the fleet drained
 	RunErrors                  int // Run returned an error for a worker that was not crashed
 	Unknown                    int // handled records never produced
@@ -201,6 +202,7 @@ func (s *soak) result(ctx context.Context, drained bool) *Result {
 			problem("worker %s: Run returned %v", inc.id, inc.runErr)
 		}
 	}
+	s.buffersResult(r, problem)
 	// Every lease was released by the graceful stop at the end.
 	store := s.memoryOrDynamo()
 	if ls, err := store.List(ctx, cfg.Stream); err != nil {
@@ -219,6 +221,20 @@ func (s *soak) result(ctx context.Context, drained bool) *Result {
 	}
 	s.untakenResult(r)
 	return r
+}
+
+// buffersResult checks that a reader holds nothing once Run has returned,
+// slow batches, deaf handlers and crashes included. s.mu is held.
+func (s *soak) buffersResult(r *Result, problem func(string, ...any)) {
+	for _, inc := range s.all {
+		if inc.consumer == nil {
+			continue
+		}
+		if st := inc.consumer.Stats(); st.RecordsBuffered != 0 || st.BytesBuffered != 0 {
+			r.BuffersAtEnd++
+			problem("worker %s: its readers hold %d records (%d bytes) after Run returned", inc.id, st.RecordsBuffered, st.BytesBuffered)
+		}
+	}
 }
 
 // Table prints the faults injected and each invariant with its figure.
@@ -273,6 +289,7 @@ func (r *Result) Table() string {
 	row("  left out: the earlier one's worker was frozen (a pause)", r.FrozenOverlaps, "")
 	row(fmt.Sprintf("partition keys out of order (of %d)", r.Keys), r.KeysOutOfOrder, ok(r.KeysOutOfOrder == 0))
 	row("leases still held after the graceful stop", r.HeldAtEnd, ok(r.HeldAtEnd == 0))
+	row("workers whose readers hold records after Run returned", r.BuffersAtEnd, ok(r.BuffersAtEnd == 0))
 	row("held shards showing lag once drained (Status, rows)", r.StalledAtRest, ok(r.StalledAtRest == 0))
 	row("fenced sink: effects applied twice", r.AppliedTwice, ok(r.AppliedTwice == 0))
 	row("  stale sink writes accepted (token below one accepted)", r.StaleSinkAccepted, ok(r.StaleSinkAccepted == 0))
