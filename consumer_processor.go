@@ -24,6 +24,9 @@ type processorState struct {
 	hooked  bool // the start hook ran
 	spawn   func()
 	wg      sync.WaitGroup // the processor goroutines
+	// sent is poked when the reader ends handing a batch over, so that a
+	// processor that could not rest while it did looks again.
+	sent chan struct{}
 }
 
 // ensure starts a processor unless one runs; it must hold p.mu.
@@ -37,6 +40,15 @@ func (p *processorState) ensureLocked() {
 		defer p.wg.Done()
 		p.spawn()
 	}()
+}
+
+// start sets how a processor is started, and starts the first: it runs the
+// start hook before any batch. An ensure before start starts nothing.
+func (p *processorState) start(spawn func()) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.spawn = spawn
+	p.ensureLocked()
 }
 
 // ensure makes sure a processor runs: for a batch, or to see the end.
@@ -76,6 +88,11 @@ func (p *processorState) sendingNow(on bool) {
 	p.sending = on
 	if on {
 		p.ensureLocked()
+		return
+	}
+	select {
+	case p.sent <- struct{}{}:
+	default:
 	}
 }
 
@@ -103,18 +120,29 @@ func (r *leaseRunner) processor(batches <-chan *Batch, stopReading func()) {
 // receiveOrRest is receive for a processor that may rest: it rests (rest
 // set) instead of waiting when no batch is ready or on its way.
 func (r *leaseRunner) receiveOrRest(batches <-chan *Batch) (b *Batch, ok, rest bool) {
-	select {
-	case <-r.quit:
-		return nil, false, false
-	case <-r.leaseCtx.Done():
-		return nil, false, false
-	case b, ok := <-batches:
-		return b, ok, false
-	default:
+	for {
+		select {
+		case <-r.quit:
+			return nil, false, false
+		case <-r.leaseCtx.Done():
+			return nil, false, false
+		case b, ok := <-batches:
+			return b, ok, false
+		default:
+		}
+		if r.proc.rest() {
+			return nil, false, true
+		}
+		// A batch is on its way: wait for it, or for the reader to end
+		// handing it over, then look again.
+		select {
+		case <-r.quit:
+			return nil, false, false
+		case <-r.leaseCtx.Done():
+			return nil, false, false
+		case b, ok := <-batches:
+			return b, ok, false
+		case <-r.proc.sent:
+		}
 	}
-	if r.proc.rest() {
-		return nil, false, true
-	}
-	b, ok = r.receive(batches, nil)
-	return b, ok, false
 }

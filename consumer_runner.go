@@ -116,6 +116,7 @@ func newLeaseRunner(c *Consumer, l Lease, fromStart bool, written time.Time) *le
 		quit:     make(chan struct{}),
 		procDone: make(chan struct{}),
 		readDone: make(chan struct{}),
+		proc:     processorState{sent: make(chan struct{}, 1)},
 	}
 	r.behind.Store(-1)
 	return r
@@ -127,13 +128,12 @@ func (r *leaseRunner) run(parent context.Context) {
 	batches := make(chan *Batch)
 	fetchCtx, fetchCancel := context.WithCancel(r.leaseCtx)
 	rd := r.c.newReader(r)
-	r.proc.spawn = func() { r.processor(batches, fetchCancel) }
+	r.proc.start(func() { r.processor(batches, fetchCancel) })
 	var reading sync.WaitGroup
 	reading.Go(func() {
 		defer close(r.readDone)
 		rd.read(fetchCtx, batches)
 	})
-	r.proc.ensure() // the start hook, before the first batch
 	// The grace period starts when the runner is told to stop (stop) or
 	// its lease's context ends; either end needs a processor to see it.
 	unwatch := context.AfterFunc(r.leaseCtx, func() {
