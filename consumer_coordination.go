@@ -322,12 +322,13 @@ func (sc *scheduler) onNote(n noteSeen) {
 			sc.unnamed(time.Now())
 		}
 	}
+	wake, watch := balance.WakeNote(n.text)
 	switch f := strings.Fields(n.text); {
 	case len(f) == 0:
 	case f[0] == balance.NoteWake || f[0] == balance.NoteLead:
-		sc.c.log.Debug("woken by the coordinator: listing", "shard", n.shard, "note", f[0])
+		sc.c.log.Debug("woken by the coordinator: listing", "shard", n.shard, "note", n.text)
 		cd.live.led = cd.live.led || f[0] == balance.NoteLead
-		sc.woken(time.Now())
+		sc.woken(time.Now(), watch)
 	case f[0] == balance.NoteDeputy && len(f) >= 2:
 		if cd.role == uncoordinated {
 			return // it cannot read the coordinator's row
@@ -340,9 +341,9 @@ func (sc *scheduler) onNote(n noteSeen) {
 			sc.become(deputy)
 		}
 		sc.armWatch()
-		if len(f) >= 4 && f[3] == balance.NoteWake {
-			sc.c.log.Debug("woken by the coordinator: listing", "shard", n.shard, "note", "deputy wake")
-			sc.woken(time.Now())
+		if wake {
+			sc.c.log.Debug("woken by the coordinator: listing", "shard", n.shard, "note", n.text)
+			sc.woken(time.Now(), watch)
 		}
 	}
 }
@@ -618,7 +619,7 @@ func (sc *scheduler) nextNonce() uint64 {
 
 // writeNote carries out a note intent on the row of tl it names.
 func (sc *scheduler) writeNote(ctx context.Context, tl *takeListing, it balance.Intent) {
-	sc.note(ctx, tl.byShard[it.Row.Shard], balance.NoteText(it.Kind, sc.cd.first, sc.nextNonce()))
+	sc.note(ctx, tl.byShard[it.Row.Shard], balance.NoteText(it, sc.cd.first, sc.nextNonce()))
 }
 
 // note writes a note; a failure is logged (the next listing tries again).
