@@ -26,9 +26,10 @@ import (
 //     makes a worker the coordinator: it is fenced by that lease's own
 //     writes, and costs no write of its own.
 //   - the deputies: two workers the coordinator names with a note (one in
-//     a fleet of two). Each reads the coordinator's lease row twice a take
-//     interval (one eventually consistent GetItem) and starts listing the
-//     moment the row stands still longer than a renewal or shows no owner,
+//     a fleet of two). Each reads the coordinator's lease row once a take
+//     interval (one eventually consistent GetItem), and once more the
+//     moment it would have stood still long enough, and starts listing when
+//     the row stands still longer than a renewal or shows no owner,
 //     so that it takes the lease (and with it coordination) when the
 //     coordinator is gone; two, so that any two workers failing together
 //     leave one watching (consumer_liveness.go).
@@ -165,13 +166,16 @@ type leadState struct {
 // watch is the deputy's rule. While a deputy note names this worker on a
 // row it holds (row), or until a moment after a listing showed no deputy
 // for the first lease (until: long enough for the coordinator to name one
-// and for it to read its naming), it looks at the first lease every half
-// take interval, give or take a fifth (lookTimer), and lists as soon as
-// that row shows no owner or a counter that stood still longer than a
-// renewal and half a take interval.
+// and for it to read its naming), it looks at the first lease every take
+// interval, less up to a fifth (lookTimer), and lists as soon as that row
+// shows no owner or a counter that stood still longer than a renewal and
+// half a take interval. A look comes sooner when that moment (stallAt, as
+// the last look showed the row) falls before: the alarm is raised at it,
+// not up to a period later.
 type watch struct {
-	row   string
-	until time.Time
+	row     string
+	until   time.Time
+	stallAt time.Time
 }
 
 // looks reports whether the rule looks at the first lease at now; holds
@@ -348,11 +352,17 @@ func (sc *scheduler) onNote(n noteSeen) {
 	}
 }
 
-// armWatch schedules the next look at the coordinator's row: half a take
-// interval, give or take a fifth, so deputies do not move in step.
+// armWatch schedules the next look at the coordinator's row: a take
+// interval, less up to a fifth so that deputies do not move in step, or
+// the moment the row as last seen would have stood still long enough for
+// the alarm (watch.stallAt), if that comes first.
 func (sc *scheduler) armWatch() {
-	half := sc.c.cfg.takeInterval / 2
-	sc.cd.lookTimer.Reset(half*4/5 + rand.N(half*2/5+1))
+	t := sc.c.cfg.takeInterval
+	d := t - rand.N(t/5+1)
+	if until := time.Until(sc.cd.watch.stallAt); until > 0 {
+		d = min(d, until)
+	}
+	sc.cd.lookTimer.Reset(d)
 }
 
 // watches reports whether this worker watches the coordinator now (see
@@ -448,6 +458,7 @@ func (sc *scheduler) lookAtFirst(ctx context.Context) {
 	}
 	now := time.Now()
 	o := observeRow(sc.obs, cd.first, l.Counter, l.Owner, now)
+	cd.watch.stallAt = o.changed.Add(sc.stall(l))
 	if sc.adoptFirst(ctx, l) || sc.yielded(l, now) {
 		return
 	}
