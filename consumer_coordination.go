@@ -648,10 +648,10 @@ func (sc *scheduler) note(ctx context.Context, l Lease, text string) {
 	c.log.Debug("note written", "shard", l.Key.Shard, "holder", l.Owner, "note", text)
 }
 
-// passLead is a leaving coordinator's last act: it tells two other workers
-// (its deputies if it named them) to list, so that the leases it is about
-// to release are taken even when a deputy had not learnt of its naming
-// yet, or leaves at the same time.
+// passLead is a leaving coordinator's last act, once its runners have
+// released their leases: it tells two other workers (its deputies if it
+// named them) to list, so that those leases are taken even when a deputy
+// had not learnt of its naming yet, or leaves at the same time.
 func (sc *scheduler) passLead(ctx context.Context) {
 	cd := &sc.cd
 	if cd.role != coordinator {
