@@ -26,9 +26,10 @@ import (
 //     makes a worker the coordinator: it is fenced by that lease's own
 //     writes, and costs no write of its own.
 //   - the deputies: two workers the coordinator names with a note (one in
-//     a fleet of two). Each reads the coordinator's lease row twice a take
-//     interval (one eventually consistent GetItem) and starts listing the
-//     moment the row stands still longer than a renewal or shows no owner,
+//     a fleet of two). Each reads the coordinator's lease row once a take
+//     interval (one eventually consistent GetItem), and once more the
+//     moment it would have stood still long enough, and starts listing when
+//     the row stands still longer than a renewal or shows no owner,
 //     so that it takes the lease (and with it coordination) when the
 //     coordinator is gone; two, so that any two workers failing together
 //     leave one watching (consumer_liveness.go).
@@ -165,13 +166,16 @@ type leadState struct {
 // watch is the deputy's rule. While a deputy note names this worker on a
 // row it holds (row), or until a moment after a listing showed no deputy
 // for the first lease (until: long enough for the coordinator to name one
-// and for it to read its naming), it looks at the first lease every half
-// take interval, give or take a fifth (lookTimer), and lists as soon as
-// that row shows no owner or a counter that stood still longer than a
-// renewal and half a take interval.
+// and for it to read its naming), it looks at the first lease every take
+// interval, less up to a fifth (lookTimer), and lists as soon as that row
+// shows no owner or a counter that stood still longer than a renewal and
+// half a take interval. A look comes sooner when that moment (stallAt, as
+// the last look showed the row) falls before: the alarm is raised at it,
+// not up to a period later.
 type watch struct {
-	row   string
-	until time.Time
+	row     string
+	until   time.Time
+	stallAt time.Time
 }
 
 // looks reports whether the rule looks at the first lease at now; holds
@@ -322,12 +326,13 @@ func (sc *scheduler) onNote(n noteSeen) {
 			sc.unnamed(time.Now())
 		}
 	}
+	wake, watch := balance.WakeNote(n.text)
 	switch f := strings.Fields(n.text); {
 	case len(f) == 0:
 	case f[0] == balance.NoteWake || f[0] == balance.NoteLead:
-		sc.c.log.Debug("woken by the coordinator: listing", "shard", n.shard, "note", f[0])
+		sc.c.log.Debug("woken by the coordinator: listing", "shard", n.shard, "note", n.text)
 		cd.live.led = cd.live.led || f[0] == balance.NoteLead
-		sc.woken(time.Now())
+		sc.woken(time.Now(), watch)
 	case f[0] == balance.NoteDeputy && len(f) >= 2:
 		if cd.role == uncoordinated {
 			return // it cannot read the coordinator's row
@@ -340,18 +345,24 @@ func (sc *scheduler) onNote(n noteSeen) {
 			sc.become(deputy)
 		}
 		sc.armWatch()
-		if len(f) >= 4 && f[3] == balance.NoteWake {
-			sc.c.log.Debug("woken by the coordinator: listing", "shard", n.shard, "note", "deputy wake")
-			sc.woken(time.Now())
+		if wake {
+			sc.c.log.Debug("woken by the coordinator: listing", "shard", n.shard, "note", n.text)
+			sc.woken(time.Now(), watch)
 		}
 	}
 }
 
-// armWatch schedules the next look at the coordinator's row: half a take
-// interval, give or take a fifth, so deputies do not move in step.
+// armWatch schedules the next look at the coordinator's row: a take
+// interval, less up to a fifth so that deputies do not move in step, or
+// the moment the row as last seen would have stood still long enough for
+// the alarm (watch.stallAt), if that comes first.
 func (sc *scheduler) armWatch() {
-	half := sc.c.cfg.takeInterval / 2
-	sc.cd.lookTimer.Reset(half*4/5 + rand.N(half*2/5+1))
+	t := sc.c.cfg.takeInterval
+	d := t - rand.N(t/5+1)
+	if until := time.Until(sc.cd.watch.stallAt); until > 0 {
+		d = min(d, until)
+	}
+	sc.cd.lookTimer.Reset(d)
 }
 
 // watches reports whether this worker watches the coordinator now (see
@@ -447,6 +458,7 @@ func (sc *scheduler) lookAtFirst(ctx context.Context) {
 	}
 	now := time.Now()
 	o := observeRow(sc.obs, cd.first, l.Counter, l.Owner, now)
+	cd.watch.stallAt = o.changed.Add(sc.stall(l))
 	if sc.adoptFirst(ctx, l) || sc.yielded(l, now) {
 		return
 	}
@@ -618,7 +630,7 @@ func (sc *scheduler) nextNonce() uint64 {
 
 // writeNote carries out a note intent on the row of tl it names.
 func (sc *scheduler) writeNote(ctx context.Context, tl *takeListing, it balance.Intent) {
-	sc.note(ctx, tl.byShard[it.Row.Shard], balance.NoteText(it.Kind, sc.cd.first, sc.nextNonce()))
+	sc.note(ctx, tl.byShard[it.Row.Shard], balance.NoteText(it, sc.cd.first, sc.nextNonce()))
 }
 
 // note writes a note; a failure is logged (the next listing tries again).
@@ -636,10 +648,10 @@ func (sc *scheduler) note(ctx context.Context, l Lease, text string) {
 	c.log.Debug("note written", "shard", l.Key.Shard, "holder", l.Owner, "note", text)
 }
 
-// passLead is a leaving coordinator's last act: it tells two other workers
-// (its deputies if it named them) to list, so that the leases it is about
-// to release are taken even when a deputy had not learnt of its naming
-// yet, or leaves at the same time.
+// passLead is a leaving coordinator's last act, once its runners have
+// released their leases: it tells two other workers (its deputies if it
+// named them) to list, so that those leases are taken even when a deputy
+// had not learnt of its naming yet, or leaves at the same time.
 func (sc *scheduler) passLead(ctx context.Context) {
 	cd := &sc.cd
 	if cd.role != coordinator {

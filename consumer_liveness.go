@@ -86,11 +86,15 @@ func (sc *scheduler) leads() bool {
 	return r == coordinator || r == alarmed || sc.cd.live.led
 }
 
-// woken is a wake or lead note: this worker lists now, and goes on for a
+// woken is a wake or lead note: this worker lists now. When watch is set
+// (a lead, or a wake for leases that must expire) it goes on for a
 // renewal and a take interval, so that it sees for itself which leases
-// stand still (and then lists on until they expire).
-func (sc *scheduler) woken(now time.Time) {
-	sc.cd.live.listUntil = now.Add(sc.c.cfg.renewInterval + sc.c.cfg.takeInterval)
+// stand still (and then lists on until they expire); otherwise it stops
+// once a round leaves it nothing to do.
+func (sc *scheduler) woken(now time.Time, watch bool) {
+	if watch {
+		sc.cd.live.listUntil = now.Add(sc.c.cfg.renewInterval + sc.c.cfg.takeInterval)
+	}
 	sc.catchUp()
 	sc.poke(sc.wake)
 }

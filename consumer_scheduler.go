@@ -321,9 +321,9 @@ func (sc *scheduler) shutdown(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.shutdownTimeout)
 	defer cancel()
 	sc.withdraw(ctx)
-	sc.passLead(ctx)
 	c.stats.coordinating.Store(false)
 	sc.stopRunners()
+	sc.passLead(ctx) // after the releases, as a drain does: the led list and find them free
 	sc.releaseLate(ctx)
 	sc.removeRow(ctx)
 	c.log.Info("stopped")

@@ -13,11 +13,13 @@ import (
 // for your share), "deputy <first shard> <nonce>" (watch that row),
 // "deputy <first shard> <nonce> wake" (watch it, and list now) and
 // "lead <nonce>" (you hold the first readable lease now, or must take it:
-// list).
+// list). A wake that ends in "watch" asks its reader to list on until it
+// can judge which leases stand still (Intent.Watch).
 const (
 	NoteWake   = "wake"
 	NoteDeputy = "deputy"
 	NoteLead   = "lead"
+	NoteWatch  = "watch"
 )
 
 // Deputies is how many workers watch the first lease, each on a row of
@@ -25,21 +27,43 @@ const (
 // coordinator and its deputies watching the others.
 const Deputies = 2
 
-// NoteText returns the text of the note intent k writes (Deputy, Wake or
-// Lead): first is the shard a deputy watches, nonce tells one note from
-// the one before.
-func NoteText(k Kind, first string, nonce uint64) string {
-	switch k {
+// NoteText returns the text of the note intent it writes (Deputy, Wake,
+// WakeDeputy or Lead): first is the shard a deputy watches, nonce tells
+// one note from the one before.
+func NoteText(it Intent, first string, nonce uint64) string {
+	watch := ""
+	if it.Watch {
+		watch = " " + NoteWatch
+	}
+	switch it.Kind {
 	case Deputy:
 		return fmt.Sprintf("%s %s %x", NoteDeputy, first, nonce)
 	case WakeDeputy:
-		return fmt.Sprintf("%s %s %x %s", NoteDeputy, first, nonce, NoteWake)
+		return fmt.Sprintf("%s %s %x %s%s", NoteDeputy, first, nonce, NoteWake, watch)
 	case Wake:
-		return fmt.Sprintf("%s %x", NoteWake, nonce)
+		return fmt.Sprintf("%s %x%s", NoteWake, nonce, watch)
 	case Lead:
 		return fmt.Sprintf("%s %x", NoteLead, nonce)
 	}
 	return ""
+}
+
+// WakeNote reports whether note asks its reader to list now (a wake, a lead,
+// a deputy naming with a wake), and whether to list on until it can judge
+// which leases stand still (a wake ending in watch, and every lead).
+func WakeNote(note string) (wake, watch bool) {
+	f := strings.Fields(note)
+	switch {
+	case len(f) == 0:
+		return false, false
+	case f[0] == NoteLead:
+		return true, true
+	case f[0] == NoteWake:
+		return true, len(f) >= 3 && f[2] == NoteWatch
+	case f[0] == NoteDeputy && len(f) >= 4 && f[3] == NoteWake:
+		return true, len(f) >= 5 && f[4] == NoteWatch
+	}
+	return false, false
 }
 
 // DeputyFirst returns the shard a deputy note asks to watch, and false for
@@ -181,9 +205,11 @@ func CoordinatorNotes(in Listing, p Plan, held map[string]bool, woken map[string
 // no deputy when the owner has one; else on a deputy's row as WakeDeputy,
 // whose note keeps the naming. naming are the rows being named deputy
 // now: their owners are woken through the naming's note, as WakeDeputy.
+// Every wake has Watch set while an open lease is not free (expired, or
+// stalled beyond me's room): the woken must time those on their own clock.
 func Wakes(in Listing, p Plan, held map[string]bool, naming map[string]bool, woken map[string]Woken, now time.Time, lease time.Duration) ([]Intent, map[string]Woken) {
 	load := maps.Clone(p.Load)
-	mine, open, stalled := 0, 0, 0
+	mine, free, expired, stalled := 0, 0, 0, 0
 	for _, l := range in.Rows {
 		if held[l.Shard] {
 			mine++
@@ -193,15 +219,22 @@ func Wakes(in Listing, p Plan, held map[string]bool, naming map[string]bool, wok
 		id := l.Shard
 		switch {
 		case held[id] || in.Refused[id] || in.Skip[id]:
-		case l.Owner == "" || in.Expired[id]:
-			open++
+		case l.Owner == "":
+			free++
+		case in.Expired[id]:
+			expired++
 		case in.Stalled[id] && l.Owner != in.Me:
 			stalled++
 		}
 	}
-	if in.MaxLeases > 0 && mine+open+stalled > in.MaxLeases {
-		open += stalled // me will not take them all when they expire
+	// Leases that must expire for the woken before they may take them:
+	// they list on until they can judge that (Intent.Watch). A free lease
+	// needs one listing.
+	timed := expired
+	if in.MaxLeases > 0 && mine+free+expired+stalled > in.MaxLeases {
+		timed += stalled // me will not take them all when they expire
 	}
+	open := free + timed
 	load[in.Me] = mine
 	most := 0
 	for _, n := range load {
@@ -241,7 +274,9 @@ func Wakes(in Listing, p Plan, held map[string]bool, naming map[string]bool, wok
 			wait = min(2*ws.Wait, 32*lease)
 		}
 		next[owner] = Woken{At: now, Load: n, Wait: wait}
-		out = append(out, wakeOn(rows[owner], naming))
+		it := wakeOn(rows[owner], naming)
+		it.Watch = timed > 0
+		out = append(out, it)
 	}
 	return out, next
 }

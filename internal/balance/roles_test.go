@@ -19,16 +19,38 @@ func noted(ls []Row, notes map[string]string) []Row {
 }
 
 func TestNoteText(t *testing.T) {
-	assert.Equal(t, "deputy s00 ff", NoteText(Deputy, "s00", 255))
-	assert.Equal(t, "deputy s00 ff wake", NoteText(WakeDeputy, "s00", 255))
-	assert.Equal(t, "wake 10", NoteText(Wake, "s00", 16))
-	assert.Equal(t, "lead 1", NoteText(Lead, "", 1))
-	first, ok := DeputyFirst(NoteText(Deputy, "s07", 3))
+	assert.Equal(t, "deputy s00 ff", NoteText(Intent{Kind: Deputy}, "s00", 255))
+	assert.Equal(t, "deputy s00 ff wake", NoteText(Intent{Kind: WakeDeputy}, "s00", 255))
+	assert.Equal(t, "deputy s00 ff wake watch", NoteText(Intent{Kind: WakeDeputy, Watch: true}, "s00", 255))
+	assert.Equal(t, "wake 10", NoteText(Intent{Kind: Wake}, "s00", 16))
+	assert.Equal(t, "wake 10 watch", NoteText(Intent{Kind: Wake, Watch: true}, "s00", 16))
+	assert.Equal(t, "lead 1", NoteText(Intent{Kind: Lead}, "", 1))
+	first, ok := DeputyFirst(NoteText(Intent{Kind: Deputy}, "s07", 3))
 	assert.True(t, ok)
 	assert.Equal(t, "s07", first)
 	for _, note := range []string{"", "wake 1", "deputy", "please hand this over"} {
 		_, ok := DeputyFirst(note)
 		assert.False(t, ok, "%q names no deputy", note)
+	}
+}
+
+func TestWakeNote(t *testing.T) {
+	for _, tc := range []struct {
+		note        string
+		wake, watch bool
+	}{
+		{note: "wake 1f", wake: true},
+		{note: "wake 1f watch", wake: true, watch: true},
+		{note: "lead 1f", wake: true, watch: true},
+		{note: "deputy s00 1f"},
+		{note: "deputy s00 1f wake", wake: true},
+		{note: "deputy s00 1f wake watch", wake: true, watch: true},
+		{note: ""},
+		{note: "please hand this over"},
+	} {
+		wake, watch := WakeNote(tc.note)
+		assert.Equal(t, tc.wake, wake, "%q wakes", tc.note)
+		assert.Equal(t, tc.watch, watch, "%q watches", tc.note)
 	}
 }
 
@@ -125,6 +147,7 @@ func TestWakes(t *testing.T) {
 	p := PlanRound(in, seeded())
 	wakes, woken := Wakes(in, p, in.Held, nil, nil, t0, L)
 	assert.Equal(t, []string{"s06", "s08"}, shards(wakes), "b and c are woken, by owner")
+	assert.False(t, wakes[0].Watch || wakes[1].Watch, "for loads alone: one listing is enough")
 	assert.Equal(t, Woken{At: t0, Load: 2, Wait: L}, woken["b"])
 
 	again, _ := Wakes(in, p, in.Held, nil, woken, t0.Add(L/2), L)
@@ -157,6 +180,14 @@ func TestWakes(t *testing.T) {
 	capped.Stalled = set("s07", "s08")
 	stalled, _ = Wakes(capped, PlanRound(capped, seeded()), capped.Held, nil, nil, t0, L)
 	assert.Equal(t, []string{"s05"}, shards(stalled), "at its cap, me wakes the owners below their share for the leases it could not take when they expire")
+	assert.True(t, stalled[0].Watch, "those leases must expire for the woken: they list on")
+
+	free := Listing{Me: "a", Rows: append(append(rows(0, 3, "a"), rows(3, 1, "b")...), rows(4, 2, "")...), Held: heldBy(rows(0, 3, "a"), "a")}
+	freeWakes, _ := Wakes(free, PlanRound(free, seeded()), free.Held, nil, nil, t0, L)
+	assert.Equal(t, []Intent{{Kind: Wake, Row: free.Rows[3]}}, freeWakes, "for free leases: one listing takes them, no watch")
+	free.Rows[4].Owner, free.Expired = "c", set("s04")
+	expiredWakes, _ := Wakes(free, PlanRound(free, seeded()), free.Held, nil, nil, t0, L)
+	assert.True(t, len(expiredWakes) == 1 && expiredWakes[0].Watch, "an expired lease left open: the woken time it themselves")
 
 	gone := Listing{Me: "a", Rows: rows(0, 9, "a"), Held: heldBy(rows(0, 9, "a"), "a")}
 	_, woken = Wakes(gone, PlanRound(gone, seeded()), gone.Held, nil, woken, t0, L)

@@ -47,6 +47,11 @@ func (k Kind) String() string {
 type Intent struct {
 	Kind Kind
 	Row  Row
+	// Watch, on a Wake or WakeDeputy, asks the woken worker to list on
+	// until it can judge on its own clock which leases stand still: some
+	// of the leases it is woken for must expire for it before it may take
+	// them.
+	Watch bool
 }
 
 // stage is where a Round is in its plan.

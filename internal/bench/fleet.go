@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -25,6 +26,7 @@ type fleet struct {
 	fake    *shardleasetest.Kinesis
 	dyn     *dyncount.Client
 	store   *shardlease.DynamoStore
+	table   string
 	stream  string
 	shards  int
 	lease   time.Duration
@@ -43,6 +45,8 @@ type consistentOnly struct {
 type fleetWorker struct {
 	run *running
 	sw  *crash.Switch
+	// dyn counts this worker's own calls (they go on through fleet.dyn).
+	dyn *dyncount.Client
 }
 
 func newFleet(ctx context.Context, e *env, shards int, lease time.Duration) (*fleet, error) {
@@ -57,6 +61,7 @@ func newFleet(ctx context.Context, e *env, shards int, lease time.Duration) (*fl
 	}
 	dc := emulator.NewDynamoClient(e.dynamo)
 	table := emulator.UniqueName("fleet")
+	f.table = table
 	if err := shardlease.CreateTable(ctx, dc, table); err != nil {
 		return nil, err
 	}
@@ -71,9 +76,14 @@ func newFleet(ctx context.Context, e *env, shards int, lease time.Duration) (*fl
 func (f *fleet) start() error {
 	sw := &crash.Switch{}
 	id := fmt.Sprintf("w%03d", len(f.workers))
-	var store shardlease.LeaseStore = f.store
+	dyn := &dyncount.Client{DynamoDBAPI: f.dyn, Capacity: true, ConsistentScanFix: true}
+	ds, err := shardlease.NewDynamoStore(dyn, f.table)
+	if err != nil {
+		return err
+	}
+	var store shardlease.LeaseStore = ds
 	if f.consistent {
-		store = consistentOnly{f.store, f.store}
+		store = consistentOnly{ds, ds}
 	}
 	r, err := startConsumer(crash.Kinesis(f.fake, sw), crash.Store(store, sw), f.stream,
 		func(context.Context, *shardlease.Batch) error { return nil },
@@ -82,7 +92,7 @@ func (f *fleet) start() error {
 	if err != nil {
 		return err
 	}
-	f.workers = append(f.workers, &fleetWorker{run: r, sw: sw})
+	f.workers = append(f.workers, &fleetWorker{run: r, sw: sw, dyn: dyn})
 	return nil
 }
 
@@ -142,18 +152,58 @@ func (f *fleet) coordinator() *fleetWorker {
 type fleetUsage struct {
 	readUnits, writeUnits float64
 	reads, writes         int64
+	scans, gets           int64
 	window                time.Duration
+	// readers names each worker that read in the window, with its reads.
+	readers []string
 }
 
-// measureUsage counts the fleet's DynamoDB use over window.
+// perMin returns n per minute of the window.
+func (u fleetUsage) perMin(n int64) float64 { return float64(n) / u.window.Minutes() }
+
+// readsShown is the read units per minute, with the Scans and GetItems
+// they were made of.
+func (u fleetUsage) readsShown() string {
+	return fmt.Sprintf("%.0f (%.0f Scans, %.0f GetItems)", u.readUnits/u.window.Minutes(), u.perMin(u.scans), u.perMin(u.gets))
+}
+
+// measureUsage counts the fleet's DynamoDB use over window, and each
+// worker's reads.
 func (f *fleet) measureUsage(window time.Duration) fleetUsage {
+	type reads struct {
+		scans, gets int64
+		units       float64
+	}
+	snap := func() []reads {
+		out := make([]reads, len(f.workers))
+		for i, w := range f.workers {
+			out[i] = reads{w.dyn.Count(dyncount.OpScan), w.dyn.Count(dyncount.OpGetItem), w.dyn.ReadUnits()}
+		}
+		return out
+	}
 	r0, w0, n0, m0 := f.dyn.ReadUnits(), f.dyn.WriteUnits(), f.dyn.Reads(), f.dyn.Writes()
+	s0, g0, by0 := f.dyn.Count(dyncount.OpScan), f.dyn.Count(dyncount.OpGetItem), snap()
 	t0 := time.Now()
 	time.Sleep(window)
-	return fleetUsage{
+	u := fleetUsage{
 		readUnits: f.dyn.ReadUnits() - r0, writeUnits: f.dyn.WriteUnits() - w0,
-		reads: f.dyn.Reads() - n0, writes: f.dyn.Writes() - m0, window: time.Since(t0),
+		reads: f.dyn.Reads() - n0, writes: f.dyn.Writes() - m0,
+		scans: f.dyn.Count(dyncount.OpScan) - s0, gets: f.dyn.Count(dyncount.OpGetItem) - g0,
+		window: time.Since(t0),
 	}
+	for i, r := range snap() {
+		d := reads{r.scans - by0[i].scans, r.gets - by0[i].gets, r.units - by0[i].units}
+		if d.scans+d.gets > 0 {
+			u.readers = append(u.readers, fmt.Sprintf("%s %d Scans %d GetItems %.1f RU", f.workers[i].run.c.OwnerID(), d.scans, d.gets, d.units))
+		}
+	}
+	return u
+}
+
+// logReaders prints who read in a fleet's window, so that a read figure
+// can be traced to the workers and calls that made it.
+func logReaders(e *env, what string, u fleetUsage) {
+	e.logf("  %s, read in %v by: %s", what, u.window.Round(time.Second), strings.Join(u.readers, "; "))
 }
 
 // balancedFleet starts n workers over shards and waits until they are
@@ -234,6 +284,51 @@ func fleetFailover(ctx context.Context, e *env, shards, n int, lease time.Durati
 	return time.Since(t0), nil
 }
 
+// measureFleetReads adds the read rows of 64 shards with 2, 8 and 32
+// workers, and of 2 workers listing as before coordination; it returns the
+// writes per lease a minute of the 8-worker fleet.
+func measureFleetReads(ctx context.Context, e *env, sec, timing string) (float64, error) {
+	lease, window := defLease, e.sz.fleetWindow
+	perMin := map[int]float64{}
+	var writesPerLease float64
+	for _, n := range []int{2, 8, 32} {
+		u, err := runFleet(ctx, e, 64, n, lease, window, false)
+		if err != nil {
+			return 0, err
+		}
+		perMin[n] = u.readUnits / u.window.Minutes()
+		logReaders(e, fmt.Sprintf("64 shards, %d workers", n), u)
+		note := ""
+		if n == 2 {
+			note = fmt.Sprintf("64 shards; %s; read capacity units DynamoDB reported (ReturnConsumedCapacity), summed over every GetItem and Scan page of the fleet for %v after the workers were balanced (in brackets: Scan pages and GetItems a minute; the progress lines name the workers that made them); dynalite prices every Scan page as eventually consistent, so a consistent page is counted twice, as DynamoDB charges it", timing, window)
+		}
+		e.add(row{Section: sec, Metric: fmt.Sprintf("64 shards, %d workers: read units per minute", n), Value: perMin[n], Unit: "RCU/min",
+			Shown: u.readsShown(), Target: "-", Note: note})
+		if n == 8 {
+			writesPerLease = float64(u.writes) / 64 / u.window.Minutes()
+		}
+	}
+	// The same 2-worker fleet listing with consistent Scans, as take rounds
+	// did before they listed eventually consistent.
+	uc, err := runFleet(ctx, e, 64, 2, lease, window, true)
+	if err != nil {
+		return 0, err
+	}
+	cons := uc.readUnits / uc.window.Minutes()
+	logReaders(e, "64 shards, 2 workers, every worker listing", uc)
+	e.add(row{Section: sec, Metric: "64 shards, 2 workers, before coordination (every worker lists, consistently): read units per minute", Value: cons, Unit: "RCU/min",
+		Shown: uc.readsShown(), Target: "-",
+		Note: "the store's notes and eventually consistent listing hidden, so every worker lists with consistent Scans every take interval, as before coordination"})
+	ec := perMin[2] / cons
+	e.add(row{Section: sec, Metric: "64 shards, 2 workers: read units, coordination / before", Value: ec, Unit: "ratio",
+		Shown: fmt.Sprintf("%.2f", ec), Target: "<= 0.55", OK: okp(ec <= 0.55)})
+	ratio := perMin[32] / perMin[2]
+	e.add(row{Section: sec, Metric: "64 shards: read units, 32 workers / 2 workers", Value: ratio, Unit: "ratio",
+		Shown: fmt.Sprintf("%.2f", ratio), Target: "<= 1.5", OK: okp(ratio <= 1.5),
+		Note: "both list every take interval from one coordinator; 2 workers have one deputy, 32 have two, each reading the first lease with a GetItem about once a take interval"})
+	return writesPerLease, nil
+}
+
 // fleetSection is the fleet rows' section.
 const fleetSection = "fleet (dynalite, consumed capacity; in-process workers and Kinesis fake)"
 
@@ -244,43 +339,12 @@ const fleetSection = "fleet (dynalite, consumed capacity; in-process workers and
 func measureFleet(ctx context.Context, e *env) error {
 	const sec = fleetSection
 	lease := defLease
-	window := e.sz.fleetWindow
 	timing := fmt.Sprintf("default timings (lease %v, renew %v, take %v)", lease, defRenew.Round(10*time.Millisecond), defTake)
 
-	perMin := map[int]float64{}
-	var writesPerLease float64
-	for _, n := range []int{2, 8, 32} {
-		u, err := runFleet(ctx, e, 64, n, lease, window, false)
-		if err != nil {
-			return err
-		}
-		perMin[n] = u.readUnits / u.window.Minutes()
-		note := ""
-		if n == 2 {
-			note = fmt.Sprintf("64 shards; %s; read capacity units DynamoDB reported (ReturnConsumedCapacity), summed over every GetItem and Scan page of the fleet for %v after the workers were balanced; dynalite prices every Scan page as eventually consistent, so a consistent page is counted twice, as DynamoDB charges it", timing, window)
-		}
-		e.add(row{Section: sec, Metric: fmt.Sprintf("64 shards, %d workers: read units per minute", n), Value: perMin[n], Unit: "RCU/min",
-			Shown: fmt.Sprintf("%.0f (%.0f reads)", perMin[n], float64(u.reads)/u.window.Minutes()), Target: "-", Note: note})
-		if n == 8 {
-			writesPerLease = float64(u.writes) / 64 / u.window.Minutes()
-		}
-	}
-	// The same 2-worker fleet listing with consistent Scans, as take rounds
-	// did before they listed eventually consistent.
-	uc, err := runFleet(ctx, e, 64, 2, lease, window, true)
+	writesPerLease, err := measureFleetReads(ctx, e, sec, timing)
 	if err != nil {
 		return err
 	}
-	cons := uc.readUnits / uc.window.Minutes()
-	e.add(row{Section: sec, Metric: "64 shards, 2 workers, before coordination (every worker lists, consistently): read units per minute", Value: cons, Unit: "RCU/min",
-		Shown: fmt.Sprintf("%.0f (%.0f reads)", cons, float64(uc.reads)/uc.window.Minutes()), Target: "-",
-		Note: "the store's notes and eventually consistent listing hidden, so every worker lists with consistent Scans every take interval, as before coordination"})
-	ec := perMin[2] / cons
-	e.add(row{Section: sec, Metric: "64 shards, 2 workers: read units, coordination / before", Value: ec, Unit: "ratio",
-		Shown: fmt.Sprintf("%.2f", ec), Target: "<= 0.55", OK: okp(ec <= 0.55)})
-	ratio := perMin[32] / perMin[2]
-	e.add(row{Section: sec, Metric: "64 shards: read units, 32 workers / 2 workers", Value: ratio, Unit: "ratio",
-		Shown: fmt.Sprintf("%.2f", ratio), Target: "<= 1.5", OK: okp(ratio <= 1.5)})
 
 	if err := measureFleetLarge(ctx, e); err != nil {
 		return err
@@ -331,8 +395,9 @@ func measureFleetLarge(ctx context.Context, e *env) error {
 		return err
 	}
 	v := u.readUnits / float64(shards) / u.window.Minutes()
+	logReaders(e, fmt.Sprintf("%d shards, %d workers", shards, workers), u)
 	e.add(row{Section: fleetSection, Metric: fmt.Sprintf("%d shards, %d workers: read units per shard per minute", shards, workers), Value: v, Unit: "RCU/shard/min",
 		Shown: fmt.Sprintf("%.2f", v), Target: "<= 0.4", OK: okp(v <= 0.4),
-		Note: fmt.Sprintf("%s; the full run's size is 1000 shards and 100 workers; -quick runs 25 workers (reads do not depend on how many)", timing)})
+		Note: fmt.Sprintf("%s; the full run's size is 1000 shards and 100 workers; -quick runs 25 workers", timing)})
 	return nil
 }

@@ -168,6 +168,23 @@ func (c *Client) Scan(ctx context.Context, in *dynamodb.ScanInput, o ...func(*dy
 	return out, err
 }
 
+// Count returns the calls of op so far (each Scan page is one).
+func (c *Client) Count(op Op) int64 {
+	switch op {
+	case OpGetItem:
+		return c.gets.Load()
+	case OpPutItem:
+		return c.puts.Load()
+	case OpUpdateItem:
+		return c.updates.Load()
+	case OpDeleteItem:
+		return c.deletes.Load()
+	case OpScan:
+		return c.scans.Load()
+	}
+	return 0
+}
+
 // Reads returns the GetItem calls and Scan pages so far.
 func (c *Client) Reads() int64 { return c.gets.Load() + c.scans.Load() }
 

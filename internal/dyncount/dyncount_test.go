@@ -69,6 +69,9 @@ func TestCounts(t *testing.T) {
 	assert.Equal(t, int64(3), c.Reads(), "GetItem and each Scan page")
 	assert.Equal(t, int64(3), c.Writes(), "PutItem, UpdateItem and DeleteItem")
 	assert.Equal(t, int64(6), c.Calls())
+	for op, n := range map[dyncount.Op]int64{dyncount.OpGetItem: 1, dyncount.OpScan: 2, dyncount.OpPutItem: 1, dyncount.OpUpdateItem: 1, dyncount.OpDeleteItem: 1} {
+		assert.Equal(t, n, c.Count(op), op.String())
+	}
 }
 
 // capacityFake answers with the consumed capacity DynamoDB would report, and
