@@ -550,7 +550,7 @@ func (s *DynamoStore) write(ctx context.Context, op string, held Lease, in *dyna
 		in.ExpressionAttributeValues[":dur"] = durationAttr(d)
 	}
 	if lag, ok := HolderLag(ctx); ok && op != "release" {
-		in.UpdateExpression = aws.String(strings.Replace(aws.ToString(in.UpdateExpression), "SET ", "SET "+lagClause(in.ExpressionAttributeValues, lag, held), 1))
+		in.UpdateExpression = aws.String(lagUpdate(aws.ToString(in.UpdateExpression), in.ExpressionAttributeValues, lag, held))
 	}
 	row, ok, exists, err := s.update(ctx, held.Key, in)
 	switch {

@@ -421,14 +421,33 @@ func rewindClauses(vals map[string]types.AttributeValue, checkpoint string, star
 	return set, remove
 }
 
-// lagClause returns the SET clause that writes lag with the counter the
-// write leaves on the row (held's plus one), filling :behind, :ckptAge and
-// :lagAt in vals.
-func lagClause(vals map[string]types.AttributeValue, lag Lag, held Lease) string {
-	vals[":behind"] = num(lag.BehindLatest.Milliseconds())
-	vals[":ckptAge"] = num(lag.CheckpointAge.Milliseconds())
+// lagUpdate adds the holder's lag to expr, an update with a SET clause:
+// the counter of the write that carries it, and each of its two durations
+// that is not zero (a zero one is removed, so that a caught-up row stays
+// about as small as a row without lag).
+func lagUpdate(expr string, vals map[string]types.AttributeValue, lag Lag, held Lease) string {
+	set := attrLagCounter + " = :lagAt, "
 	vals[":lagAt"] = num(held.Counter + 1)
-	return attrBehind + " = :behind, " + attrCkptAge + " = :ckptAge, " + attrLagCounter + " = :lagAt, "
+	var remove []string
+	for _, a := range []struct {
+		name, placeholder string
+		d                 time.Duration
+	}{{attrBehind, ":behind", lag.BehindLatest}, {attrCkptAge, ":ckptAge", lag.CheckpointAge}} {
+		if ms := a.d.Milliseconds(); ms > 0 {
+			set += a.name + " = " + a.placeholder + ", "
+			vals[a.placeholder] = num(ms)
+		} else {
+			remove = append(remove, a.name)
+		}
+	}
+	expr = strings.Replace(expr, "SET ", "SET "+set, 1)
+	if len(remove) == 0 {
+		return expr
+	}
+	if strings.Contains(expr, "REMOVE ") {
+		return strings.Replace(expr, "REMOVE ", "REMOVE "+strings.Join(remove, ", ")+", ", 1)
+	}
+	return expr + " REMOVE " + strings.Join(remove, ", ")
 }
 
 // decodeLag reads the holder's lag, written by the write that left the
@@ -437,9 +456,9 @@ func lagClause(vals map[string]types.AttributeValue, lag Lag, held Lease) string
 // decision's input, and the holder's next write replaces it.
 func decodeLag(r leaseRow, l *Lease) error {
 	at, ok1, err1 := r.intAttr(attrLagCounter)
-	behind, ok2, err2 := r.intAttr(attrBehind)
-	age, ok3, err3 := r.intAttr(attrCkptAge)
-	if err1 != nil || err2 != nil || err3 != nil || !ok1 || !ok2 || !ok3 || at != l.Counter || behind < 0 || age < 0 {
+	behind, _, err2 := r.intAttr(attrBehind) // absent: zero (see lagUpdate)
+	age, _, err3 := r.intAttr(attrCkptAge)
+	if err1 != nil || err2 != nil || err3 != nil || !ok1 || at != l.Counter || behind < 0 || age < 0 {
 		return nil
 	}
 	l.Lag = &Lag{BehindLatest: time.Duration(behind) * time.Millisecond, CheckpointAge: time.Duration(age) * time.Millisecond}
