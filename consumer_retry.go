@@ -235,9 +235,10 @@ var _ StreamDescriber = (*kinesis.Client)(nil)
 
 // retention is the stream's retention period, learned once.
 type retention struct {
-	mu    sync.Mutex
-	hours int32
-	tried time.Time // last failed attempt; retried after stuckLogEvery
+	mu     sync.Mutex
+	hours  int32
+	tried  time.Time // last failed attempt; retried after stuckLogEvery
+	asking bool      // a DescribeStreamSummary is under way (the lock is not held over it)
 }
 
 // agesOutIn returns how long until a record that arrived at arrival leaves
@@ -263,13 +264,18 @@ func (c *Consumer) learnRetention() {
 	}
 	rt := &c.retention
 	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	if rt.hours > 0 || !rt.tried.IsZero() && time.Since(rt.tried) < stuckLogEvery {
+	if rt.asking || rt.hours > 0 || !rt.tried.IsZero() && time.Since(rt.tried) < stuckLogEvery {
+		rt.mu.Unlock()
 		return
 	}
+	rt.asking = true
+	rt.mu.Unlock()
 	ctx, cancel := context.WithTimeout(bg, c.cfg.renewInterval)
 	defer cancel()
 	out, err := d.DescribeStreamSummary(ctx, &kinesis.DescribeStreamSummaryInput{StreamName: aws.String(c.stream)})
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	rt.asking = false
 	if err != nil || out.StreamDescriptionSummary == nil {
 		rt.tried = time.Now()
 		c.log.Warn("DescribeStreamSummary failed; stuck shards report no time until their records age out", "err", err)
