@@ -4,6 +4,8 @@ import (
 	"context"
 	"strings"
 	"time"
+
+	"github.com/shardlease/shardlease/internal/balance"
 )
 
 // Draining: a worker that hands every lease to the others while its process
@@ -100,6 +102,7 @@ func (sc *scheduler) drainAll(ctx context.Context) {
 	// to list takes them at once, and watches a lease whose abandoned
 	// handler keeps it until it expires.
 	sc.passLead(ctx)
+	sc.wakeCoordinator(ctx)
 	if sc.cd.role != uncoordinated {
 		sc.become(quiet)
 	}
@@ -136,4 +139,23 @@ func (sc *scheduler) drained(ctx context.Context, reply chan error) error {
 		reply <- nil
 	}
 	return sc.stayDrained(ctx)
+}
+
+// wakeCoordinator tells the coordinator, when this worker is not it, that
+// the leases it released are free: a wake note on the first lease's row,
+// which the coordinator's next renewal returns (within a renew interval),
+// makes it list then rather than at its next take tick. A note that finds
+// the row moved on is dropped; the coordinator's next listing takes the
+// leases anyway.
+func (sc *scheduler) wakeCoordinator(ctx context.Context) {
+	cd := &sc.cd
+	if cd.ns == nil || cd.role == coordinator || cd.first == "" {
+		return
+	}
+	for _, l := range cd.recent {
+		if l.Key.Shard == cd.first && l.Owner != "" && l.Owner != sc.c.cfg.identity && l.HandoffTo == "" {
+			sc.note(ctx, l, balance.NoteText(balance.Intent{Kind: balance.Wake}, cd.first, sc.nextNonce()))
+			return
+		}
+	}
 }

@@ -324,6 +324,7 @@ func (sc *scheduler) shutdown(ctx context.Context) {
 	c.stats.coordinating.Store(false)
 	sc.stopRunners()
 	sc.passLead(ctx) // after the releases, as a drain does: the led list and find them free
+	sc.wakeCoordinator(ctx)
 	sc.releaseLate(ctx)
 	sc.removeRow(ctx)
 	c.log.Info("stopped")
