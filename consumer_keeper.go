@@ -213,63 +213,88 @@ func (r *leaseRunner) send(ctx context.Context, held Lease, a attempt) (Lease, e
 // keep renews the lease (checkpoints riding on renewals) and answers
 // flushes until the runner stops, then makes the final write (finish).
 func (r *leaseRunner) keep(parent context.Context) {
-	cfg := r.c.cfg
-	wctx := WithHolderLeaseDuration(context.WithoutCancel(parent), cfg.leaseDuration)
-	tick := time.NewTicker(cfg.checkpointFlush)
-	defer tick.Stop()
-	retry := time.NewTimer(time.Hour)
-	retry.Stop()
-	defer retry.Stop()
-	bo := backoff.Backoff{Min: min(cfg.retryMin, cfg.renewInterval/4), Max: cfg.renewInterval / 3}
+	kl := newKeepLoop(r, parent)
+	defer kl.stop()
+	for kl.next() {
+	}
+}
+
+// keepLoop is the keeper's timers and backoff, kept on the heap so that the
+// keeper waits between writes on a small stack. The keeper goroutine's
+// alone.
+type keepLoop struct {
+	r    *leaseRunner
+	wctx context.Context // the writes' context: the holder's lease duration, never cancelled
+	tick *time.Ticker
 	// cut fires at the cut-off: no write succeeded for almost a lease
 	// duration, so the handler's context is cancelled now, before any
 	// taker may see the lease expired.
-	cut := time.NewTimer(time.Until(r.k.cutoff()))
-	defer cut.Stop()
-	// renew writes when due and reports whether the keeper must stop.
-	renew := func(force bool) (stop bool) {
-		err := r.renew(wctx, force, cut)
-		if err == nil {
-			bo.Reset()
+	cut   *time.Timer
+	retry *time.Timer // made at the first failed write
+	bo    backoff.Backoff
+}
+
+func newKeepLoop(r *leaseRunner, parent context.Context) *keepLoop {
+	cfg := r.c.cfg
+	return &keepLoop{
+		r:    r,
+		wctx: WithHolderLeaseDuration(context.WithoutCancel(parent), cfg.leaseDuration),
+		tick: time.NewTicker(cfg.checkpointFlush),
+		cut:  time.NewTimer(time.Until(r.k.cutoff())),
+		bo:   backoff.Backoff{Min: min(cfg.retryMin, cfg.renewInterval/4), Max: cfg.renewInterval / 3},
+	}
+}
+
+// stop stops the loop's timers.
+func (kl *keepLoop) stop() {
+	kl.tick.Stop()
+	kl.cut.Stop()
+	if kl.retry != nil {
+		kl.retry.Stop()
+	}
+}
+
+// next waits for the keeper's next event and handles it; it reports false
+// when the keeper must stop.
+func (kl *keepLoop) next() bool {
+	r := kl.r
+	select {
+	case <-kl.tick.C:
+		return kl.renew(false)
+	case <-timerC(kl.retry):
+		return kl.renew(true)
+	case reply := <-r.k.flushReq:
+		err := r.renew(kl.wctx, true, kl.cut)
+		stop := err != nil && r.writeFailed(err, &kl.retry, &kl.bo)
+		reply <- err
+		return !stop
+	case <-kl.cut.C:
+		if !r.valid() {
+			r.markLost("no write succeeded since the cut-off, a margin before the lease could expire", nil)
 			return false
 		}
-		return r.writeFailed(err, retry, &bo)
-	}
-	for {
-		select {
-		case <-tick.C:
-			if renew(false) {
-				return
-			}
-		case <-retry.C:
-			if renew(true) {
-				return
-			}
-		case reply := <-r.k.flushReq:
-			err := r.renew(wctx, true, cut)
-			stop := err != nil && r.writeFailed(err, retry, &bo)
-			reply <- err
-			if stop {
-				return
-			}
-		case <-cut.C:
-			if !r.valid() {
-				r.markLost("no write succeeded since the cut-off, a margin before the lease could expire", nil)
-				return
-			}
-		case <-r.h.abandoned:
-			return
-		case <-r.procDone:
-			if r.isAbandoned() {
-				return
-			}
+		return true
+	case <-r.h.abandoned:
+		return false
+	case <-r.procDone:
+		if !r.isAbandoned() {
 			// The reader holds nothing open (a subscription, say) once the
 			// lease is released, so the next holder is not refused.
 			<-r.readDone
-			r.finish(wctx)
-			return
+			r.finish(kl.wctx)
 		}
+		return false
 	}
+}
+
+// renew writes when due; it reports false when the keeper must stop.
+func (kl *keepLoop) renew(force bool) bool {
+	err := kl.r.renew(kl.wctx, force, kl.cut)
+	if err == nil {
+		kl.bo.Reset()
+		return true
+	}
+	return !kl.r.writeFailed(err, &kl.retry, &kl.bo)
 }
 
 // renew makes the keeper's next write when one is due: forced (a retry or a
@@ -305,7 +330,7 @@ func (r *leaseRunner) renew(ctx context.Context, force bool, cut *time.Timer) er
 // writeFailed handles a failed renewal and reports whether the keeper must
 // stop: a refusal or an unusable table loses the lease, as does a lease no
 // longer surely ours; anything else is retried after a backoff.
-func (r *leaseRunner) writeFailed(err error, retry *time.Timer, bo *backoff.Backoff) bool {
+func (r *leaseRunner) writeFailed(err error, retry **time.Timer, bo *backoff.Backoff) bool {
 	switch {
 	case errors.Is(err, ErrLeaseLost):
 		r.markLost("a write was refused", err)
@@ -320,7 +345,11 @@ func (r *leaseRunner) writeFailed(err error, retry *time.Timer, bo *backoff.Back
 	}
 	r.c.count(evWriteFailure, 1)
 	r.log.Warn("lease write failed; retrying", "err", err)
-	retry.Reset(bo.Next())
+	if *retry == nil {
+		*retry = time.NewTimer(bo.Next())
+	} else {
+		(*retry).Reset(bo.Next())
+	}
 	return false
 }
 
@@ -444,4 +473,12 @@ func (r *leaseRunner) endShard(b *Batch) {
 	r.k.mu.Unlock()
 	r.end.raise(stopShardEnd)
 	r.log.Info("shard read to its end")
+}
+
+// timerC is t's channel, or nil (never ready) when there is no timer.
+func timerC(t *time.Timer) <-chan time.Time {
+	if t == nil {
+		return nil
+	}
+	return t.C
 }

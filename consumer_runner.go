@@ -37,7 +37,7 @@ type leaseRunner struct {
 	shard     string
 	key       LeaseKey
 	fromStart bool  // a parent was read by this application: read from the start
-	taken     Lease // the lease as this worker took it: where its reader starts
+	taken     taken // the lease as this worker took it: where its reader starts
 	log       *slog.Logger
 
 	// leaseCtx is the handler's context: cancelled when the lease is lost,
@@ -107,7 +107,8 @@ func (e *ending) get() stopCause { return stopCause(e.cause.Load()) }
 func newLeaseRunner(c *Consumer, l Lease, fromStart bool, written time.Time) *leaseRunner {
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &leaseRunner{
-		c: c, shard: l.Key.Shard, key: l.Key, fromStart: fromStart, taken: l,
+		c: c, shard: l.Key.Shard, key: l.Key, fromStart: fromStart,
+		taken:    taken{checkpoint: l.Checkpoint, sub: l.SubSequence, start: l.Start, counter: l.Counter},
 		log:      c.log.With("shard", l.Key.Shard),
 		leaseCtx: ctx, leaseCancel: cancel,
 		k:        newKeeper(l, c.cfg.cutoff(written), written),
@@ -239,5 +240,13 @@ func (r *leaseRunner) errReleased() error {
 // sub-sequence of the lease as taken, and where its row says a reader
 // starts while it holds no checkpoint.
 func (r *leaseRunner) startsFrom() (seq string, sub int64, start Start) {
-	return r.taken.Checkpoint, r.taken.SubSequence, r.taken.Start
+	return r.taken.checkpoint, r.taken.sub, r.taken.start
+}
+
+// taken is what a runner keeps of the lease as this worker took it.
+type taken struct {
+	checkpoint string
+	sub        int64
+	start      Start
+	counter    int64 // the acquire's: the holding's fencing token
 }
