@@ -17,10 +17,23 @@ import (
 	"github.com/shardlease/shardlease/shardleasetest"
 )
 
+// heapAndStacks returns HeapInuse+StackInuse once collections stop
+// shrinking the stacks: one collection shrinks a goroutine's stack by at
+// most half, so a figure taken after a single one counts the stacks a
+// burst of work grew, which a running process's periodic collections
+// give back (at most five collections).
 func heapAndStacks() uint64 {
-	runtime.GC()
 	var ms runtime.MemStats
+	runtime.GC()
 	runtime.ReadMemStats(&ms)
+	for i := 0; i < 4; i++ {
+		stacks := ms.StackInuse
+		runtime.GC()
+		runtime.ReadMemStats(&ms)
+		if ms.StackInuse >= stacks {
+			break
+		}
+	}
 	return ms.HeapInuse + ms.StackInuse
 }
 
@@ -180,6 +193,6 @@ func measureScale(ctx context.Context, e *env) error {
 		Note: "a take round is one paginated eventually consistent Scan of the stream's rows plus in-memory work; timed from the first page's request to the last page's reply; timed here: " + how})
 	e.add(row{Section: sec, Metric: "memory per held lease (heap + stacks)", Value: perLease, Unit: "bytes",
 		Shown: fmt.Sprintf("%.1f KiB", perLease/1024), Target: "none set",
-		Note: fmt.Sprintf("HeapInuse+StackInuse after GC, with %d leases held, minus before Run; includes the four goroutines of each held lease (runner, keeper, fetcher, processor), the take round's view of all %d rows and the HTTP connections", nLeases, nRows)})
+		Note: fmt.Sprintf("HeapInuse+StackInuse after the collections that shrink the stacks, with %d leases held, minus before Run; includes the goroutines of each held lease (the runner, which keeps the lease, and the reader; a processor only while there is work), the take round's view of all %d rows and the HTTP connections", nLeases, nRows)})
 	return measureLeaseMemory(ctx, e, sec)
 }

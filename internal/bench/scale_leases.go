@@ -25,7 +25,7 @@ func measureLeaseMemory(ctx context.Context, e *env, sec string) error {
 		}
 		note := ""
 		if n == 1000 {
-			note = "MemoryStore and the in-process stream, one record a shard (a checkpoint on every row), default timings; the store's rows are in the figure, the stream's are not; HeapInuse+StackInuse after GC and runtime.NumGoroutine with every lease held and renewed twice, minus before the consumer was made, per lease"
+			note = "MemoryStore and the in-process stream, one record a shard (a checkpoint on every row), default timings; the store's rows are in the figure, the stream's are not; HeapInuse+StackInuse after the collections that shrink the stacks, and runtime.NumGoroutine with every lease held and renewed twice, minus before the consumer was made, per lease"
 		}
 		e.add(row{Section: sec, Metric: fmt.Sprintf("%d idle leases, MemoryStore: memory per held lease (heap + stacks); goroutines per lease", n), Value: perLease, Unit: "bytes",
 			Shown: fmt.Sprintf("%.1f KiB; %.2f", perLease/1024, goroutines), Target: "<= 24 KiB", OK: okp(perLease <= 24*1024), Note: note})
