@@ -315,3 +315,56 @@ func TestMemorySlowHandlerKeepsLeasesAndStopsInGrace(t *testing.T) {
 		assert.Zero(t, b.c.Stats().LeasesLost)
 	})
 }
+
+func TestMemorySlowHandlerHandsOffInGrace(t *testing.T) {
+	// A worker joins one that holds four shards under a slow handler: the
+	// handoffs that give it its share finish within the grace period (the
+	// holder cancels a handler that has not returned by then), no shard is
+	// read by both at once, no lease is lost, and for two more minutes of
+	// the slow handler the buffers stay at two batches a shard.
+	synctest.Test(t, func(t *testing.T) {
+		fake := shardleasetest.NewKinesis()
+		w := newFakeWorld(t, fake, 4)
+		arrive(t, fake, w.stream, 4*memBacklog, 4*memArrival)
+		var calls atomic.Int64
+		opts := func(id string) []shardlease.Option {
+			return w.opts(id, shardlease.WithBatchSize(memBatch))
+		}
+		a := startWorker(t, w, fake, w.store, slowBatches(&calls), opts("a")...)
+		waitFor(t, 3*w.lease, "a to be in a slow batch on every shard", func() bool {
+			return len(a.c.Held()) == 4 && calls.Load() >= 4
+		})
+		b := startWorker(t, w, fake, w.store, slowBatches(&calls), opts("b")...)
+		var both []string
+		overlap := func() {
+			hb := b.c.Held()
+			for _, sh := range a.c.Held() {
+				if slices.Contains(hb, sh) {
+					both = append(both, sh)
+				}
+			}
+		}
+		asked := func() int64 { return a.c.Stats().HandoffsRequested + b.c.Stats().HandoffsRequested }
+		waitFor(t, 3*w.lease, "handoffs asked for", func() bool { overlap(); return asked() > 0 })
+		t0 := time.Now()
+		waitFor(t, 3*w.lease, "b to be handed its share", func() bool {
+			overlap()
+			return len(b.c.Held()) == 2 && b.c.Stats().LeasesHandedIn == 2
+		})
+		took := time.Since(t0)
+		// The holder sees a request at its next renewal (within R), then
+		// waits the handler's grace period (within WithShutdownTimeout, L here).
+		assert.LessOrEqual(t, took, w.renew+w.lease, "handoffs during a slow batch, within the grace period")
+		assert.Len(t, a.c.Held(), 2, "a keeps its share")
+		s := sample(b.c, 2*time.Minute, func() {
+			overlap()
+			assert.LessOrEqual(t, a.c.Stats().RecordsBuffered+b.c.Stats().RecordsBuffered, int64(4*2*memBatch))
+		})
+		assert.Empty(t, both, "shards both workers held at once")
+		assert.Zero(t, a.c.Stats().LeasesLost+b.c.Stats().LeasesLost, "leases lost while the handler was slow")
+		assert.LessOrEqual(t, s.most(s.records, 0), int64(2*2*memBatch), "records b's readers hold")
+		require.NoError(t, a.stop(t))
+		require.NoError(t, b.stop(t))
+		assert.Zero(t, a.c.Stats().BytesBuffered+b.c.Stats().BytesBuffered, "bytes held once Run returned")
+	})
+}
