@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -125,9 +126,11 @@ func TestStatusStuckRetry(t *testing.T) {
 		wk := startWorker(t, w, w.kin, w.store, h, w.opts("stuck")...)
 		p := &produced{}
 		w.put(t, p, 3, 1)
+		// Stuck for a millisecond at least, so that the document's ForMs,
+		// in whole milliseconds, is positive too.
 		waitFor(t, 30*w.lease, "a stuck retry", func() bool {
 			s, ok := shardStatus(wk.c, shard0)
-			return ok && s.Stuck != nil && s.Stuck.For > 0
+			return ok && s.Stuck != nil && s.Stuck.For >= time.Millisecond
 		})
 		s, _ := shardStatus(wk.c, shard0)
 		assert.Equal(t, p.seq[p.ids[0]], s.Stuck.Sequence)
