@@ -132,6 +132,18 @@ func coords(fleet []*liveWorker) []*coordWorker {
 	return out
 }
 
+// settledFleet starts n live workers over shards and waits until the fleet
+// has settled (see settle): the coordinator, its deputies named, no other
+// worker listing. It returns the fleet and its coordinator.
+func settledFleet(t *testing.T, w *world, n, shards int, extra ...shardlease.Option) ([]*liveWorker, *liveWorker) {
+	t.Helper()
+	h := newHandled()
+	fleet := startLiveFleet(t, w, n, shards, h, extra...)
+	coord := liveCoordinator(fleet)
+	settle(t, w, coords(fleet), coord.coordWorker)
+	return fleet, coord
+}
+
 // liveCoordinator returns the live worker that runs the first shard.
 func liveCoordinator(fleet []*liveWorker) *liveWorker {
 	c := coordinatorOf(coords(fleet))
@@ -211,10 +223,7 @@ func eachFleet(t *testing.T, perWorker int, sizes []int, fn func(t *testing.T, w
 // within 2.5 lease durations, the same with 4, 8 and 16 workers.
 func TestLivenessJointCrashOfCoordinatorAndDeputy(t *testing.T) {
 	eachFleet(t, 3, []int{4, 8, 16}, func(t *testing.T, w *world, n int) {
-		h := newHandled()
-		fleet := startLiveFleet(t, w, n, 3*n, h)
-		coord := liveCoordinator(fleet)
-		settle(t, w, coords(fleet), coord.coordWorker)
+		fleet, coord := settledFleet(t, w, n, 3*n)
 		deps := deputiesOf(t, w, fleet)
 		require.NotEmpty(t, deps, "a deputy is named")
 		lost := heldOf(coord, deps[0])
@@ -234,10 +243,7 @@ func TestLivenessJointCrashOfCoordinatorAndDeputy(t *testing.T) {
 // with 4, 16 and 64 workers.
 func TestLivenessJointLeaveOfCoordinatorAndDeputy(t *testing.T) {
 	eachFleet(t, 2, []int{4, 16, 64}, func(t *testing.T, w *world, n int) {
-		h := newHandled()
-		fleet := startLiveFleet(t, w, n, 2*n, h)
-		coord := liveCoordinator(fleet)
-		settle(t, w, coords(fleet), coord.coordWorker)
+		fleet, coord := settledFleet(t, w, n, 2*n)
 		deps := deputiesOf(t, w, fleet)
 		require.NotEmpty(t, deps, "a deputy is named")
 		released := heldOf(coord, deps[0])
@@ -256,10 +262,7 @@ func TestLivenessJointLeaveOfCoordinatorAndDeputy(t *testing.T) {
 // within 2.5 lease durations of its crash.
 func TestLivenessDeputyCrashesThenCoordinatorLeaves(t *testing.T) {
 	eachFleet(t, 2, []int{6, 16}, func(t *testing.T, w *world, n int) {
-		h := newHandled()
-		fleet := startLiveFleet(t, w, n, 2*n, h)
-		coord := liveCoordinator(fleet)
-		settle(t, w, coords(fleet), coord.coordWorker)
+		fleet, coord := settledFleet(t, w, n, 2*n)
 		deps := deputiesOf(t, w, fleet)
 		require.NotEmpty(t, deps, "a deputy is named")
 		dep := deps[0]
@@ -287,10 +290,7 @@ func TestLivenessDeputyCrashesThenCoordinatorLeaves(t *testing.T) {
 // L + T, a leaving worker's within 2 T.
 func TestLivenessCoordinatorCannotList(t *testing.T) {
 	eachFleet(t, 3, []int{4}, func(t *testing.T, w *world, n int) {
-		h := newHandled()
-		fleet := startLiveFleet(t, w, n, 3*n, h)
-		coord := liveCoordinator(fleet)
-		settle(t, w, coords(fleet), coord.coordWorker)
+		fleet, coord := settledFleet(t, w, n, 3*n)
 		failed := time.Now()
 		coord.faults.failLists.Store(true)
 		waitFor(t, 10*w.lease, "another worker coordinating", func() bool {
@@ -335,10 +335,7 @@ func TestLivenessCoordinatorCannotList(t *testing.T) {
 // an Error line and the stall metric from the workers that see it.
 func TestLivenessNoWorkerCanList(t *testing.T) {
 	eachFleet(t, 2, []int{3}, func(t *testing.T, w *world, n int) {
-		h := newHandled()
-		fleet := startLiveFleet(t, w, n, 2*n, h)
-		coord := liveCoordinator(fleet)
-		settle(t, w, coords(fleet), coord.coordWorker)
+		fleet, coord := settledFleet(t, w, n, 2*n)
 		for _, lw := range fleet {
 			lw.faults.failLists.Store(true)
 		}
@@ -355,10 +352,7 @@ func TestLivenessNoWorkerCanList(t *testing.T) {
 // fleet is balanced within 2 lease durations; then no lease moves.
 func TestLivenessDeputyBalancedAfterShrink(t *testing.T) {
 	eachFleet(t, 1, []int{4}, func(t *testing.T, w *world, n int) {
-		h := newHandled()
-		fleet := startLiveFleet(t, w, n, n, h)
-		coord := liveCoordinator(fleet)
-		settle(t, w, coords(fleet), coord.coordWorker)
+		fleet, coord := settledFleet(t, w, n, n)
 		deps := deputiesOf(t, w, fleet)
 		require.NotEmpty(t, deps)
 		var leavers []*liveWorker
@@ -385,10 +379,7 @@ func TestLivenessDeputyBalancedAfterShrink(t *testing.T) {
 // durations.
 func TestLivenessOneLeaseFreed(t *testing.T) {
 	eachFleet(t, 2, []int{2}, func(t *testing.T, w *world, n int) {
-		h := newHandled()
-		fleet := startLiveFleet(t, w, n, 2*n, h)
-		coord := liveCoordinator(fleet)
-		settle(t, w, coords(fleet), coord.coordWorker)
+		fleet, coord := settledFleet(t, w, n, 2*n)
 		other := fleet[0]
 		if other == coord {
 			other = fleet[1]
@@ -417,10 +408,7 @@ func TestLivenessOneLeaseFreed(t *testing.T) {
 // 1.9), and then the fleet does not list for nothing.
 func TestLivenessCapsWhenTheCoordinatorCrashes(t *testing.T) {
 	eachFleet(t, 3, []int{4}, func(t *testing.T, w *world, n int) {
-		h := newHandled()
-		fleet := startLiveFleet(t, w, n, 3*n, h, shardlease.WithMaxLeases(4))
-		coord := liveCoordinator(fleet)
-		settle(t, w, coords(fleet), coord.coordWorker)
+		fleet, coord := settledFleet(t, w, n, 3*n, shardlease.WithMaxLeases(4))
 		lost := coord.c.Held()
 		crashed := time.Now()
 		coord.sw.Crash()
@@ -451,10 +439,7 @@ func assertQuiet(t *testing.T, w *world, fleet []*liveWorker) {
 // nobody lists every take interval for good.
 func TestLivenessFirstLeaseNobodyCanTake(t *testing.T) {
 	eachFleet(t, 3, []int{3}, func(t *testing.T, w *world, n int) {
-		h := newHandled()
-		fleet := startLiveFleet(t, w, n, 3*n, h, shardlease.WithMaxLeases(3))
-		coord := liveCoordinator(fleet)
-		settle(t, w, coords(fleet), coord.coordWorker)
+		fleet, coord := settledFleet(t, w, n, 3*n, shardlease.WithMaxLeases(3))
 		crashed := time.Now()
 		coord.sw.Crash()
 		stalls := func() int64 {
@@ -506,10 +491,7 @@ func TestLivenessIdleWorkersDoNotList(t *testing.T) {
 // while the leases move, and every lease is held again within 2 T.
 func TestLivenessHalfTheFleetLeaves(t *testing.T) {
 	eachFleet(t, 8, []int{8}, func(t *testing.T, w *world, n int) {
-		h := newHandled()
-		fleet := startLiveFleet(t, w, n, 8*n, h)
-		coord := liveCoordinator(fleet)
-		settle(t, w, coords(fleet), coord.coordWorker)
+		fleet, coord := settledFleet(t, w, n, 8*n)
 		var leavers []*liveWorker
 		for _, lw := range fleet {
 			if lw != coord && len(leavers) < n/2 {
@@ -552,10 +534,7 @@ func TestLivenessHalfTheFleetLeaves(t *testing.T) {
 // one extra time per take interval.
 func TestLivenessSlowCoordinator(t *testing.T) {
 	eachFleet(t, 3, []int{4}, func(t *testing.T, w *world, n int) {
-		h := newHandled()
-		fleet := startLiveFleet(t, w, n, 3*n, h)
-		coord := liveCoordinator(fleet)
-		settle(t, w, coords(fleet), coord.coordWorker)
+		fleet, coord := settledFleet(t, w, n, 3*n)
 		want := w.table(t).owners()
 		coord.faults.slowRenew.Store(int64(w.take * 3 / 4))
 		before := listings(fleet)
@@ -573,10 +552,7 @@ func TestLivenessSlowCoordinator(t *testing.T) {
 // once: its leases are held again within 2.5 lease durations.
 func TestLivenessCoordinatorCrashesAfterTheDeputyRowMoved(t *testing.T) {
 	eachFleet(t, 3, []int{4}, func(t *testing.T, w *world, n int) {
-		h := newHandled()
-		fleet := startLiveFleet(t, w, n, 3*n, h)
-		coord := liveCoordinator(fleet)
-		settle(t, w, coords(fleet), coord.coordWorker)
+		fleet, coord := settledFleet(t, w, n, 3*n)
 		// Every row naming a deputy moves: an operator takes it and
 		// releases it, so the coordinator takes it.
 		ctx := context.Background()
