@@ -220,8 +220,8 @@ func (r *leaseRunner) keep(parent context.Context) {
 }
 
 // keepLoop is the keeper's timers and backoff, kept on the heap so that the
-// keeper waits between writes on a small stack. The keeper goroutine's
-// alone.
+// keeper waits between writes on a small stack. Only the keeper goroutine
+// uses it.
 type keepLoop struct {
 	r    *leaseRunner
 	wctx context.Context // the writes' context: the holder's lease duration, never cancelled
@@ -265,7 +265,7 @@ func (kl *keepLoop) next() bool {
 		return kl.renew(true)
 	case reply := <-r.k.flushReq:
 		err := r.renew(kl.wctx, true, kl.cut)
-		stop := err != nil && r.writeFailed(err, &kl.retry, &kl.bo)
+		stop := err != nil && kl.failed(err)
 		reply <- err
 		return !stop
 	case <-kl.cut.C:
@@ -294,7 +294,21 @@ func (kl *keepLoop) renew(force bool) bool {
 		kl.bo.Reset()
 		return true
 	}
-	return !kl.r.writeFailed(err, &kl.retry, &kl.bo)
+	return !kl.failed(err)
+}
+
+// failed handles a failed write and reports whether the keeper must stop;
+// if not, the write is tried again after the next backoff.
+func (kl *keepLoop) failed(err error) bool {
+	if kl.r.writeFailed(err) {
+		return true
+	}
+	if d := kl.bo.Next(); kl.retry == nil {
+		kl.retry = time.NewTimer(d)
+	} else {
+		kl.retry.Reset(d)
+	}
+	return false
 }
 
 // renew makes the keeper's next write when one is due: forced (a retry or a
@@ -329,8 +343,8 @@ func (r *leaseRunner) renew(ctx context.Context, force bool, cut *time.Timer) er
 
 // writeFailed handles a failed renewal and reports whether the keeper must
 // stop: a refusal or an unusable table loses the lease, as does a lease no
-// longer surely ours; anything else is retried after a backoff.
-func (r *leaseRunner) writeFailed(err error, retry **time.Timer, bo *backoff.Backoff) bool {
+// longer surely ours; anything else is counted and logged, to be retried.
+func (r *leaseRunner) writeFailed(err error) bool {
 	switch {
 	case errors.Is(err, ErrLeaseLost):
 		r.markLost("a write was refused", err)
@@ -345,11 +359,6 @@ func (r *leaseRunner) writeFailed(err error, retry **time.Timer, bo *backoff.Bac
 	}
 	r.c.count(evWriteFailure, 1)
 	r.log.Warn("lease write failed; retrying", "err", err)
-	if *retry == nil {
-		*retry = time.NewTimer(bo.Next())
-	} else {
-		(*retry).Reset(bo.Next())
-	}
 	return false
 }
 
