@@ -736,7 +736,7 @@ func (sc *scheduler) take(ctx context.Context, l Lease, asked bool, byShard map[
 
 // rowOf returns the plan's view of l.
 func rowOf(l Lease) balance.Row {
-	return balance.Row{Shard: l.Key.Shard, Owner: l.Owner, Counter: l.Counter, HandoffTo: l.HandoffTo, Note: l.Note, Renewed: !l.Expiry.IsZero()}
+	return balance.Row{Shard: l.Key.Shard, Owner: l.Owner, Counter: l.Counter, HandoffTo: l.HandoffTo, Note: l.Note, Renewed: !l.Expiry.IsZero(), Finished: l.Finished()}
 }
 
 // hasTrackedParent reports whether any parent of l has a row: the parent was
