@@ -149,12 +149,24 @@ type coordination struct {
 	// readable is how many leases the last listing could read.
 	backstop backstop
 	readable int
-	// recent is the last listing's rows and when it was made, for shard
-	// syncs to reuse instead of listing again.
-	recent   []Lease
-	recentAt time.Time
+	// recent is the last listing's rows (also by shard id) and when it was
+	// made, for shard syncs to reuse instead of listing again, and for the
+	// notes and takes made between listings.
+	recent        []Lease
+	recentByShard map[string]Lease
+	recentAt      time.Time
 	// live is the liveness rules' state (consumer_liveness.go).
 	live liveness
+}
+
+// recentRows returns the last listing's rows as balance sees them,
+// finished ones included.
+func (cd *coordination) recentRows() []balance.Row {
+	rows := make([]balance.Row, 0, len(cd.recent))
+	for _, l := range cd.recent {
+		rows = append(rows, rowOf(l))
+	}
+	return rows
 }
 
 // leadState is what only the coordinator keeps.
@@ -522,7 +534,7 @@ func (sc *scheduler) afterRound(ctx context.Context, tl *takeListing, r *balance
 		}
 	}
 	if it, ok := balance.HandOverLead(in, rowOf(first)); ok && handOver {
-		sc.writeNote(ctx, tl, it)
+		sc.writeNote(ctx, tl.byShard, it)
 	}
 	// A worker that stops listing while no deputy is named for the first
 	// lease watches it in the meantime: a coordinator that crashes in its
@@ -570,7 +582,7 @@ func (sc *scheduler) coordinate(ctx context.Context, tl *takeListing, r *balance
 	notes, woken := balance.CoordinatorNotes(tl.in, r.Plan(), held, cd.lead.woken, now, sc.c.cfg.leaseDuration)
 	cd.lead.woken = woken
 	for _, it := range notes {
-		sc.writeNote(ctx, tl, it)
+		sc.writeNote(ctx, tl.byShard, it)
 	}
 }
 
@@ -601,10 +613,6 @@ func (sc *scheduler) takeExpired(ctx context.Context) error {
 			skip[due.Row.Shard] = true // the row moved since
 		}
 	}
-	byShard := make(map[string]Lease, len(cd.recent))
-	for _, l := range cd.recent {
-		byShard[l.Key.Shard] = l
-	}
 	takes, ahead := balance.TakeDue(d.due, now, cd.first, skip, sc.c.heldCount(), sc.c.cfg.maxLeases)
 	d.due = ahead
 	for {
@@ -613,7 +621,7 @@ func (sc *scheduler) takeExpired(ctx context.Context) error {
 			break
 		}
 		_, asked := sc.pending[row.Shard]
-		took, err := sc.take(ctx, d.leases[row.Shard], asked, byShard, now)
+		took, err := sc.take(ctx, d.leases[row.Shard], asked, cd.recentByShard, now)
 		if err != nil || ctx.Err() != nil {
 			return err
 		}
@@ -629,8 +637,8 @@ func (sc *scheduler) nextNonce() uint64 {
 }
 
 // writeNote carries out a note intent on the row of tl it names.
-func (sc *scheduler) writeNote(ctx context.Context, tl *takeListing, it balance.Intent) {
-	sc.note(ctx, tl.byShard[it.Row.Shard], balance.NoteText(it, sc.cd.first, sc.nextNonce()))
+func (sc *scheduler) writeNote(ctx context.Context, byShard map[string]Lease, it balance.Intent) {
+	sc.note(ctx, byShard[it.Row.Shard], balance.NoteText(it, sc.cd.first, sc.nextNonce()))
 }
 
 // note writes a note; a failure is logged (the next listing tries again).
@@ -657,13 +665,7 @@ func (sc *scheduler) passLead(ctx context.Context) {
 	if cd.role != coordinator {
 		return
 	}
-	rows := make([]balance.Row, 0, len(cd.recent))
-	byShard := make(map[string]Lease, len(cd.recent))
-	for _, l := range cd.recent {
-		rows = append(rows, rowOf(l))
-		byShard[l.Key.Shard] = l
-	}
-	for _, it := range balance.PassLead(rows, sc.c.cfg.identity, cd.first) {
-		sc.writeNote(ctx, &takeListing{byShard: byShard}, it)
+	for _, it := range balance.PassLead(cd.recentRows(), sc.c.cfg.identity, cd.first) {
+		sc.writeNote(ctx, cd.recentByShard, it)
 	}
 }

@@ -198,14 +198,8 @@ func (sc *scheduler) listFailed(ctx context.Context) {
 // another worker) with a fenced handoff, and tells it to lead.
 func (sc *scheduler) giveUp(ctx context.Context, now time.Time) {
 	cd, c := &sc.cd, sc.c
-	rows := make([]balance.Row, 0, len(cd.recent))
-	byShard := make(map[string]Lease, len(cd.recent))
-	for _, l := range cd.recent {
-		rows = append(rows, rowOf(l))
-		byShard[l.Key.Shard] = l
-	}
-	to := balance.PassLead(rows, c.cfg.identity, cd.first)
-	first, ok := byShard[cd.first]
+	to := balance.PassLead(cd.recentRows(), c.cfg.identity, cd.first)
+	first, ok := cd.recentByShard[cd.first]
 	if len(to) == 0 || !ok || first.Owner != c.cfg.identity {
 		return
 	}
@@ -219,7 +213,7 @@ func (sc *scheduler) giveUp(ctx context.Context, now time.Time) {
 	}
 	c.log.Warn("handing coordination over: this worker cannot list", "lease", cd.first, "to", taker)
 	c.answerHandoff(cd.first, taker)
-	sc.writeNote(ctx, &takeListing{byShard: byShard}, to[0])
+	sc.writeNote(ctx, cd.recentByShard, to[0])
 	sc.become(cd.watch.rest(now))
 }
 
@@ -232,11 +226,7 @@ func (sc *scheduler) adoptFirst(ctx context.Context, l Lease) bool {
 	if l.Owner != c.cfg.identity || l.HandoffTo != "" || c.holds(l.Key.Shard) || sc.cd.role == uncoordinated {
 		return false
 	}
-	byShard := make(map[string]Lease, len(sc.cd.recent))
-	for _, r := range sc.cd.recent {
-		byShard[r.Key.Shard] = r
-	}
-	took, err := sc.take(ctx, l, true, byShard, time.Now())
+	took, err := sc.take(ctx, l, true, sc.cd.recentByShard, time.Now())
 	if err != nil || !took {
 		return false
 	}
@@ -274,7 +264,7 @@ func (sc *scheduler) alarmWakes(ctx context.Context, tl *takeListing, r *balance
 	wakes, woken := balance.Wakes(tl.in, r.Plan(), held, nil, live.woken, now, sc.c.cfg.leaseDuration)
 	live.woken = woken
 	for _, it := range wakes {
-		sc.writeNote(ctx, tl, it)
+		sc.writeNote(ctx, tl.byShard, it)
 	}
 	return len(wakes)
 }

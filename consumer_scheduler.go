@@ -428,11 +428,11 @@ func (sc *scheduler) takeRound(ctx context.Context) error {
 	now := time.Now()
 	sc.listingWorked()
 	c.count(evListed, 1)
-	sc.cd.recent, sc.cd.recentAt = leases, now
 	sc.observe(leases, now)
 	// Workers that hold nothing yet count too, while their rows move.
 	live := sc.liveWorkers(ctx, workers, now)
 	tl := sc.listingOf(leases, live, now)
+	sc.cd.recent, sc.cd.recentByShard, sc.cd.recentAt = leases, tl.byShard, now
 	asked := sc.settleRequests(tl.in.Pending)
 	r := balance.NewRound(tl.in, sc.rng)
 	defer sc.rememberTakable(r.Plan(), now)
