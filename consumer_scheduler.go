@@ -502,9 +502,8 @@ func (sc *scheduler) observe(leases []Lease, now time.Time) {
 // the balance.Listing, and the rows it came from.
 type takeListing struct {
 	in balance.Listing
-	// byShard holds every listed row; readable those in in.Rows.
-	byShard  map[string]Lease
-	readable []Lease
+	// byShard holds every listed row.
+	byShard map[string]Lease
 	// first is the lease of in.First; zero when in.First is "".
 	first Lease
 	// expiresAt is when each readable row's lease duration runs out, as
@@ -536,15 +535,13 @@ func (sc *scheduler) listingOf(leases []Lease, live []string, now time.Time) *ta
 		if l.Checkpoint == ShardEnd || !parentsDone(l, tl.byShard, sc.listed, sc.corrupt) {
 			continue
 		}
-		tl.readable = append(tl.readable, l)
 		in.Rows = append(in.Rows, rowOf(l))
-		stood := now.Sub(sc.obs[id].changed)
-		tl.expiresAt[id] = sc.obs[id].changed.Add(expiresAfter(l, c.cfg.leaseDuration))
 		// A lease is expired once its counter stood still for the longer
 		// of this worker's lease duration and the holder's, written on the
 		// row.
-		in.Expired[id] = l.Owner != "" && l.Owner != me && stood >= expiresAfter(l, c.cfg.leaseDuration)
-		in.Stalled[id] = l.Owner != "" && stood >= sc.stall(l)
+		tl.expiresAt[id] = sc.obs[id].changed.Add(expiresAfter(l, c.cfg.leaseDuration))
+		in.Expired[id] = l.Owner != "" && l.Owner != me && !now.Before(tl.expiresAt[id])
+		in.Stalled[id] = l.Owner != "" && now.Sub(sc.obs[id].changed) >= sc.stall(l)
 		if since, ok := sc.takable[id]; ok && now.Sub(since) >= c.cfg.takeInterval {
 			in.Leftover[id] = true
 		}
