@@ -96,18 +96,10 @@ func (sc *scheduler) drainAll(ctx context.Context) {
 	c.log.Info("draining: handing every lease to the other workers", "held", c.heldCount())
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.shutdownTimeout)
 	defer cancel()
-	sc.withdraw(ctx)
-	sc.stopRunners()
 	// Coordination goes on once the leases are released: the worker told
 	// to list takes them at once, and watches a lease whose abandoned
 	// handler keeps it until it expires.
-	sc.passLead(ctx)
-	sc.wakeCoordinator(ctx)
-	if sc.cd.role != uncoordinated {
-		sc.become(quiet)
-	}
-	sc.releaseLate(ctx)
-	sc.removeRow(ctx)
+	sc.handBack(ctx)
 	c.log.Info("drained: this worker holds no lease and takes none until Run ends")
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -232,5 +233,30 @@ func TestDrainOutsideRun(t *testing.T) {
 		err = c.Drain(t.Context())
 		require.ErrorIs(t, err, shardlease.ErrInvalidConfig, "after Run returned")
 		assert.False(t, errors.Is(err, context.Canceled), fmt.Sprint(err))
+	})
+}
+
+// listCountingStore counts the listings of the stream's rows.
+type listCountingStore struct {
+	shardlease.LeaseStore
+	lists atomic.Int64
+}
+
+func (s *listCountingStore) List(ctx context.Context, stream string) ([]shardlease.Lease, error) {
+	s.lists.Add(1)
+	return s.LeaseStore.List(ctx, stream)
+}
+
+// Once drained, Run's end has nothing left to hand back: it returns
+// without listing the table again.
+func TestDrainThenRunEndsWithoutListing(t *testing.T) {
+	worlds(t, 2, func(t *testing.T, w *world) {
+		store := &listCountingStore{LeaseStore: w.store}
+		wk := startWorker(t, w, w.kin, store, func(context.Context, *shardlease.Batch) error { return nil }, w.opts("a")...)
+		waitFor(t, 10*w.lease, "both leases held", func() bool { return len(wk.c.Held()) == 2 })
+		require.NoError(t, wk.c.Drain(t.Context()))
+		lists := store.lists.Load()
+		require.NoError(t, wk.stop(t))
+		assert.Equal(t, lists, store.lists.Load(), "listings after the drain, when Run ended")
 	})
 }

@@ -128,6 +128,9 @@ type scheduler struct {
 
 	// cd is the coordination state (consumer_coordination.go).
 	cd coordination
+	// handedBack is set once handBack ran (a drain): shutdown then has
+	// nothing left to do.
+	handedBack bool
 }
 
 // heartbeat writes this worker's row (see WorkerStore). A failure other than
@@ -312,22 +315,36 @@ func (sc *scheduler) forget(r *leaseRunner) {
 	}
 }
 
-// shutdown withdraws the handoff requests this worker made, stops every
-// runner and waits for them (abandoning handlers that do not return within
-// the grace period), releases rows handed to this worker too late to be
-// run, and removes its worker row: all within the shutdown timeout.
+// shutdown hands every lease back (handBack) within the shutdown timeout,
+// unless a drain did already.
 func (sc *scheduler) shutdown(ctx context.Context) {
 	c := sc.c
-	ctx, cancel := context.WithTimeout(ctx, c.cfg.shutdownTimeout)
-	defer cancel()
+	if !sc.handedBack {
+		ctx, cancel := context.WithTimeout(ctx, c.cfg.shutdownTimeout)
+		defer cancel()
+		c.stats.coordinating.Store(false)
+		sc.handBack(ctx)
+	}
+	c.log.Info("stopped")
+}
+
+// handBack withdraws the handoff requests this worker made, stops every
+// runner and waits for them (abandoning handlers that do not return within
+// the grace period), passes the lead on if it coordinated and wakes the
+// coordinator if not (after the releases: the told worker lists and finds
+// them free), releases rows handed to this worker too late to be run, and
+// removes its worker row. Shutdown and drain both end with it.
+func (sc *scheduler) handBack(ctx context.Context) {
 	sc.withdraw(ctx)
-	c.stats.coordinating.Store(false)
 	sc.stopRunners()
-	sc.passLead(ctx) // after the releases, as a drain does: the led list and find them free
+	sc.passLead(ctx)
 	sc.wakeCoordinator(ctx)
+	if sc.cd.role != uncoordinated {
+		sc.become(quiet)
+	}
 	sc.releaseLate(ctx)
 	sc.removeRow(ctx)
-	c.log.Info("stopped")
+	sc.handedBack = true
 }
 
 // stopRunners stops every runner and waits until each has exited,
