@@ -40,14 +40,6 @@ func (s *soak) drainForRestart(ctx context.Context, slot int, downtime time.Dura
 			fmt.Fprintf(s.cfg.Events, "%6.1fs drained %s (held %v) in %v; restart in %v\n", s.since(), inc.id, held, time.Since(start).Round(time.Millisecond), downtime.Round(time.Millisecond))
 		}
 		inc.cancel()
-		inc.runErr = <-inc.done
-		t := time.NewTimer(downtime)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return
-		case <-t.C:
-		}
-		s.launch(slot)
+		s.relaunch(inc, slot, downtime)
 	})
 }

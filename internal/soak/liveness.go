@@ -140,12 +140,7 @@ func (s *soak) leaveJoint(ctx context.Context, downtime time.Duration) {
 		}
 		fmt.Fprintf(s.cfg.Events, "%6.1fs %s leaves holding %v; restart in %v\n", s.since(), inc.id, inc.consumer.Held(), downtime.Round(time.Millisecond))
 		inc.cancel()
-		s.restarts.Go(func() {
-			inc.runErr = <-inc.done
-			t := time.NewTimer(downtime)
-			<-t.C
-			s.launch(slot)
-		})
+		s.restarts.Go(func() { s.relaunch(inc, slot, downtime) })
 	}
 }
 

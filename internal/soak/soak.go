@@ -866,12 +866,16 @@ func (s *soak) crash(slot int, downtime time.Duration) {
 	s.counts.add(EvCrash, 1)
 	fmt.Fprintf(s.cfg.Events, "%6.1fs crash %s holding %v; restart in %v\n", s.since(), inc.id, inc.consumer.Held(), downtime.Round(time.Millisecond))
 	inc.cancel() // its calls fail from now on: nothing it writes lands
-	s.restarts.Go(func() {
-		inc.runErr = <-inc.done
-		t := time.NewTimer(downtime)
-		<-t.C
-		s.launch(slot)
-	})
+	s.restarts.Go(func() { s.relaunch(inc, slot, downtime) })
+}
+
+// relaunch waits for inc's Run to return, then downtime, and starts the
+// slot's next incarnation. It always starts one, even once the chaos is
+// over: Run waits for every slot's last incarnation to return.
+func (s *soak) relaunch(inc *incarnation, slot int, downtime time.Duration) {
+	inc.runErr = <-inc.done
+	time.Sleep(downtime)
+	s.launch(slot)
 }
 
 // reshard splits an open shard at the middle of its hash range, or merges
