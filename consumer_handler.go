@@ -260,7 +260,7 @@ func (r *leaseRunner) process(batches <-chan *Batch) (rested bool) {
 		if b.end {
 			if ln.finish() { // else stopped before every record was done
 				r.runStopHook(StopShardEnded)
-				r.endShard(b)
+				r.endShard()
 			}
 			return false
 		}

@@ -461,19 +461,17 @@ func (r *leaseRunner) awaitManualCheckpoints(ctx context.Context) {
 	if !r.c.cfg.manualCheckpoint || r.end.get() == stopShardEnd {
 		return
 	}
-	r.k.mu.Lock()
-	handed, has := r.k.handed, r.k.hasHanded
-	r.k.mu.Unlock()
-	if has && !r.awaitCheckpoint(handed, ctx.Done(), nil) {
+	if handed, has := r.k.accepted(); has && !r.awaitCheckpoint(handed, ctx.Done(), nil) {
 		r.log.Warn("stopping before the handler checkpointed every record it accepted; the rest is handed again to the next holder")
 	}
 }
 
 // endShard records SHARD_END once the last batch is processed (in manual
-// mode: once the handler checkpointed its last record).
-func (r *leaseRunner) endShard(b *Batch) {
-	if r.c.cfg.manualCheckpoint && len(b.Records) > 0 {
-		if !r.awaitCheckpoint(positionOf(b.Records[len(b.Records)-1]), r.quit, r.leaseCtx.Done()) {
+// mode: once the handler checkpointed every record it accepted, the last
+// batch's or, when that batch is empty, an earlier one's).
+func (r *leaseRunner) endShard() {
+	if r.c.cfg.manualCheckpoint {
+		if handed, has := r.k.accepted(); has && !r.awaitCheckpoint(handed, r.quit, r.leaseCtx.Done()) {
 			return
 		}
 	}
@@ -482,6 +480,14 @@ func (r *leaseRunner) endShard(b *Batch) {
 	r.k.mu.Unlock()
 	r.end.raise(stopShardEnd)
 	r.log.Info("shard read to its end")
+}
+
+// accepted returns, with manual checkpoints, the last record a handler
+// accepted (returned nil for), if any.
+func (k *keeper) accepted() (position, bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.handed, k.hasHanded
 }
 
 // timerC is t's channel, or nil (never ready) when there is no timer.

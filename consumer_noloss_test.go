@@ -593,3 +593,60 @@ func assertOnlyNewFromChildren(t *testing.T, w *world, h *handled, a *worker, ol
 	}
 	assert.Zero(t, reread, "records written before a consumer that asked for the tip started are not handed over")
 }
+
+// With manual checkpoints a shard's end waits for the records the handler
+// accepted to be checkpointed, even when the closed shard's last batch is
+// empty (the read after its last record): SHARD_END, which nothing reads
+// past, is not written while an earlier batch's work is unfinished.
+func TestNoLossManualCheckpointsBeforeShardEnd(t *testing.T) {
+	worlds(t, 1, func(t *testing.T, w *world) {
+		var mu sync.Mutex
+		var accepted []*shardlease.Batch
+		h := func(ctx context.Context, b *shardlease.Batch) error {
+			mu.Lock()
+			defer mu.Unlock()
+			accepted = append(accepted, b) // finished later, asynchronously
+			return nil
+		}
+		ended := make(chan struct{})
+		hooks := shardlease.ShardHooks{OnStop: func(ctx context.Context, s *shardlease.ShardStop) {
+			if s.ShardID == shard0 && s.Reason == shardlease.StopShardEnded {
+				close(ended)
+			}
+		}}
+		wk := startWorker(t, w, w.kin, w.store, h, w.opts("a", shardlease.WithManualCheckpoints(), shardlease.WithShardHooks(hooks))...)
+		p := &produced{}
+		w.put(t, p, 3, 1)
+		records := func() int {
+			mu.Lock()
+			defer mu.Unlock()
+			n := 0
+			for _, b := range accepted {
+				n += len(b.Records)
+			}
+			return n
+		}
+		waitFor(t, 10*w.lease, "the records accepted", func() bool { return records() == 3 })
+		w.split(t, shard0)
+		<-ended
+		checkpoint := func() string {
+			for _, l := range w.leases(t) {
+				if l.Key.Shard == shard0 {
+					return l.Checkpoint
+				}
+			}
+			return ""
+		}
+		// Two renewals, in which a recorded SHARD_END would be written.
+		for deadline := time.Now().Add(2 * w.renew); time.Now().Before(deadline); time.Sleep(w.renew / 4) {
+			require.NotEqual(t, shardlease.ShardEnd, checkpoint(), "SHARD_END written before the accepted records were checkpointed")
+		}
+		mu.Lock()
+		last := accepted[len(accepted)-1]
+		mu.Unlock()
+		require.NotEmpty(t, last.Records)
+		require.NoError(t, last.Checkpoint(last.Records[len(last.Records)-1]))
+		waitFor(t, 10*w.lease, "SHARD_END once the work is checkpointed", func() bool { return checkpoint() == shardlease.ShardEnd })
+		require.NoError(t, wk.stop(t))
+	})
+}
