@@ -372,3 +372,12 @@ func (e *ImportSchemaError) Error() string {
 
 // Is reports whether target is ErrBadTableSchema.
 func (e *ImportSchemaError) Is(target error) bool { return target == ErrBadTableSchema }
+
+// tableAndStream names a stream, and its lease table when the store has a
+// name for it (a MemoryStore has none), for errors and reports.
+func tableAndStream(table, stream string) string {
+	if table == "" {
+		return "stream " + stream
+	}
+	return fmt.Sprintf("table %s, stream %s", table, stream)
+}

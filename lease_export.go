@@ -115,10 +115,7 @@ func Export(ctx context.Context, store LeaseStore, stream string) (*Checkpoints,
 	}
 	caps := resolveCaps(store)
 	cps := &Checkpoints{Format: CheckpointsFormat, Version: CheckpointsVersion, Stream: stream, Table: caps.tableName, Exported: time.Now().UTC(), Shards: []ShardCheckpoint{}}
-	where := "stream " + stream
-	if cps.Table != "" {
-		where = fmt.Sprintf("table %s, stream %s", cps.Table, stream)
-	}
+	where := tableAndStream(cps.Table, stream)
 	rows, err := store.List(ctx, stream)
 	if err != nil {
 		return nil, errorf("shardlease: export %s: list the rows: %w", where, err)
@@ -315,8 +312,8 @@ func (imp *checkpointsImport) checkIdentity(ctx context.Context) error {
 	if have.Same(exported) {
 		return nil
 	}
-	return errorf("shardlease: import checkpoints of stream %s into table %s: nothing was written: %w: the export is of %s, the table's rows are of %s; its checkpoints mean nothing to the stream there now",
-		imp.from.Stream, imp.run.table, ErrStreamRecreated, exported, have)
+	return errorf("shardlease: import checkpoints into %s: nothing was written: %w: the export is of %s, the table's rows are of %s; its checkpoints mean nothing to the stream there now",
+		tableAndStream(imp.run.table, imp.from.Stream), ErrStreamRecreated, exported, have)
 }
 
 // rows turns the export's shards into the rows Import checks and writes.
@@ -349,8 +346,8 @@ func (imp *checkpointsImport) refuseHeld(rows []foreign.Row) error {
 	if len(held) == 0 {
 		return nil
 	}
-	return errorf("shardlease: import checkpoints of stream %s into table %s: nothing was written: %w: %d shards are held by running workers (%s); stop every consumer of stream %s and import again once the leases are free",
-		imp.from.Stream, imp.run.table, ErrLeaseHeld, len(held), strings.Join(firstOf(held, 5), ", "), imp.from.Stream)
+	return errorf("shardlease: import checkpoints into %s: nothing was written: %w: %d shards are held by running workers (%s); stop every consumer of stream %s and import again once the leases are free",
+		tableAndStream(imp.run.table, imp.from.Stream), ErrLeaseHeld, len(held), strings.Join(firstOf(held, 5), ", "), imp.from.Stream)
 }
 
 // at reports whether row l holds r's progress already.

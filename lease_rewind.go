@@ -210,12 +210,7 @@ func newRewindRun(store LeaseStore, kin KinesisAPI, stream string, to time.Time,
 }
 
 // where names the stream, and the table when there is one, for errors.
-func (run *rewindRun) where(stream string) string {
-	if run.table == "" {
-		return "stream " + stream
-	}
-	return fmt.Sprintf("table %s, stream %s", run.table, stream)
-}
+func (run *rewindRun) where(stream string) string { return tableAndStream(run.table, stream) }
 
 // plan lists the stream's shards and rows and fills the report with where
 // each shard goes.

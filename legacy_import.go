@@ -281,7 +281,7 @@ func (run *importRun) listStream(ctx context.Context, kin KinesisAPI) error {
 func (run *importRun) listOwn(ctx context.Context, rows []foreign.Row) error {
 	own, err := run.to.List(ctx, run.stream)
 	if err != nil {
-		return errorf("shardlease: import into table %s, stream %s: list the rows: %w", run.table, run.stream, err)
+		return errorf("shardlease: import into %s: list the rows: %w", tableAndStream(run.table, run.stream), err)
 	}
 	run.own = make(map[string]Lease, len(own))
 	for _, l := range own {
@@ -344,7 +344,7 @@ func (run *importRun) copyRow(ctx context.Context, r foreign.Row) (ImportResult,
 	var err error
 	res.Action, res.Reason, err = run.copy(ctx, l, exists, r)
 	if err != nil {
-		return res, errorf("shardlease: import %s table %s into table %s, stream %s, shard %s: %w", run.format, run.from, run.table, run.stream, r.Shard, err)
+		return res, errorf("shardlease: import %s table %s into %s, shard %s: %w", run.format, run.from, tableAndStream(run.table, run.stream), r.Shard, err)
 	}
 	return res, nil
 }
@@ -498,9 +498,9 @@ func (s *DynamoStore) importRow(ctx context.Context, own Lease, exists bool, r f
 // heldDuringImport is the error for a row without a checkpoint that a
 // consumer holds: it is reading the shard already, so Import leaves it.
 func heldDuringImport(table string, row Lease) error {
-	return errorf("%w: row %s of table %s is held by %q (counter %d) and has no checkpoint: a shardlease consumer is reading the shard from its start position; "+
+	return errorf("%w: the row of shard %s in %s is held by %q (counter %d) and has no checkpoint: a shardlease consumer is reading the shard from its start position; "+
 		"stop every consumer of stream %s, release its leases (shardlease release), and run the import again",
-		ErrLeaseHeld, row.Key, table, row.Owner, row.Counter, row.Key.Stream)
+		ErrLeaseHeld, row.Key.Shard, tableAndStream(table, row.Key.Stream), row.Owner, row.Counter, row.Key.Stream)
 }
 
 // alreadyHas is the reason for skipping a row that has a checkpoint: it
