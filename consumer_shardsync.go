@@ -146,14 +146,8 @@ func (sc *scheduler) syncShardsWith(ctx context.Context, running bool) error {
 		}
 		parents := shardParents(s)
 		key := LeaseKey{Stream: c.stream, Shard: id}
-		var created bool
-		var err error
 		start := startFor(s, firstSync, c.cfg)
-		if ls != nil {
-			created, err = ls.CreateAt(ctx, key, parents, start)
-		} else {
-			created, err = c.store.Create(ctx, key, parents)
-		}
+		created, err := createRow(ctx, c.store, ls, key, parents, start)
 		if err != nil {
 			return errorf("shardlease: stream %s: create lease for shard %s: %w", c.stream, id, err)
 		}

@@ -265,6 +265,7 @@ type checkpointsImport struct {
 	overwrite bool
 	owner     string
 	starts    map[string]Start // the exported starts, by shard id
+	lineage   LineageStore     // to's; nil when it keeps no starts
 }
 
 // newCheckpointsImport checks ImportCheckpoints' arguments.
@@ -285,7 +286,9 @@ func newCheckpointsImport(from *Checkpoints, to LeaseStore, kin KinesisAPI, cfg 
 		source = "(none)"
 	}
 	imp := &checkpointsImport{from: from, to: to, overwrite: cfg.overwrite, owner: NewOwnerIdentity("shardlease-import"), starts: map[string]Start{}}
-	imp.run = &importRun{to: to, table: resolveCaps(to).tableName, format: ImportShardleaseJSON, from: source, stream: from.Stream, copy: imp.copy}
+	caps := resolveCaps(to)
+	imp.lineage = caps.lineage
+	imp.run = &importRun{to: to, table: caps.tableName, format: ImportShardleaseJSON, from: source, stream: from.Stream, copy: imp.copy}
 	if imp.overwrite {
 		if _, ok := to.(Rewinder); !ok {
 			return nil, errorf("%w: import checkpoints with overwrite: the lease store (%T) cannot clear a checkpoint (it does not implement shardlease.Rewinder)", ErrInvalidConfig, to)
@@ -378,6 +381,9 @@ func (imp *checkpointsImport) copy(ctx context.Context, own Lease, exists bool, 
 	}
 	switch {
 	case r.Checkpoint == "" && !exists:
+		if imp.lineage == nil {
+			return ImportCopied, fmt.Sprintf("created row %s (the store keeps no start)", own.Key), nil
+		}
 		return ImportCopied, fmt.Sprintf("created row %s with start %s", own.Key, dashStart(start)), nil
 	case r.Checkpoint == "" && !imp.overwrite:
 		return ImportSkipped, fmt.Sprintf("no checkpoint in the export; row %s has none either and keeps its start", own.Key), nil
@@ -387,13 +393,7 @@ func (imp *checkpointsImport) copy(ctx context.Context, own Lease, exists bool, 
 
 // create makes key's missing row with parents and start.
 func (imp *checkpointsImport) create(ctx context.Context, key LeaseKey, parents []string, start Start) error {
-	var err error
-	if ls, ok := imp.to.(LineageStore); ok {
-		_, err = ls.CreateAt(ctx, key, parents, start)
-	} else {
-		_, err = imp.to.Create(ctx, key, parents)
-	}
-	if err != nil {
+	if _, err := createRow(ctx, imp.to, imp.lineage, key, parents, start); err != nil {
 		return errorf("create the row: %w", err)
 	}
 	return nil

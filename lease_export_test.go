@@ -215,3 +215,27 @@ func TestExportImportChecksTheStream(t *testing.T) {
 		assert.Equal(t, before[saved.Shards[0].Shard].Checkpoint, rowsOf(t, w)[saved.Shards[0].Shard].Checkpoint, "nothing was written")
 	})
 }
+
+// startlessStore is a LeaseStore with no optional capability: it keeps no
+// shard starts.
+type startlessStore struct{ shardlease.LeaseStore }
+
+// An exported start imported into a store that keeps none is not reported
+// as kept.
+func TestExportImportIntoAStoreWithoutStarts(t *testing.T) {
+	worlds(t, 1, func(t *testing.T, w *world) {
+		p := &produced{}
+		w.put(t, p, 3, 1)
+		readAll(t, w, p, "a")
+		cps, err := shardlease.Export(t.Context(), w.store, w.stream)
+		require.NoError(t, err)
+		require.Len(t, cps.Shards, 1)
+		cps.Shards[0].Checkpoint, cps.Shards[0].Start = "", shardlease.Latest
+		rep, err := shardlease.ImportCheckpoints(t.Context(), w.kin, cps, startlessStore{shardlease.NewMemoryStore()})
+		require.NoError(t, err)
+		require.Len(t, rep.Results, 1)
+		assert.Equal(t, shardlease.ImportCopied, rep.Results[0].Action)
+		assert.Contains(t, rep.Results[0].Reason, "keeps no start")
+		assert.NotContains(t, rep.Results[0].Reason, "with start LATEST")
+	})
+}

@@ -176,7 +176,8 @@ type rewindRun struct {
 	rewinder Rewinder
 	kin      KinesisAPI
 	cfg      rewindConfig
-	table    string // for errors; "" when the store has none
+	table    string       // for errors; "" when the store has none
+	lineage  LineageStore // nil when the store keeps no lineage
 	rep      *RewindReport
 	rows     map[string]Lease // the stream's rows as listed, by shard id
 }
@@ -195,7 +196,8 @@ func newRewindRun(store LeaseStore, kin KinesisAPI, stream string, to time.Time,
 		return nil, errorf("shardlease: rewind: %w", err)
 	}
 	run := &rewindRun{store: store, kin: kin, cfg: cfg}
-	run.table = resolveCaps(store).tableName
+	caps := resolveCaps(store)
+	run.table, run.lineage = caps.tableName, caps.lineage
 	where := run.where(stream)
 	if to.IsZero() || to.After(time.Now()) {
 		return nil, errorf("%w: rewind %s: the time %s is zero or in the future; pass a time in the past, within the stream's retention", ErrInvalidConfig, where, to.UTC().Format(time.RFC3339Nano))
@@ -377,13 +379,7 @@ func (run *rewindRun) rewindShard(ctx context.Context, e *RewindShard) error {
 
 // create makes key's missing row, with parents.
 func (run *rewindRun) create(ctx context.Context, key LeaseKey, parents []string) error {
-	var err error
-	if ls, ok := run.store.(LineageStore); ok {
-		_, err = ls.CreateAt(ctx, key, parents, Start{})
-	} else {
-		_, err = run.store.Create(ctx, key, parents)
-	}
-	if err != nil {
+	if _, err := createRow(ctx, run.store, run.lineage, key, parents, Start{}); err != nil {
 		return errorf("create the row: %w", err)
 	}
 	return nil

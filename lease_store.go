@@ -280,6 +280,16 @@ type storeCaps struct {
 	tableName string
 }
 
+// createRow makes key's row if it is missing, with parents, and with start
+// when the store keeps starts (lineage, its LineageStore, is not nil); it
+// reports whether it made the row.
+func createRow(ctx context.Context, store LeaseStore, lineage LineageStore, key LeaseKey, parents []string, start Start) (bool, error) {
+	if lineage != nil {
+		return lineage.CreateAt(ctx, key, parents, start)
+	}
+	return store.Create(ctx, key, parents)
+}
+
 // resolveCaps finds the optional capabilities of store.
 func resolveCaps(store LeaseStore) storeCaps {
 	var c storeCaps
