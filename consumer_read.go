@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
@@ -82,7 +83,16 @@ func (s readSink) CheckpointRejected(err error, seq string, sub int64) bool {
 // listShards pages through ListShards (see kinesisread.ListShards), with
 // errors that name the stream.
 func listShards(ctx context.Context, kin KinesisAPI, stream string, cfg config) ([]types.Shard, error) {
-	shards, err := kinesisread.ListShards(ctx, kin, stream, cfg.readConfig())
+	return listShardsFiltered(ctx, kin, stream, nil, cfg)
+}
+
+// toolListing is the configuration of the listings made outside a consumer
+// (Rewind, the imports): their retries' backoff.
+var toolListing = config{retryMin: 100 * time.Millisecond, retryMax: 10 * time.Second}
+
+// listShardsFiltered is listShards with a ShardFilter (nil for none).
+func listShardsFiltered(ctx context.Context, kin KinesisAPI, stream string, filter *types.ShardFilter, cfg config) ([]types.Shard, error) {
+	shards, err := kinesisread.ListShardsFiltered(ctx, kin, stream, filter, cfg.readConfig())
 	var nf *kinesisread.StreamNotFoundError
 	switch {
 	case errors.As(err, &nf):

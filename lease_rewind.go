@@ -31,10 +31,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	kinesistypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
-
-	"github.com/shardlease/shardlease/internal/backoff"
 )
 
 // RewindAction is where Rewind moves one shard (RewindShard.Action).
@@ -218,7 +215,7 @@ func (run *rewindRun) where(stream string) string { return tableAndStream(run.ta
 // each shard goes.
 func (run *rewindRun) plan(ctx context.Context) error {
 	stream, to := run.rep.Stream, run.rep.To
-	listed, err := listShards(ctx, run.kin, stream, config{retryMin: 100 * time.Millisecond, retryMax: 10 * time.Second})
+	listed, err := listShards(ctx, run.kin, stream, toolListing)
 	if err != nil {
 		return errorf("shardlease: rewind %s: %w", run.where(stream), err)
 	}
@@ -426,27 +423,15 @@ func (run *rewindRun) entry(shard string) *RewindShard {
 }
 
 // listShardIDs returns the ids of the shards of stream that ListShards
-// lists with the filter of type typ at time at, page by page, retrying
-// throttled and failed calls with a backoff.
+// lists with the filter of type typ at time at.
 func listShardIDs(ctx context.Context, kin KinesisAPI, stream string, typ kinesistypes.ShardFilterType, at time.Time) (map[string]bool, error) {
-	ids := map[string]bool{}
-	in := &kinesis.ListShardsInput{StreamName: aws.String(stream), ShardFilter: &kinesistypes.ShardFilter{Type: typ, Timestamp: aws.Time(at)}}
-	bo := backoff.Backoff{Min: 100 * time.Millisecond, Max: 10 * time.Second}
-	for {
-		out, err := kin.ListShards(ctx, in)
-		if err != nil {
-			if retryable(err) && bo.Attempts() < 10 && bo.Sleep(ctx) {
-				continue
-			}
-			return nil, errorf("list shards %s %s: %w", typ, at.UTC().Format(time.RFC3339Nano), credentialsHint(err))
-		}
-		bo.Reset()
-		for _, sh := range out.Shards {
-			ids[aws.ToString(sh.ShardId)] = true
-		}
-		if aws.ToString(out.NextToken) == "" {
-			return ids, nil
-		}
-		in = &kinesis.ListShardsInput{NextToken: out.NextToken}
+	shards, err := listShardsFiltered(ctx, kin, stream, &kinesistypes.ShardFilter{Type: typ, Timestamp: aws.Time(at)}, toolListing)
+	if err != nil {
+		return nil, errorf("shards %s %s: %w", typ, at.UTC().Format(time.RFC3339Nano), err)
 	}
+	ids := make(map[string]bool, len(shards))
+	for _, sh := range shards {
+		ids[aws.ToString(sh.ShardId)] = true
+	}
+	return ids, nil
 }

@@ -263,7 +263,7 @@ type importRun struct {
 
 // listStream reads the stream's shards.
 func (run *importRun) listStream(ctx context.Context, kin KinesisAPI) error {
-	listed, err := listShards(ctx, kin, run.stream, config{retryMin: 100 * time.Millisecond, retryMax: 10 * time.Second})
+	listed, err := listShards(ctx, kin, run.stream, toolListing)
 	if err != nil {
 		return errorf("shardlease: import %s table %s: check its rows against stream %s: %w", run.format, run.from, run.stream, err)
 	}

@@ -19,8 +19,17 @@ const listAttempts = 20
 // missing stream is a *StreamNotFoundError; any other failure is the last
 // error as the SDK returned it, for the caller to name the stream.
 func ListShards(ctx context.Context, kin ShardLister, stream string, cfg Config) ([]types.Shard, error) {
+	return ListShardsFiltered(ctx, kin, stream, nil, cfg)
+}
+
+// ListShardsFiltered is ListShards with a ShardFilter (nil for none), which
+// the first page of every start carries.
+func ListShardsFiltered(ctx context.Context, kin ShardLister, stream string, filter *types.ShardFilter, cfg Config) ([]types.Shard, error) {
 	var out []types.Shard
-	in := &kinesis.ListShardsInput{StreamName: aws.String(stream)}
+	first := func() *kinesis.ListShardsInput {
+		return &kinesis.ListShardsInput{StreamName: aws.String(stream), ShardFilter: filter}
+	}
+	in := first()
 	bo := backoff.Backoff{Min: cfg.RetryMin, Max: cfg.RetryMax}
 	for {
 		cctx, cancel := ctx, context.CancelFunc(func() {})
@@ -37,7 +46,7 @@ func ListShards(ctx context.Context, kin ShardLister, stream string, cfg Config)
 			case errors.As(err, &rnf):
 				return nil, &StreamNotFoundError{Stream: stream, Err: err}
 			case errors.As(err, &expired):
-				out, in = nil, &kinesis.ListShardsInput{StreamName: aws.String(stream)}
+				out, in = nil, first()
 				continue
 			case errors.As(err, &lim) || Retryable(err):
 				// Bounded by ctx too: the start-up gives up after its limit.
