@@ -25,23 +25,18 @@ import (
 var errStaleFence = errors.New("sink: a newer holder of the shard wrote already")
 
 // fencedSink is the sink of docs/handlers.md: per shard the highest token
-// it applied, and the last position applied (per partition key when
-// perKey, as handlers with WithKeyConcurrency need). A write below the
-// token is refused; a record at or below the position is in already.
+// it applied, and the last position applied. A write below the token is
+// refused; a record at or below the position is in already.
 type fencedSink struct {
 	mu      sync.Mutex
-	perKey  bool
 	token   map[string]shardlease.FenceToken // scope → highest token applied
-	last    map[string]string                // scope (or scope/key) → last position applied
+	last    map[string]string                // scope → last position applied
 	applied map[string]int                   // id → times its effect was applied
 	stale   int                              // writes refused for their token
-	dups    int                              // records passed over as applied already
-	tokens  map[string][]shardlease.FenceToken
 }
 
-func newFencedSink(perKey bool) *fencedSink {
-	return &fencedSink{perKey: perKey, token: map[string]shardlease.FenceToken{}, last: map[string]string{},
-		applied: map[string]int{}, tokens: map[string][]shardlease.FenceToken{}}
+func newFencedSink() *fencedSink {
+	return &fencedSink{token: map[string]shardlease.FenceToken{}, last: map[string]string{}, applied: map[string]int{}}
 }
 
 // write applies b's records as one transaction would.
@@ -61,18 +56,12 @@ func (s *fencedSink) write(b *shardlease.Batch) error {
 		}
 	}
 	s.token[scope] = tok
-	s.tokens[scope] = append(s.tokens[scope], tok)
 	for _, r := range b.Records {
-		k := scope
-		if s.perKey {
-			k += "/" + r.PartitionKey
-		}
 		pos := r.FencePosition()
-		if pos <= s.last[k] {
-			s.dups++
+		if pos <= s.last[scope] {
 			continue
 		}
-		s.last[k] = pos
+		s.last[scope] = pos
 		s.applied[string(r.Data)]++
 	}
 	return nil
@@ -156,7 +145,10 @@ func TestFenceTokenGrowsWithEachHolder(t *testing.T) {
 		waitFor(t, 30*w.lease, "a handles the first records", func() bool { return h.distinct() == 10 })
 		w.put(t, p, 10, 4)
 		waitFor(t, 30*w.lease, "a handles the next records", func() bool { return h.distinct() == 20 })
-		time.Sleep(w.renew * 2) // a renews meanwhile: the counter moves during its holding
+		// a renews meanwhile: the counter moves past its token during its holding.
+		waitFor(t, 10*w.lease, "a's renewals move the counter", func() bool {
+			return w.leases(t)[0].Counter > log.of("a")[0].Counter()
+		})
 		require.NoError(t, a.stop(t))
 		released := w.leases(t)[0].Counter
 
@@ -184,7 +176,7 @@ func TestFenceTokenGrowsWithEachHolder(t *testing.T) {
 func TestFenceStaleHolderRefusedBySink(t *testing.T) {
 	worlds(t, 1, func(t *testing.T, w *world) {
 		p := &produced{}
-		sink := newFencedSink(false)
+		sink := newFencedSink()
 		entered, wake := make(chan struct{}), make(chan struct{})
 		var woke atomic.Value
 		var first atomic.Bool
@@ -224,7 +216,7 @@ func TestFenceCrashDuplicatesNotApplied(t *testing.T) {
 	worlds(t, 2, func(t *testing.T, w *world) {
 		p := &produced{}
 		h := newHandled()
-		sink := newFencedSink(false)
+		sink := newFencedSink()
 		sw := &crash.Switch{}
 		aHandler := func(ctx context.Context, b *shardlease.Batch) error {
 			if sw.Down() {

@@ -45,7 +45,7 @@ func TestBatchWindowGathersATrickle(t *testing.T) {
 		waitFor(t, 10*w.lease, "a holds the shard", func() bool { return len(a.c.Held()) == 1 })
 		for range 25 {
 			w.put(t, p, 1, 5)
-			time.Sleep(w.idle * 2) // each record read by a poll of its own
+			time.Sleep(w.idle * 2) // a trickle: a record every two idle polls
 		}
 		waitFor(t, 30*w.lease, "every record handled", func() bool { return h.distinct() == 25 })
 		require.NoError(t, a.stop(t))
@@ -67,17 +67,18 @@ func TestBatchWindowHandsTheOldestAfterItsWait(t *testing.T) {
 		p := &produced{}
 		h := newHandled()
 		wait := w.lease / 2
-		a := startWorker(t, w, w.kin, w.store, h.handler("a"), w.opts("a", shardlease.WithBatchWindow(1000, wait), shardlease.WithCheckpointInterval(w.renew/4))...)
+		kin := &recordsRead{KinesisAPI: w.kin}
+		a := startWorker(t, w, kin, w.store, h.handler("a"), w.opts("a", shardlease.WithBatchWindow(1000, wait), shardlease.WithCheckpointInterval(w.renew/4))...)
 		waitFor(t, 10*w.lease, "a holds the shard", func() bool { return len(a.c.Held()) == 1 })
 		w.put(t, p, 1, 1)
 		shard := onlyShard(t, p)
 		put := time.Now()
-		time.Sleep(wait / 2)
+		waitFor(t, wait, "the record read", func() bool { return kin.records.Load() == 1 })
 		assert.Zero(t, h.distinct(), "held back")
 		assert.Empty(t, w.checkpointOf(t, shard), "no checkpoint covers a record held back")
 		waitFor(t, 10*w.lease, "the record handled", func() bool { return h.distinct() == 1 })
 		took := time.Since(put)
-		assert.GreaterOrEqual(t, took, wait/2)
+		assert.GreaterOrEqual(t, took, wait, "handed once it waited the window's wait")
 		assert.Less(t, took, wait+w.lease/2, "handed within the wait and a poll")
 		waitFor(t, 10*w.lease, "its checkpoint", func() bool { return w.checkpointOf(t, shard) == p.seq[p.ids[0]] })
 		require.NoError(t, a.stop(t))
@@ -90,11 +91,12 @@ func TestBatchWindowNeverDelaysAShutdown(t *testing.T) {
 	worlds(t, 1, func(t *testing.T, w *world) {
 		p := &produced{}
 		h := newHandled()
-		a := startWorker(t, w, w.kin, w.store, h.handler("a"), w.opts("a", shardlease.WithBatchWindow(1000, 100*w.lease))...)
+		kin := &recordsRead{KinesisAPI: w.kin}
+		a := startWorker(t, w, kin, w.store, h.handler("a"), w.opts("a", shardlease.WithBatchWindow(1000, 100*w.lease))...)
 		waitFor(t, 10*w.lease, "a holds the shard", func() bool { return len(a.c.Held()) == 1 })
 		w.put(t, p, 5, 1)
 		shard := onlyShard(t, p)
-		time.Sleep(w.lease / 2) // read and held back
+		waitFor(t, 10*w.lease, "the records read, to be held back", func() bool { return kin.records.Load() == 5 })
 		stopped := time.Now()
 		require.NoError(t, a.stop(t))
 		assert.Less(t, time.Since(stopped), w.lease, "the shutdown did not wait for the window")
