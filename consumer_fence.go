@@ -22,6 +22,7 @@ package shardlease
 // errs on the safe side (the shard stalls, no effect is applied twice).
 
 import (
+	"cmp"
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
@@ -121,20 +122,10 @@ func (t FenceToken) Compare(u FenceToken) (int, error) {
 	}
 	switch {
 	case t.epoch != u.epoch:
-		return cmpInt(t.epoch, u.epoch), nil
+		return cmp.Compare(t.epoch, u.epoch), nil
 	default:
-		return cmpInt(t.counter, u.counter), nil
+		return cmp.Compare(t.counter, u.counter), nil
 	}
-}
-
-func cmpInt(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // ParseFenceToken returns the token of scope ("stream:shard", as Scope

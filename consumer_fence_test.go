@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -383,7 +384,7 @@ func TestFenceValueAndBytesOrderAsCompare(t *testing.T) {
 		for j := range toks {
 			want, err := toks[i].Compare(toks[j])
 			require.NoError(t, err)
-			assert.Equal(t, want, cmpString(toks[i].Value(), toks[j].Value()), "Value of %s and %s", toks[i], toks[j])
+			assert.Equal(t, want, strings.Compare(toks[i].Value(), toks[j].Value()), "Value of %s and %s", toks[i], toks[j])
 			assert.Equal(t, want, bytes.Compare(toks[i].Bytes(), toks[j].Bytes()), "Bytes of %s and %s", toks[i], toks[j])
 		}
 		back, err := shardlease.ParseFenceToken(toks[i].Scope(), toks[i].Value())
@@ -391,16 +392,6 @@ func TestFenceValueAndBytesOrderAsCompare(t *testing.T) {
 		assert.Equal(t, toks[i], back)
 		assert.Len(t, toks[i].Value(), 33)
 	}
-}
-
-func cmpString(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // FencePosition orders records as their shard does: sequence numbers of any

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/shardlease/shardlease"
 	"github.com/shardlease/shardlease/internal/crash"
+	"github.com/shardlease/shardlease/internal/seqnum"
 	"github.com/shardlease/shardlease/shardleasetest"
 )
 
@@ -167,28 +167,13 @@ func TestKeyConcurrencyCheckpointIsTheWatermark(t *testing.T) {
 		waitFor(t, 30*w.lease, "the other lanes go on", func() bool { return h.distinct() >= 20 })
 		time.Sleep(w.renew) // a checkpoint would be written meanwhile
 		cp := w.checkpointOf(t, shard)
-		assert.Less(t, seqCmp(cp, p.seq["rec-000003"]), 0, "checkpoint %s stays before the held record", cp)
+		assert.Less(t, seqnum.Compare(cp, p.seq["rec-000003"]), 0, "checkpoint %s stays before the held record", cp)
 		close(release)
 		waitFor(t, 30*w.lease, "every record handled", func() bool { return h.distinct() == 40 })
 		waitFor(t, 10*w.lease, "the checkpoint reaches the end", func() bool { return w.checkpointOf(t, shard) == p.seq["rec-000039"] })
 		require.NoError(t, a.stop(t))
 		assert.Zero(t, h.duplicates())
 	})
-}
-
-// seqCmp orders two sequence numbers ("" first).
-func seqCmp(a, b string) int {
-	switch {
-	case a == b:
-		return 0
-	case a == "":
-		return -1
-	case b == "":
-		return 1
-	case len(a) != len(b):
-		return len(a) - len(b)
-	}
-	return strings.Compare(a, b)
 }
 
 // A lane stuck on a record holds the shard's reading once WithMaxInFlight

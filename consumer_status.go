@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 )
@@ -123,18 +124,8 @@ func (c *Consumer) Status() Status {
 		s.MaxBehindLatest = max(s.MaxBehindLatest, sh.BehindLatest)
 		s.Shards = append(s.Shards, sh)
 	}
-	slices.SortFunc(s.Shards, func(a, b ShardStatus) int { return compareStrings(a.Shard, b.Shard) })
+	slices.SortFunc(s.Shards, func(a, b ShardStatus) int { return strings.Compare(a.Shard, b.Shard) })
 	return s
-}
-
-func compareStrings(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // status is r's part of a Status at now.
