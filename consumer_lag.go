@@ -92,12 +92,6 @@ func (c *lagClock) lag(now time.Time) (l Lag, ok bool) {
 	return l, true
 }
 
-// age returns the checkpoint age at now (zero before the first read).
-func (c *lagClock) age(now time.Time) time.Duration {
-	l, _ := c.lag(now)
-	return l.CheckpointAge
-}
-
 // withLag returns ctx carrying the runner's lag for the store to write on
 // the row, once its reader has read.
 func (r *leaseRunner) withLag(ctx context.Context) context.Context {

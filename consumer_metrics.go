@@ -136,12 +136,14 @@ func (in *instruments) observe(c *Consumer) (metric.Registration, error) {
 		now := time.Now()
 		maxBehind := int64(-1)
 		for shard, r := range c.held {
-			if ms := r.behind.Load(); ms >= 0 {
+			l, read := r.lag.lag(now) // zero before the first read
+			if read {
+				ms := l.BehindLatest.Milliseconds()
 				o.ObserveInt64(in.behind, ms, in.attrs(shardAttr(shard)))
 				maxBehind = max(maxBehind, ms)
 			}
 			in.observeStuck(o, shard, r, now)
-			o.ObserveFloat64(in.checkpointAge, r.lag.age(now).Seconds(), in.attrs(shardAttr(shard)))
+			o.ObserveFloat64(in.checkpointAge, l.CheckpointAge.Seconds(), in.attrs(shardAttr(shard)))
 		}
 		if maxBehind >= 0 {
 			o.ObserveInt64(in.behindMax, maxBehind, in.attrs())

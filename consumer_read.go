@@ -69,7 +69,7 @@ func (sr shardReader) read(ctx context.Context, out chan<- *Batch) {
 type readSink struct{ r *leaseRunner }
 
 // Behind keeps the MillisBehindLatest of the last read, for the metric.
-func (s readSink) Behind(ms int64) { s.r.behind.Store(ms); s.r.lag.reportBehind(ms) }
+func (s readSink) Behind(ms int64) { s.r.lag.reportBehind(ms) }
 
 // Subscribed counts a subscription opened.
 func (s readSink) Subscribed() { s.r.c.count(evSubscribed, 1) }

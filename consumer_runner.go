@@ -56,9 +56,8 @@ type leaseRunner struct {
 	procDone chan struct{} // closed by the processor once the stop hook ran
 	readDone chan struct{} // closed by the reader once it holds nothing open
 
-	behind   atomic.Int64 // reader: MillisBehindLatest of the last read; -1 before the first
-	lag      lagClock     // the checkpoint age (consumer_lag.go)
-	rejected atomic.Bool  // reader: Kinesis refused the checkpoint (see ErrCheckpointRejected)
+	lag      lagClock    // the checkpoint age (consumer_lag.go)
+	rejected atomic.Bool // reader: Kinesis refused the checkpoint (see ErrCheckpointRejected)
 }
 
 // stopCause is why a runner stops. Causes are ordered by gravity: a graver
@@ -119,7 +118,6 @@ func newLeaseRunner(c *Consumer, l Lease, fromStart bool, written time.Time) *le
 		readDone: make(chan struct{}),
 		proc:     processorState{sent: make(chan struct{}, 1)},
 	}
-	r.behind.Store(-1)
 	return r
 }
 
