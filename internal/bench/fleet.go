@@ -150,10 +150,10 @@ func (f *fleet) coordinator() *fleetWorker {
 
 // fleetUsage is what a fleet consumed over a window.
 type fleetUsage struct {
-	readUnits, writeUnits float64
-	reads, writes         int64
-	scans, gets           int64
-	window                time.Duration
+	readUnits   float64
+	writes      int64
+	scans, gets int64
+	window      time.Duration
 	// readers names each worker that read in the window, with its reads.
 	readers []string
 }
@@ -181,13 +181,12 @@ func (f *fleet) measureUsage(window time.Duration) fleetUsage {
 		}
 		return out
 	}
-	r0, w0, n0, m0 := f.dyn.ReadUnits(), f.dyn.WriteUnits(), f.dyn.Reads(), f.dyn.Writes()
+	r0, m0 := f.dyn.ReadUnits(), f.dyn.Writes()
 	s0, g0, by0 := f.dyn.Count(dyncount.OpScan), f.dyn.Count(dyncount.OpGetItem), snap()
 	t0 := time.Now()
 	time.Sleep(window)
 	u := fleetUsage{
-		readUnits: f.dyn.ReadUnits() - r0, writeUnits: f.dyn.WriteUnits() - w0,
-		reads: f.dyn.Reads() - n0, writes: f.dyn.Writes() - m0,
+		readUnits: f.dyn.ReadUnits() - r0, writes: f.dyn.Writes() - m0,
 		scans: f.dyn.Count(dyncount.OpScan) - s0, gets: f.dyn.Count(dyncount.OpGetItem) - g0,
 		window: time.Since(t0),
 	}
@@ -264,21 +263,7 @@ func fleetFailover(ctx context.Context, e *env, shards, n int, lease time.Durati
 	lost := v.run.c.Held()
 	t0 := time.Now()
 	v.sw.Crash()
-	held := func() bool {
-		have := map[string]bool{}
-		for _, w := range f.live() {
-			for _, s := range w.run.c.Held() {
-				have[s] = true
-			}
-		}
-		for _, s := range lost {
-			if !have[s] {
-				return false
-			}
-		}
-		return true
-	}
-	if !waitUntil(10*lease, held) {
+	if !waitUntil(10*lease, func() bool { return f.heldAgain(lost) }) {
 		return 0, fmt.Errorf("the leases of the crashed worker were not held again within %v", 10*lease)
 	}
 	return time.Since(t0), nil

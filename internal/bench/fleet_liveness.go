@@ -4,9 +4,10 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 	"time"
+
+	"github.com/shardlease/shardlease/internal/balance"
 )
 
 // deputiesOf returns the workers whose rows name them deputy of the first
@@ -18,7 +19,7 @@ func (f *fleet) deputiesOf(ctx context.Context) []*fleetWorker {
 	}
 	owners := map[string]bool{}
 	for _, l := range ls {
-		if strings.HasPrefix(l.Note, "deputy ") {
+		if _, ok := balance.DeputyFirst(l.Note); ok {
 			owners[l.Owner] = true
 		}
 	}

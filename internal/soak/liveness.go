@@ -3,11 +3,11 @@ package soak
 import (
 	"context"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/shardlease/shardlease"
+	"github.com/shardlease/shardlease/internal/balance"
 )
 
 // The liveness faults: roles that fail together, a coordinator that
@@ -61,7 +61,7 @@ func (s *soak) deputySlots(ctx context.Context) []int {
 	}
 	owners := map[string]bool{}
 	for _, l := range ls {
-		if strings.HasPrefix(l.Note, "deputy ") && l.Owner != "" {
+		if _, ok := balance.DeputyFirst(l.Note); ok && l.Owner != "" {
 			owners[l.Owner] = true
 		}
 	}
