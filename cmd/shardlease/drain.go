@@ -146,7 +146,8 @@ func (d *drainer) drain(ctx context.Context) (drainResult, error) {
 		}
 		select {
 		case <-ctx.Done():
-			return res, ctx.Err()
+			return res, fmt.Errorf("shardlease: table %s, stream %s: stopped waiting before these leases were released: %s; "+
+				"the workers asked to drain go on draining; run the command again to wait for them: %w", d.store.Table(), d.stream, strings.Join(left, ", "), ctx.Err())
 		case <-time.After(poll):
 		}
 	}

@@ -32,13 +32,7 @@ Example:
 		table := fs.String("table", "", "name of the lease `table` (required)")
 		stream := fs.String("stream", "", "Kinesis `stream` name (required)")
 		return func(ctx context.Context) error {
-			if err := requireFlags("table", *table, "stream", *stream); err != nil {
-				return err
-			}
-			if err := shardlease.ValidateStreamName(*stream); err != nil {
-				return usagef("-stream: %v", err)
-			}
-			store, err := st.store(ctx, *table)
+			store, err := st.streamStore(ctx, *table, *stream)
 			if err != nil {
 				return err
 			}
