@@ -121,16 +121,26 @@ func (k *keeper) close() {
 	close(k.done)
 }
 
-// mark moves the pending checkpoint forward to p (never back).
-func (r *leaseRunner) mark(p position) error {
+// unwritable returns the error of a checkpoint made once none can be
+// written any more: the lease lost, or released (the final write sealed
+// the pending checkpoint). r.k.mu is held.
+func (r *leaseRunner) unwritable() error {
 	if r.lost() {
 		return &LeaseError{Op: "checkpoint", Key: r.key, Err: ErrLeaseLost}
 	}
+	if r.k.sealed {
+		return r.errReleased()
+	}
+	return nil
+}
+
+// mark moves the pending checkpoint forward to p (never back).
+func (r *leaseRunner) mark(p position) error {
 	k := &r.k
 	k.mu.Lock()
-	if k.sealed {
+	if err := r.unwritable(); err != nil {
 		k.mu.Unlock()
-		return r.errReleased()
+		return err
 	}
 	if p.compare(k.pending) > 0 {
 		k.pending = p

@@ -142,8 +142,11 @@ func (ln *lanes) finish() bool {
 // checkpoint is Batch.Checkpoint for a lane's batch: the batch's records up
 // to and including rec are done.
 func (ln *lanes) checkpoint(b *Batch, rec Record) error {
-	if ln.r.lost() {
-		return &LeaseError{Op: "checkpoint", Key: ln.r.key, Err: ErrLeaseLost}
+	ln.r.k.mu.Lock()
+	err := ln.r.unwritable()
+	ln.r.k.mu.Unlock()
+	if err != nil {
+		return err
 	}
 	at := positionOf(rec)
 	for i, got := range b.Records {

@@ -471,3 +471,31 @@ func TestKeyConcurrencyOptionsValidated(t *testing.T) {
 	_, err := shardlease.NewConsumer(kin, store, "orders", h, shardlease.WithKeyConcurrency(8), shardlease.WithMaxInFlight(64), shardlease.WithEnhancedFanOut("orders-app"))
 	assert.NoError(t, err, "fan-out works with lanes")
 }
+
+// With lanes as without, a checkpoint made once the lease was released
+// fails with ErrLeaseLost: the next holder handles those records again.
+func TestKeyConcurrencyCheckpointAfterReleaseFails(t *testing.T) {
+	worlds(t, 1, func(t *testing.T, w *world) {
+		p := &produced{}
+		var mu sync.Mutex
+		var kept *shardlease.Batch
+		handler := func(ctx context.Context, b *shardlease.Batch) error {
+			mu.Lock()
+			defer mu.Unlock()
+			if kept == nil {
+				kept = b
+			}
+			return nil
+		}
+		w.put(t, p, 10, 5)
+		a := startWorker(t, w, w.kin, w.store, handler, w.opts("a", shardlease.WithKeyConcurrency(2))...)
+		waitFor(t, 30*w.lease, "a batch handled", func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return kept != nil
+		})
+		require.NoError(t, a.stop(t))
+		err := kept.Checkpoint(kept.Records[0])
+		require.ErrorIs(t, err, shardlease.ErrLeaseLost, "a checkpoint after the release")
+	})
+}
