@@ -350,9 +350,12 @@ func (run *rewindRun) rewindShard(ctx context.Context, e *RewindShard) error {
 			return err
 		}
 	}
-	held, err := run.take(ctx, key)
+	held, from, err := run.take(ctx, key)
 	if err != nil {
 		return err
+	}
+	if from != "" {
+		e.TakenFrom = from
 	}
 	// The row as acquired is the one replaced.
 	e.Checkpoint, e.SubSequence, e.Start = held.Checkpoint, held.SubSequence, held.Start
@@ -387,39 +390,27 @@ func (run *rewindRun) create(ctx context.Context, key LeaseKey, parents []string
 const rewindTakeAttempts = 5
 
 // take acquires key on the counter listed (a free row whatever its
-// counter). A row a worker took meanwhile is refused, or with handover
-// read again and taken from its holder.
-func (run *rewindRun) take(ctx context.Context, key LeaseKey) (Lease, error) {
+// counter), and returns the owner it took the row from, if any. A row a
+// worker took meanwhile is refused, or with handover read again and taken
+// from its holder.
+func (run *rewindRun) take(ctx context.Context, key LeaseKey) (Lease, string, error) {
 	seen := run.rows[key.Shard]
 	for attempt := 1; ; attempt++ {
 		held, err := run.store.Acquire(ctx, key, run.cfg.owner, seen.Counter)
 		switch {
 		case err == nil:
-			if seen.Owner != "" {
-				run.entry(key.Shard).TakenFrom = seen.Owner
-			}
-			return held, nil
+			return held, seen.Owner, nil
 		case !errors.Is(err, ErrLeaseHeld):
-			return Lease{}, errorf("take the lease: %w", err)
+			return Lease{}, "", errorf("take the lease: %w", err)
 		case !run.cfg.handover:
-			return Lease{}, errorf("taken by a worker while the rewind ran; stop the consumers of stream %s, or pass WithRewindHandover (the CLI's -handover): %w", key.Stream, err)
+			return Lease{}, "", errorf("taken by a worker while the rewind ran; stop the consumers of stream %s, or pass WithRewindHandover (the CLI's -handover): %w", key.Stream, err)
 		case attempt == rewindTakeAttempts:
-			return Lease{}, errorf("its holder kept writing to it between read and acquire %d times: %w", rewindTakeAttempts, err)
+			return Lease{}, "", errorf("its holder kept writing to it between read and acquire %d times: %w", rewindTakeAttempts, err)
 		}
 		if seen, err = run.store.Get(ctx, key); err != nil {
-			return Lease{}, errorf("read the row again: %w", err)
+			return Lease{}, "", errorf("read the row again: %w", err)
 		}
 	}
-}
-
-// entry returns the report's entry of shard.
-func (run *rewindRun) entry(shard string) *RewindShard {
-	for i := range run.rep.Shards {
-		if run.rep.Shards[i].Shard == shard {
-			return &run.rep.Shards[i]
-		}
-	}
-	return &RewindShard{}
 }
 
 // listShardIDs returns the ids of the shards of stream that ListShards
