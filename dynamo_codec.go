@@ -111,6 +111,13 @@ func lineageClauses(vals map[string]types.AttributeValue, parents []string, star
 	} else {
 		remove = append(remove, attrParents)
 	}
+	return startClauses(vals, start, set, remove)
+}
+
+// startClauses appends to set and remove the clauses that write start,
+// filling :start and :startTime in vals (an attribute start has no value
+// for is removed).
+func startClauses(vals map[string]types.AttributeValue, start Start, set, remove []string) ([]string, []string) {
 	values := startValues(start)
 	for _, a := range []struct{ name, placeholder string }{{attrStart, ":start"}, {attrStartTime, ":startTime"}} {
 		v, ok := values[a.name]
@@ -408,17 +415,7 @@ func rewindClauses(vals map[string]types.AttributeValue, checkpoint string, star
 		set = append(set, attrCheckpoint+" = :cp")
 		vals[":cp"] = str(checkpoint)
 	}
-	values := startValues(start)
-	for _, a := range []struct{ name, placeholder string }{{attrStart, ":start"}, {attrStartTime, ":startTime"}} {
-		v, ok := values[a.name]
-		if !ok {
-			remove = append(remove, a.name)
-			continue
-		}
-		set = append(set, a.name+" = "+a.placeholder)
-		vals[a.placeholder] = v
-	}
-	return set, remove
+	return startClauses(vals, start, set, remove)
 }
 
 // lagUpdate adds the holder's lag to expr, an update with a SET clause:
