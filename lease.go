@@ -8,6 +8,8 @@ import (
 	"reflect"
 	"strings"
 	"time"
+
+	"github.com/shardlease/shardlease/internal/seqnum"
 )
 
 // ShardEnd is the checkpoint written once every record of a closed shard has
@@ -320,10 +322,8 @@ func validCheckpoint(checkpoint string, subSequence int64) error {
 	if checkpoint == ShardEnd {
 		return nil
 	}
-	for i := 0; i < len(checkpoint); i++ {
-		if checkpoint[i] < '0' || checkpoint[i] > '9' {
-			return errorf("%w: checkpoint %q is not a sequence number (decimal digits) or %s", ErrInvalidConfig, checkpoint, ShardEnd)
-		}
+	if !seqnum.IsSequence(checkpoint) {
+		return errorf("%w: checkpoint %q is not a sequence number (decimal digits) or %s", ErrInvalidConfig, checkpoint, ShardEnd)
 	}
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/shardlease/shardlease"
+	"github.com/shardlease/shardlease/internal/seqnum"
 )
 
 var resetCommand = &command{
@@ -93,10 +94,8 @@ func checkPosition(pos string) error {
 	case "TRIM_HORIZON", "LATEST", "AT_TIMESTAMP", "AT_SEQUENCE_NUMBER", "AFTER_SEQUENCE_NUMBER":
 		return usagef("-to %s: a checkpoint is a sequence number or %s; the lease store cannot clear a checkpoint or store a starting position (see -h)", pos, shardlease.ShardEnd)
 	}
-	for i := 0; i < len(pos); i++ {
-		if pos[i] < '0' || pos[i] > '9' {
-			return usagef("-to %q: not a sequence number (decimal digits) or %s", pos, shardlease.ShardEnd)
-		}
+	if !seqnum.IsSequence(pos) {
+		return usagef("-to %q: not a sequence number (decimal digits) or %s", pos, shardlease.ShardEnd)
 	}
 	return nil
 }

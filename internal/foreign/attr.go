@@ -21,18 +21,7 @@ func stringAttr(item map[string]types.AttributeValue, name string) (v string, pr
 // validCheckpoint reports whether checkpoint is one shardlease writes: a
 // sequence number (decimal digits) or SHARD_END.
 func validCheckpoint(checkpoint string) bool {
-	if checkpoint == "" {
-		return false
-	}
-	if checkpoint == seqnum.ShardEnd {
-		return true
-	}
-	for i := 0; i < len(checkpoint); i++ {
-		if checkpoint[i] < '0' || checkpoint[i] > '9' {
-			return false
-		}
-	}
-	return true
+	return checkpoint == seqnum.ShardEnd || seqnum.IsSequence(checkpoint)
 }
 
 // startPosition reports whether checkpoint is one of the start positions

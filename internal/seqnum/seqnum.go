@@ -28,3 +28,17 @@ func Compare(a, b string) int {
 	}
 	return strings.Compare(a, b)
 }
+
+// IsSequence reports whether s has the form of a sequence number: one or
+// more decimal digits.
+func IsSequence(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
