@@ -128,11 +128,10 @@ func (r *leaseRunner) run(parent context.Context) {
 	fetchCtx, fetchCancel := context.WithCancel(r.leaseCtx)
 	rd := r.c.newReader(r)
 	r.proc.start(func() { r.processor(batches, fetchCancel) })
-	var reading sync.WaitGroup
-	reading.Go(func() {
+	go func() {
 		defer close(r.readDone)
 		rd.read(fetchCtx, batches)
-	})
+	}()
 	// The grace period starts when the runner is told to stop (stop) or
 	// its lease's context ends; either end needs a processor to see it.
 	unwatch := context.AfterFunc(r.leaseCtx, func() {
@@ -142,7 +141,7 @@ func (r *leaseRunner) run(parent context.Context) {
 	r.keep(parent)
 	r.k.close()
 	fetchCancel()
-	reading.Wait()
+	<-r.readDone
 	r.proc.ensure()
 	<-r.procDone
 	r.proc.wg.Wait()
