@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"math/big"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -12,94 +11,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/metric"
-	"go.opentelemetry.io/otel/metric/embedded"
-	"go.opentelemetry.io/otel/metric/noop"
 
 	"github.com/shardlease/shardlease"
 )
-
-// gauges is a MeterProvider that keeps the observable gauges, int and
-// float, by name and shard ("" for a worker's own), as the last callback
-// run observed them.
-type gauges struct {
-	noop.MeterProvider
-	mu        sync.Mutex
-	callbacks []metric.Callback
-}
-
-func (g *gauges) Meter(string, ...metric.MeterOption) metric.Meter { return &gaugeMeter{g: g} }
-
-type gaugeMeter struct {
-	noop.Meter
-	g *gauges
-}
-
-type intGauge struct {
-	noop.Int64ObservableGauge
-	name string
-}
-
-type floatGauge struct {
-	noop.Float64ObservableGauge
-	name string
-}
-
-func (m *gaugeMeter) Int64ObservableGauge(name string, _ ...metric.Int64ObservableGaugeOption) (metric.Int64ObservableGauge, error) {
-	return &intGauge{name: name}, nil
-}
-
-func (m *gaugeMeter) Float64ObservableGauge(name string, _ ...metric.Float64ObservableGaugeOption) (metric.Float64ObservableGauge, error) {
-	return &floatGauge{name: name}, nil
-}
-
-func (m *gaugeMeter) RegisterCallback(f metric.Callback, _ ...metric.Observable) (metric.Registration, error) {
-	m.g.mu.Lock()
-	defer m.g.mu.Unlock()
-	m.g.callbacks = append(m.g.callbacks, f)
-	return noop.Registration{}, nil
-}
-
-type gaugeObserver struct {
-	embedded.Observer
-	got map[string]map[string]float64
-}
-
-func (o *gaugeObserver) put(name string, v float64, opts []metric.ObserveOption) {
-	attrs := metric.NewObserveConfig(opts).Attributes()
-	shard, _ := attrs.Value(attribute.Key("shard"))
-	if o.got[name] == nil {
-		o.got[name] = map[string]float64{}
-	}
-	o.got[name][shard.AsString()] = v
-}
-
-func (o *gaugeObserver) ObserveFloat64(inst metric.Float64Observable, v float64, opts ...metric.ObserveOption) {
-	if g, ok := inst.(*floatGauge); ok {
-		o.put(g.name, v, opts)
-	}
-}
-
-func (o *gaugeObserver) ObserveInt64(inst metric.Int64Observable, v int64, opts ...metric.ObserveOption) {
-	if g, ok := inst.(*intGauge); ok {
-		o.put(g.name, float64(v), opts)
-	}
-}
-
-// collect runs the callbacks and returns gauge → shard → value.
-func (g *gauges) collect(t *testing.T) map[string]map[string]float64 {
-	t.Helper()
-	g.mu.Lock()
-	cbs := append([]metric.Callback(nil), g.callbacks...)
-	g.mu.Unlock()
-	o := &gaugeObserver{got: map[string]map[string]float64{}}
-	for _, cb := range cbs {
-		require.NoError(t, cb(context.Background(), o))
-	}
-	return o.got
-}
 
 // shardStatus returns the status of shard in c's Status, and whether c
 // holds it.
@@ -127,7 +41,7 @@ func TestLagCheckpointAgeGrowsWhileStuckAndResets(t *testing.T) {
 			}
 			return nil
 		}
-		g := &gauges{}
+		g := newRecorder()
 		wk := startWorker(t, w, w.kin, w.store, h, w.opts("lagging", shardlease.WithMeterProvider(g))...)
 		waitFor(t, 30*w.lease, "the lease", func() bool { return len(wk.c.Held()) == 1 })
 		w.put(t, &produced{}, 5, 1)
@@ -165,7 +79,7 @@ func TestLagCheckpointAgeGrowsWhileStuckAndResets(t *testing.T) {
 // it stays idle.
 func TestLagIdleCaughtUpIsZero(t *testing.T) {
 	worlds(t, 2, func(t *testing.T, w *world) {
-		g := &gauges{}
+		g := newRecorder()
 		wk := startWorker(t, w, w.kin, w.store, newHandled().handler("idle"), w.opts("idle", shardlease.WithMeterProvider(g))...)
 		waitFor(t, 30*w.lease, "both leases read", func() bool {
 			s := wk.c.Status()
@@ -252,7 +166,7 @@ func TestLagBehindMaxAndWorkersWanted(t *testing.T) {
 			}
 			return nil
 		}
-		g := &gauges{}
+		g := newRecorder()
 		wk := startWorker(t, w, w.kin, w.store, h, w.opts("alone", shardlease.WithMeterProvider(g), shardlease.WithBatchSize(10))...)
 		waitFor(t, 30*w.lease, "the four leases", func() bool { return len(wk.c.Held()) == 4 })
 		p := startProducer(t, w, 4, 20)

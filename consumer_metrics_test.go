@@ -16,9 +16,9 @@ import (
 	"github.com/shardlease/shardlease"
 )
 
-// recorder is a MeterProvider that keeps what the retry metrics record:
-// counter sums and, on collect, the float gauges observed, by instrument
-// name and shard.
+// recorder is a MeterProvider that keeps what the metrics record: counter
+// sums and, on collect, the gauges observed (int and float, as floats), by
+// instrument name and shard ("" for a worker's own).
 type recorder struct {
 	noop.MeterProvider
 	mu        sync.Mutex
@@ -37,6 +37,10 @@ type recMeter struct {
 
 func (m *recMeter) Int64Counter(name string, _ ...metric.Int64CounterOption) (metric.Int64Counter, error) {
 	return &recCounter{name: name, r: m.r}, nil
+}
+
+func (m *recMeter) Int64ObservableGauge(name string, _ ...metric.Int64ObservableGaugeOption) (metric.Int64ObservableGauge, error) {
+	return &recIntGauge{name: name}, nil
 }
 
 func (m *recMeter) Float64ObservableGauge(name string, _ ...metric.Float64ObservableGaugeOption) (metric.Float64ObservableGauge, error) {
@@ -72,27 +76,38 @@ type recGauge struct {
 	name string
 }
 
+type recIntGauge struct {
+	noop.Int64ObservableGauge
+	name string
+}
+
 type recObserver struct {
 	embedded.Observer
 	got map[string]map[string]float64 // gauge → shard → value
 }
 
-func (o *recObserver) ObserveFloat64(inst metric.Float64Observable, v float64, opts ...metric.ObserveOption) {
-	g, ok := inst.(*recGauge)
-	if !ok {
-		return
-	}
+func (o *recObserver) put(name string, v float64, opts []metric.ObserveOption) {
 	attrs := metric.NewObserveConfig(opts).Attributes()
 	shard, _ := attrs.Value(attribute.Key("shard"))
-	if o.got[g.name] == nil {
-		o.got[g.name] = map[string]float64{}
+	if o.got[name] == nil {
+		o.got[name] = map[string]float64{}
 	}
-	o.got[g.name][shard.AsString()] = v
+	o.got[name][shard.AsString()] = v
 }
 
-func (o *recObserver) ObserveInt64(metric.Int64Observable, int64, ...metric.ObserveOption) {}
+func (o *recObserver) ObserveFloat64(inst metric.Float64Observable, v float64, opts ...metric.ObserveOption) {
+	if g, ok := inst.(*recGauge); ok {
+		o.put(g.name, v, opts)
+	}
+}
 
-// collect runs the registered callbacks and returns the float gauges.
+func (o *recObserver) ObserveInt64(inst metric.Int64Observable, v int64, opts ...metric.ObserveOption) {
+	if g, ok := inst.(*recIntGauge); ok {
+		o.put(g.name, float64(v), opts)
+	}
+}
+
+// collect runs the registered callbacks and returns the gauges.
 func (r *recorder) collect(t *testing.T) map[string]map[string]float64 {
 	t.Helper()
 	r.mu.Lock()
