@@ -328,9 +328,6 @@ func (c *Consumer) heldCount() int {
 
 // onNote handles a note one of this worker's renewals returned.
 func (sc *scheduler) onNote(n noteSeen) {
-	if sc.c.drainNoted(n.text) {
-		return
-	}
 	cd := &sc.cd
 	if n.shard == cd.watch.row {
 		if _, ok := balance.DeputyFirst(n.text); !ok {

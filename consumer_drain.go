@@ -33,12 +33,11 @@ const noteDrain = "drain"
 // drainer carries drain requests to Run's scheduler. Made by NewConsumer.
 type drainer struct {
 	requests chan chan error // Drain's requests; the scheduler answers each
-	noted    chan struct{}   // poked when a renewal returned a drain note
 	runDone  chan struct{}   // closed when Run returns
 }
 
 func newDrainer() drainer {
-	return drainer{requests: make(chan chan error), noted: make(chan struct{}, 1), runDone: make(chan struct{})}
+	return drainer{requests: make(chan chan error), runDone: make(chan struct{})}
 }
 
 // Drain hands every lease this worker holds to the other workers of the
@@ -76,16 +75,11 @@ func (c *Consumer) Drain(ctx context.Context) error {
 	}
 }
 
-// drainNoted starts a drain when a renewal returned a drain note.
-func (c *Consumer) drainNoted(note string) bool {
-	if f := strings.Fields(note); len(f) == 0 || f[0] != noteDrain {
-		return false
-	}
-	select {
-	case c.drain.noted <- struct{}{}:
-	default:
-	}
-	return true
+// isDrainNote reports whether a note a renewal returned asks this worker to
+// drain.
+func isDrainNote(note string) bool {
+	f := strings.Fields(note)
+	return len(f) > 0 && f[0] == noteDrain
 }
 
 // drainAll is a drain (see the top of this file), bounded by the shutdown
@@ -113,7 +107,6 @@ func (sc *scheduler) stayDrained(ctx context.Context) error {
 			return nil
 		case reply := <-c.drain.requests:
 			reply <- nil
-		case <-c.drain.noted:
 		case <-c.notes:
 		case r := <-sc.exited:
 			sc.forget(r)

@@ -226,11 +226,12 @@ func (sc *scheduler) loop(ctx context.Context) error {
 				return err
 			}
 		case n := <-c.notes:
+			if isDrainNote(n.text) { // asked through the table (shardlease drain)
+				return sc.drained(ctx, nil)
+			}
 			sc.onNote(n)
 		case reply := <-c.drain.requests:
 			return sc.drained(ctx, reply)
-		case <-c.drain.noted:
-			return sc.drained(ctx, nil)
 		case <-sc.cd.lookTimer.C:
 			sc.onLook(ctx)
 		case <-sc.cd.expiry.C:
