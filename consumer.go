@@ -258,7 +258,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 	if c.fanOut != nil {
 		boot.at("registering the enhanced fan-out consumer")
 		// Registered (or found) before any lease is taken.
-		if err := c.fanOut.register(ctx, c); err != nil {
+		if err := c.fanOut.register(ctx, c, sc.knownARN()); err != nil {
 			sc.removeRow(context.WithoutCancel(ctx))
 			if ctx.Err() != nil {
 				return nil

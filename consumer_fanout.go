@@ -39,8 +39,8 @@ func newFanOut(client KinesisAPI, stream string, cfg config) (*fanOut, error) {
 // register registers the stream consumer unless it is, and waits until it is
 // ACTIVE (see kinesisread.Register), before any lease is taken. Its errors
 // name the stream, the consumer and the call whose permission to check.
-func (f *fanOut) register(ctx context.Context, c *Consumer) error {
-	arn, err := kinesisread.Register(ctx, f.kin, c.stream, f.name, c.cfg.readConfig(), c.log)
+func (f *fanOut) register(ctx context.Context, c *Consumer, streamARN string) error {
+	arn, err := kinesisread.Register(ctx, f.kin, c.stream, streamARN, f.name, c.cfg.readConfig(), c.log)
 	var nf *kinesisread.StreamNotFoundError
 	var failed *kinesisread.CallError
 	switch {

@@ -331,6 +331,15 @@ func (sc *scheduler) checkStreamIdentity(ctx context.Context) error {
 	return nil
 }
 
+// knownARN returns the stream's ARN as the identity check described it, or
+// "" before that or without one.
+func (sc *scheduler) knownARN() string {
+	if sc.identity == nil {
+		return ""
+	}
+	return sc.identity.ARN
+}
+
 func (sc *scheduler) recreated(recorded, now StreamIdentity) error {
 	e := &StreamRecreatedError{Recorded: recorded, Current: now, Table: sc.c.caps.tableName}
 	sc.c.log.Error("stream re-created; not reading it", "err", e)

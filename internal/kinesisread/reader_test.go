@@ -99,7 +99,7 @@ func TestReadersReadAClosedShardToItsEnd(t *testing.T) {
 			return kinesisread.PollingReader{Shard: shardOf(f, s)}
 		},
 		"fan-out": func(f *shardleasetest.Kinesis, s *sink) kinesisread.Reader {
-			arn, err := kinesisread.Register(t.Context(), f, "orders", "reader", shardOf(f, s).Config, slog.New(slog.DiscardHandler))
+			arn, err := kinesisread.Register(t.Context(), f, "orders", "", "reader", shardOf(f, s).Config, slog.New(slog.DiscardHandler))
 			require.NoError(t, err)
 			return kinesisread.FanOutReader{Shard: shardOf(f, s), FanOut: f, ConsumerARN: arn}
 		},
@@ -148,7 +148,26 @@ func TestMissingStream(t *testing.T) {
 	assert.Equal(t, "absent", nf.Stream)
 	assert.ErrorAs(t, err, new(*types.ResourceNotFoundException))
 
-	_, err = kinesisread.Register(t.Context(), f, "absent", "reader", cfg, slog.New(slog.DiscardHandler))
+	_, err = kinesisread.Register(t.Context(), f, "absent", "", "reader", cfg, slog.New(slog.DiscardHandler))
 	require.ErrorAs(t, err, &nf)
 	assert.ErrorAs(t, err, new(*types.ResourceNotFoundException))
+}
+
+// A registration given the stream's ARN does not describe the stream
+// again; without it, it describes it once.
+func TestRegisterDescribesTheStreamOnlyWithoutItsARN(t *testing.T) {
+	f := closedStream(t)
+	cfg := kinesisread.Config{ReadTimeout: time.Second, RetryMin: time.Millisecond, RetryMax: time.Millisecond}
+	log := slog.New(slog.DiscardHandler)
+	arn, err := kinesisread.Register(t.Context(), f, "orders", "", "first", cfg, log)
+	require.NoError(t, err)
+	require.NotEmpty(t, arn)
+	assert.Equal(t, 1, f.Calls(shardleasetest.OpDescribeStreamSummary))
+	sum, err := f.DescribeStreamSummary(t.Context(), &kinesis.DescribeStreamSummaryInput{StreamName: aws.String("orders")})
+	require.NoError(t, err)
+	f.ResetCalls()
+	second, err := kinesisread.Register(t.Context(), f, "orders", aws.ToString(sum.StreamDescriptionSummary.StreamARN), "second", cfg, log)
+	require.NoError(t, err)
+	assert.NotEqual(t, arn, second, "another consumer")
+	assert.Zero(t, f.Calls(shardleasetest.OpDescribeStreamSummary), "the known ARN is used")
 }

@@ -47,17 +47,20 @@ const consumerPoll = 500 * time.Millisecond
 const registerAttempts = 8
 
 // Register registers the stream consumer name on stream unless it is, waits
-// until it is ACTIVE, and returns its ARN. Each call has a deadline of
+// until it is ACTIVE, and returns its ARN. streamARN is the stream's ARN
+// when the caller knows it already, else "" (it is then described). Each call has a deadline of
 // cfg.ReadTimeout; one that passes it is retried as a transient failure.
 // Several workers may call it at once: a registration already under way
 // (ResourceInUseException) is waited for, not an error. A missing stream is
 // a *StreamNotFoundError; a refused permission or a limit reached is a
 // *CallError; a transient failure is retried a few times.
-func Register(ctx context.Context, kin FanOutClient, stream, name string, cfg Config, log *slog.Logger) (string, error) {
+func Register(ctx context.Context, kin FanOutClient, stream, streamARN, name string, cfg Config, log *slog.Logger) (string, error) {
 	g := &registration{kin: kin, stream: stream, name: name, cfg: cfg, log: log, bo: backoff.Backoff{Min: cfg.RetryMin, Max: cfg.RetryMax}}
-	streamARN, err := g.streamARN(ctx)
-	if err != nil {
-		return "", err
+	if streamARN == "" {
+		var err error
+		if streamARN, err = g.streamARN(ctx); err != nil {
+			return "", err
+		}
 	}
 	return g.awaitActive(ctx, streamARN)
 }
@@ -83,9 +86,10 @@ func (g *registration) streamARN(ctx context.Context) (string, error) {
 			}
 			continue
 		}
-		if arn := aws.ToString(out.StreamDescriptionSummary.StreamARN); arn != "" {
-			return arn, nil
+		if s := out.StreamDescriptionSummary; s != nil && aws.ToString(s.StreamARN) != "" {
+			return aws.ToString(s.StreamARN), nil
 		}
+		return "", g.fail("DescribeStreamSummary", errors.New("the answer names no stream ARN"))
 	}
 }
 
