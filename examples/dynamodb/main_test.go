@@ -5,8 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"regexp"
 	"sync"
 	"testing"
@@ -20,28 +18,6 @@ import (
 )
 
 func TestMain(m *testing.M) { emulator.Main(m) }
-
-// emulatorEnv points the SDK's default configuration at the emulators, with
-// dummy credentials and no config files, so that nothing real is read or
-// fetched.
-func emulatorEnv(t *testing.T) {
-	t.Helper()
-	dynamo, kin := emulator.DynamoEndpoint(t), emulator.KinesisEndpoint(t)
-	dir := t.TempDir()
-	t.Setenv("AWS_ENDPOINT_URL_DYNAMODB", dynamo)
-	t.Setenv("AWS_ENDPOINT_URL_KINESIS", kin)
-	t.Setenv("AWS_ACCESS_KEY_ID", "AKIDTEST")
-	t.Setenv("AWS_SECRET_ACCESS_KEY", "test-secret")
-	t.Setenv("AWS_REGION", emulator.Region)
-	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
-	t.Setenv("AWS_CONFIG_FILE", filepath.Join(dir, "config"))
-	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(dir, "credentials"))
-	for _, k := range []string{"AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_SESSION_TOKEN", "AWS_DEFAULT_REGION",
-		"AWS_ENDPOINT_URL", "AWS_IGNORE_CONFIGURED_ENDPOINT_URLS", "AWS_ROLE_ARN", "AWS_WEB_IDENTITY_TOKEN_FILE"} {
-		t.Setenv(k, "") // restores the old value when the test ends
-		require.NoError(t, os.Unsetenv(k))
-	}
-}
 
 // recordLine is a line -print writes for a record.
 var recordLine = regexp.MustCompile(`(?m)^  (shardId-\d+) \d+ key=key-(\d+) data="record (\d+)"$`)
@@ -90,7 +66,7 @@ func (w *watcher) String() string {
 // and on cancellation (Ctrl-C) returns after releasing its leases, with
 // every checkpoint written.
 func TestRunAgainstEmulators(t *testing.T) {
-	emulatorEnv(t)
+	emulator.SDKEnv(t)
 	stream, table := emulator.UniqueName("example-stream"), emulator.UniqueName("example-leases")
 	setup, cancelSetup := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancelSetup()
@@ -150,7 +126,7 @@ func TestRunAgainstEmulators(t *testing.T) {
 
 // A missing stream fails Run with the library's error naming it.
 func TestRunMissingStream(t *testing.T) {
-	emulatorEnv(t)
+	emulator.SDKEnv(t)
 	stream, table := emulator.UniqueName("missing-stream"), emulator.UniqueName("example-leases")
 	var stdout, stderr bytes.Buffer
 	err := run(t.Context(), []string{"-stream", stream, "-table", table, "-create-table"}, &stdout, &stderr)

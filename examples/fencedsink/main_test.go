@@ -5,8 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strconv"
 	"sync"
 	"testing"
@@ -23,25 +21,6 @@ import (
 )
 
 func TestMain(m *testing.M) { emulator.Main(m) }
-
-// emulatorEnv points the SDK's default configuration at the emulators, with
-// dummy credentials and no config files.
-func emulatorEnv(t *testing.T) {
-	t.Helper()
-	dir := t.TempDir()
-	t.Setenv("AWS_ENDPOINT_URL_DYNAMODB", emulator.DynamoEndpoint(t))
-	t.Setenv("AWS_ENDPOINT_URL_KINESIS", emulator.KinesisEndpoint(t))
-	t.Setenv("AWS_ACCESS_KEY_ID", "AKIDTEST")
-	t.Setenv("AWS_SECRET_ACCESS_KEY", "test-secret")
-	t.Setenv("AWS_REGION", emulator.Region)
-	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
-	t.Setenv("AWS_CONFIG_FILE", filepath.Join(dir, "config"))
-	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(dir, "credentials"))
-	for _, k := range []string{"AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_SESSION_TOKEN", "AWS_DEFAULT_REGION", "AWS_ENDPOINT_URL"} {
-		t.Setenv(k, "")
-		require.NoError(t, os.Unsetenv(k))
-	}
-}
 
 // syncBuffer is an output two goroutines share.
 type syncBuffer struct {
@@ -110,7 +89,7 @@ func runUntil(t *testing.T, args []string, what string, cond func() bool) string
 // The service applies 20 amounts once each; rewound to the start, it is
 // handed them all again and applies none of them twice.
 func TestRunAppliesEachRecordOnce(t *testing.T) {
-	emulatorEnv(t)
+	emulator.SDKEnv(t)
 	stream, table, sinkTable := emulator.UniqueName("fenced"), emulator.UniqueName("fenced-leases"), emulator.UniqueName("fenced-totals")
 	require.NoError(t, emulator.CreateStream(t.Context(), emulator.Kinesis(t), stream, 2))
 	start := time.Now().Add(-time.Minute)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 
@@ -86,6 +87,31 @@ func DynamoEndpoint(t testing.TB) string {
 func KinesisEndpoint(t testing.TB) string {
 	t.Helper()
 	return sharedKinesis.endpoint(t)
+}
+
+// SDKEnv points the AWS SDK's default configuration, for the rest of the
+// test, at the shared emulators (see DynamoEndpoint and KinesisEndpoint),
+// with dummy credentials and no config files, so that nothing real is read
+// or fetched: no profile, role, IMDS or configured endpoint of the machine.
+func SDKEnv(t testing.TB) {
+	t.Helper()
+	dynamo, kin := DynamoEndpoint(t), KinesisEndpoint(t)
+	dir := t.TempDir()
+	t.Setenv("AWS_ENDPOINT_URL_DYNAMODB", dynamo)
+	t.Setenv("AWS_ENDPOINT_URL_KINESIS", kin)
+	t.Setenv("AWS_ACCESS_KEY_ID", "AKIDTEST")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "test-secret")
+	t.Setenv("AWS_REGION", Region)
+	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+	t.Setenv("AWS_CONFIG_FILE", filepath.Join(dir, "config"))
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(dir, "credentials"))
+	for _, k := range []string{"AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_SESSION_TOKEN", "AWS_DEFAULT_REGION",
+		"AWS_ENDPOINT_URL", "AWS_IGNORE_CONFIGURED_ENDPOINT_URLS", "AWS_ROLE_ARN", "AWS_WEB_IDENTITY_TOKEN_FILE"} {
+		t.Setenv(k, "") // restores the old value when the test ends
+		if err := os.Unsetenv(k); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // Dynamo returns a DynamoDB client for the shared dynalite; see
