@@ -1,6 +1,7 @@
 package shardlease
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -339,29 +340,64 @@ func (s *DynamoStore) listWithWorkers(ctx context.Context, stream string, consis
 	if err := ValidateStreamName(stream); err != nil {
 		return nil, nil, err
 	}
+	filter := &rowFilter{expr: "begins_with(lease_key, :prefix)", vals: map[string]types.AttributeValue{":prefix": str(stream + ":")}}
+	keep := func(s string) bool { return s == stream }
+	return s.scanRows(ctx, "list stream "+stream, stream, stream, keep, filter, consistent)
+}
+
+// ListStreams implements GroupLister with one Scan of the whole table:
+// reading every row costs the same whether DynamoDB or the store drops the
+// rows of other streams, and a filter of many streams would not fit in one
+// expression.
+func (s *DynamoStore) ListStreams(ctx context.Context, streams []string, workersOf string, consistent bool) ([]Lease, []Worker, error) {
+	want := make(map[string]bool, len(streams))
+	for _, st := range streams {
+		if err := ValidateStreamName(st); err != nil {
+			return nil, nil, err
+		}
+		want[st] = true
+	}
+	if err := ValidateStreamName(workersOf); err != nil {
+		return nil, nil, err
+	}
+	what := "list streams " + strings.Join(streams, ",")
+	return s.scanRows(ctx, what, strings.Join(streams, ","), workersOf, func(st string) bool { return want[st] }, nil, consistent)
+}
+
+// rowFilter is a Scan's filter expression and its values.
+type rowFilter struct {
+	expr string
+	vals map[string]types.AttributeValue
+}
+
+// scanRows scans the table (with filter, when not nil) and returns the
+// lease rows whose stream keep accepts, ordered by stream and shard, and the
+// worker rows of workersOf, ordered by owner. Rows of other streams are not
+// decoded, so a corrupt one does not fail the listing; what names the
+// listing in errors, and named the streams in a CorruptRowsError.
+func (s *DynamoStore) scanRows(ctx context.Context, what, named, workersOf string, keep func(string) bool, filter *rowFilter, consistent bool) ([]Lease, []Worker, error) {
 	var leases []Lease
 	var workers []Worker
 	var corrupt []CorruptRow
 	var start map[string]types.AttributeValue
 	for {
-		page, err := s.client.Scan(ctx, &dynamodb.ScanInput{
-			TableName:                 aws.String(s.table),
-			ConsistentRead:            aws.Bool(consistent),
-			FilterExpression:          aws.String("begins_with(lease_key, :prefix)"),
-			ExpressionAttributeValues: map[string]types.AttributeValue{":prefix": str(stream + ":")},
-			ExclusiveStartKey:         start,
-		})
+		in := &dynamodb.ScanInput{TableName: aws.String(s.table), ConsistentRead: aws.Bool(consistent), ExclusiveStartKey: start}
+		if filter != nil {
+			in.FilterExpression, in.ExpressionAttributeValues = aws.String(filter.expr), filter.vals
+		}
+		page, err := s.client.Scan(ctx, in)
 		if err != nil {
 			if isNotFound(err) {
 				err = tableNotFound(s.table, err)
 			}
-			return nil, nil, errorf("shardlease: list stream %s in table %s: %w", stream, s.table, err)
+			return nil, nil, errorf("shardlease: %s in table %s: %w", what, s.table, err)
 		}
 		for _, item := range page.Items {
-			if k, ok := item[attrKey].(*types.AttributeValueMemberS); ok && isIdentityKey(k.Value) {
+			k, _ := item[attrKey].(*types.AttributeValueMemberS)
+			if k != nil && isIdentityKey(k.Value) {
 				continue
 			}
-			if w, ok, err := decodeWorker(item, stream); ok {
+			if w, ok, err := decodeWorker(item, workersOf); ok {
 				if err != nil {
 					corrupt = append(corrupt, CorruptRow{Key: avString(item[attrKey]), Err: err})
 					continue
@@ -369,12 +405,18 @@ func (s *DynamoStore) listWithWorkers(ctx context.Context, stream string, consis
 				workers = append(workers, w)
 				continue
 			}
+			if k != nil {
+				st, rest, _ := strings.Cut(k.Value, ":")
+				if !keep(st) || strings.HasPrefix(rest, workerMark) {
+					continue // another stream's row, or its worker row
+				}
+			}
 			row, err := decodeLease(item)
 			if err != nil {
 				corrupt = append(corrupt, CorruptRow{Key: avString(item[attrKey]), Err: err})
 				continue
 			}
-			if row.Key.Stream == stream {
+			if keep(row.Key.Stream) {
 				leases = append(leases, row)
 			}
 		}
@@ -383,10 +425,12 @@ func (s *DynamoStore) listWithWorkers(ctx context.Context, stream string, consis
 		}
 		start = page.LastEvaluatedKey
 	}
-	slices.SortFunc(leases, func(a, b Lease) int { return strings.Compare(a.Key.Shard, b.Key.Shard) })
+	slices.SortFunc(leases, func(a, b Lease) int {
+		return cmp.Or(strings.Compare(a.Key.Stream, b.Key.Stream), strings.Compare(a.Key.Shard, b.Key.Shard))
+	})
 	slices.SortFunc(workers, func(a, b Worker) int { return strings.Compare(a.Owner, b.Owner) })
 	if len(corrupt) > 0 {
-		return leases, workers, &TableError{Table: s.table, Err: &CorruptRowsError{Table: s.table, Stream: stream, Rows: corrupt}}
+		return leases, workers, &TableError{Table: s.table, Err: &CorruptRowsError{Table: s.table, Stream: named, Rows: corrupt}}
 	}
 	return leases, workers, nil
 }

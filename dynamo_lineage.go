@@ -158,6 +158,46 @@ func (s *DynamoStore) ResetStream(ctx context.Context, id StreamIdentity) (int, 
 	return n, nil
 }
 
+// DeleteStreamRows implements StreamRemover: a Scan and a DeleteItem per
+// row, each lease row's conditional on attribute_not_exists(lease_owner).
+func (s *DynamoStore) DeleteStreamRows(ctx context.Context, stream string) (deleted, held int, err error) {
+	idKey := identityKey(stream)
+	if err := ValidateStreamName(stream); err != nil {
+		return 0, 0, s.fail("delete stream rows", idKey, err)
+	}
+	keys, err := s.scanKeys(ctx, "begins_with(lease_key, :prefix)", map[string]types.AttributeValue{":prefix": str(stream + ":")})
+	if err != nil {
+		return 0, 0, s.fail("delete stream rows", idKey, err)
+	}
+	for _, k := range keys {
+		if isIdentityKey(k) {
+			continue
+		}
+		in := &dynamodb.DeleteItemInput{TableName: aws.String(s.table), Key: rawKeyAttr(k)}
+		lease := !strings.HasPrefix(k, stream+":"+workerMark)
+		if lease {
+			in.ConditionExpression = aws.String("attribute_not_exists(" + attrOwner + ")")
+		}
+		_, err := s.client.DeleteItem(ctx, in)
+		if _, ok := condFailed(err); ok {
+			held++
+			continue
+		}
+		if err != nil {
+			return deleted, held, s.fail("delete stream rows", idKey, errorf("delete row %q (%d rows deleted; call it again): %w", k, deleted, err))
+		}
+		if lease {
+			deleted++
+		}
+	}
+	if held == 0 {
+		if _, err := s.client.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(s.table), Key: rawKeyAttr(idKey.String())}); err != nil {
+			return deleted, held, s.fail("delete stream rows", idKey, err)
+		}
+	}
+	return deleted, held, nil
+}
+
 // scanKeys returns the lease_key of every row that filter (with vals)
 // selects, with one consistent keys-only Scan, page by page. Its error is
 // the client's, unwrapped.

@@ -212,6 +212,34 @@ type EventualLister interface {
 	ListWithWorkersEventually(ctx context.Context, stream string) ([]Lease, []Worker, error)
 }
 
+// GroupLister is implemented by worker stores that can list the rows of
+// several streams of one table, and one stream's worker rows, from one read
+// of the table (both stores of this package do). A Group lists this way,
+// so that the streams it reads from one table cost one listing per take
+// interval between them, not one each; with a store without it, a Group
+// lists each stream and the worker rows in reads of their own.
+type GroupLister interface {
+	// ListStreams returns the lease rows of every stream in streams,
+	// ordered by stream and then shard id, and the worker rows of
+	// workersOf, ordered by owner. consistent asks for a consistent read;
+	// without it each row may be as it was a moment before its latest
+	// write (as ListWithWorkersEventually).
+	ListStreams(ctx context.Context, streams []string, workersOf string, consistent bool) ([]Lease, []Worker, error)
+}
+
+// StreamRemover is implemented by lease stores that can delete the rows of
+// a stream nobody reads any more (both stores of this package do). A Group
+// whose RemovedRows policy deletes them calls it once the wait it sets has
+// passed since a stream left the group.
+type StreamRemover interface {
+	// DeleteStreamRows deletes every lease row of stream that nobody holds,
+	// each with a delete conditional on the row having no owner, and the
+	// stream's worker rows. It records nothing and leaves the identity row
+	// until no lease row is left. It returns how many lease rows it deleted
+	// and how many it left because they were held (call it again later).
+	DeleteStreamRows(ctx context.Context, stream string) (deleted, held int, err error)
+}
+
 // NoteStore is implemented by stores that let the worker coordinating a
 // stream reach the holders of its leases without every worker listing the
 // table: the coordinator writes a note on a row the holder renews anyway, and

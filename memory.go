@@ -1,6 +1,7 @@
 package shardlease
 
 import (
+	"cmp"
 	"context"
 	"slices"
 	"strings"
@@ -118,6 +119,38 @@ func (m *MemoryStore) ListWithWorkers(ctx context.Context, stream string) ([]Lea
 	var workers []Worker
 	for owner, counter := range m.workers[stream] {
 		workers = append(workers, Worker{Stream: stream, Owner: owner, Counter: counter})
+	}
+	slices.SortFunc(workers, func(a, b Worker) int { return strings.Compare(a.Owner, b.Owner) })
+	return leases, workers, nil
+}
+
+// ListStreams implements GroupLister under one hold of the lock. A
+// MemoryStore is always current: consistent makes no difference.
+func (m *MemoryStore) ListStreams(ctx context.Context, streams []string, workersOf string, consistent bool) ([]Lease, []Worker, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, nil, errorf("shardlease: list streams %s: %w", strings.Join(streams, ","), err)
+	}
+	want := make(map[string]bool, len(streams))
+	for _, st := range append(slices.Clip(streams), workersOf) {
+		if err := ValidateStreamName(st); err != nil {
+			return nil, nil, err
+		}
+		want[st] = true
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var leases []Lease
+	for k, row := range m.rows {
+		if want[k.Stream] && slices.Contains(streams, k.Stream) {
+			leases = append(leases, cloneLease(row))
+		}
+	}
+	slices.SortFunc(leases, func(a, b Lease) int {
+		return cmp.Or(strings.Compare(a.Key.Stream, b.Key.Stream), strings.Compare(a.Key.Shard, b.Key.Shard))
+	})
+	var workers []Worker
+	for owner, counter := range m.workers[workersOf] {
+		workers = append(workers, Worker{Stream: workersOf, Owner: owner, Counter: counter})
 	}
 	slices.SortFunc(workers, func(a, b Worker) int { return strings.Compare(a.Owner, b.Owner) })
 	return leases, workers, nil
@@ -494,6 +527,33 @@ func (m *MemoryStore) ResetStream(ctx context.Context, id StreamIdentity) (int, 
 	delete(m.workers, id.Stream)
 	m.identities[id.Stream] = id
 	return n, nil
+}
+
+// DeleteStreamRows implements StreamRemover.
+func (m *MemoryStore) DeleteStreamRows(ctx context.Context, stream string) (deleted, held int, err error) {
+	if err := ctx.Err(); err != nil {
+		return 0, 0, memErr("delete stream rows", identityKey(stream), err)
+	}
+	if err := ValidateStreamName(stream); err != nil {
+		return 0, 0, memErr("delete stream rows", identityKey(stream), err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for k, row := range m.rows {
+		switch {
+		case k.Stream != stream:
+		case row.Owner != "":
+			held++
+		default:
+			delete(m.rows, k)
+			deleted++
+		}
+	}
+	delete(m.workers, stream)
+	if held == 0 {
+		delete(m.identities, stream)
+	}
+	return deleted, held, nil
 }
 
 var _ HandoffWithdrawer = (*MemoryStore)(nil)
