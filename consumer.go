@@ -55,6 +55,11 @@ type Consumer struct {
 	describer StreamDescriber
 	fanOut    *fanOut // nil unless WithEnhancedFanOut
 	ins       *instruments
+	// set holds the stream this consumer reads (a Group's, every stream
+	// in the group); runners read through its members. group is the Group
+	// this consumer runs for, nil for a Consumer.
+	set   *memberSet
+	group *Group
 
 	// mu guards held and stuck. held is written by Run's scheduler (launch
 	// and forget); stuck by a runner that abandons its handler and by that
@@ -166,17 +171,28 @@ func NewConsumer(client KinesisAPI, store LeaseStore, stream string, handler Han
 	if err != nil {
 		return nil, err
 	}
+	m := newMember(stream, stream, client, handler, cfg, fo)
+	c, err := newConsumer(store, stream, cfg, newMemberSet(false, m))
+	if err != nil {
+		return nil, err
+	}
+	c.kin, c.describer, c.handler, c.fanOut = client, m.describer, handler, fo
+	return c, nil
+}
+
+// newConsumer returns a consumer of the streams of set, through store,
+// named stream (its stream, or a Group's name).
+func newConsumer(store LeaseStore, stream string, cfg config, set *memberSet) (*Consumer, error) {
 	ins, err := newInstruments(cfg.meterProvider, stream, cfg.ownerID)
 	if err != nil {
 		return nil, errorf("%w: stream %s: creating metric instruments: %w", ErrInvalidConfig, stream, err)
 	}
-	describer, _ := client.(StreamDescriber)
 	return &Consumer{
-		caps: resolveCaps(store), describer: describer,
-		kin: client, store: store, stream: stream, handler: handler, cfg: cfg, ins: ins, fanOut: fo,
+		caps: resolveCaps(store), store: store, stream: stream, cfg: cfg, ins: ins,
 		log:  cfg.logger.With("stream", stream, "owner", cfg.identity),
 		held: make(map[string]*leaseRunner), stuck: make(map[string]*leaseRunner),
 		notes: make(chan noteSeen, 64), drain: newDrainer(),
+		set: set,
 	}, nil
 }
 
@@ -255,16 +271,14 @@ func (c *Consumer) Run(ctx context.Context) error {
 		sc.removeRow(context.WithoutCancel(ctx))
 		return err
 	}
-	if c.fanOut != nil {
-		boot.at("registering the enhanced fan-out consumer")
-		// Registered (or found) before any lease is taken.
-		if err := c.fanOut.register(ctx, c, sc.knownARN()); err != nil {
-			sc.removeRow(context.WithoutCancel(ctx))
-			if ctx.Err() != nil {
-				return nil
-			}
-			return err
+	boot.at("registering the enhanced fan-out consumer")
+	// Registered (or found) before any lease is taken.
+	if err := sc.registerFanOut(ctx); err != nil {
+		sc.removeRow(context.WithoutCancel(ctx))
+		if ctx.Err() != nil {
+			return nil
 		}
+		return err
 	}
 	boot.done(true)
 	err = sc.loop(ctx)
@@ -302,14 +316,14 @@ func (c *Consumer) storeCtx(ctx context.Context) (context.Context, context.Cance
 // shard is neither counted nor taken by this worker until it returns.
 func (c *Consumer) markStuck(r *leaseRunner) {
 	c.mu.Lock()
-	c.stuck[r.shard] = r
+	c.stuck[r.id] = r
 	c.mu.Unlock()
 }
 
 func (c *Consumer) unstick(r *leaseRunner) {
 	c.mu.Lock()
-	if c.stuck[r.shard] == r {
-		delete(c.stuck, r.shard)
+	if c.stuck[r.id] == r {
+		delete(c.stuck, r.id)
 	}
 	c.mu.Unlock()
 	r.log.Info("the abandoned handler returned")

@@ -24,6 +24,10 @@ const (
 	// StopShardEnded: the shard was closed by a reshard and read to its end;
 	// SHARD_END is written after the stop hook and the lease released.
 	StopShardEnded StopReason = "shard ended"
+	// StopStreamRemoved: the shard's stream left its Group's set; the
+	// batch in hand was finished, and the lease is released after the stop
+	// hook with the final checkpoint.
+	StopStreamRemoved StopReason = "stream removed"
 )
 
 // ShardStart tells a start hook where this worker starts reading a shard.

@@ -39,18 +39,35 @@ func newFanOut(client KinesisAPI, stream string, cfg config) (*fanOut, error) {
 // register registers the stream consumer unless it is, and waits until it is
 // ACTIVE (see kinesisread.Register), before any lease is taken. Its errors
 // name the stream, the consumer and the call whose permission to check.
-func (f *fanOut) register(ctx context.Context, c *Consumer, streamARN string) error {
-	arn, err := kinesisread.Register(ctx, f.kin, c.stream, streamARN, f.name, c.cfg.readConfig(), c.log)
+func (f *fanOut) register(ctx context.Context, c *Consumer, m *member) error {
+	arn, err := kinesisread.Register(ctx, f.kin, m.ref, m.knownARN(), f.name, c.cfg.readConfig(), c.log)
 	var nf *kinesisread.StreamNotFoundError
 	var failed *kinesisread.CallError
 	switch {
 	case errors.As(err, &nf):
-		return &StreamNotFoundError{Stream: c.stream, Err: nf.Err}
+		return &StreamNotFoundError{Stream: m.name, Err: nf.Err}
 	case errors.As(err, &failed):
-		return fmt.Errorf("shardlease: stream %s: enhanced fan-out consumer %s: %s: %w; check that the role may call %s on the stream (see docs/table.md, IAM permissions)", c.stream, f.name, failed.Op, failed.Err, failed.Op)
+		return fmt.Errorf("shardlease: stream %s: enhanced fan-out consumer %s: %s: %w; check that the role may call %s on the stream (see docs/table.md, IAM permissions)", m.name, f.name, failed.Op, failed.Err, failed.Op)
 	case err != nil:
 		return err
 	}
 	f.arn = arn
+	return nil
+}
+
+// registerFanOut registers the fan-out consumer of every stream in the set
+// read with enhanced fan-out and not registered yet, in stream order.
+func (sc *scheduler) registerFanOut(ctx context.Context) error {
+	for _, m := range sc.c.set.all() {
+		if m.registered.Load() {
+			continue
+		}
+		if m.fanOut != nil {
+			if err := m.fanOut.register(ctx, sc.c, m); err != nil {
+				return err
+			}
+		}
+		m.registered.Store(true)
+	}
 	return nil
 }

@@ -64,7 +64,7 @@ func (s *ShardStop) Fence() FenceToken { return s.r.fence() }
 // fence returns the runner's token: the stream's incarnation and the
 // counter of the acquire that made the lease the runner's.
 func (r *leaseRunner) fence() FenceToken {
-	return FenceToken{stream: r.key.Stream, shard: r.shard, epoch: r.c.epoch.Load(), counter: r.taken.counter}
+	return FenceToken{stream: r.key.Stream, shard: r.shard, epoch: r.m.epoch.Load(), counter: r.taken.counter}
 }
 
 // Stream returns the stream of the token's shard.

@@ -346,13 +346,13 @@ func (r *leaseRunner) mayHand() bool {
 func (r *leaseRunner) callHandler(b *Batch) (err error) {
 	defer func() {
 		if v := recover(); v != nil {
-			r.c.count(evHandlerPanic, 1)
+			r.count(evHandlerPanic, 1)
 			pe := &PanicError{Stream: b.Stream, ShardID: b.ShardID, Value: v, Stack: debug.Stack()}
 			r.logPanic(b, v, panicStack())
 			err = pe
 		}
 	}()
-	return r.c.handler(r.leaseCtx, b)
+	return r.m.handler(r.leaseCtx, b)
 }
 
 // handling is the state of a runner's handler calls, shared by the

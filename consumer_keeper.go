@@ -338,7 +338,7 @@ func (r *leaseRunner) renew(ctx context.Context, force bool, cut *time.Timer) er
 		return err
 	}
 	cut.Reset(time.Until(r.k.cutoff()))
-	r.c.ins.renewDuration.Record(ctx, seconds(time.Since(a.sent)), r.c.ins.attrs(attribute.Bool("checkpoint", a.dirty)))
+	r.c.ins.renewDuration.Record(ctx, seconds(time.Since(a.sent)), r.attrs(attribute.Bool("checkpoint", a.dirty)))
 	if a.dirty {
 		r.log.Debug("checkpoint written", "checkpoint", a.pos.seq, "sub", a.pos.sub, "counter", next.Counter)
 	}
@@ -346,7 +346,7 @@ func (r *leaseRunner) renew(ctx context.Context, force bool, cut *time.Timer) er
 		r.handOff(next.HandoffTo)
 	}
 	if next.Note != held.Note {
-		r.c.sendNote(r.shard, next.Note)
+		r.c.sendNote(r.id, next.Note)
 	}
 	return nil
 }
@@ -367,7 +367,7 @@ func (r *leaseRunner) writeFailed(err error) bool {
 		r.markLost("no write succeeded for a whole lease duration", err)
 		return true
 	}
-	r.c.count(evWriteFailure, 1)
+	r.count(evWriteFailure, 1)
 	r.log.Warn("lease write failed; retrying", "err", err)
 	return false
 }
@@ -439,7 +439,7 @@ func (r *leaseRunner) finalWrite(ctx context.Context) (released bool, err error)
 	if err != nil {
 		return false, err
 	}
-	r.c.count(evReleased, 1)
+	r.count(evReleased, 1)
 	r.log.Info("lease released", "checkpoint", a.pos.seq, "to", row.Owner, "counter", row.Counter)
 	return true, nil
 }

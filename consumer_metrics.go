@@ -135,15 +135,15 @@ func (in *instruments) observe(c *Consumer) (metric.Registration, error) {
 		o.ObserveInt64(in.coordinating, coordinating, in.attrs())
 		now := time.Now()
 		maxBehind := int64(-1)
-		for shard, r := range c.held {
+		for _, r := range c.held {
 			l, read := r.lag.lag(now) // zero before the first read
 			if read {
 				ms := l.BehindLatest.Milliseconds()
-				o.ObserveInt64(in.behind, ms, in.attrs(shardAttr(shard)))
+				o.ObserveInt64(in.behind, ms, in.attrs(r.shardAttrs()...))
 				maxBehind = max(maxBehind, ms)
 			}
-			in.observeStuck(o, shard, r, now)
-			o.ObserveFloat64(in.checkpointAge, l.CheckpointAge.Seconds(), in.attrs(shardAttr(shard)))
+			in.observeStuck(o, r, now)
+			o.ObserveFloat64(in.checkpointAge, l.CheckpointAge.Seconds(), in.attrs(r.shardAttrs()...))
 		}
 		if maxBehind >= 0 {
 			o.ObserveInt64(in.behindMax, maxBehind, in.attrs())
@@ -206,14 +206,14 @@ func newRetryInstruments(m metric.Meter) (retryInstruments, error) {
 }
 
 // observeStuck reports the stuck gauges of r.
-func (in *instruments) observeStuck(o metric.Observer, shard string, r *leaseRunner, now time.Time) {
+func (in *instruments) observeStuck(o metric.Observer, r *leaseRunner, now time.Time) {
 	stuckFor, left, knowLeft, ok := r.stuck(now)
 	if !ok {
 		return
 	}
-	o.ObserveFloat64(in.stuck, stuckFor.Seconds(), in.attrs(shardAttr(shard)))
+	o.ObserveFloat64(in.stuck, stuckFor.Seconds(), in.attrs(r.shardAttrs()...))
 	if knowLeft {
-		o.ObserveFloat64(in.agesOut, left.Seconds(), in.attrs(shardAttr(shard)))
+		o.ObserveFloat64(in.agesOut, left.Seconds(), in.attrs(r.shardAttrs()...))
 	}
 }
 
@@ -234,9 +234,28 @@ func newLineageInstruments(m metric.Meter) (lineageInstruments, error) {
 	return li, err2
 }
 
-// rejectedCheckpoint counts a checkpoint Kinesis refused on shard.
-func (c *Consumer) rejectedCheckpoint(shard string) {
-	c.count(evCheckpointRejected, 1, shardAttr(shard))
+// count counts n of e for r: in a Group, its metric carries r's stream
+// (which replaces the group's name in the stream attribute).
+func (r *leaseRunner) count(e event, n int64, kv ...attribute.KeyValue) {
+	if r.c.set.grouped {
+		kv = append(kv, attribute.String("stream", r.key.Stream))
+	}
+	r.c.count(e, n, kv...)
+}
+
+// shardAttrs are the attributes of r's per-shard metrics: its shard, and in
+// a Group its stream.
+func (r *leaseRunner) shardAttrs() []attribute.KeyValue {
+	return []attribute.KeyValue{attribute.String("stream", r.key.Stream), shardAttr(r.shard)}
+}
+
+// attrs are the attributes of r's measurements with kv: in a Group, its
+// stream in place of the group's name.
+func (r *leaseRunner) attrs(kv ...attribute.KeyValue) metric.MeasurementOption {
+	if r.c.set.grouped {
+		kv = append(kv, attribute.String("stream", r.key.Stream))
+	}
+	return r.c.ins.attrs(kv...)
 }
 
 type counters struct {

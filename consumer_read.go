@@ -25,9 +25,10 @@ type shardReader struct {
 
 // newReader returns the reader of the configured mode for r.
 func (c *Consumer) newReader(r *leaseRunner) shardReader {
-	sh := kinesisread.Shard{Stream: r.key.Stream, ID: r.shard, Client: c.kin, Config: c.cfg.readConfig(), Log: r.log, Sink: readSink{r}}
-	if c.fanOut != nil {
-		return shardReader{r, kinesisread.FanOutReader{Shard: sh, FanOut: c.fanOut.kin, ConsumerARN: c.fanOut.arn}}
+	m := r.m
+	sh := kinesisread.Shard{Stream: m.ref, ID: r.shard, Client: m.kin, Config: c.cfg.readConfig(), Log: r.log, Sink: readSink{r}}
+	if m.fanOut != nil {
+		return shardReader{r, kinesisread.FanOutReader{Shard: sh, FanOut: m.fanOut.kin, ConsumerARN: m.fanOut.arn}}
 	}
 	return shardReader{r, kinesisread.PollingReader{Shard: sh}}
 }
@@ -72,7 +73,7 @@ type readSink struct{ r *leaseRunner }
 func (s readSink) Behind(ms int64) { s.r.lag.reportBehind(ms) }
 
 // Subscribed counts a subscription opened.
-func (s readSink) Subscribed() { s.r.c.count(evSubscribed, 1) }
+func (s readSink) Subscribed() { s.r.count(evSubscribed, 1) }
 
 // CheckpointRejected handles a refused checkpoint (see
 // leaseRunner.checkpointRejected).
@@ -183,7 +184,7 @@ func (r *leaseRunner) checkpointRejected(err error, seq string, sub int64) bool 
 		return false
 	}
 	r.rejected.Store(true)
-	r.c.rejectedCheckpoint(r.shard)
+	r.count(evCheckpointRejected, 1, r.shardAttrs()...)
 	err = errorf("%w: stream %s shard %s: Kinesis refused to read after checkpoint %s (sub-sequence %d): %w",
 		ErrCheckpointRejected, r.key.Stream, r.shard, seq, sub, err)
 	r.log.Error("checkpoint rejected; the shard is not read until an operator acts: if the stream was re-created, stop the consumers and run 'shardlease adopt-stream'; if the row was edited, move its checkpoint with 'shardlease reset'. Retried after a shard sync interval", "err", err)
@@ -197,7 +198,7 @@ func (r *leaseRunner) readPosition() kinesisread.Position {
 	seq, sub, start := r.startsFrom()
 	pos := kinesisread.Position{
 		SubSequence: sub, Recorded: readStart(start), FromStart: r.fromStart,
-		Initial: readStart(Start{Position: r.c.cfg.position, Timestamp: r.c.cfg.startTimestamp}),
+		Initial: readStart(Start{Position: r.m.cfg.position, Timestamp: r.m.cfg.startTimestamp}),
 	}
 	if seq == ShardEnd {
 		pos.Ended = true

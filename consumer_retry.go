@@ -152,13 +152,13 @@ func (b *Batch) part(recs []Record) *Batch {
 func (r *leaseRunner) attempt(b *Batch) error {
 	start := time.Now()
 	err := r.call(b)
-	r.c.ins.handlerTime.Record(bg, seconds(time.Since(start)), r.c.ins.attrs())
+	r.c.ins.handlerTime.Record(bg, seconds(time.Since(start)), r.attrs())
 	if err == nil {
-		r.c.count(evBatchesHandled, 1)
-		r.c.count(evRecordsHandled, int64(len(b.Records)))
+		r.count(evBatchesHandled, 1)
+		r.count(evRecordsHandled, int64(len(b.Records)))
 		return nil
 	}
-	r.c.count(evHandlerError, 1)
+	r.count(evHandlerError, 1)
 	return err
 }
 
@@ -215,7 +215,7 @@ func (r *leaseRunner) deadLetter(lane int, recs []Record, err error) bool {
 		r.log.Error("record dead-lettered after failing every attempt", "sequence", rec.SequenceNumber, "sub", rec.SubSequenceNumber,
 			"attempts", r.c.cfg.maxAttempts, "err", err)
 	}
-	r.c.count(evDeadLettered, int64(len(recs)), shardAttr(r.shard))
+	r.count(evDeadLettered, int64(len(recs)), r.shardAttrs()...)
 	r.progress(recs)
 	return true
 }

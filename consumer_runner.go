@@ -34,7 +34,9 @@ import (
 type leaseRunner struct {
 	// Set by newLeaseRunner; never written after.
 	c         *Consumer
-	shard     string
+	m         *member // the stream it reads
+	id        string  // the shard's id in the consumer: held's and the scheduler's key
+	shard     string  // the shard's id in its stream
 	key       LeaseKey
 	fromStart bool  // a parent was read by this application: read from the start
 	taken     taken // the lease as this worker took it: where its reader starts
@@ -69,6 +71,8 @@ const (
 	stillRunning stopCause = iota
 	// stopAsked: Run is shutting down.
 	stopAsked
+	// stopRemoved: the runner's stream left its Group's set.
+	stopRemoved
 	// stopHandoff: another worker asked for the lease; the release goes to it.
 	stopHandoff
 	// stopShardEnd: the shard was read to its end; SHARD_END is written and
@@ -105,10 +109,18 @@ func (e *ending) get() stopCause { return stopCause(e.cause.Load()) }
 // written made its own: the lease is ours for a lease duration from then.
 func newLeaseRunner(c *Consumer, l Lease, fromStart bool, written time.Time) *leaseRunner {
 	ctx, cancel := context.WithCancel(context.Background())
+	id, key := l.Key.Shard, l.Key
+	if stream, shard := c.set.split(id); stream != "" {
+		key = LeaseKey{Stream: stream, Shard: shard}
+	}
+	log := c.log.With("shard", key.Shard)
+	if c.set.grouped {
+		log = c.log.With("stream", key.Stream, "shard", key.Shard)
+	}
 	r := &leaseRunner{
-		c: c, shard: l.Key.Shard, key: l.Key, fromStart: fromStart,
+		c: c, m: c.set.of(id), id: id, shard: key.Shard, key: key, fromStart: fromStart,
 		taken:    taken{checkpoint: l.Checkpoint, sub: l.SubSequence, start: l.Start, counter: l.Counter},
-		log:      c.log.With("shard", l.Key.Shard),
+		log:      log,
 		leaseCtx: ctx, leaseCancel: cancel,
 		k:        newKeeper(l, c.cfg.cutoff(written), written),
 		lag:      newLagClock(position{l.Checkpoint, l.SubSequence}),
@@ -152,8 +164,11 @@ func (r *leaseRunner) run(parent context.Context) {
 
 // stop asks the runner to finish the batch in hand, write its checkpoint
 // and release the lease.
-func (r *leaseRunner) stop() {
-	r.end.raise(stopAsked)
+func (r *leaseRunner) stop() { r.stopFor(stopAsked) }
+
+// stopFor is stop with its cause: stopAsked, or stopRemoved.
+func (r *leaseRunner) stopFor(cause stopCause) {
+	r.end.raise(cause)
 	r.quitOnce.Do(func() {
 		r.k.mu.Lock()
 		r.k.stopAt = time.Now()
@@ -183,7 +198,7 @@ func (r *leaseRunner) handOff(taker string) {
 // is cancelled and the runner stops, writing nothing more.
 func (r *leaseRunner) markLost(reason string, err error) {
 	if r.end.raise(stopLost) {
-		r.c.count(evLost, 1)
+		r.count(evLost, 1)
 		r.k.mu.Lock()
 		counter := r.k.lease.Counter
 		r.k.mu.Unlock()
@@ -219,6 +234,8 @@ func (r *leaseRunner) stopReason() StopReason {
 		return StopShardEnded
 	case stopHandoff:
 		return StopHandedOff
+	case stopRemoved:
+		return StopStreamRemoved
 	case stillRunning:
 		if !r.valid() {
 			return StopLost

@@ -255,6 +255,10 @@ func (sc *scheduler) loop(ctx context.Context) error {
 				return err
 			}
 			sc.poke(sc.wake)
+		case <-c.setChanged():
+			if err := sc.onSetChanged(ctx); err != nil {
+				return err
+			}
 		}
 	}
 }
@@ -299,12 +303,12 @@ func (sc *scheduler) poke(ch chan struct{}) {
 func (sc *scheduler) forget(r *leaseRunner) {
 	c := sc.c
 	c.mu.Lock()
-	if c.held[r.shard] == r {
-		delete(c.held, r.shard)
+	if c.held[r.id] == r {
+		delete(c.held, r.id)
 	}
 	c.mu.Unlock()
 	if r.rejected.Load() {
-		sc.refused[r.shard] = time.Now()
+		sc.refused[r.id] = time.Now()
 	}
 	if cause := r.end.get(); cause == stopShardEnd {
 		// The children's rows are made and taken now, not at the

@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+	"github.com/shardlease/shardlease/internal/kinesisread"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 )
@@ -134,10 +135,14 @@ func (sc *scheduler) syncShardsWith(ctx context.Context, running bool) error {
 		rows[l.Key.Shard] = l
 	}
 	ls := c.caps.lineage
-	firstSync := len(existing) == 0 && len(corrupt) == 0
+	firstSync := sc.firstSyncs(existing, corrupt)
 	for _, s := range shards {
 		id := aws.ToString(s.ShardId)
 		if _, ok := rows[id]; ok || corrupt[id] {
+			continue
+		}
+		m := c.set.of(id)
+		if m == nil {
 			continue
 		}
 		if closed(s) && finishedByChildren(id, view, rows) {
@@ -146,7 +151,7 @@ func (sc *scheduler) syncShardsWith(ctx context.Context, running bool) error {
 		}
 		parents := shardParents(s)
 		key := LeaseKey{Stream: c.stream, Shard: id}
-		start := startFor(s, firstSync, c.cfg)
+		start := startFor(s, firstSync[m.name], m.cfg)
 		created, err := createRow(ctx, c.store, ls, key, parents, start)
 		if err != nil {
 			return errorf("shardlease: stream %s: create lease for shard %s: %w", c.stream, id, err)
@@ -171,7 +176,7 @@ func (sc *scheduler) syncShardsWith(ctx context.Context, running bool) error {
 // is conditional, as the take round's are. A quiet worker lists no rows.
 func (sc *scheduler) listBoth(ctx context.Context, running, quiet bool) (shards []types.Shard, existing []Lease, reused bool, err error) {
 	c := sc.c
-	shards, err = listShards(ctx, c.kin, c.stream, c.cfg)
+	shards, err = sc.listMemberShards(ctx, running)
 	if err != nil || quiet {
 		return shards, nil, false, err
 	}
@@ -200,7 +205,11 @@ func (sc *scheduler) fillLineage(ctx context.Context, ls LineageStore, existing 
 		}
 		start := l.Start
 		if start.IsZero() {
-			start = startFor(s, false, c.cfg)
+			cfg := c.cfg
+			if m := c.set.of(l.Key.Shard); m != nil {
+				cfg = m.cfg
+			}
+			start = startFor(s, false, cfg)
 		}
 		got, err := ls.SetLineage(ctx, l, parents, start)
 		switch {
@@ -263,8 +272,12 @@ func (sc *scheduler) boundedSync(ctx context.Context) error {
 
 // DescribeIdentity returns the identity of stream as Kinesis describes it
 // now. A missing stream is a *StreamNotFoundError.
+//
+// stream may be the stream's ARN: the call then names it by StreamARN, and
+// the identity by the name in the ARN.
 func DescribeIdentity(ctx context.Context, d StreamDescriber, stream string) (StreamIdentity, error) {
-	out, err := d.DescribeStreamSummary(ctx, &kinesis.DescribeStreamSummaryInput{StreamName: aws.String(stream)})
+	name, arn := kinesisread.Ref(stream)
+	out, err := d.DescribeStreamSummary(ctx, &kinesis.DescribeStreamSummaryInput{StreamName: name, StreamARN: arn})
 	if err != nil {
 		var rnf *types.ResourceNotFoundException
 		if errors.As(err, &rnf) {
@@ -276,68 +289,77 @@ func DescribeIdentity(ctx context.Context, d StreamDescriber, stream string) (St
 		return StreamIdentity{}, errorf("shardlease: stream %s: describe stream summary returned no description", stream)
 	}
 	sum := out.StreamDescriptionSummary
+	if n, ok := streamNameOfARN(stream); ok {
+		stream = n
+	}
 	return StreamIdentity{Stream: stream, ARN: aws.ToString(sum.StreamARN), Created: aws.ToTime(sum.StreamCreationTimestamp)}, nil
 }
 
-// checkStreamIdentity learns the stream's identity and compares it with the one
-// recorded in the store (recording it when none is) at the first call, and
-// with the one seen first at later calls. A mismatch is a
-// *StreamRecreatedError, which ends Run.
+// checkStreamIdentity checks the identity of every stream in the set (see
+// checkMemberIdentity), stopping at the first error.
 func (sc *scheduler) checkStreamIdentity(ctx context.Context) error {
+	for _, m := range sc.c.set.all() {
+		if err := sc.checkMemberIdentity(ctx, m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkMemberIdentity learns m's stream's identity and compares it with the
+// one recorded in the store (recording it when none is) at the first call,
+// and with the one seen first at later calls. A mismatch is a
+// *StreamRecreatedError, which ends Run.
+func (sc *scheduler) checkMemberIdentity(ctx context.Context, m *member) error {
 	c := sc.c
-	if sc.noIdentity {
+	log := c.log
+	if c.set.grouped {
+		log = log.With("stream", m.name)
+	}
+	if m.noIdentity {
 		return nil
 	}
-	d := c.describer
+	d := m.describer
 	if d == nil {
-		sc.noIdentity = true
-		c.log.Info("the Kinesis client has no DescribeStreamSummary: the stream's identity is not checked (a re-created stream is not detected)")
+		m.noIdentity = true
+		log.Info("the Kinesis client has no DescribeStreamSummary: the stream's identity is not checked (a re-created stream is not detected)")
 		return nil
 	}
-	now, err := DescribeIdentity(ctx, d, c.stream)
+	now, err := DescribeIdentity(ctx, d, m.ref)
 	if err != nil {
 		var denied *types.AccessDeniedException
 		if errors.As(err, &denied) {
-			sc.noIdentity = true
-			c.log.Warn("not allowed to describe the stream: its identity is not checked (a re-created stream is not detected); allow kinesis:DescribeStreamSummary", "err", err)
+			m.noIdentity = true
+			log.Warn("not allowed to describe the stream: its identity is not checked (a re-created stream is not detected); allow kinesis:DescribeStreamSummary", "err", err)
 			return nil
 		}
 		return err
 	}
-	if sc.identity != nil {
-		if !sc.identity.Same(now) {
-			return sc.recreated(*sc.identity, now)
+	if m.identity != nil {
+		if !m.identity.Same(now) {
+			return sc.recreated(*m.identity, now)
 		}
 		return nil
 	}
 	is := c.caps.identity
 	if is == nil {
-		c.epoch.learn(now)
-		sc.identity = &now
+		m.epoch.learn(now)
+		m.identity = &now
 		return nil
 	}
 	recorded, created, err := is.RecordStreamIdentity(ctx, now)
 	if err != nil {
-		return errorf("shardlease: stream %s: record the stream's identity: %w", c.stream, err)
+		return errorf("shardlease: stream %s: record the stream's identity: %w", m.name, err)
 	}
 	if !recorded.Same(now) {
 		return sc.recreated(recorded, now)
 	}
 	if created {
-		c.log.Info("recorded the stream's identity", "arn", now.ARN, "created", now.Created)
+		log.Info("recorded the stream's identity", "arn", now.ARN, "created", now.Created)
 	}
-	c.epoch.learn(now)
-	sc.identity = &now
+	m.epoch.learn(now)
+	m.identity = &now
 	return nil
-}
-
-// knownARN returns the stream's ARN as the identity check described it, or
-// "" before that or without one.
-func (sc *scheduler) knownARN() string {
-	if sc.identity == nil {
-		return ""
-	}
-	return sc.identity.ARN
 }
 
 func (sc *scheduler) recreated(recorded, now StreamIdentity) error {
@@ -432,4 +454,66 @@ func (sc *scheduler) tolerateCorrupt(ctx context.Context, err error) bool {
 		}
 	}
 	return true
+}
+
+// firstSyncs says, by stream, whether this is the first sync of the stream:
+// none of its rows is listed (decoded or corrupt), so its shards all start
+// at the initial position (see startFor). In a Group, a stream added while
+// it runs has its first sync then.
+func (sc *scheduler) firstSyncs(existing []Lease, corrupt map[string]bool) map[string]bool {
+	set := sc.c.set
+	first := make(map[string]bool)
+	for _, m := range set.all() {
+		first[m.name] = true
+	}
+	seen := func(id string) {
+		stream, _ := set.split(id)
+		if stream == "" {
+			clear(first)
+			return
+		}
+		delete(first, stream)
+	}
+	for _, l := range existing {
+		seen(l.Key.Shard)
+	}
+	for id := range corrupt {
+		seen(id)
+	}
+	return first
+}
+
+// listMemberShards lists the shards of every stream in the set, with their
+// ids (and their parents') as the consumer names them (see memberSet). A
+// stream of a Group that Kinesis does not know while the group runs is left
+// out with an Error log, so that the other streams are read on; at start,
+// and for a Consumer, it is an error.
+func (sc *scheduler) listMemberShards(ctx context.Context, running bool) ([]types.Shard, error) {
+	c := sc.c
+	set := c.set
+	var out []types.Shard
+	for _, m := range set.all() {
+		shards, err := listShards(ctx, m.kin, m.ref, c.cfg)
+		var nf *StreamNotFoundError
+		if err != nil && set.grouped && running && errors.As(err, &nf) {
+			c.log.Error("a stream of the group is not found; its shards are not read until it is (remove it from the group, or create it)", "stream", m.name, "err", err)
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if !set.grouped {
+			return shards, nil
+		}
+		for _, s := range shards {
+			s.ShardId = aws.String(set.idOf(m.name, aws.ToString(s.ShardId)))
+			for _, p := range []**string{&s.ParentShardId, &s.AdjacentParentShardId} {
+				if *p != nil && **p != "" {
+					*p = aws.String(set.idOf(m.name, **p))
+				}
+			}
+			out = append(out, s)
+		}
+	}
+	return out, nil
 }

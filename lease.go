@@ -327,3 +327,17 @@ func validCheckpoint(checkpoint string, subSequence int64) error {
 	}
 	return nil
 }
+
+// streamNameOfARN returns the stream name in a Kinesis stream ARN
+// ("arn:<partition>:kinesis:<region>:<account>:stream/<name>").
+func streamNameOfARN(arn string) (string, bool) {
+	parts := strings.SplitN(arn, ":", 6)
+	if len(parts) != 6 || parts[0] != "arn" || parts[2] != "kinesis" {
+		return "", false
+	}
+	name, ok := strings.CutPrefix(parts[5], "stream/")
+	if !ok || ValidateStreamName(name) != nil {
+		return "", false
+	}
+	return name, true
+}

@@ -11,8 +11,10 @@ package kinesisread
 
 import (
 	"context"
+	"strings"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 )
 
@@ -34,6 +36,18 @@ type Config struct {
 	SilenceTimeout time.Duration
 	// RetryMin and RetryMax bound the backoff after a failed call.
 	RetryMin, RetryMax time.Duration
+}
+
+// Ref returns the StreamName and StreamARN of a call on stream. A stream
+// given as an ARN ("arn:aws:kinesis:...:stream/name") is named by StreamARN
+// alone, which every data-plane call accepts and which a stream of another
+// account, read through its resource policy, needs; any other by
+// StreamName.
+func Ref(stream string) (name, arn *string) {
+	if strings.HasPrefix(stream, "arn:") {
+		return nil, aws.String(stream)
+	}
+	return aws.String(stream), nil
 }
 
 // StreamNotFoundError reports that Kinesis does not know the stream.

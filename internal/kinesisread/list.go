@@ -27,7 +27,8 @@ func ListShards(ctx context.Context, kin ShardLister, stream string, cfg Config)
 func ListShardsFiltered(ctx context.Context, kin ShardLister, stream string, filter *types.ShardFilter, cfg Config) ([]types.Shard, error) {
 	var out []types.Shard
 	first := func() *kinesis.ListShardsInput {
-		return &kinesis.ListShardsInput{StreamName: aws.String(stream), ShardFilter: filter}
+		name, arn := Ref(stream)
+		return &kinesis.ListShardsInput{StreamName: name, StreamARN: arn, ShardFilter: filter}
 	}
 	in := first()
 	bo := backoff.Backoff{Min: cfg.RetryMin, Max: cfg.RetryMax}

@@ -30,6 +30,13 @@ func (r PollingReader) Read(ctx context.Context, pos Position, deliver Deliver) 
 }
 
 // poller is the state of one Read, on its goroutine.
+// arn is the StreamARN a GetRecords carries: set when the stream is named by
+// its ARN (a stream of another account needs it on every call).
+func (p *poller) arn() *string {
+	_, arn := Ref(p.Stream)
+	return arn
+}
+
 type poller struct {
 	PollingReader
 	deliver  Deliver
@@ -88,7 +95,7 @@ func (p *poller) getRecords(ctx context.Context) (*kinesis.GetRecordsOutput, err
 	p.lastCall = time.Now()
 	cctx, cancel := context.WithTimeout(ctx, p.Config.ReadTimeout)
 	defer cancel()
-	return p.Client.GetRecords(cctx, &kinesis.GetRecordsInput{ShardIterator: aws.String(p.iter), Limit: aws.Int32(p.Config.BatchSize)})
+	return p.Client.GetRecords(cctx, &kinesis.GetRecordsInput{ShardIterator: aws.String(p.iter), Limit: aws.Int32(p.Config.BatchSize), StreamARN: p.arn()})
 }
 
 // failed waits out a failed GetRecords call: an expired iterator is made

@@ -65,8 +65,9 @@ func (p Position) After(seq string) Position {
 // skips the user records processed); else at Start.
 func (p Position) Iterator(stream, shard string) *kinesis.GetShardIteratorInput {
 	typ, seq, ts := p.at()
+	name, arn := Ref(stream)
 	return &kinesis.GetShardIteratorInput{
-		StreamName: aws.String(stream), ShardId: aws.String(shard),
+		StreamName: name, StreamARN: arn, ShardId: aws.String(shard),
 		ShardIteratorType: typ, StartingSequenceNumber: seq, Timestamp: ts,
 	}
 }

@@ -78,7 +78,7 @@ type registration struct {
 func (g *registration) streamARN(ctx context.Context) (string, error) {
 	for {
 		cctx, cancel := context.WithTimeout(ctx, g.cfg.ReadTimeout)
-		out, err := g.kin.DescribeStreamSummary(cctx, &kinesis.DescribeStreamSummaryInput{StreamName: aws.String(g.stream)})
+		out, err := g.kin.DescribeStreamSummary(cctx, describeInput(g.stream))
 		cancel()
 		if err != nil {
 			if err := g.retry(ctx, "DescribeStreamSummary", err); err != nil {
@@ -176,4 +176,10 @@ func (g *registration) fail(op string, err error) error {
 		return &StreamNotFoundError{Stream: g.stream, Err: err}
 	}
 	return &CallError{Op: op, Err: err}
+}
+
+// describeInput names stream by name or ARN (see Ref).
+func describeInput(stream string) *kinesis.DescribeStreamSummaryInput {
+	name, arn := Ref(stream)
+	return &kinesis.DescribeStreamSummaryInput{StreamName: name, StreamARN: arn}
 }

@@ -1,0 +1,236 @@
+package shardlease
+
+import (
+	"context"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// member is one stream a consumer reads: what its readers, handler and
+// shard sync need to know of it. A Consumer has one; a Group's has one per
+// stream in the set. The fields above mu are set when the member is made and
+// never written after.
+type member struct {
+	name      string // the stream's name, which its rows' keys carry
+	ref       string // what Kinesis calls name it by: the ARN when the spec gave one, else name
+	kin       KinesisAPI
+	describer StreamDescriber // nil when kin cannot describe streams
+	handler   Handler
+	cfg       config  // the consumer's, with this stream's initial position and reading mode
+	fanOut    *fanOut // nil unless read with enhanced fan-out
+	epoch     fenceEpoch
+
+	// Written by Run's scheduler only (the identity check): the stream's
+	// incarnation as checked, nil until the first check; noIdentity once
+	// the client cannot describe the stream.
+	identity   *StreamIdentity
+	noIdentity bool
+	// registered is set by the scheduler once the fan-out consumer is
+	// registered (at once when fanOut is nil); until then a Group's store
+	// does not list the stream's rows, so none of its leases is taken.
+	registered atomic.Bool
+}
+
+// newMember returns the member of stream name, named ref in Kinesis calls.
+// A stream read by polling needs no registration.
+func newMember(name, ref string, kin KinesisAPI, h Handler, cfg config, fo *fanOut) *member {
+	describer, _ := kin.(StreamDescriber)
+	m := &member{name: name, ref: ref, kin: kin, describer: describer, handler: h, cfg: cfg, fanOut: fo}
+	m.registered.Store(fo == nil)
+	return m
+}
+
+// knownARN returns the stream's ARN as the identity check described it, or
+// the ARN the spec named it by, or "".
+func (m *member) knownARN() string {
+	if m.identity != nil {
+		return m.identity.ARN
+	}
+	if m.ref != m.name {
+		return m.ref
+	}
+	return ""
+}
+
+// memberSet is the set of streams a consumer reads, and how a shard's id
+// inside the consumer (its scheduler's, its runners') names the stream and
+// shard of a row. A Consumer's set holds its one stream and ids are shard
+// ids. A Group's ids are "stream/shard" (a '/' is in no stream name or shard
+// id), so that one scheduler lists, balances and coordinates the leases of
+// every stream in the set at once; its store (groupStore) translates them.
+type memberSet struct {
+	grouped bool
+
+	// mu guards byName and removed. They are written by Run's scheduler
+	// (the group's stream source) and read by the store's listings and by
+	// runners. byName keeps the streams that left the set too (a runner
+	// launched just before may still read one until it stops); removed
+	// holds them, with when this worker saw them leave.
+	mu      sync.Mutex
+	byName  map[string]*member
+	removed map[string]time.Time
+}
+
+func newMemberSet(grouped bool, ms ...*member) *memberSet {
+	s := &memberSet{grouped: grouped, byName: make(map[string]*member, len(ms)), removed: make(map[string]time.Time)}
+	for _, m := range ms {
+		s.byName[m.name] = m
+	}
+	return s
+}
+
+// idOf returns the consumer's id of stream's shard.
+func (s *memberSet) idOf(stream, shard string) string {
+	if !s.grouped {
+		return shard
+	}
+	return stream + "/" + shard
+}
+
+// split returns the stream and shard of an id ("" stream in a Consumer's
+// set, which names its one stream).
+func (s *memberSet) split(id string) (stream, shard string) {
+	if !s.grouped {
+		return "", id
+	}
+	stream, shard, _ = strings.Cut(id, "/")
+	return stream, shard
+}
+
+// of returns the member reading the shard of id (also when its stream left
+// the set), or nil when the set never had its stream.
+func (s *memberSet) of(id string) *member {
+	stream, _ := s.split(id)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.grouped {
+		for _, m := range s.byName {
+			return m
+		}
+	}
+	return s.byName[stream]
+}
+
+// all returns the members in the set (not those that left it), ordered by
+// stream name.
+func (s *memberSet) all() []*member {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]*member, 0, len(s.byName))
+	for name, m := range s.byName {
+		if _, gone := s.removed[name]; !gone {
+			out = append(out, m)
+		}
+	}
+	slices.SortFunc(out, func(a, b *member) int { return strings.Compare(a.name, b.name) })
+	return out
+}
+
+// names returns the names of the streams in the set, sorted.
+func (s *memberSet) names() []string {
+	ms := s.all()
+	out := make([]string, len(ms))
+	for i, m := range ms {
+		out[i] = m.name
+	}
+	return out
+}
+
+// has reports whether stream is in the set.
+func (s *memberSet) has(stream string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, gone := s.removed[stream]
+	return s.byName[stream] != nil && !gone
+}
+
+// add puts m in the set (again, when its stream left it before).
+func (s *memberSet) add(m *member) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.byName[m.name] = m
+	delete(s.removed, m.name)
+}
+
+// remove takes stream out of the set at now; it reports whether it was in.
+func (s *memberSet) remove(stream string, now time.Time) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, gone := s.removed[stream]; gone || s.byName[stream] == nil {
+		return false
+	}
+	s.removed[stream] = now
+	return true
+}
+
+// left returns the streams that left the set, with when.
+func (s *memberSet) left() map[string]time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return maps.Clone(s.removed)
+}
+
+// forget drops stream, which left the set, from it for good.
+func (s *memberSet) forget(stream string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, gone := s.removed[stream]; gone {
+		delete(s.removed, stream)
+		delete(s.byName, stream)
+	}
+}
+
+// holdsStream reports whether a runner of stream still runs on this worker.
+func (c *Consumer) holdsStream(stream string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, r := range c.held {
+		if r.key.Stream == stream {
+			return true
+		}
+	}
+	return false
+}
+
+// setChanged returns the channel on which a Group says its set changed (nil
+// for a Consumer, whose set never does).
+func (c *Consumer) setChanged() <-chan struct{} {
+	if c.group == nil {
+		return nil
+	}
+	return c.group.changed
+}
+
+// onSetChanged follows a change of the Group's set: the runners of streams
+// that left it stop at a batch boundary (their final checkpoint written,
+// their leases released), the fan-out consumers of streams added are
+// registered, and a shard sync makes the rows of the streams added.
+func (sc *scheduler) onSetChanged(ctx context.Context) error {
+	c := sc.c
+	c.mu.Lock()
+	var gone []*leaseRunner
+	for _, r := range c.held {
+		if !c.set.has(r.key.Stream) {
+			gone = append(gone, r)
+		}
+	}
+	c.mu.Unlock()
+	for _, r := range gone {
+		r.log.Info("stopping the shard of a stream removed from the group")
+		r.stopFor(stopRemoved)
+	}
+	rctx, cancel := context.WithTimeout(ctx, c.cfg.startupTimeout())
+	defer cancel()
+	if err := sc.registerFanOut(rctx); err != nil {
+		c.log.Error("registering the fan-out consumer of a stream added to the group failed; retrying at the next change", "err", err)
+	}
+	if err := sc.boundedSync(ctx); err != nil && ctx.Err() == nil && isFatal(err) {
+		return err
+	}
+	sc.poke(sc.wake)
+	return nil
+}
