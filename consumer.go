@@ -187,9 +187,13 @@ func newConsumer(store LeaseStore, stream string, cfg config, set *memberSet) (*
 	if err != nil {
 		return nil, errorf("%w: stream %s: creating metric instruments: %w", ErrInvalidConfig, stream, err)
 	}
+	named := "stream"
+	if set.grouped {
+		named = "group" // a runner's logs name its stream
+	}
 	return &Consumer{
 		caps: resolveCaps(store), store: store, stream: stream, cfg: cfg, ins: ins,
-		log:  cfg.logger.With("stream", stream, "owner", cfg.identity),
+		log:  cfg.logger.With(named, stream, "owner", cfg.identity),
 		held: make(map[string]*leaseRunner), stuck: make(map[string]*leaseRunner),
 		notes: make(chan noteSeen, 64), drain: newDrainer(),
 		set: set,

@@ -1,0 +1,583 @@
+package shardlease_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/stretchr/testify/require"
+
+	"github.com/shardlease/shardlease"
+	"github.com/shardlease/shardlease/internal/dyncount"
+	"github.com/shardlease/shardlease/internal/emulator"
+	"github.com/shardlease/shardlease/shardleasetest"
+)
+
+// groupStreams makes n more streams of shards shards in w, named after w's
+// stream, and returns their names with w's first.
+func groupStreams(t *testing.T, w *world, n int, shards int32) []string {
+	t.Helper()
+	names := []string{w.stream}
+	for i := range n {
+		name := fmt.Sprintf("%s-%c", w.stream, 'b'+i)
+		if w.name == "fake" {
+			_, err := w.kin.(*shardleasetest.Kinesis).CreateStream(t.Context(), &kinesis.CreateStreamInput{StreamName: aws.String(name), ShardCount: aws.Int32(shards)})
+			require.NoError(t, err)
+		} else {
+			require.NoError(t, emulator.CreateStream(t.Context(), w.kin.(*kinesis.Client), name, shards))
+		}
+		names = append(names, name)
+	}
+	return names
+}
+
+// putTo writes n records to stream, with ids that name the stream.
+func putTo(t *testing.T, w *world, p *produced, stream string, n int) {
+	t.Helper()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.byShard == nil {
+		p.byShard, p.byKey, p.seq = map[string][]string{}, map[string][]string{}, map[string]string{}
+	}
+	for range n {
+		id := fmt.Sprintf("%s/rec-%06d", stream, p.n)
+		key := fmt.Sprintf("key-%03d", p.n%16)
+		p.n++
+		out, err := w.kin.PutRecord(context.Background(), &kinesis.PutRecordInput{StreamName: aws.String(stream), PartitionKey: aws.String(key), Data: []byte(id)})
+		require.NoError(t, err)
+		p.ids = append(p.ids, id)
+		p.byKey[stream+"/"+key] = append(p.byKey[stream+"/"+key], id)
+		p.seq[id] = aws.ToString(out.SequenceNumber)
+	}
+}
+
+func specsOf(names ...string) []shardlease.StreamSpec {
+	out := make([]shardlease.StreamSpec, len(names))
+	for i, n := range names {
+		out[i] = shardlease.StreamSpec{Name: n}
+	}
+	return out
+}
+
+// groupWorker is a running Group.
+type groupWorker struct {
+	g      *shardlease.Group
+	cancel context.CancelFunc
+	done   chan error
+	once   sync.Once
+	err    error
+}
+
+func startGroup(t *testing.T, w *world, kin shardlease.KinesisAPI, cfg shardlease.GroupConfig, h shardlease.Handler, opts ...shardlease.Option) *groupWorker {
+	t.Helper()
+	g, err := shardlease.NewGroup(kin, w.store, cfg, h, opts...)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	gw := &groupWorker{g: g, cancel: cancel, done: make(chan error, 1)}
+	go func() { gw.done <- g.Run(ctx) }()
+	t.Cleanup(func() { gw.stop(t) })
+	return gw
+}
+
+func (gw *groupWorker) stop(t *testing.T) error {
+	t.Helper()
+	gw.once.Do(func() {
+		gw.cancel()
+		select {
+		case gw.err = <-gw.done:
+		case <-time.After(time.Minute):
+			t.Fatalf("group worker %s did not stop within a minute", gw.g.OwnerID())
+		}
+	})
+	return gw.err
+}
+
+// streamsOf returns the streams of keys, sorted and without repeats.
+func streamsOf(keys []shardlease.LeaseKey) []string {
+	var out []string
+	for _, k := range keys {
+		out = append(out, k.Stream)
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// streamRows lists stream's rows in w's store.
+func streamRows(t *testing.T, w *world, stream string) []shardlease.Lease {
+	t.Helper()
+	ls, err := w.store.List(context.Background(), stream)
+	require.NoError(t, err)
+	return ls
+}
+
+// TestGroupReadsEveryStream: one Group reads three streams, every record of
+// each is handled once, and each batch names the stream it came from.
+func TestGroupReadsEveryStream(t *testing.T) {
+	worlds(t, 2, func(t *testing.T, w *world) {
+		names := groupStreams(t, w, 2, 2)
+		p := &produced{}
+		for _, n := range names {
+			putTo(t, w, p, n, 20)
+		}
+		h := newHandled()
+		var mu sync.Mutex
+		wrong := 0
+		handler := func(ctx context.Context, b *shardlease.Batch) error {
+			mu.Lock()
+			for _, r := range b.Records {
+				if !strings.HasPrefix(string(r.Data), b.Stream+"/") {
+					wrong++
+				}
+			}
+			mu.Unlock()
+			h.add("w1", b)
+			return nil
+		}
+		gw := startGroup(t, w, w.kin, shardlease.GroupConfig{Name: "readers", Streams: specsOf(names...)}, handler, w.opts("w1")...)
+		waitFor(t, time.Minute, "every record handled", func() bool { return h.distinct() == p.count() })
+		require.Empty(t, h.lost(p))
+		require.Zero(t, h.duplicates())
+		mu.Lock()
+		require.Zero(t, wrong, "a batch named another stream than its records'")
+		mu.Unlock()
+		require.Equal(t, names, streamsOf(gw.g.Held()))
+		require.Len(t, gw.g.Held(), 6)
+		require.NoError(t, gw.stop(t))
+	})
+}
+
+// TestGroupKeepsStreamShardKeys: a Group writes the rows a Consumer of each
+// stream writes ("stream:shard"), so a Consumer started on one of them
+// afterwards resumes at the group's checkpoints and reads nothing again.
+func TestGroupKeepsStreamShardKeys(t *testing.T) {
+	worlds(t, 2, func(t *testing.T, w *world) {
+		names := groupStreams(t, w, 1, 2)
+		p := &produced{}
+		putTo(t, w, p, names[0], 20)
+		putTo(t, w, p, names[1], 20)
+		h := newHandled()
+		gw := startGroup(t, w, w.kin, shardlease.GroupConfig{Name: "readers", Streams: specsOf(names...)}, h.handler("g"), w.opts("g")...)
+		waitFor(t, time.Minute, "every record handled", func() bool { return h.distinct() == p.count() })
+		require.NoError(t, gw.stop(t))
+		for _, n := range names {
+			rows := streamRows(t, w, n)
+			require.Len(t, rows, 2)
+			for _, l := range rows {
+				require.Equal(t, n, l.Key.Stream)
+				require.True(t, strings.HasPrefix(l.Key.Shard, "shardId-"), "row %s", l.Key)
+				require.NotEmpty(t, l.Checkpoint, "row %s", l.Key)
+				require.Empty(t, l.Owner, "row %s not released", l.Key)
+			}
+		}
+		again := newHandled()
+		wk := startWorker(t, w, w.kin, w.store, again.handler("c"), w.opts("c")...)
+		waitFor(t, time.Minute, "the consumer holds both shards", func() bool { return len(wk.c.Held()) == 2 })
+		putTo(t, w, p, names[0], 1)
+		waitFor(t, time.Minute, "the new record handled", func() bool { return again.distinct() == 1 })
+		require.Equal(t, 1, again.distinct(), "the consumer read again what the group had checkpointed")
+	})
+}
+
+// TestGroupFairShareOverTheGroup: 3 streams of 5 shards over 4 workers: the
+// share is counted over the group's 15 leases, so no worker holds more than
+// ceil(15/4) = 4, whereas a share per stream could leave 2+2+2 on one.
+func TestGroupFairShareOverTheGroup(t *testing.T) {
+	worlds(t, 5, func(t *testing.T, w *world) {
+		names := groupStreams(t, w, 2, 5)
+		cfg := shardlease.GroupConfig{Name: "readers", Streams: specsOf(names...)}
+		h := newHandled()
+		var gws []*groupWorker
+		for i := range 4 {
+			gws = append(gws, startGroup(t, w, w.kin, cfg, h.handler(fmt.Sprint(i)), w.opts(fmt.Sprintf("w%d", i))...))
+		}
+		loads := func() []int {
+			var out []int
+			for _, gw := range gws {
+				out = append(out, len(gw.g.Held()))
+			}
+			return out
+		}
+		waitFor(t, 3*time.Minute, "15 leases held, none above 4 and none below 3", func() bool {
+			l := loads()
+			sum := 0
+			for _, n := range l {
+				sum += n
+			}
+			return sum == 15 && slices.Max(l) <= 4 && slices.Min(l) >= 3
+		})
+	})
+}
+
+// TestGroupOneListingPerRound: the group's take rounds read the table once
+// whatever the number of streams: Scans stay about one per listing.
+func TestGroupOneListingPerRound(t *testing.T) {
+	worlds(t, 2, func(t *testing.T, w *world) {
+		names := groupStreams(t, w, 4, 2)
+		cfg := shardlease.GroupConfig{Name: "readers", Streams: specsOf(names...)}
+		store := w.store
+		var lists *listCounter
+		if w.dynamo == nil {
+			lists = &listCounter{MemoryStore: w.store.(*shardlease.MemoryStore)}
+			store = lists
+		}
+		h := newHandled()
+		g, err := shardlease.NewGroup(w.kin, store, cfg, h.handler("w"), w.opts("w")...)
+		require.NoError(t, err)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- g.Run(ctx) }()
+		waitFor(t, time.Minute, "10 leases held", func() bool { return len(g.Held()) == 10 })
+		waitFor(t, time.Minute, "5 listings", func() bool { return g.Stats().TableListings >= 5 })
+		cancel()
+		require.NoError(t, <-done)
+		listings := g.Stats().TableListings
+		var reads int64
+		if w.dynamo != nil {
+			reads = w.dynamo.Count(dyncount.OpScan)
+		} else {
+			reads = lists.reads()
+		}
+		// Shard syncs and the shutdown list too: allow them, not one per stream.
+		require.LessOrEqual(t, reads, listings+6, "listings %d, table reads %d: more than one read per listing", listings, reads)
+	})
+}
+
+// listCounter counts the MemoryStore's table reads.
+type listCounter struct {
+	*shardlease.MemoryStore
+	mu sync.Mutex
+	n  int64
+}
+
+func (l *listCounter) count() { l.mu.Lock(); l.n++; l.mu.Unlock() }
+func (l *listCounter) reads() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.n
+}
+func (l *listCounter) List(ctx context.Context, s string) ([]shardlease.Lease, error) {
+	l.count()
+	return l.MemoryStore.List(ctx, s)
+}
+func (l *listCounter) ListWithWorkers(ctx context.Context, s string) ([]shardlease.Lease, []shardlease.Worker, error) {
+	l.count()
+	return l.MemoryStore.ListWithWorkers(ctx, s)
+}
+func (l *listCounter) ListWithWorkersEventually(ctx context.Context, s string) ([]shardlease.Lease, []shardlease.Worker, error) {
+	l.count()
+	return l.MemoryStore.ListWithWorkersEventually(ctx, s)
+}
+func (l *listCounter) ListStreams(ctx context.Context, streams []string, workersOf string, consistent bool) ([]shardlease.Lease, []shardlease.Worker, error) {
+	l.count()
+	return l.MemoryStore.ListStreams(ctx, streams, workersOf, consistent)
+}
+
+// TestGroupRefusesSpecsThatShareRows: the constructor refuses specs that
+// would write the same rows, and every other misconfiguration, with an
+// error naming the group and the stream.
+func TestGroupRefusesSpecsThatShareRows(t *testing.T) {
+	kin := shardleasetest.NewKinesis()
+	store := shardlease.NewMemoryStore()
+	h := func(context.Context, *shardlease.Batch) error { return nil }
+	arn := "arn:aws:kinesis:us-east-1:111122223333:stream/orders"
+	cases := []struct {
+		name string
+		cfg  shardlease.GroupConfig
+		want string
+	}{
+		{"same name twice", shardlease.GroupConfig{Name: "g", Streams: specsOf("orders", "orders")}, "both name stream orders"},
+		{"name and ARN of one stream", shardlease.GroupConfig{Name: "g", Streams: []shardlease.StreamSpec{{Name: "orders"}, {ARN: arn}}}, "both name stream orders"},
+		{"ARNs of two accounts", shardlease.GroupConfig{Name: "g", Streams: []shardlease.StreamSpec{{ARN: arn}, {ARN: strings.Replace(arn, "111122223333", "444455556666", 1)}}}, "a lease table each"},
+		{"not an ARN", shardlease.GroupConfig{Name: "g", Streams: []shardlease.StreamSpec{{ARN: "arn:aws:sqs:us-east-1:1:orders"}}}, "not a Kinesis stream ARN"},
+		{"name and ARN in one spec", shardlease.GroupConfig{Name: "g", Streams: []shardlease.StreamSpec{{Name: "orders", ARN: arn}}}, "give one"},
+		{"group named as a stream", shardlease.GroupConfig{Name: "orders", Streams: specsOf("orders")}, "like the group"},
+		{"no streams", shardlease.GroupConfig{Name: "g"}, "no streams"},
+		{"streams and source", shardlease.GroupConfig{Name: "g", Streams: specsOf("a"), Source: func(context.Context) ([]shardlease.StreamSpec, error) { return nil, nil }}, "give one"},
+		{"bad position", shardlease.GroupConfig{Name: "g", Streams: []shardlease.StreamSpec{{Name: "a", Position: "NOW"}}}, "stream a"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := shardlease.NewGroup(kin, store, tc.cfg, h)
+			require.ErrorIs(t, err, shardlease.ErrInvalidConfig)
+			require.ErrorContains(t, err, tc.want)
+			require.ErrorContains(t, err, "group "+tc.cfg.Name)
+		})
+	}
+	_, err := shardlease.NewGroup(nil, store, shardlease.GroupConfig{Name: "g", Streams: specsOf("a")}, h)
+	require.ErrorContains(t, err, "stream a has no Kinesis client")
+	_, err = shardlease.NewGroup(kin, store, shardlease.GroupConfig{Name: "g", Streams: specsOf("a")}, nil)
+	require.ErrorContains(t, err, "stream a has no handler")
+}
+
+// TestGroupStreamAddedBySource: a stream the source starts returning is
+// read, from its initial position, without a restart.
+func TestGroupStreamAddedBySource(t *testing.T) {
+	worlds(t, 1, func(t *testing.T, w *world) {
+		names := groupStreams(t, w, 1, 1)
+		var mu sync.Mutex
+		current := specsOf(names[0])
+		source := func(context.Context) ([]shardlease.StreamSpec, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			return slices.Clone(current), nil
+		}
+		p := &produced{}
+		putTo(t, w, p, names[0], 10)
+		putTo(t, w, p, names[1], 10)
+		h := newHandled()
+		gw := startGroup(t, w, w.kin, shardlease.GroupConfig{Name: "readers", Source: source, SourceInterval: w.take}, h.handler("w"), w.opts("w")...)
+		waitFor(t, time.Minute, "the first stream's records", func() bool { return h.distinct() == 10 })
+		require.Equal(t, names[:1], gw.g.Streams())
+		mu.Lock()
+		current = specsOf(names...)
+		mu.Unlock()
+		waitFor(t, time.Minute, "both streams' records", func() bool { return h.distinct() == 20 })
+		require.Empty(t, h.lost(p))
+		require.Equal(t, names, gw.g.Streams())
+	})
+}
+
+// TestGroupStreamRemovedStopsAtBatchBoundary: a stream the source no longer
+// returns stops being read: its runner's stop hook says so, the final
+// checkpoint covers what was handled, the lease is released and its rows
+// are kept; the other stream reads on.
+func TestGroupStreamRemovedStopsAtBatchBoundary(t *testing.T) {
+	worlds(t, 1, func(t *testing.T, w *world) {
+		names := groupStreams(t, w, 1, 1)
+		var mu sync.Mutex
+		current := specsOf(names...)
+		source := func(context.Context) ([]shardlease.StreamSpec, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			return slices.Clone(current), nil
+		}
+		var stops sync.Map // stream → reason
+		hooks := shardlease.ShardHooks{OnStop: func(ctx context.Context, s *shardlease.ShardStop) { stops.Store(s.Stream, s.Reason) }}
+		p := &produced{}
+		putTo(t, w, p, names[0], 10)
+		putTo(t, w, p, names[1], 10)
+		h := newHandled()
+		gw := startGroup(t, w, w.kin, shardlease.GroupConfig{Name: "readers", Source: source, SourceInterval: w.take}, h.handler("w"), w.opts("w", shardlease.WithShardHooks(hooks))...)
+		waitFor(t, time.Minute, "every record", func() bool { return h.distinct() == 20 })
+		mu.Lock()
+		current = specsOf(names[0])
+		mu.Unlock()
+		waitFor(t, time.Minute, "the removed stream's lease released", func() bool {
+			return len(gw.g.Held()) == 1 && gw.g.Held()[0].Stream == names[0]
+		})
+		reason, _ := stops.Load(names[1])
+		require.Equal(t, shardlease.StopStreamRemoved, reason)
+		rows := streamRows(t, w, names[1])
+		require.Len(t, rows, 1, "the removed stream's rows are kept")
+		require.Empty(t, rows[0].Owner)
+		p.mu.Lock()
+		last := p.seq[fmt.Sprintf("%s/rec-%06d", names[1], 19)]
+		p.mu.Unlock()
+		require.Equal(t, last, rows[0].Checkpoint, "the final checkpoint is the last record handled")
+		putTo(t, w, p, names[1], 5)
+		putTo(t, w, p, names[0], 5)
+		waitFor(t, time.Minute, "the kept stream's new records", func() bool { return h.distinct() == 25 })
+		require.Equal(t, 25, h.distinct(), "a record of the removed stream was read")
+		require.Equal(t, names[:1], gw.g.Streams())
+	})
+}
+
+// TestGroupRemovedRowsDeletedAfterWait: with DeleteRemovedAfter, the rows of
+// a removed stream are deleted once it has been out that long, identity row
+// included; the other stream's are not touched.
+func TestGroupRemovedRowsDeletedAfterWait(t *testing.T) {
+	worlds(t, 2, func(t *testing.T, w *world) {
+		names := groupStreams(t, w, 1, 2)
+		var mu sync.Mutex
+		current := specsOf(names...)
+		source := func(context.Context) ([]shardlease.StreamSpec, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			return slices.Clone(current), nil
+		}
+		h := newHandled()
+		gw := startGroup(t, w, w.kin, shardlease.GroupConfig{Name: "readers", Source: source, SourceInterval: w.take, DeleteRemovedAfter: 2 * w.take}, h.handler("w"), w.opts("w")...)
+		waitFor(t, time.Minute, "4 leases held", func() bool { return len(gw.g.Held()) == 4 })
+		mu.Lock()
+		current = specsOf(names[0])
+		mu.Unlock()
+		waitFor(t, time.Minute, "the removed stream's rows deleted", func() bool { return len(streamRows(t, w, names[1])) == 0 })
+		is := w.store.(shardlease.IdentityStore)
+		_, err := is.StreamIdentity(context.Background(), names[1])
+		require.ErrorIs(t, err, shardlease.ErrLeaseNotFound)
+		require.Len(t, streamRows(t, w, names[0]), 2)
+		_, err = is.StreamIdentity(context.Background(), names[0])
+		require.NoError(t, err)
+	})
+}
+
+// TestGroupFailoverAcrossStreams: when one of two workers stops, the other
+// takes every lease of every stream, and no record is lost.
+func TestGroupFailoverAcrossStreams(t *testing.T) {
+	worlds(t, 2, func(t *testing.T, w *world) {
+		names := groupStreams(t, w, 2, 2)
+		cfg := shardlease.GroupConfig{Name: "readers", Streams: specsOf(names...)}
+		h := newHandled()
+		a := startGroup(t, w, w.kin, cfg, h.handler("a"), w.opts("a")...)
+		b := startGroup(t, w, w.kin, cfg, h.handler("b"), w.opts("b")...)
+		waitFor(t, 2*time.Minute, "3 leases each", func() bool { return len(a.g.Held()) == 3 && len(b.g.Held()) == 3 })
+		p := &produced{}
+		for _, n := range names {
+			putTo(t, w, p, n, 10)
+		}
+		waitFor(t, time.Minute, "every record", func() bool { return h.distinct() == p.count() })
+		require.NoError(t, a.stop(t))
+		waitFor(t, 2*time.Minute, "b holds all 6", func() bool { return len(b.g.Held()) == 6 })
+		require.Equal(t, names, streamsOf(b.g.Held()))
+		for _, n := range names {
+			putTo(t, w, p, n, 10)
+		}
+		waitFor(t, time.Minute, "every record after the failover", func() bool { return h.distinct() == p.count() })
+		require.Empty(t, h.lost(p))
+	})
+}
+
+// TestGroupPerStreamSettings: a stream's spec gives its own handler and
+// initial position: a LATEST stream skips what was written before the
+// group started, a TRIM_HORIZON one reads it, each with its own handler.
+func TestGroupPerStreamSettings(t *testing.T) {
+	worlds(t, 1, func(t *testing.T, w *world) {
+		names := groupStreams(t, w, 1, 1)
+		p := &produced{}
+		putTo(t, w, p, names[0], 5)
+		putTo(t, w, p, names[1], 5)
+		hA, hB := newHandled(), newHandled()
+		specs := []shardlease.StreamSpec{
+			{Name: names[0], Handler: hA.handler("a")},
+			{Name: names[1], Handler: hB.handler("b"), Position: shardlease.Latest},
+		}
+		gw := startGroup(t, w, w.kin, shardlease.GroupConfig{Name: "readers", Streams: specs}, func(context.Context, *shardlease.Batch) error {
+			return errors.New("the group's handler was called for a stream with its own")
+		}, w.opts("w")...)
+		waitFor(t, time.Minute, "both leases held", func() bool { return len(gw.g.Held()) == 2 })
+		waitFor(t, time.Minute, "the first stream's old records", func() bool { return hA.distinct() == 5 })
+		putTo(t, w, p, names[1], 3)
+		waitFor(t, time.Minute, "the LATEST stream's new records", func() bool { return hB.distinct() == 3 })
+		hB.mu.Lock()
+		defer hB.mu.Unlock()
+		for id := range hB.times {
+			n := 0
+			fmt.Sscanf(id[strings.LastIndex(id, "-")+1:], "%d", &n)
+			require.GreaterOrEqual(t, n, 10, "record %s was written before the group started", id)
+		}
+	})
+}
+
+// TestGroupNeverReadsRowsOutsideTheSet: rows of another stream in the same
+// table (read by a Consumer of it) are neither taken nor counted by the
+// group.
+func TestGroupNeverReadsRowsOutsideTheSet(t *testing.T) {
+	worlds(t, 2, func(t *testing.T, w *world) {
+		names := groupStreams(t, w, 1, 2)
+		other := startWorker(t, w, w.kin, w.store, newHandled().handler("c"), w.opts("c")...)
+		waitFor(t, time.Minute, "the consumer of the first stream holds both", func() bool { return len(other.c.Held()) == 2 })
+		require.NoError(t, other.stop(t)) // its rows are free now
+		gw := startGroup(t, w, w.kin, shardlease.GroupConfig{Name: "readers", Streams: specsOf(names[1])}, newHandled().handler("g"), w.opts("g")...)
+		waitFor(t, time.Minute, "the group holds its stream's 2", func() bool { return len(gw.g.Held()) == 2 })
+		for range 3 {
+			l0 := gw.g.Stats().TableListings
+			waitFor(t, time.Minute, "another listing", func() bool { return gw.g.Stats().TableListings > l0 })
+		}
+		require.Equal(t, names[1:], streamsOf(gw.g.Held()))
+		for _, l := range streamRows(t, w, names[0]) {
+			require.Empty(t, l.Owner, "the group took %s, a row of a stream not in its set", l.Key)
+		}
+	})
+}
+
+// TestGroupByARN: a stream named by ARN is read with StreamARN on every
+// call, its rows are keyed by its name, and its identity row records the
+// ARN: on the in-process fake, and on kinesis-local (behind the fan-out
+// shim), the emulator that accepts StreamARN (kinesalite refuses calls
+// without StreamName).
+func TestGroupByARN(t *testing.T) {
+	run := func(t *testing.T, w *world, kin shardlease.KinesisAPI) {
+		d, err := kin.(shardlease.StreamDescriber).DescribeStreamSummary(t.Context(), &kinesis.DescribeStreamSummaryInput{StreamName: aws.String(w.stream)})
+		require.NoError(t, err)
+		arn := aws.ToString(d.StreamDescriptionSummary.StreamARN)
+		require.True(t, strings.HasSuffix(arn, ":stream/"+w.stream), arn)
+		calls := &byARN{KinesisAPI: kin}
+		p := &produced{}
+		putTo(t, w, p, w.stream, 10)
+		h := newHandled()
+		gw := startGroup(t, w, nil, shardlease.GroupConfig{Name: "readers", Streams: []shardlease.StreamSpec{{ARN: arn, Client: calls}}}, h.handler("w"), w.opts("w")...)
+		waitFor(t, time.Minute, "every record", func() bool { return h.distinct() == 10 })
+		require.NoError(t, gw.stop(t))
+		require.Empty(t, h.lost(p))
+		require.Zero(t, calls.byName(), "a call named the stream by name")
+		require.Positive(t, calls.total())
+		rows := streamRows(t, w, w.stream)
+		require.Len(t, rows, 2)
+		id, err := w.store.(shardlease.IdentityStore).StreamIdentity(context.Background(), w.stream)
+		require.NoError(t, err)
+		require.Equal(t, arn, id.ARN)
+	}
+	t.Run("fake", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			fake := shardleasetest.NewKinesis()
+			w := newFakeWorld(t, fake, 2)
+			run(t, w, fake)
+		})
+	})
+	t.Run("emulator", func(t *testing.T) {
+		w := newDynamoWorld(t, "emulator", emulator.UniqueName("orders"))
+		kc := emulator.FanOut(t).Client()
+		w.kin = kc
+		require.NoError(t, emulator.CreateStream(t.Context(), kc, w.stream, 2))
+		run(t, w, kc)
+	})
+}
+
+// byARN passes calls to a fake and counts how they name the stream.
+type byARN struct {
+	shardlease.KinesisAPI
+	mu           sync.Mutex
+	named, all int
+}
+
+func (b *byARN) saw(name, arn *string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.all++
+	if name != nil || arn == nil {
+		b.named++
+	}
+}
+
+func (b *byARN) byName() int { b.mu.Lock(); defer b.mu.Unlock(); return b.named }
+func (b *byARN) total() int  { b.mu.Lock(); defer b.mu.Unlock(); return b.all }
+
+func (b *byARN) ListShards(ctx context.Context, in *kinesis.ListShardsInput, o ...func(*kinesis.Options)) (*kinesis.ListShardsOutput, error) {
+	if in.NextToken == nil {
+		b.saw(in.StreamName, in.StreamARN)
+	}
+	return b.KinesisAPI.ListShards(ctx, in, o...)
+}
+
+func (b *byARN) GetShardIterator(ctx context.Context, in *kinesis.GetShardIteratorInput, o ...func(*kinesis.Options)) (*kinesis.GetShardIteratorOutput, error) {
+	b.saw(in.StreamName, in.StreamARN)
+	return b.KinesisAPI.GetShardIterator(ctx, in, o...)
+}
+
+func (b *byARN) GetRecords(ctx context.Context, in *kinesis.GetRecordsInput, o ...func(*kinesis.Options)) (*kinesis.GetRecordsOutput, error) {
+	b.saw(nil, in.StreamARN)
+	return b.KinesisAPI.GetRecords(ctx, in, o...)
+}
+
+func (b *byARN) DescribeStreamSummary(ctx context.Context, in *kinesis.DescribeStreamSummaryInput, o ...func(*kinesis.Options)) (*kinesis.DescribeStreamSummaryOutput, error) {
+	b.saw(in.StreamName, in.StreamARN)
+	return b.KinesisAPI.(shardlease.StreamDescriber).DescribeStreamSummary(ctx, in, o...)
+}
