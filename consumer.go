@@ -68,14 +68,13 @@ type Consumer struct {
 	held  map[string]*leaseRunner // by shard id: the leases this worker runs
 	stuck map[string]*leaseRunner // by shard id: abandoned runners whose handler still runs
 
-	running   atomic.Bool   // set by Run: a Consumer runs once
-	stats     counters      // counted by every goroutine, through count
-	buffers   buffered      // what the readers hold, added to by each (consumer_buffer.go)
-	retention retention     // the stream's retention period, learned when a shard first gets stuck
-	notes     chan noteSeen // notes renewals return, sent by runners to the scheduler
-	drain     drainer       // Drain's requests to the scheduler (consumer_drain.go)
-	view      statusView    // the role and sizing Status reads, written by Run's goroutine (consumer_status.go)
-	epoch     fenceEpoch    // the stream's incarnation for fence tokens, set by the scheduler at start
+	running atomic.Bool   // set by Run: a Consumer runs once
+	stats   counters      // counted by every goroutine, through count
+	buffers buffered      // what the readers hold, added to by each (consumer_buffer.go)
+	notes   chan noteSeen // notes renewals return, sent by runners to the scheduler
+	drain   drainer       // Drain's requests to the scheduler (consumer_drain.go)
+	view    statusView    // the role and sizing Status reads, written by Run's goroutine (consumer_status.go)
+	epoch   fenceEpoch    // the stream's incarnation for fence tokens, set by the scheduler at start
 }
 
 // Stats is a snapshot of a consumer's counters since it was created.

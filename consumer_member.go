@@ -23,6 +23,7 @@ type member struct {
 	cfg       config  // the consumer's, with this stream's initial position and reading mode
 	fanOut    *fanOut // nil unless read with enhanced fan-out
 	epoch     fenceEpoch
+	retention retention // the stream's retention period, learned when a shard first gets stuck
 
 	// Written by Run's scheduler only (the identity check): the stream's
 	// incarnation as checked, nil until the first check; noIdentity once

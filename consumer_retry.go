@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 
 	"github.com/shardlease/shardlease/internal/backoff"
+	"github.com/shardlease/shardlease/internal/kinesisread"
 )
 
 // stuckLogEvery is how often a shard whose batch keeps failing, without a
@@ -45,12 +46,12 @@ func (r *leaseRunner) retrying(b *Batch, since time.Time, attempt int, err error
 		s.logged = now
 	}
 	r.h.stuckMu.Unlock()
-	r.c.learnRetention()
+	r.learnRetention()
 	if !due {
 		return
 	}
 	args := []any{"sequence", first.SequenceNumber, "stuck_for", now.Sub(since).Round(time.Millisecond), "attempts", attempt, "err", err}
-	if left, ok := r.c.agesOutIn(first.ApproximateArrivalTimestamp, now); ok {
+	if left, ok := r.m.agesOutIn(first.ApproximateArrivalTimestamp, now); ok {
 		args = append(args, "ages_out_in", left.Round(time.Second))
 	}
 	r.log.Error("shard stuck: the handler keeps failing on a batch and it is retried without a limit (see WithMaxAttempts); records that age out of the stream before it succeeds are lost", args...)
@@ -90,7 +91,7 @@ func (r *leaseRunner) stuck(now time.Time) (stuckFor, left time.Duration, knowLe
 	if s == nil {
 		return 0, 0, false, false
 	}
-	left, knowLeft = r.c.agesOutIn(s.arrival, now)
+	left, knowLeft = r.m.agesOutIn(s.arrival, now)
 	return now.Sub(s.since), left, knowLeft, true
 }
 
@@ -204,7 +205,7 @@ func (r *leaseRunner) deadLetter(lane int, recs []Record, err error) bool {
 		r.h.stuckMu.Lock()
 		r.stuckOn(lane, recs[0], since)
 		r.h.stuckMu.Unlock()
-		r.c.learnRetention()
+		r.learnRetention()
 		r.log.Error("dead-letter callback failed; calling it again, the checkpoint stays before the records",
 			"records", len(recs), "first", recs[0].SequenceNumber, "attempt", bo.Attempts()+1, "err", cerr)
 		if !r.pause(bo.Next()) {
@@ -243,8 +244,8 @@ type retention struct {
 
 // agesOutIn returns how long until a record that arrived at arrival leaves
 // the stream, when the retention period is known (see learnRetention).
-func (c *Consumer) agesOutIn(arrival, now time.Time) (time.Duration, bool) {
-	rt := &c.retention
+func (m *member) agesOutIn(arrival, now time.Time) (time.Duration, bool) {
+	rt := &m.retention
 	rt.mu.Lock()
 	h := rt.hours
 	rt.mu.Unlock()
@@ -254,15 +255,16 @@ func (c *Consumer) agesOutIn(arrival, now time.Time) (time.Duration, bool) {
 	return arrival.Add(time.Duration(h) * time.Hour).Sub(now), true
 }
 
-// learnRetention asks the stream for its retention period, once it is
+// learnRetention asks r's stream for its retention period, once it is
 // needed: when a shard first gets stuck. A failure is retried after
 // stuckLogEvery.
-func (c *Consumer) learnRetention() {
-	d := c.describer
+func (r *leaseRunner) learnRetention() {
+	c, m := r.c, r.m
+	d := m.describer
 	if d == nil {
 		return
 	}
-	rt := &c.retention
+	rt := &m.retention
 	rt.mu.Lock()
 	if rt.asking || rt.hours > 0 || !rt.tried.IsZero() && time.Since(rt.tried) < stuckLogEvery {
 		rt.mu.Unlock()
@@ -272,13 +274,14 @@ func (c *Consumer) learnRetention() {
 	rt.mu.Unlock()
 	ctx, cancel := context.WithTimeout(bg, c.cfg.renewInterval)
 	defer cancel()
-	out, err := d.DescribeStreamSummary(ctx, &kinesis.DescribeStreamSummaryInput{StreamName: aws.String(c.stream)})
+	name, arn := kinesisread.Ref(m.ref)
+	out, err := d.DescribeStreamSummary(ctx, &kinesis.DescribeStreamSummaryInput{StreamName: name, StreamARN: arn})
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
 	rt.asking = false
 	if err != nil || out.StreamDescriptionSummary == nil {
 		rt.tried = time.Now()
-		c.log.Warn("DescribeStreamSummary failed; stuck shards report no time until their records age out", "err", err)
+		r.log.Warn("DescribeStreamSummary failed; stuck shards report no time until their records age out", "err", err)
 		return
 	}
 	rt.hours = aws.ToInt32(out.StreamDescriptionSummary.RetentionPeriodHours)

@@ -544,7 +544,7 @@ func TestGroupByARN(t *testing.T) {
 // byARN passes calls to a fake and counts how they name the stream.
 type byARN struct {
 	shardlease.KinesisAPI
-	mu           sync.Mutex
+	mu         sync.Mutex
 	named, all int
 }
 
