@@ -27,7 +27,9 @@ func TestListEveryStream(t *testing.T) {
 	ctx := t.Context()
 	prefix := emulator.UniqueName("s")
 	a, b, c := prefix+"-a", prefix+"-b", prefix+"-c"
-	key := func(stream string, n int) shardlease.LeaseKey { return shardlease.LeaseKey{Stream: stream, Shard: shard(n)} }
+	key := func(stream string, n int) shardlease.LeaseKey {
+		return shardlease.LeaseKey{Stream: stream, Shard: shard(n)}
+	}
 
 	f.held(t, key(a, 0), "worker-a")
 	_, err := f.store.Create(ctx, key(a, 1), nil)
