@@ -13,7 +13,7 @@
 // The commands are:
 //
 //	create-table  create the lease table (does nothing if it exists)
-//	list          show every lease of a stream: owner, counter, checkpoint, ...
+//	list          show every lease of a stream, or of every stream: owner, counter, checkpoint, ...
 //	reset         move a shard's checkpoint (the lease must be free, or -force)
 //	rewind        move every shard of a stream to a time (lineage-aware, fenced)
 //	export        print a stream's checkpoints as JSON (import -format shardlease-json

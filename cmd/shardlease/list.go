@@ -13,14 +13,16 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
 	"github.com/shardlease/shardlease"
 )
 
 var listCommand = &command{
 	name:    "list",
-	summary: "show every lease of a stream: owner, counter, checkpoint, ...",
+	summary: "show every lease of a stream, or of every stream: owner, counter, checkpoint, ...",
 	usage: `
-Usage: shardlease list -table TABLE -stream STREAM [-json] [-watch [-every 5s]] [-region REGION] [-endpoint URL]
+Usage: shardlease list -table TABLE [-stream STREAM] [-json] [-watch [-every 5s]] [-region REGION] [-endpoint URL]
 
 Lists every lease of STREAM in the lease table, ordered by shard id:
 
@@ -45,6 +47,13 @@ has a checkpoint of its own; children still waiting to start are named. A
 last line names the workers that hold no lease but keep a worker row
 (running, or stopped within a lease duration), with their row's counter.
 
+Without -stream it lists the leases of every stream in the table (a group
+of consumers reading several streams keeps them in one table) as one table
+with a STREAM column first, ordered by stream and then shard id. Below it a
+line for each stream gives its number of leases, how many are held and
+their owners, and a last line the totals: streams, leases, held, owners.
+The lines about coordination, cleanup and idle workers need -stream.
+
 With -json it prints an array of objects with the fields stream, shard,
 lease_key, owner ("" when free), held, counter, checkpoint ("" when none),
 sub_sequence (null unless inside an aggregated record), parents,
@@ -68,26 +77,33 @@ most a renew interval old):
 
 "-" means the row carries no lag: the lease is free, or its holder has not
 read yet (or runs a release that does not write it). With -json it prints
-one JSON array a line, each a listing. Each redraw is one Scan of the table;
-it makes no Kinesis call.
+one JSON array a line, each a listing. Each redraw is one Scan of the table
+(without -stream two: one of the keys finds the streams); it makes no
+Kinesis call.
 
 Example:
 
 	shardlease list -table orders-leases -stream orders
 	shardlease list -table orders-leases -stream orders -watch -every 2s
+	shardlease list -table orders-leases
 `,
 	flags: func(fs *flag.FlagSet, st *cli) func(context.Context) error {
 		table := fs.String("table", "", "name of the lease `table` (required)")
-		stream := fs.String("stream", "", "Kinesis `stream` name whose leases to list (required)")
+		stream := fs.String("stream", "", "Kinesis `stream` name whose leases to list (default: every stream in the table)")
 		asJSON := fs.Bool("json", false, "print a JSON array instead of a table")
 		watch := fs.Bool("watch", false, "redraw the table every -every until interrupted, with each shard's lag and checkpoint age")
 		every := fs.Duration("every", 5*time.Second, "how often -watch redraws (at least 1s)")
 		return func(ctx context.Context) error {
-			store, err := st.streamStore(ctx, *table, *stream)
+			l := lister{st: st, table: *table, stream: *stream, asJSON: *asJSON}
+			var err error
+			if *stream != "" {
+				l.store, err = st.streamStore(ctx, *table, *stream)
+			} else {
+				l.store, l.client, err = st.tableStore(ctx, *table)
+			}
 			if err != nil {
 				return err
 			}
-			l := lister{st: st, store: store, table: *table, stream: *stream, asJSON: *asJSON}
 			if !*watch {
 				return l.once(ctx, false)
 			}
@@ -99,31 +115,48 @@ Example:
 	},
 }
 
-// lister prints one stream's leases.
+// lister prints one stream's leases, or every stream's when stream is "".
 type lister struct {
 	st            *cli
 	store         *shardlease.DynamoStore
+	client        scanner // the store's client, for finding the streams
 	table, stream string
 	asJSON        bool
+}
+
+// tableStore checks the required -table and returns the store of the
+// table (see store) and the client under it.
+func (st *cli) tableStore(ctx context.Context, table string) (*shardlease.DynamoStore, *dynamodb.Client, error) {
+	if err := requireFlags("table", table); err != nil {
+		return nil, nil, err
+	}
+	client, err := st.dynamo(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	store, err := shardlease.NewDynamoStore(client, table)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := store.CheckTable(ctx); err != nil {
+		return nil, nil, err
+	}
+	return store, client, nil
 }
 
 // once lists the leases once: as a table (with each shard's lag when lag is
 // set), or as JSON.
 func (l lister) once(ctx context.Context, lag bool) error {
+	if l.stream == "" {
+		return l.onceAll(ctx, lag)
+	}
 	st := l.st
 	leases, workers, err := l.store.ListWithWorkers(ctx, l.stream)
 	if err != nil {
 		return err
 	}
 	if l.asJSON {
-		rows := make([]leaseJSON, 0, len(leases))
-		for _, l := range leases {
-			rows = append(rows, toLeaseJSON(l))
-		}
-		if lag { // one array a line, as a stream of frames
-			return json.NewEncoder(st.stdout).Encode(rows)
-		}
-		return st.printJSON(rows)
+		return l.printJSON(leases, lag)
 	}
 	idle := make([]string, 0, len(workers))
 	for _, w := range workers {
@@ -136,7 +169,7 @@ func (l lister) once(ctx context.Context, lag bool) error {
 		}
 		return nil
 	}
-	if err := leaseTable(st.stdout, leases, lag); err != nil {
+	if err := leaseTable(st.stdout, leases, lag, false); err != nil {
 		return err
 	}
 	if roles := rolesText(leases); roles != "" {
@@ -151,16 +184,102 @@ func (l lister) once(ctx context.Context, lag bool) error {
 	return nil
 }
 
-// leaseTable prints the leases as a table; with lag, each held shard's lag
-// as its holder's last write reported it instead of parents and expiry.
-func leaseTable(out io.Writer, leases []shardlease.Lease, lag bool) error {
+// printJSON prints the leases as a JSON array: indented, or with lag on
+// one line, as one frame of a stream of them.
+func (l lister) printJSON(leases []shardlease.Lease, lag bool) error {
+	rows := make([]leaseJSON, 0, len(leases))
+	for _, l := range leases {
+		rows = append(rows, toLeaseJSON(l))
+	}
+	if lag {
+		return json.NewEncoder(l.st.stdout).Encode(rows)
+	}
+	return l.st.printJSON(rows)
+}
+
+// onceAll lists the leases of every stream in the table once: one Scan of
+// the keys finds the streams, one more reads their rows.
+func (l lister) onceAll(ctx context.Context, lag bool) error {
+	st := l.st
+	streams, err := tableStreams(ctx, l.client, l.table)
+	if err != nil {
+		return err
+	}
+	var leases []shardlease.Lease
+	if len(streams) > 0 {
+		// The worker rows of one stream come along; they are not shown.
+		if leases, _, err = l.store.ListStreams(ctx, streams, streams[0], true); err != nil {
+			return err
+		}
+	}
+	if l.asJSON {
+		return l.printJSON(leases, lag)
+	}
+	if len(leases) == 0 {
+		fmt.Fprintf(st.stdout, "no leases in table %s (check -table and -region; a consumer creates a stream's leases when it first syncs its shards)\n", l.table)
+		return nil
+	}
+	if err := leaseTable(st.stdout, leases, lag, true); err != nil {
+		return err
+	}
+	fmt.Fprint(st.stdout, summaryText(leases))
+	return nil
+}
+
+// summaryText is a line for each stream of leases (ordered by stream)
+// with its leases, how many are held and by whom, and a last line with
+// the totals.
+func summaryText(leases []shardlease.Lease) string {
+	var b strings.Builder
+	owners := map[string]bool{}
+	streams, held := 0, 0
+	for i := 0; i < len(leases); {
+		stream := leases[i].Key.Stream
+		var n, h int
+		var own []string
+		for ; i < len(leases) && leases[i].Key.Stream == stream; i++ {
+			n++
+			if o := leases[i].Owner; o != "" {
+				h++
+				owners[o] = true
+				if !slices.Contains(own, o) {
+					own = append(own, o)
+				}
+			}
+		}
+		slices.Sort(own)
+		streams, held = streams+1, held+h
+		fmt.Fprintf(&b, "stream %s: %s, %d held, owners: %s\n", stream, plural(n, "lease"), h, dash(strings.Join(own, ", ")))
+	}
+	fmt.Fprintf(&b, "%s, %s, %d held, %s\n", plural(streams, "stream"), plural(len(leases), "lease"), held, plural(len(owners), "owner"))
+	return b.String()
+}
+
+// plural is n and noun, with an s unless n is 1.
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return strconv.Itoa(n) + " " + noun + "s"
+}
+
+// leaseTable prints the leases as a table, with a STREAM column first when
+// withStream is set; with lag, each held shard's lag as its holder's last
+// write reported it instead of parents and expiry.
+func leaseTable(out io.Writer, leases []shardlease.Lease, lag, withStream bool) error {
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	if withStream {
+		fmt.Fprint(tw, "STREAM\t")
+	}
 	if lag {
 		fmt.Fprintln(tw, "SHARD\tOWNER\tCOUNTER\tCHECKPOINT\tBEHIND\tCHECKPOINT AGE\tHANDOFF")
 	} else {
 		fmt.Fprintln(tw, "SHARD\tOWNER\tCOUNTER\tCHECKPOINT\tPARENTS\tHANDOFF\tEXPIRY (HOLDER'S CLOCK)")
 	}
 	for _, l := range leases {
+		if withStream {
+			fmt.Fprintf(tw, "%s\t", l.Key.Stream)
+		}
 		if lag {
 			behind, age := lagText(l)
 			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n",
@@ -202,7 +321,12 @@ func (l lister) watch(ctx context.Context, every time.Duration) error {
 		case frame > 0:
 			fmt.Fprintln(st.stdout)
 		}
-		if !l.asJSON {
+		switch {
+		case l.asJSON:
+		case l.stream == "":
+			fmt.Fprintf(st.stdout, "every stream, table %s, at %s; every %v (Ctrl-C stops). Lag as each holder last wrote it, at most a renew interval old\n",
+				l.table, time.Now().UTC().Format(time.RFC3339), every)
+		default:
 			fmt.Fprintf(st.stdout, "stream %s, table %s, at %s; every %v (Ctrl-C stops). Lag as each holder last wrote it, at most a renew interval old\n",
 				l.stream, l.table, time.Now().UTC().Format(time.RFC3339), every)
 		}

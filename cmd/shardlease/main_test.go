@@ -438,7 +438,7 @@ func TestUsageErrors(t *testing.T) {
 		{"no args", nil, 2, []string{"Commands:", "create-table", "list", "reset", "release"}},
 		{"unknown command", []string{"lsit"}, 2, []string{`unknown command "lsit"`, "Commands:"}},
 		{"missing table", []string{"list", "-stream", "s"}, 2, []string{"shardlease list: missing -table", "shardlease list -h"}},
-		{"missing stream", []string{"list", "-table", "tbl"}, 2, []string{"missing -stream"}},
+		{"missing stream", []string{"export", "-table", "tbl"}, 2, []string{"missing -stream"}},
 		{"missing shard", []string{"release", "-table", "tbl", "-stream", "s"}, 2, []string{"missing -shard"}},
 		{"missing to", []string{"reset", "-table", "tbl", "-stream", "s", "-shard", "x"}, 2, []string{"missing -to"}},
 		{"unknown flag", []string{"list", "-tabel", "tbl"}, 2, []string{"flag provided but not defined: -tabel"}},
