@@ -86,7 +86,7 @@ func okp(b bool) *bool { return &b }
 func main() {
 	quick := flag.Bool("quick", false, "smaller sizes and windows (about 7 minutes on 2 cores)")
 	jsonOut := flag.String("json", "", "also write the rows as JSON to this file")
-	only := flag.String("only", "", "comma-separated sections to run (throughput,overhead,cost,failover,deploy,balance,scale,fleet,latency,lanes,window,memory; fleet-large runs the fleet section's 1,000-shard row alone); default all")
+	only := flag.String("only", "", "comma-separated sections to run (throughput,overhead,cost,failover,deploy,balance,scale,fleet,latency,lanes,window,memory,group-reads,group-share; fleet-large runs the fleet section's 1,000-shard row alone); default all")
 	flag.Parse()
 	// The consumers log to slog.Default(); their lease changes (Info) would
 	// drown the table, their warnings are worth seeing.
@@ -148,7 +148,7 @@ func run(e *env, only string) error {
 	}
 	// fleet-large is the fleet section's large row alone; only when named.
 	named := func(s string) bool { return only != "" && want(s) }
-	needDynamo := want("throughput") || want("cost") || want("scale") || want("fleet") || named("fleet-large")
+	needDynamo := want("throughput") || want("cost") || want("scale") || want("fleet") || named("fleet-large") || want("group-reads") || want("group-share")
 	needKinesis := want("throughput")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Minute)
 	defer cancel()
@@ -184,6 +184,8 @@ func run(e *env, only string) error {
 		{"lanes", measureLanes},
 		{"window", measureWindow},
 		{"memory", measureMemory},
+		{"group-reads", measureGroupReads},
+		{"group-share", measureGroupShare},
 		{"fleet-large", measureFleetLarge},
 	}
 	for _, s := range steps {
