@@ -159,5 +159,6 @@ func (b *Batch) Flush(ctx context.Context) error { return b.r.flush(ctx) }
 // checkpoint move past them; returning an error calls it again after a
 // backoff, for as long as the lease is held, and nothing after the records
 // is handled or checkpointed meanwhile. ctx is cancelled when the lease is
-// lost. A panic is recovered and treated as an error.
+// lost. A panic is recovered and treated as an error. In a Group, shard is
+// "stream/shard".
 type DeadLetterFunc func(ctx context.Context, shard string, records []Record, err error) error

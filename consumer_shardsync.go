@@ -106,7 +106,7 @@ func (sc *scheduler) syncShardsWith(ctx context.Context, running bool) error {
 	// The stream's identity is checked while the shards and rows are
 	// listed (it costs a round trip or two), and before any row is made.
 	identity := make(chan error, 1)
-	go func() { identity <- sc.checkStreamIdentity(ctx) }()
+	go func() { identity <- sc.checkStreamIdentity(ctx, running) }()
 	quiet := running && !sc.listsNow()
 	shards, existing, reused, err := sc.listBoth(ctx, running, quiet)
 	if idErr := <-identity; idErr != nil {
@@ -296,10 +296,17 @@ func DescribeIdentity(ctx context.Context, d StreamDescriber, stream string) (St
 }
 
 // checkStreamIdentity checks the identity of every stream in the set (see
-// checkMemberIdentity), stopping at the first error.
-func (sc *scheduler) checkStreamIdentity(ctx context.Context) error {
+// checkMemberIdentity), stopping at the first error. While a Group runs, a
+// stream Kinesis does not know is left to listMemberShards, which logs it
+// and reads the others on.
+func (sc *scheduler) checkStreamIdentity(ctx context.Context, running bool) error {
 	for _, m := range sc.c.set.all() {
-		if err := sc.checkMemberIdentity(ctx, m); err != nil {
+		err := sc.checkMemberIdentity(ctx, m)
+		var nf *StreamNotFoundError
+		if err != nil && sc.c.set.grouped && running && errors.As(err, &nf) {
+			continue
+		}
+		if err != nil {
 			return err
 		}
 	}

@@ -40,7 +40,8 @@ type Status struct {
 
 // ShardStatus is one held shard in a Status.
 type ShardStatus struct {
-	// Shard is the shard id; Counter the lease's fencing counter as the
+	// Shard is the shard id ("stream/shard" in a Group's Status); Counter
+	// the lease's fencing counter as the
 	// last write left it; HandoffTo the worker it was asked to go to, or "".
 	Shard     string
 	Counter   int64
@@ -131,7 +132,7 @@ func (c *Consumer) Status() Status {
 // status is r's part of a Status at now.
 func (r *leaseRunner) status(now time.Time) ShardStatus {
 	r.k.mu.Lock()
-	sh := ShardStatus{Shard: r.shard, Counter: r.k.lease.Counter, HandoffTo: r.k.lease.HandoffTo,
+	sh := ShardStatus{Shard: r.id, Counter: r.k.lease.Counter, HandoffTo: r.k.lease.HandoffTo,
 		Checkpoint: r.k.pending.seq, SubSequence: r.k.pending.sub}
 	r.k.mu.Unlock()
 	var lag Lag
