@@ -74,7 +74,6 @@ type Consumer struct {
 	notes   chan noteSeen // notes renewals return, sent by runners to the scheduler
 	drain   drainer       // Drain's requests to the scheduler (consumer_drain.go)
 	view    statusView    // the role and sizing Status reads, written by Run's goroutine (consumer_status.go)
-	epoch   fenceEpoch    // the stream's incarnation for fence tokens, set by the scheduler at start
 }
 
 // Stats is a snapshot of a consumer's counters since it was created.

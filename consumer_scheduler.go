@@ -120,12 +120,6 @@ type scheduler struct {
 
 	// listed holds the shards the last shard sync listed, by id.
 	listed map[string]types.Shard
-	// identity is the stream's incarnation as this worker checked it; nil
-	// until the first check. noIdentity is set when the client cannot
-	// describe the stream.
-	identity   *StreamIdentity
-	noIdentity bool
-
 	// cd is the coordination state (consumer_coordination.go).
 	cd coordination
 	// handedBack is set once handBack ran (a drain): shutdown then has
