@@ -79,6 +79,7 @@ type groupState struct {
 	// under soak.mu
 	streamOf    map[string]string    // record id → stream
 	putAt       map[string]time.Time // record id → when its put returned
+	shardOf     map[string]string    // record id → the shard its put went to
 	lateHeld    map[string]bool      // "worker holds lease" after the removal bound
 	lateEntered []string             // handler calls of the removed stream after the bound
 }
@@ -189,7 +190,7 @@ func (s *auditStore) ListStreams(ctx context.Context, streams []string, workersO
 // runGroup is Run in the group mode.
 func (s *soak) runGroup(ctx context.Context) (*Result, error) {
 	cfg := s.cfg
-	g := &groupState{name: cfg.Stream + "-group", streamOf: map[string]string{}, putAt: map[string]time.Time{}, lateHeld: map[string]bool{}}
+	g := &groupState{name: cfg.Stream + "-group", streamOf: map[string]string{}, putAt: map[string]time.Time{}, shardOf: map[string]string{}, lateHeld: map[string]bool{}}
 	for _, suffix := range []string{"a", "b", "c", "d"} {
 		g.streams = append(g.streams, cfg.Stream+"-"+suffix)
 	}
@@ -329,6 +330,7 @@ func (s *soak) put(ctx context.Context, stream string, n int, every time.Duratio
 			s.produced = append(s.produced, id)
 			s.seqOf[id] = aws.ToString(out.SequenceNumber)
 			s.grp.putAt[id] = time.Now()
+			s.grp.shardOf[id] = aws.ToString(out.ShardId)
 			s.mu.Unlock()
 			return
 		}
@@ -501,24 +503,11 @@ func (s *soak) required(ctx context.Context) (req map[string][]string, pastCheck
 	return req, pastCheckpoint, afterRemoval, nil
 }
 
-// checkpointed reports whether a checkpoint of cps (by shard) is at or
-// past the record id: handled, or dead-lettered, by its shard's reader.
-// The shard a record went to is the one it was handled on, or for a
-// record never handled, any shard whose checkpoint is past its sequence
-// number (the checkpoint of a shard that never had it cannot be past a
-// record of the shard that did while the stream is not resharded).
+// checkpointed reports whether the checkpoint of the shard the record id
+// was put to (cps, by shard) is at or past it.
 func (s *soak) checkpointed(id string, cps map[string]string) bool {
-	seq := s.seqOf[id]
-	if hs := s.handled[id]; len(hs) > 0 {
-		cp := cps[hs[0].shard]
-		return cp == shardlease.ShardEnd || cp != "" && seqnum.Compare(cp, seq) >= 0
-	}
-	for _, cp := range cps {
-		if cp == shardlease.ShardEnd || cp != "" && seqnum.Compare(cp, seq) >= 0 {
-			return true
-		}
-	}
-	return false
+	cp := cps[s.grp.shardOf[id]]
+	return cp == shardlease.ShardEnd || cp != "" && seqnum.Compare(cp, s.seqOf[id]) >= 0
 }
 
 // drainGroup waits until every required record was handled (and its
@@ -568,6 +557,7 @@ type StreamResult struct {
 	Overlaps                              int
 	Keys, KeysOutOfOrder                  int
 	HeldAtEnd                             int
+	HandedAtRemoval                       int // rows left owned by the taker of a handoff the removal overtook
 	PastCheckpoint, AfterRemoval          int // the removed stream's records not audited
 	HeldAfterRemoval, EnteredAfterRemoval int // live workers holding / handling it past the bound
 	RemovalBound                          time.Duration
@@ -646,9 +636,16 @@ func (s *soak) groupResult(ctx context.Context, drained bool) *Result {
 			if l.Owner == "" || name == s.grp.removed && s.crashedOwner(l.Owner) {
 				continue
 			}
+			if name == s.grp.removed && s.audit.handedOver(l.Key.String(), l.Owner) {
+				// The holder's release handed it to a worker that had
+				// asked for it, just as the stream left: that worker never
+				// reads the row again, so never takes it nor frees it.
+				sr.HandedAtRemoval++
+				continue
+			}
 			sr.HeldAtEnd++
 			r.HeldAtEnd++
-			problem("lease %s still held by %s after every worker stopped", l.Key, l.Owner)
+			problem("lease %s still held by %s after every worker stopped (%s)", l.Key, l.Owner, s.audit.lastWrites(l.Key.String(), 3))
 		}
 		r.Streams = append(r.Streams, sr)
 	}
@@ -688,6 +685,7 @@ func (r *Result) streamsTable(b *strings.Builder, ok func(bool) string) {
 		if st.RemovalBound > 0 {
 			row(fmt.Sprintf("leases held by live workers %v after removal", st.RemovalBound), st.HeldAfterRemoval, ok(st.HeldAfterRemoval == 0))
 			row(fmt.Sprintf("handlers entered %v after removal", st.RemovalBound), st.EnteredAfterRemoval, ok(st.EnteredAfterRemoval == 0))
+			row("rows left owned: handed over as the stream left, never taken", st.HandedAtRemoval, "")
 		}
 	}
 }
@@ -697,4 +695,32 @@ func (r *Result) streamsSummary(b *strings.Builder) {
 	for _, st := range r.Streams {
 		fmt.Fprintf(b, "summary %s: produced %d, audited %d, lost %d, overlaps %d\n", st.Name, st.Produced, st.Audited, st.Lost, st.Overlaps)
 	}
+}
+
+// lastWrites describes the last n writes the audit saw accepted on key.
+func (a *auditor) lastWrites(key string, n int) string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var out []string
+	for i := len(a.writes) - 1; i >= 0 && len(out) < n; i-- {
+		if w := a.writes[i]; w.key == key {
+			out = append(out, fmt.Sprintf("%s by %s at %v, owner %q counter %d", w.op, w.by, w.at.Format("15:04:05.000"), w.owner, w.counter))
+		}
+	}
+	return "last writes: " + strings.Join(out, "; ")
+}
+
+// handedOver reports whether the last write accepted on key was a release
+// by another owner that handed the row to owner (a handoff completed).
+func (a *auditor) handedOver(key, owner string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for i := len(a.writes) - 1; i >= 0; i-- {
+		w := a.writes[i]
+		if w.key != key || w.op == "observed" {
+			continue
+		}
+		return w.op == "release" && w.owner == owner && w.claimOwner != owner
+	}
+	return false
 }
