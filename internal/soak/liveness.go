@@ -36,7 +36,11 @@ func (c *Config) capOf(slot int) int {
 	if c.Workers < 4 || slot != cappedSlot {
 		return 0
 	}
-	return (c.Shards+c.Workers-1)/c.Workers + 1
+	shards := c.Shards
+	if c.Group {
+		shards *= groupStreams + 1 // the group's streams, and the one added
+	}
+	return (shards+c.Workers-1)/c.Workers + 1
 }
 
 // untakenBound is the bound untaken max is held to: four of the longest

@@ -49,6 +49,11 @@ type Result struct {
 	SinkMissing                int // records handled whose effect is not in the sink
 	SinkRefused, SinkSkipped   int // writes the sink refused for their token; records it passed over as applied
 	Drained                    bool
+	// Group is set for a group soak (Config.Group): Streams holds each
+	// stream's figures, the other figures are the totals over them.
+	Group          bool
+	SourceInterval time.Duration
+	Streams        []StreamResult
 	// UntakenMax is the longest any lease stayed free or expired while a
 	// worker with room was alive (UntakenLease); UntakenBound its bound.
 	UntakenMax, UntakenBound time.Duration
@@ -103,92 +108,7 @@ func (s *soak) result(ctx context.Context, drained bool) *Result {
 			problem("batch handed after the lease was lost: %s", e)
 		}
 	}
-	var lost []string
-	for _, id := range s.produced {
-		hs := s.handled[id]
-		if len(hs) == 0 {
-			lost = append(lost, id)
-			continue
-		}
-		r.Handled++
-		r.Handing += len(hs)
-		if slices.ContainsFunc(hs, func(h handling) bool { return h.dead }) {
-			r.DeadLettered++
-		}
-		if len(hs) == 1 {
-			continue
-		}
-		// Each further handling must be explained by the first handler's
-		// crash, pause or lost lease before it checkpointed past the record.
-		// Handlings are recorded as they end: the first is the one entered
-		// first (a crashed worker's call may return after its successor's).
-		hs = slices.SortedStableFunc(slices.Values(hs), func(a, b handling) int { return a.at.Compare(b.at) })
-		first := hs[0]
-		for _, h := range hs[1:] {
-			r.Duplicates++
-			first.by.mu.Lock()
-			troubled := first.by.troubled[first.shard]
-			first.by.mu.Unlock()
-			switch {
-			case h.afterPause || first.afterPause:
-				r.DupPause++ // a frozen worker went on with its batch in hand
-			case first.deaf || h.deaf:
-				r.DupDeaf++ // abandoned: no checkpoint for its batch (the deaf call may end last)
-			case s.audit.checkpointedPast(cfg.Stream+":"+first.shard, first.by.consumer.OwnerID(), first.seq, h.at):
-				r.DupUnexplained++
-				if r.DupUnexplained <= 5 {
-					problem("duplicate of %s: first handled by %s on %s at %v, which checkpointed past it before %s handled it again on %s at %v",
-						id, first.by.id, first.shard, first.at.Sub(s.start), h.by.id, h.shard, h.at.Sub(s.start))
-				}
-			case first.by.crashed.Load():
-				r.DupCrash++
-			case first.by.paused.Load():
-				r.DupPause++
-			case troubled:
-				r.DupLostLease++
-			case s.retried[id]:
-				r.DupProducer++
-			case withLanes(first.by.slot):
-				r.DupLanes++ // handled above its lanes' watermark when it stopped
-			default:
-				r.DupUnexplained++
-				if r.DupUnexplained <= 5 {
-					problem("duplicate of %s: first handled by %s on %s at %v, again by %s on %s at %v; the first neither crashed, paused nor lost the lease",
-						id, first.by.id, first.shard, first.at.Sub(s.start), h.by.id, h.shard, h.at.Sub(s.start))
-				}
-			}
-		}
-	}
-	r.Lost = len(lost)
-	if r.Lost > 0 {
-		problem("%d records never handled, e.g. %v", r.Lost, lost[:min(5, len(lost))])
-	}
-
-	// Per partition key, first handlings follow write order.
-	written := map[string][]string{}
-	for _, id := range s.produced {
-		written[s.keyOf[id]] = append(written[s.keyOf[id]], id)
-	}
-	r.Keys = len(written)
-	for key, want := range written {
-		var got, handled []string
-		for _, id := range s.keyOrder[key] {
-			if _, ok := s.seqOf[id]; ok {
-				got = append(got, id)
-			}
-		}
-		for _, id := range want {
-			if len(s.handled[id]) > 0 { // lost records are reported above
-				handled = append(handled, id)
-			}
-		}
-		if !slices.Equal(got, handled) {
-			r.KeysOutOfOrder++
-			if r.KeysOutOfOrder <= 5 {
-				problem("partition key %s handled out of write order", key)
-			}
-		}
-	}
+	s.recordAudit(r, s.produced, problem)
 
 	r.BadDeadLetter = len(s.badDead)
 	for i, e := range s.badDead {
@@ -223,6 +143,103 @@ func (s *soak) result(ctx context.Context, drained bool) *Result {
 	return r
 }
 
+// recordAudit fills in the figures of the records ids (produced, and
+// required to be handled): lost, handled, duplicates and their
+// explanations, and partition-key order. s.mu is held.
+func (s *soak) recordAudit(r *Result, ids []string, problem func(string, ...any)) {
+	audited := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		audited[id] = true
+	}
+	var lost []string
+	for _, id := range ids {
+		hs := s.handled[id]
+		if len(hs) == 0 {
+			lost = append(lost, id)
+			continue
+		}
+		r.Handled++
+		r.Handing += len(hs)
+		if slices.ContainsFunc(hs, func(h handling) bool { return h.dead }) {
+			r.DeadLettered++
+		}
+		if len(hs) == 1 {
+			continue
+		}
+		// Each further handling must be explained by the first handler's
+		// crash, pause or lost lease before it checkpointed past the record.
+		// Handlings are recorded as they end: the first is the one entered
+		// first (a crashed worker's call may return after its successor's).
+		hs = slices.SortedStableFunc(slices.Values(hs), func(a, b handling) int { return a.at.Compare(b.at) })
+		first := hs[0]
+		for _, h := range hs[1:] {
+			r.Duplicates++
+			first.by.mu.Lock()
+			troubled := first.by.troubled[first.stream+":"+first.shard]
+			first.by.mu.Unlock()
+			switch {
+			case h.afterPause || first.afterPause:
+				r.DupPause++ // a frozen worker went on with its batch in hand
+			case first.deaf || h.deaf:
+				r.DupDeaf++ // abandoned: no checkpoint for its batch (the deaf call may end last)
+			case s.audit.checkpointedPast(first.stream+":"+first.shard, first.by.consumer.OwnerID(), first.seq, h.at):
+				r.DupUnexplained++
+				if r.DupUnexplained <= 5 {
+					problem("duplicate of %s: first handled by %s on %s at %v, which checkpointed past it before %s handled it again on %s at %v",
+						id, first.by.id, first.shard, first.at.Sub(s.start), h.by.id, h.shard, h.at.Sub(s.start))
+				}
+			case first.by.crashed.Load():
+				r.DupCrash++
+			case first.by.paused.Load():
+				r.DupPause++
+			case troubled:
+				r.DupLostLease++
+			case s.retried[id]:
+				r.DupProducer++
+			case withLanes(first.by.slot):
+				r.DupLanes++ // handled above its lanes' watermark when it stopped
+			default:
+				r.DupUnexplained++
+				if r.DupUnexplained <= 5 {
+					problem("duplicate of %s: first handled by %s on %s at %v, again by %s on %s at %v; the first neither crashed, paused nor lost the lease",
+						id, first.by.id, first.shard, first.at.Sub(s.start), h.by.id, h.shard, h.at.Sub(s.start))
+				}
+			}
+		}
+	}
+	r.Lost = len(lost)
+	if r.Lost > 0 {
+		problem("%d records never handled, e.g. %v", r.Lost, lost[:min(5, len(lost))])
+	}
+
+	// Per partition key, first handlings follow write order.
+	written := map[string][]string{}
+	for _, id := range ids {
+		written[s.keyOf[id]] = append(written[s.keyOf[id]], id)
+	}
+	r.Keys = len(written)
+	for key, want := range written {
+		var got, handled []string
+		for _, id := range s.keyOrder[key] {
+			if audited[id] {
+				got = append(got, id)
+			}
+		}
+		for _, id := range want {
+			if len(s.handled[id]) > 0 { // lost records are reported above
+				handled = append(handled, id)
+			}
+		}
+		if !slices.Equal(got, handled) {
+			r.KeysOutOfOrder++
+			if r.KeysOutOfOrder <= 5 {
+				problem("partition key %s handled out of write order", key)
+			}
+		}
+	}
+
+}
+
 // buffersResult checks that a reader holds nothing once Run has returned,
 // slow batches, deaf handlers and crashes included. s.mu is held.
 func (s *soak) buffersResult(r *Result, problem func(string, ...any)) {
@@ -242,6 +259,9 @@ func (r *Result) Table() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "soak: world=%s mode=%s seed=%d workers=%d shards=%d duration=%v lease=%v elapsed=%v\n",
 		r.World, r.Mode, r.Seed, r.Workers, r.Shards, r.Duration, r.Lease, r.Elapsed.Round(time.Millisecond))
+	if r.Group {
+		fmt.Fprintf(&b, "group: %d streams, polled source every %v (shards= is per stream)\n", len(r.Streams), r.SourceInterval)
+	}
 	fmt.Fprintf(&b, "\n%-58s %8s\n", "faults injected", "count")
 	kinds := make([]string, 0, len(r.Injected))
 	for k := range r.Injected {
@@ -261,12 +281,24 @@ func (r *Result) Table() string {
 		}
 		return "FAIL"
 	}
-	fmt.Fprintf(&b, "\n%-58s %8s\n", "invariant", "figure")
+	r.streamsTable(&b, ok)
+	title := "invariant"
+	if r.Group {
+		title = "invariant (all streams)"
+	}
+	fmt.Fprintf(&b, "\n%-58s %8s\n", title, "figure")
 	row := func(name string, v any, verdict string) { fmt.Fprintf(&b, "  %-56s %8v  %s\n", name, v, verdict) }
 	if r.Mode == "fan-out" {
 		row("subscriptions made (SubscribeToShard)", r.Subscriptions, "")
 	}
 	row("records produced", r.Produced, "")
+	if r.Group {
+		audited := 0
+		for _, st := range r.Streams {
+			audited += st.Audited
+		}
+		row("records audited (to be handled)", audited, "")
+	}
 	row("records handled (distinct)", r.Handled, "")
 	row("  of which dead-lettered (poison, after every attempt)", r.DeadLettered, "")
 	row("  dead-lettered although not poison", r.BadDeadLetter, ok(r.BadDeadLetter == 0))
@@ -303,6 +335,7 @@ func (r *Result) Table() string {
 	}
 	fmt.Fprintf(&b, "\nsummary: produced %d, lost %d, overlaps %d, untaken max %v (bound %v), effects applied twice %d, stale sink writes accepted %d\n", r.Produced, r.Lost, r.Overlaps,
 		r.UntakenMax.Round(10*time.Millisecond), r.UntakenBound, r.AppliedTwice, r.StaleSinkAccepted)
+	r.streamsSummary(&b)
 	fmt.Fprintf(&b, "\nresult: %s", ok(r.OK()))
 	if !r.OK() {
 		for _, p := range r.Problems {

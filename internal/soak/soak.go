@@ -81,6 +81,14 @@ type Config struct {
 	// of polling; Kinesis must then implement shardlease.FanOutAPI.
 	FanOut string
 
+	// Group, when set, runs each worker as one shardlease.Group over
+	// three streams named Stream+"-a", "-b" and "-c", read from a polled
+	// source (GroupConfig.Source) every SourceInterval (default 2s): while
+	// it runs, a fourth, Stream+"-d", is added to the source and "-c" is
+	// removed (group.go).
+	Group          bool
+	SourceInterval time.Duration
+
 	// Kinesis is the service the stream is created in.
 	Kinesis Kinesis
 	// Dynamo is the DynamoDB service of the emulator world; when nil, the
@@ -128,6 +136,9 @@ func (c *Config) defaults() error {
 	}
 	if c.PoisonEvery == 0 {
 		c.PoisonEvery = 50
+	}
+	if c.SourceInterval <= 0 {
+		c.SourceInterval = 2 * time.Second
 	}
 	if c.Log == nil {
 		c.Log = slog.New(slog.DiscardHandler)
@@ -224,11 +235,11 @@ type incarnation struct {
 	freeze    freezer
 	scansFail atomic.Bool // its listings fail (EvListsFail)
 	leaving   atomic.Bool // leaving gracefully, drained (drain.go) or shut down (EvJointLeave): its restart is claimed
-	consumer  *shardlease.Consumer
+	consumer  worker
 	cancel    context.CancelFunc
 	done      chan error
-	// lostLease is set for shards on which a write of this incarnation was
-	// refused or failed: it may have lost the lease.
+	// troubled is set for rows ("stream:shard") on which a write of this
+	// incarnation was refused or failed: it may have lost the lease.
 	mu        sync.Mutex
 	troubled  map[string]bool
 	runErr    error
@@ -247,6 +258,7 @@ type running struct {
 // handling is one record handed to a handler.
 type handling struct {
 	by         *incarnation
+	stream     string
 	shard      string
 	seq        string
 	at         time.Time // when the handler was entered
@@ -283,14 +295,16 @@ type soak struct {
 	badDead   []string        // records dead-lettered that are not poison
 	unknown   int             // handled records with an id never produced
 
-	// running handler calls by shard; overlaps counts calls entered while
-	// another one of the same shard ran (deafOverlaps: one of them ignored
+	// running handler calls by row ("stream:shard"); overlaps counts calls
+	// entered while another one of the same shard of the same stream ran (deafOverlaps: one of them ignored
 	// its context, which the library cannot prevent).
 	running        map[string][]*running
 	overlaps       []string
+	overlapsOf     map[string]int // stream → overlaps
 	deafOverlaps   int
-	frozenOverlaps int      // the other call's worker froze during it
-	stalled        []string // held shards still showing lag once drained (lag.go)
+	frozenOverlaps int         // the other call's worker froze during it
+	stalled        []string    // held shards still showing lag once drained (lag.go)
+	grp            *groupState // the group mode's (group.go); nil otherwise
 }
 
 // Run runs one soak and returns its result. An error means the soak could
@@ -303,7 +317,10 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, 0x50a4)),
 		audit:   newAuditor(cfg.Lease),
 		handled: map[string][]handling{}, keyOrder: map[string][]string{}, running: map[string][]*running{},
-		keyOf: map[string]string{}, seqOf: map[string]string{}, retried: map[string]bool{},
+		keyOf: map[string]string{}, seqOf: map[string]string{}, retried: map[string]bool{}, overlapsOf: map[string]int{},
+	}
+	if cfg.Group {
+		return s.runGroup(ctx)
 	}
 	if err := s.setup(ctx); err != nil {
 		return nil, err
@@ -458,7 +475,7 @@ func (s *soak) launch(slot int) {
 	mode = append(mode, s.capped(slot)...)
 	take := lease * 3 / 20
 	mode = append(mode, laneOptions(slot)...)
-	c, err := shardlease.NewConsumer(kin, store, cfg.Stream, s.handler(inc), append(mode,
+	opts := append(mode,
 		shardlease.WithOwnerID(owner),
 		shardlease.WithLeaseDuration(lease),
 		shardlease.WithRenewInterval(lease/3),
@@ -471,7 +488,14 @@ func (s *soak) launch(slot int) {
 		shardlease.WithLogger(cfg.Log.With("worker", inc.id)),
 		shardlease.WithMaxAttempts(MaxAttempts),
 		shardlease.WithDeadLetter(s.deadLetter(inc)),
-	)...)
+	)
+	var c worker
+	var err error
+	if cfg.Group {
+		c, err = s.newGroupWorker(inc, kin, store, opts)
+	} else {
+		c, err = shardlease.NewConsumer(kin, store, cfg.Stream, s.handler(inc), opts...)
+	}
 	if err != nil {
 		panic(err) // the options above are valid for any positive lease
 	}
@@ -499,7 +523,7 @@ type troubleStore struct {
 func (t *troubleStore) mark(l shardlease.Lease, err error) {
 	if err != nil {
 		t.inc.mu.Lock()
-		t.inc.troubled[l.Key.Shard] = true
+		t.inc.troubled[l.Key.String()] = true
 		t.inc.mu.Unlock()
 	}
 }
@@ -592,8 +616,8 @@ func (s *soak) handler(inc *incarnation) shardlease.Handler {
 			inc.mu.Unlock()
 		}
 		if !woke {
-			call := s.enter(inc, b.ShardID, deaf)
-			defer s.exit(b.ShardID, call)
+			call := s.enter(inc, b.Stream, b.ShardID, deaf)
+			defer s.exit(key, call)
 		}
 		pauses := inc.freeze.count()
 		switch {
@@ -631,19 +655,21 @@ func (s *soak) handler(inc *incarnation) shardlease.Handler {
 			if len(s.handled[id]) == 0 {
 				s.keyOrder[r.PartitionKey] = append(s.keyOrder[r.PartitionKey], id)
 			}
-			s.handled[id] = append(s.handled[id], handling{by: inc, shard: b.ShardID, seq: r.SequenceNumber, at: at, afterPause: woke, deaf: deaf})
+			s.handled[id] = append(s.handled[id], handling{by: inc, stream: b.Stream, shard: b.ShardID, seq: r.SequenceNumber, at: at, afterPause: woke, deaf: deaf})
 		}
 		return nil
 	}
 }
 
-// enter records a handler call of shard entering, and counts an overlap if
-// another one of the shard runs.
-func (s *soak) enter(inc *incarnation, shard string, deaf bool) *running {
+// enter records a handler call of stream's shard entering, and counts an
+// overlap if another one of that shard of that stream runs.
+func (s *soak) enter(inc *incarnation, stream, shard string, deaf bool) *running {
+	key := shardlease.LeaseKey{Stream: stream, Shard: shard}.String()
 	call := &running{by: inc, deaf: deaf, pauses: inc.freeze.count()}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, other := range s.running[shard] {
+	s.enteredAfterRemoval(inc, stream, shard, deaf)
+	for _, other := range s.running[key] {
 		if other.by == inc && withLanes(inc.slot) {
 			continue // lanes of one worker run at once by design
 		}
@@ -657,17 +683,18 @@ func (s *soak) enter(inc *incarnation, shard string, deaf bool) *running {
 			s.frozenOverlaps++
 			continue
 		}
-		s.overlaps = append(s.overlaps, fmt.Sprintf("%s entered a handler of %s at %.1fs while %s's ran", inc.id, shard, s.since(), other.by.id))
+		s.overlaps = append(s.overlaps, fmt.Sprintf("%s entered a handler of %s at %.1fs while %s's ran", inc.id, key, s.since(), other.by.id))
+		s.overlapsOf[stream]++
 	}
-	s.running[shard] = append(s.running[shard], call)
+	s.running[key] = append(s.running[key], call)
 	return call
 }
 
-// exit records a handler call of shard returning.
-func (s *soak) exit(shard string, call *running) {
+// exit records a handler call of a shard ("stream:shard") returning.
+func (s *soak) exit(key string, call *running) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.running[shard] = slices.DeleteFunc(s.running[shard], func(r *running) bool { return r == call })
+	s.running[key] = slices.DeleteFunc(s.running[key], func(r *running) bool { return r == call })
 }
 
 // deadLetter records what an incarnation hands to its dead-letter callback:
@@ -692,7 +719,7 @@ func (s *soak) deadLetter(inc *incarnation) shardlease.DeadLetterFunc {
 			if len(s.handled[id]) == 0 {
 				s.keyOrder[s.keyOf[id]] = append(s.keyOrder[s.keyOf[id]], id)
 			}
-			s.handled[id] = append(s.handled[id], handling{by: inc, shard: shard, seq: r.SequenceNumber, at: at, dead: true})
+			s.handled[id] = append(s.handled[id], handling{by: inc, stream: s.streamOfID(id), shard: shard, seq: r.SequenceNumber, at: at, dead: true})
 		}
 		return nil
 	}
@@ -881,9 +908,14 @@ func (s *soak) relaunch(inc *incarnation, slot int, downtime time.Duration) {
 // reshard splits an open shard at the middle of its hash range, or merges
 // two adjacent open shards.
 func (s *soak) reshard(ctx context.Context, kind string) error {
+	return s.reshardStream(ctx, s.cfg.Stream, kind)
+}
+
+// reshardStream is reshard on the stream of that name.
+func (s *soak) reshardStream(ctx context.Context, stream, kind string) error {
 	cfg := s.cfg
 	return s.untilActive(ctx, func() error {
-		out, err := cfg.Kinesis.ListShards(ctx, &kinesis.ListShardsInput{StreamName: aws.String(cfg.Stream)})
+		out, err := cfg.Kinesis.ListShards(ctx, &kinesis.ListShardsInput{StreamName: aws.String(stream)})
 		if err != nil {
 			return err
 		}
@@ -902,9 +934,9 @@ func (s *soak) reshard(ctx context.Context, kind string) error {
 			lo, hi := hash(sh.HashKeyRange.StartingHashKey), hash(sh.HashKeyRange.EndingHashKey)
 			mid := new(big.Int).Add(lo, hi)
 			mid.Add(mid, big.NewInt(1)).Rsh(mid, 1)
-			_, err := cfg.Kinesis.SplitShard(ctx, &kinesis.SplitShardInput{StreamName: aws.String(cfg.Stream), ShardToSplit: sh.ShardId, NewStartingHashKey: aws.String(mid.String())})
+			_, err := cfg.Kinesis.SplitShard(ctx, &kinesis.SplitShardInput{StreamName: aws.String(stream), ShardToSplit: sh.ShardId, NewStartingHashKey: aws.String(mid.String())})
 			if err == nil {
-				fmt.Fprintf(cfg.Events, "%6.1fs split %s at %s\n", s.since(), aws.ToString(sh.ShardId), mid)
+				fmt.Fprintf(cfg.Events, "%6.1fs split %s of %s at %s\n", s.since(), aws.ToString(sh.ShardId), stream, mid)
 			}
 			return err
 		}
@@ -913,9 +945,9 @@ func (s *soak) reshard(ctx context.Context, kind string) error {
 		}
 		i := s.rng.IntN(len(open) - 1)
 		a, b := open[i], open[i+1]
-		_, err = cfg.Kinesis.MergeShards(ctx, &kinesis.MergeShardsInput{StreamName: aws.String(cfg.Stream), ShardToMerge: a.ShardId, AdjacentShardToMerge: b.ShardId})
+		_, err = cfg.Kinesis.MergeShards(ctx, &kinesis.MergeShardsInput{StreamName: aws.String(stream), ShardToMerge: a.ShardId, AdjacentShardToMerge: b.ShardId})
 		if err == nil {
-			fmt.Fprintf(cfg.Events, "%6.1fs merge %s and %s\n", s.since(), aws.ToString(a.ShardId), aws.ToString(b.ShardId))
+			fmt.Fprintf(cfg.Events, "%6.1fs merge %s and %s of %s\n", s.since(), aws.ToString(a.ShardId), aws.ToString(b.ShardId), stream)
 		}
 		return err
 	})

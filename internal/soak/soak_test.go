@@ -92,4 +92,70 @@ func TestSoak(t *testing.T) {
 		})
 		check(t, res, err)
 	})
+	t.Run("group-fake", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			res, err := soak.Run(t.Context(), soak.Config{
+				Seed: 1, Workers: 4, Shards: 3, Duration: 5 * time.Minute, Rate: 10, Lease: 10 * time.Second,
+				Group: true, SourceInterval: 2 * time.Second,
+				Kinesis: shardleasetest.NewKinesis(), Stream: "orders", Events: logWriter{t},
+			})
+			checkGroup(t, res, err)
+		})
+	})
+	t.Run("group-emulator", func(t *testing.T) {
+		if testing.Short() {
+			t.Skip("needs the emulators; -short runs the in-process world only")
+		}
+		res, err := soak.Run(t.Context(), soak.Config{
+			Seed: 1, Workers: 4, Shards: 2, Duration: 20 * time.Second, Rate: 20, Lease: 2 * time.Second,
+			Group: true, SourceInterval: time.Second,
+			Kinesis: emulator.Kinesis(t), Dynamo: emulator.Dynamo(t),
+			Stream: emulator.UniqueName("gsoak"), Table: emulator.UniqueName("gsoak-leases"), Events: logWriter{t},
+		})
+		checkGroup(t, res, err)
+	})
+}
+
+// checkGroup checks a group soak's result: nothing lost and no overlap on
+// any stream, the fourth stream added and read in full, the third removed
+// and released.
+func checkGroup(t *testing.T, res *soak.Result, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Log("\n" + res.Table())
+	if !res.OK() {
+		t.Fatalf("the soak found %d problems", len(res.Problems))
+	}
+	if res.Lost != 0 || res.Produced == 0 {
+		t.Fatalf("produced %d, lost %d", res.Produced, res.Lost)
+	}
+	if res.Overlaps != 0 {
+		t.Fatalf("overlaps %d", res.Overlaps)
+	}
+	if len(res.Streams) != 4 {
+		t.Fatalf("%d streams in the result, want 4", len(res.Streams))
+	}
+	for _, st := range res.Streams {
+		if st.Lost != 0 || st.Overlaps != 0 || st.Audited == 0 || st.Handled != st.Audited {
+			t.Errorf("stream %s: audited %d, handled %d, lost %d, overlaps %d", st.Name, st.Audited, st.Handled, st.Lost, st.Overlaps)
+		}
+	}
+	added, removed := res.Streams[3], res.Streams[2]
+	if added.Audited != added.Produced {
+		t.Errorf("added stream %s: %d records audited of %d produced", added.Name, added.Audited, added.Produced)
+	}
+	if removed.AfterRemoval == 0 || removed.HeldAfterRemoval != 0 || removed.EnteredAfterRemoval != 0 {
+		t.Errorf("removed stream %s: %d records after its removal, %d leases held and %d handlers entered past %v",
+			removed.Name, removed.AfterRemoval, removed.HeldAfterRemoval, removed.EnteredAfterRemoval, removed.RemovalBound)
+	}
+	for _, kind := range []string{soak.EvStreamAdded, soak.EvStreamRemoved, soak.EvCrash, soak.EvRestart, soak.EvDrain, soak.EvSplit, soak.EvMerge, soak.EvShared, soak.EvMixed} {
+		if res.Injected[kind] == 0 {
+			t.Errorf("no %q was injected", kind)
+		}
+	}
+	if res.Injected[soak.EvPoison] == 0 || res.DeadLettered == 0 {
+		t.Errorf("%d poison records produced, %d dead-lettered", res.Injected[soak.EvPoison], res.DeadLettered)
+	}
 }
