@@ -235,3 +235,16 @@ func (sc *scheduler) onSetChanged(ctx context.Context) error {
 	sc.poke(sc.wake)
 	return nil
 }
+
+// runsKey reports whether a runner of key (a row's key) runs on this
+// worker.
+func (c *Consumer) runsKey(key LeaseKey) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, r := range c.held {
+		if r.key == key {
+			return true
+		}
+	}
+	return false
+}

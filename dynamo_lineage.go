@@ -159,8 +159,9 @@ func (s *DynamoStore) ResetStream(ctx context.Context, id StreamIdentity) (int, 
 }
 
 // DeleteStreamRows implements StreamRemover: a Scan and a DeleteItem per
-// row, each lease row's conditional on attribute_not_exists(lease_owner).
-func (s *DynamoStore) DeleteStreamRows(ctx context.Context, stream string) (deleted, held int, err error) {
+// row, each lease row's conditional on attribute_not_exists(lease_owner)
+// (or, for a stale one, on its counter).
+func (s *DynamoStore) DeleteStreamRows(ctx context.Context, stream string, stale map[string]int64) (deleted, held int, err error) {
 	idKey := identityKey(stream)
 	if err := ValidateStreamName(stream); err != nil {
 		return 0, 0, s.fail("delete stream rows", idKey, err)
@@ -177,6 +178,10 @@ func (s *DynamoStore) DeleteStreamRows(ctx context.Context, stream string) (dele
 		lease := !strings.HasPrefix(k, stream+":"+workerMark)
 		if lease {
 			in.ConditionExpression = aws.String("attribute_not_exists(" + attrOwner + ")")
+			if c, ok := stale[strings.TrimPrefix(k, stream+":")]; ok {
+				in.ConditionExpression = aws.String("attribute_not_exists(" + attrOwner + ") OR " + attrCounter + " = :c")
+				in.ExpressionAttributeValues = map[string]types.AttributeValue{":c": num(c)}
+			}
 		}
 		_, err := s.client.DeleteItem(ctx, in)
 		if _, ok := condFailed(err); ok {

@@ -85,8 +85,12 @@ type Group struct {
 	// changed carries "the set changed" from the source's goroutine to Run's
 	// scheduler (buffered: one pending change is enough).
 	changed chan struct{}
-	// sourceErrs counts failed source calls (see Stats-like accessors).
+	// sourceErrs counts failed source calls (SourceFailures).
 	sourceErrs atomic.Int64
+	// rowsSeen is what settleRemoved last saw of the held rows of removed
+	// streams, by key, with when they last moved. Written by the source's
+	// goroutine only.
+	rowsSeen map[string]observation
 }
 
 // defaultSourceInterval is how often a Group polls its source by default.
@@ -123,7 +127,7 @@ func NewGroup(client KinesisAPI, store LeaseStore, cfg GroupConfig, handler Hand
 	if err != nil {
 		return nil, err
 	}
-	g := &Group{cfg: cfg, client: client, handler: handler, opts: opts, base: base, changed: make(chan struct{}, 1)}
+	g := &Group{cfg: cfg, client: client, handler: handler, opts: opts, base: base, changed: make(chan struct{}, 1), rowsSeen: make(map[string]observation)}
 	var ms []*member
 	if cfg.Source == nil {
 		if ms, err = g.members(cfg.Streams); err != nil {
@@ -257,6 +261,9 @@ func (g *Group) Run(ctx context.Context) error {
 	err = g.c.Run(ctx)
 	stop()
 	<-done
+	// Rows handed to this worker as their stream left are released before
+	// it goes.
+	g.settleRemoved(context.WithoutCancel(ctx))
 	return err
 }
 
@@ -291,7 +298,7 @@ func (g *Group) follow(ctx context.Context) {
 			g.sourceErrs.Add(1)
 			g.c.log.Warn("the stream source failed; the group reads the streams it read", "err", err)
 		}
-		g.deleteRemoved(ctx)
+		g.settleRemoved(ctx)
 	}
 }
 
@@ -332,37 +339,102 @@ func (g *Group) apply(specs []StreamSpec) error {
 	return nil
 }
 
-// deleteRemoved deletes the rows of the streams out of the set for
-// DeleteRemovedAfter, when it is set and the store can (StreamRemover).
-func (g *Group) deleteRemoved(ctx context.Context) {
-	after := g.cfg.DeleteRemovedAfter
+// settleRemoved looks after the rows of the streams out of the set, from
+// one listing of each: it releases the rows this worker owns but does not
+// run (a handoff its release answered just as the stream left made this
+// worker their owner, and it no longer lists them to take them), for as
+// long as such a handoff may land; and once a stream has been out
+// DeleteRemovedAfter it deletes the stream's rows (see deleteRows).
+func (g *Group) settleRemoved(ctx context.Context) {
+	now := time.Now()
+	for stream, since := range g.c.set.left() {
+		deleting := g.cfg.DeleteRemovedAfter > 0 && now.Sub(since) >= g.cfg.DeleteRemovedAfter
+		if now.Sub(since) > g.handoffWindow() && !deleting {
+			continue
+		}
+		lctx, cancel := g.c.storeCtx(ctx)
+		rows, err := g.gs.inner.List(lctx, stream)
+		cancel()
+		if err != nil {
+			g.c.log.Warn("listing a removed stream's rows failed; retrying at the next poll", "stream", stream, "err", err)
+			continue
+		}
+		g.releaseOrphans(ctx, rows)
+		if deleting {
+			g.deleteRows(ctx, stream, rows, now)
+		}
+	}
+}
+
+// handoffWindow is how long after a stream left the set a handoff to this
+// worker may still land: the holder answers at its next renewal, after its
+// batch and the grace period, and its own source may tell it a poll later.
+func (g *Group) handoffWindow() time.Duration {
+	cfg := g.c.cfg
+	return 2*g.cfg.SourceInterval + 2*cfg.leaseDuration + cfg.shutdownTimeout
+}
+
+// releaseOrphans releases the rows of rows this worker owns and runs no
+// runner of.
+func (g *Group) releaseOrphans(ctx context.Context, rows []Lease) {
+	me := g.c.OwnerID()
+	for _, l := range rows {
+		if l.Owner != me || g.c.runsKey(l.Key) {
+			continue
+		}
+		rctx, cancel := g.c.storeCtx(ctx)
+		_, err := g.gs.inner.Release(rctx, l)
+		cancel()
+		if err != nil {
+			g.c.log.Warn("releasing a removed stream's row handed to this worker failed; retrying at the next poll", "lease", l.Key.String(), "err", err)
+			continue
+		}
+		g.c.log.Info("released a removed stream's row handed to this worker as the stream left", "lease", l.Key.String(), "counter", l.Counter)
+	}
+}
+
+// deleteRows deletes the rows of stream, which has been out of the set
+// DeleteRemovedAfter, when the store can (StreamRemover): the free ones,
+// and the held ones whose counter and owner this worker saw stand still
+// for a lease duration (the holder's longer one, when its row says so):
+// their holder is gone, and with the stream out of every set nobody takes
+// them. rows is the stream's listing at now.
+func (g *Group) deleteRows(ctx context.Context, stream string, rows []Lease, now time.Time) {
 	sr, ok := g.gs.inner.(StreamRemover)
-	if after <= 0 {
+	if !ok {
+		g.c.log.Warn("the lease store cannot delete a removed stream's rows (it is no StreamRemover); they are kept", "stream", stream)
+		g.c.set.forget(stream)
 		return
 	}
-	for stream, since := range g.c.set.left() {
-		if time.Since(since) < after {
+	if g.c.holdsStream(stream) {
+		return // its runners have not released yet
+	}
+	stale := make(map[string]int64)
+	for _, l := range rows {
+		key := l.Key.String()
+		if l.Owner == "" {
 			continue
 		}
-		if !ok {
-			g.c.log.Warn("the lease store cannot delete a removed stream's rows (it is no StreamRemover); they are kept", "stream", stream)
-			g.c.set.forget(stream)
-			continue
+		o := observeRow(g.rowsSeen, key, l.Counter, l.Owner, now)
+		if now.Sub(o.changed) >= expiresAfter(l, g.c.cfg.leaseDuration) {
+			stale[l.Key.Shard] = l.Counter
 		}
-		if g.c.holdsStream(stream) {
-			continue // its runners have not released yet
-		}
-		dctx, cancel := g.c.storeCtx(ctx)
-		deleted, held, err := sr.DeleteStreamRows(dctx, stream)
-		cancel()
-		switch {
-		case err != nil:
-			g.c.log.Warn("deleting a removed stream's rows failed; retrying at the next poll", "stream", stream, "err", err)
-		case held > 0:
-			g.c.log.Info("a removed stream's rows are still held; deleting the rest at the next poll", "stream", stream, "deleted", deleted, "held", held)
-		default:
-			g.c.log.Info("deleted a removed stream's rows", "stream", stream, "deleted", deleted)
-			g.c.set.forget(stream)
+	}
+	dctx, cancel := g.c.storeCtx(ctx)
+	deleted, held, err := sr.DeleteStreamRows(dctx, stream, stale)
+	cancel()
+	switch {
+	case err != nil:
+		g.c.log.Warn("deleting a removed stream's rows failed; retrying at the next poll", "stream", stream, "err", err)
+	case held > 0:
+		g.c.log.Info("a removed stream's rows are still held; deleting them once their holders have been gone a lease duration", "stream", stream, "deleted", deleted, "held", held)
+	default:
+		g.c.log.Info("deleted a removed stream's rows", "stream", stream, "deleted", deleted)
+		g.c.set.forget(stream)
+		for key := range g.rowsSeen {
+			if strings.HasPrefix(key, stream+":") {
+				delete(g.rowsSeen, key)
+			}
 		}
 	}
 }

@@ -409,9 +409,15 @@ func TestGroupRemovedRowsDeletedAfterWait(t *testing.T) {
 		mu.Lock()
 		current = specsOf(names[0])
 		mu.Unlock()
+		waitFor(t, time.Minute, "the removed stream's leases released", func() bool { return len(gw.g.Held()) == 2 })
+		// A worker that crashed holding one of its rows: deleted once its
+		// counter stood still a lease duration.
+		ghost := streamRows(t, w, names[1])[0]
+		_, err := w.store.Acquire(context.Background(), ghost.Key, "ghost#1", ghost.Counter)
+		require.NoError(t, err)
 		waitFor(t, time.Minute, "the removed stream's rows deleted", func() bool { return len(streamRows(t, w, names[1])) == 0 })
 		is := w.store.(shardlease.IdentityStore)
-		_, err := is.StreamIdentity(context.Background(), names[1])
+		_, err = is.StreamIdentity(context.Background(), names[1])
 		require.ErrorIs(t, err, shardlease.ErrLeaseNotFound)
 		require.Len(t, streamRows(t, w, names[0]), 2)
 		_, err = is.StreamIdentity(context.Background(), names[0])
@@ -580,4 +586,36 @@ func (b *byARN) GetRecords(ctx context.Context, in *kinesis.GetRecordsInput, o .
 func (b *byARN) DescribeStreamSummary(ctx context.Context, in *kinesis.DescribeStreamSummaryInput, o ...func(*kinesis.Options)) (*kinesis.DescribeStreamSummaryOutput, error) {
 	b.saw(in.StreamName, in.StreamARN)
 	return b.KinesisAPI.(shardlease.StreamDescriber).DescribeStreamSummary(ctx, in, o...)
+}
+
+// TestGroupReleasesRowsHandedAsTheStreamLeft: a holder that answers this
+// worker's handoff request just as the stream leaves the set makes this
+// worker the row's owner, and this worker no longer lists the stream to
+// take it: the group releases such a row instead of leaving it owned.
+func TestGroupReleasesRowsHandedAsTheStreamLeft(t *testing.T) {
+	worlds(t, 1, func(t *testing.T, w *world) {
+		names := groupStreams(t, w, 1, 1)
+		var mu sync.Mutex
+		current := specsOf(names...)
+		source := func(context.Context) ([]shardlease.StreamSpec, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			return slices.Clone(current), nil
+		}
+		gw := startGroup(t, w, w.kin, shardlease.GroupConfig{Name: "readers", Source: source, SourceInterval: w.take}, newHandled().handler("w"), w.opts("w")...)
+		waitFor(t, time.Minute, "both leases held", func() bool { return len(gw.g.Held()) == 2 })
+		mu.Lock()
+		current = specsOf(names[0])
+		mu.Unlock()
+		waitFor(t, time.Minute, "the removed stream's lease released", func() bool { return len(gw.g.Held()) == 1 })
+		// The release of a holder answering this worker's request.
+		row := streamRows(t, w, names[1])[0]
+		handed, err := w.store.Acquire(context.Background(), row.Key, gw.g.OwnerID(), row.Counter)
+		require.NoError(t, err)
+		waitFor(t, time.Minute, "the handed row released", func() bool {
+			l := streamRows(t, w, names[1])[0]
+			return l.Owner == "" && l.Counter > handed.Counter
+		})
+		require.Equal(t, names[:1], streamsOf(gw.g.Held()))
+	})
 }

@@ -233,11 +233,13 @@ type GroupLister interface {
 // passed since a stream left the group.
 type StreamRemover interface {
 	// DeleteStreamRows deletes every lease row of stream that nobody holds,
-	// each with a delete conditional on the row having no owner, and the
-	// stream's worker rows. It records nothing and leaves the identity row
-	// until no lease row is left. It returns how many lease rows it deleted
-	// and how many it left because they were held (call it again later).
-	DeleteStreamRows(ctx context.Context, stream string) (deleted, held int, err error)
+	// and each row whose shard stale names while its counter still equals
+	// the one given (a row the caller saw stand still for a lease duration:
+	// its holder is gone), each with a delete conditional on that; and the
+	// stream's worker rows. It leaves the identity row until no lease row
+	// is left. It returns how many lease rows it deleted and how many it
+	// left because they were held (call it again later).
+	DeleteStreamRows(ctx context.Context, stream string, stale map[string]int64) (deleted, held int, err error)
 }
 
 // NoteStore is implemented by stores that let the worker coordinating a

@@ -530,7 +530,7 @@ func (m *MemoryStore) ResetStream(ctx context.Context, id StreamIdentity) (int, 
 }
 
 // DeleteStreamRows implements StreamRemover.
-func (m *MemoryStore) DeleteStreamRows(ctx context.Context, stream string) (deleted, held int, err error) {
+func (m *MemoryStore) DeleteStreamRows(ctx context.Context, stream string, stale map[string]int64) (deleted, held int, err error) {
 	if err := ctx.Err(); err != nil {
 		return 0, 0, memErr("delete stream rows", identityKey(stream), err)
 	}
@@ -542,7 +542,7 @@ func (m *MemoryStore) DeleteStreamRows(ctx context.Context, stream string) (dele
 	for k, row := range m.rows {
 		switch {
 		case k.Stream != stream:
-		case row.Owner != "":
+		case row.Owner != "" && (stale == nil || !hasCounter(stale, k.Shard, row.Counter)):
 			held++
 		default:
 			delete(m.rows, k)
@@ -588,4 +588,10 @@ func (m *MemoryStore) RewindRow(ctx context.Context, held Lease, checkpoint stri
 	}
 	m.wrote("rewind", before, row)
 	return cloneLease(row), nil
+}
+
+// hasCounter reports whether counters names shard with counter.
+func hasCounter(counters map[string]int64, shard string, counter int64) bool {
+	c, ok := counters[shard]
+	return ok && c == counter
 }

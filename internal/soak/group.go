@@ -638,10 +638,10 @@ func (s *soak) groupResult(ctx context.Context, drained bool) *Result {
 			}
 			if name == s.grp.removed && s.audit.handedOver(l.Key.String(), l.Owner) {
 				// The holder's release handed it to a worker that had
-				// asked for it, just as the stream left: that worker never
-				// reads the row again, so never takes it nor frees it.
+				// asked for it, just as the stream left: that worker must
+				// release it (the group does, from its removed streams'
+				// listings), or the row stays owned for good.
 				sr.HandedAtRemoval++
-				continue
 			}
 			sr.HeldAtEnd++
 			r.HeldAtEnd++
@@ -685,7 +685,7 @@ func (r *Result) streamsTable(b *strings.Builder, ok func(bool) string) {
 		if st.RemovalBound > 0 {
 			row(fmt.Sprintf("leases held by live workers %v after removal", st.RemovalBound), st.HeldAfterRemoval, ok(st.HeldAfterRemoval == 0))
 			row(fmt.Sprintf("handlers entered %v after removal", st.RemovalBound), st.EnteredAfterRemoval, ok(st.EnteredAfterRemoval == 0))
-			row("rows left owned: handed over as the stream left, never taken", st.HandedAtRemoval, "")
+			row("rows left owned: handed over as the stream left, never released", st.HandedAtRemoval, ok(st.HandedAtRemoval == 0))
 		}
 	}
 }
