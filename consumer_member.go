@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"go.opentelemetry.io/otel/attribute"
 )
 
 // member is one stream a consumer reads: what its readers, handler and
@@ -247,4 +249,15 @@ func (c *Consumer) runsKey(key LeaseKey) bool {
 		}
 	}
 	return false
+}
+
+// attrs are the metric attributes that name the stream of id: in a Group,
+// its stream in place of the group's name; none for a Consumer, whose
+// instruments name its stream already.
+func (s *memberSet) attrs(id string) []attribute.KeyValue {
+	if !s.grouped {
+		return nil
+	}
+	stream, _ := s.split(id)
+	return []attribute.KeyValue{attribute.String("stream", stream)}
 }

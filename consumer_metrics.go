@@ -237,10 +237,7 @@ func newLineageInstruments(m metric.Meter) (lineageInstruments, error) {
 // count counts n of e for r: in a Group, its metric carries r's stream
 // (which replaces the group's name in the stream attribute).
 func (r *leaseRunner) count(e event, n int64, kv ...attribute.KeyValue) {
-	if r.c.set.grouped {
-		kv = append(kv, attribute.String("stream", r.key.Stream))
-	}
-	r.c.count(e, n, kv...)
+	r.c.count(e, n, append(kv, r.c.set.attrs(r.id)...)...)
 }
 
 // shardAttrs are the attributes of r's per-shard metrics: its shard, and in
@@ -252,10 +249,7 @@ func (r *leaseRunner) shardAttrs() []attribute.KeyValue {
 // attrs are the attributes of r's measurements with kv: in a Group, its
 // stream in place of the group's name.
 func (r *leaseRunner) attrs(kv ...attribute.KeyValue) metric.MeasurementOption {
-	if r.c.set.grouped {
-		kv = append(kv, attribute.String("stream", r.key.Stream))
-	}
-	return r.c.ins.attrs(kv...)
+	return r.c.ins.attrs(append(kv, r.c.set.attrs(r.id)...)...)
 }
 
 type counters struct {

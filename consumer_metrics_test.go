@@ -24,9 +24,12 @@ type recorder struct {
 	mu        sync.Mutex
 	callbacks []metric.Callback
 	sums      map[string]map[string]int64 // counter → shard → sum
+	byStream  map[string]map[string]int64 // counter → stream attribute → sum
 }
 
-func newRecorder() *recorder { return &recorder{sums: map[string]map[string]int64{}} }
+func newRecorder() *recorder {
+	return &recorder{sums: map[string]map[string]int64{}, byStream: map[string]map[string]int64{}}
+}
 
 func (r *recorder) Meter(string, ...metric.MeterOption) metric.Meter { return &recMeter{r: r} }
 
@@ -63,12 +66,15 @@ type recCounter struct {
 func (c *recCounter) Add(_ context.Context, n int64, opts ...metric.AddOption) {
 	attrs := metric.NewAddConfig(opts).Attributes()
 	shard, _ := attrs.Value("shard")
+	stream, _ := attrs.Value("stream")
 	c.r.mu.Lock()
 	defer c.r.mu.Unlock()
 	if c.r.sums[c.name] == nil {
 		c.r.sums[c.name] = map[string]int64{}
+		c.r.byStream[c.name] = map[string]int64{}
 	}
 	c.r.sums[c.name][shard.AsString()] += n
+	c.r.byStream[c.name][stream.AsString()] += n
 }
 
 type recGauge struct {

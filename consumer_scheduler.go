@@ -424,7 +424,7 @@ func (sc *scheduler) releaseLate(ctx context.Context) {
 			c.log.Warn("releasing a lease handed over at shutdown failed; it expires after a lease duration", "shard", l.Key.Shard, "err", err)
 			continue
 		}
-		c.count(evReleased, 1)
+		c.count(evReleased, 1, c.set.attrs(l.Key.Shard)...)
 		c.log.Info("lease handed over at shutdown released", "shard", l.Key.Shard, "counter", l.Counter)
 	}
 }
@@ -663,7 +663,7 @@ func (sc *scheduler) ask(ctx context.Context, l Lease, now time.Time) (made, sto
 		return false, false
 	}
 	c.log.Info("handoff requested", "shard", l.Key.Shard, "holder", l.Owner, "counter", l.Counter)
-	c.count(evHandoffAsked, 1)
+	c.count(evHandoffAsked, 1, c.set.attrs(l.Key.Shard)...)
 	sc.pending[l.Key.Shard] = now
 	return true, false
 }
@@ -742,7 +742,7 @@ func (sc *scheduler) take(ctx context.Context, l Lease, asked bool, byShard map[
 	if kind == "handoff" {
 		ev = evHandedIn
 	}
-	c.count(ev, 1, attribute.String("how", kind))
+	c.count(ev, 1, append(c.set.attrs(l.Key.Shard), attribute.String("how", kind))...)
 	sc.launch(ctx, got, how, hasTrackedParent(l, byShard), sent)
 	return true, nil
 }

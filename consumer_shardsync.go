@@ -420,7 +420,7 @@ func (sc *scheduler) cleanup(ctx context.Context, ls LineageStore, existing []Le
 			}
 			c.log.Warn("deleting the row of a finished shard failed; retrying at the next shard sync", "shard", l.Key.Shard, "err", err)
 		case deleted:
-			c.count(evRowCleaned, 1)
+			c.count(evRowCleaned, 1, c.set.attrs(l.Key.Shard)...)
 			c.log.Info("deleted the row of a finished shard that Kinesis no longer lists", "shard", l.Key.Shard, "counter", l.Counter)
 		}
 	}

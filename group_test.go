@@ -619,3 +619,62 @@ func TestGroupReleasesRowsHandedAsTheStreamLeft(t *testing.T) {
 		require.Equal(t, names[:1], streamsOf(gw.g.Held()))
 	})
 }
+
+// TestGroupReadingModePerStream: a spec's FanOut reads that stream with
+// enhanced fan-out, registered on it alone, while the group's other stream
+// is polled.
+func TestGroupReadingModePerStream(t *testing.T) {
+	fanOutWorlds(t, 2, func(t *testing.T, w *fanWorld) {
+		names := groupStreams(t, w.world, 1, 1)
+		p := &produced{}
+		putTo(t, w.world, p, names[0], 10)
+		putTo(t, w.world, p, names[1], 10)
+		h := newHandled()
+		specs := []shardlease.StreamSpec{{Name: names[0], FanOut: consumerName}, {Name: names[1]}}
+		startGroup(t, w.world, w.kin, shardlease.GroupConfig{Name: "readers", Streams: specs}, h.handler("w"), w.opts("w")...)
+		waitFor(t, time.Minute, "every record", func() bool { return h.distinct() == 20 })
+		require.Empty(t, h.lost(p))
+		// Only the fan-out stream has a second shard.
+		require.Positive(t, w.subscriptions("shardId-000000000001"))
+		consumers := func(stream string) []string {
+			d, err := w.kin.(shardlease.StreamDescriber).DescribeStreamSummary(t.Context(), &kinesis.DescribeStreamSummaryInput{StreamName: aws.String(stream)})
+			require.NoError(t, err)
+			out, err := w.fanOutKin.ListStreamConsumers(t.Context(), &kinesis.ListStreamConsumersInput{StreamARN: d.StreamDescriptionSummary.StreamARN})
+			require.NoError(t, err)
+			var names []string
+			for _, c := range out.Consumers {
+				names = append(names, aws.ToString(c.ConsumerName))
+			}
+			return names
+		}
+		require.Equal(t, []string{consumerName}, consumers(names[0]))
+		require.Empty(t, consumers(names[1]), "the polled stream got a fan-out consumer")
+	})
+}
+
+// TestGroupMetricsCarryTheStream: the runners' metrics name the stream of
+// their shard, not the group.
+func TestGroupMetricsCarryTheStream(t *testing.T) {
+	worlds(t, 1, func(t *testing.T, w *world) {
+		names := groupStreams(t, w, 1, 1)
+		p := &produced{}
+		putTo(t, w, p, names[0], 3)
+		putTo(t, w, p, names[1], 5)
+		h := newHandled()
+		rec := newRecorder()
+		startGroup(t, w, w.kin, shardlease.GroupConfig{Name: "readers", Streams: specsOf(names...)}, h.handler("w"), w.opts("w", shardlease.WithMeterProvider(rec))...)
+		waitFor(t, time.Minute, "every record", func() bool { return h.distinct() == 8 })
+		waitFor(t, time.Minute, "every record counted", func() bool {
+			rec.mu.Lock()
+			defer rec.mu.Unlock()
+			return rec.byStream["shardlease.records.handled"][names[0]] == 3 && rec.byStream["shardlease.records.handled"][names[1]] == 5
+		})
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		require.Zero(t, rec.byStream["shardlease.records.handled"]["readers"], "records counted under the group's name")
+		for _, n := range names {
+			require.Equal(t, int64(1), rec.byStream["shardlease.leases.taken"][n], "leases taken of %s", n)
+		}
+		require.Zero(t, rec.byStream["shardlease.leases.taken"]["readers"], "leases taken counted under the group's name")
+	})
+}
