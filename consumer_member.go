@@ -261,3 +261,17 @@ func (s *memberSet) attrs(id string) []attribute.KeyValue {
 	stream, _ := s.split(id)
 	return []attribute.KeyValue{attribute.String("stream", stream)}
 }
+
+// idOfKey returns the consumer's id of a row's key ("stream:shard"), when
+// the row is of a stream in the set.
+func (s *memberSet) idOfKey(key string) (string, bool) {
+	stream, shard, ok := strings.Cut(key, ":")
+	if !ok || shard == "" {
+		return "", false
+	}
+	if !s.grouped {
+		m := s.of(shard)
+		return shard, m != nil && m.name == stream
+	}
+	return s.idOf(stream, shard), s.has(stream)
+}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -301,7 +300,7 @@ func DescribeIdentity(ctx context.Context, d StreamDescriber, stream string) (St
 // and reads the others on.
 func (sc *scheduler) checkStreamIdentity(ctx context.Context, running bool) error {
 	for _, m := range sc.c.set.all() {
-		err := sc.checkMemberIdentity(ctx, m)
+		err := sc.c.checkMemberIdentity(ctx, m)
 		var nf *StreamNotFoundError
 		if err != nil && sc.c.set.grouped && running && errors.As(err, &nf) {
 			continue
@@ -317,8 +316,7 @@ func (sc *scheduler) checkStreamIdentity(ctx context.Context, running bool) erro
 // one recorded in the store (recording it when none is) at the first call,
 // and with the one seen first at later calls. A mismatch is a
 // *StreamRecreatedError, which ends Run.
-func (sc *scheduler) checkMemberIdentity(ctx context.Context, m *member) error {
-	c := sc.c
+func (c *Consumer) checkMemberIdentity(ctx context.Context, m *member) error {
 	log := c.log
 	if c.set.grouped {
 		log = log.With("stream", m.name)
@@ -344,7 +342,7 @@ func (sc *scheduler) checkMemberIdentity(ctx context.Context, m *member) error {
 	}
 	if m.identity != nil {
 		if !m.identity.Same(now) {
-			return sc.recreated(*m.identity, now)
+			return c.recreated(*m.identity, now)
 		}
 		return nil
 	}
@@ -359,7 +357,7 @@ func (sc *scheduler) checkMemberIdentity(ctx context.Context, m *member) error {
 		return errorf("shardlease: stream %s: record the stream's identity: %w", m.name, err)
 	}
 	if !recorded.Same(now) {
-		return sc.recreated(recorded, now)
+		return c.recreated(recorded, now)
 	}
 	if created {
 		log.Info("recorded the stream's identity", "arn", now.ARN, "created", now.Created)
@@ -369,9 +367,9 @@ func (sc *scheduler) checkMemberIdentity(ctx context.Context, m *member) error {
 	return nil
 }
 
-func (sc *scheduler) recreated(recorded, now StreamIdentity) error {
-	e := &StreamRecreatedError{Recorded: recorded, Current: now, Table: sc.c.caps.tableName}
-	sc.c.log.Error("stream re-created; not reading it", "err", e)
+func (c *Consumer) recreated(recorded, now StreamIdentity) error {
+	e := &StreamRecreatedError{Recorded: recorded, Current: now, Table: c.caps.tableName}
+	c.log.Error("stream re-created; not reading it", "err", e)
 	return e
 }
 
@@ -442,8 +440,8 @@ func (sc *scheduler) tolerateCorrupt(ctx context.Context, err error) bool {
 	c := sc.c
 	sc.corrupt = make(map[string]bool, len(cre.Rows))
 	for _, r := range cre.Rows {
-		if shard, ok := strings.CutPrefix(r.Key, c.stream+":"); ok && shard != "" {
-			sc.corrupt[shard] = true
+		if id, ok := c.set.idOfKey(r.Key); ok {
+			sc.corrupt[id] = true
 		}
 	}
 	if sc.corruptSeen == nil {

@@ -109,8 +109,16 @@ func (g *groupStore) List(ctx context.Context, stream string) ([]Lease, error) {
 	return leases, err
 }
 
+// Acquire refuses, with ErrLeaseHeld and without a write, a row of a stream
+// out of the set or whose fan-out consumer is not registered yet: a take
+// decided from a listing or a deadline older than the set's change must not
+// start a reader of it.
 func (g *groupStore) Acquire(ctx context.Context, key LeaseKey, owner string, observed int64) (Lease, error) {
-	return g.seenOr(g.inner.Acquire(ctx, g.real(key), owner, observed))
+	real := g.real(key)
+	if m := g.set.of(key.Shard); m == nil || !g.set.has(real.Stream) || !m.registered.Load() {
+		return Lease{}, &LeaseError{Op: "acquire", Key: real, Err: errorf("%w: stream %s is not in group %s's set, or not ready to read", ErrLeaseHeld, real.Stream, g.name)}
+	}
+	return g.seenOr(g.inner.Acquire(ctx, real, owner, observed))
 }
 
 func (g *groupStore) Renew(ctx context.Context, held Lease, expiry time.Time) (Lease, error) {
@@ -188,7 +196,6 @@ func (g *groupStore) list(ctx context.Context, consistent, registered bool) ([]L
 	} else {
 		leases, workers, err = g.listEach(ctx, names)
 	}
-	g.renameCorrupt(err)
 	out := make([]Lease, len(leases))
 	for i, l := range leases {
 		out[i] = g.seen(l)
@@ -219,20 +226,4 @@ func (g *groupStore) listEach(ctx context.Context, names []string) ([]Lease, []W
 		workers = ws
 	}
 	return leases, workers, errors.Join(errs...)
-}
-
-// renameCorrupt names the rows of a CorruptRowsError in err as the
-// consumer does ("group:stream/shard"), so that the scheduler leaves their
-// shards alone; err is the listing's own.
-func (g *groupStore) renameCorrupt(err error) {
-	var cre *CorruptRowsError
-	if !errors.As(err, &cre) {
-		return
-	}
-	cre.Stream = g.name
-	for i, r := range cre.Rows {
-		if stream, shard, ok := strings.Cut(r.Key, ":"); ok && g.set.has(stream) {
-			cre.Rows[i].Key = g.name + ":" + g.set.idOf(stream, shard)
-		}
-	}
 }

@@ -67,6 +67,27 @@ func specsOf(names ...string) []shardlease.StreamSpec {
 	return out
 }
 
+// source is a stream source a test changes.
+type source struct {
+	mu    sync.Mutex
+	specs []shardlease.StreamSpec
+}
+
+func newSource(names ...string) *source { return &source{specs: specsOf(names...)} }
+
+func (s *source) get(context.Context) ([]shardlease.StreamSpec, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.specs), nil
+}
+
+// set makes the source return names' streams.
+func (s *source) set(names ...string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.specs = specsOf(names...)
+}
+
 // groupWorker is a running Group.
 type groupWorker struct {
 	g      *shardlease.Group
@@ -322,23 +343,15 @@ func TestGroupRefusesSpecsThatShareRows(t *testing.T) {
 func TestGroupStreamAddedBySource(t *testing.T) {
 	worlds(t, 1, func(t *testing.T, w *world) {
 		names := groupStreams(t, w, 1, 1)
-		var mu sync.Mutex
-		current := specsOf(names[0])
-		source := func(context.Context) ([]shardlease.StreamSpec, error) {
-			mu.Lock()
-			defer mu.Unlock()
-			return slices.Clone(current), nil
-		}
+		src := newSource(names[0])
 		p := &produced{}
 		putTo(t, w, p, names[0], 10)
 		putTo(t, w, p, names[1], 10)
 		h := newHandled()
-		gw := startGroup(t, w, w.kin, shardlease.GroupConfig{Name: "readers", Source: source, SourceInterval: w.take}, h.handler("w"), w.opts("w")...)
+		gw := startGroup(t, w, w.kin, shardlease.GroupConfig{Name: "readers", Source: src.get, SourceInterval: w.take}, h.handler("w"), w.opts("w")...)
 		waitFor(t, time.Minute, "the first stream's records", func() bool { return h.distinct() == 10 })
 		require.Equal(t, names[:1], gw.g.Streams())
-		mu.Lock()
-		current = specsOf(names...)
-		mu.Unlock()
+		src.set(names...)
 		waitFor(t, time.Minute, "both streams' records", func() bool { return h.distinct() == 20 })
 		require.Empty(t, h.lost(p))
 		require.Equal(t, names, gw.g.Streams())
@@ -352,24 +365,16 @@ func TestGroupStreamAddedBySource(t *testing.T) {
 func TestGroupStreamRemovedStopsAtBatchBoundary(t *testing.T) {
 	worlds(t, 1, func(t *testing.T, w *world) {
 		names := groupStreams(t, w, 1, 1)
-		var mu sync.Mutex
-		current := specsOf(names...)
-		source := func(context.Context) ([]shardlease.StreamSpec, error) {
-			mu.Lock()
-			defer mu.Unlock()
-			return slices.Clone(current), nil
-		}
+		src := newSource(names...)
 		var stops sync.Map // stream → reason
 		hooks := shardlease.ShardHooks{OnStop: func(ctx context.Context, s *shardlease.ShardStop) { stops.Store(s.Stream, s.Reason) }}
 		p := &produced{}
 		putTo(t, w, p, names[0], 10)
 		putTo(t, w, p, names[1], 10)
 		h := newHandled()
-		gw := startGroup(t, w, w.kin, shardlease.GroupConfig{Name: "readers", Source: source, SourceInterval: w.take}, h.handler("w"), w.opts("w", shardlease.WithShardHooks(hooks))...)
+		gw := startGroup(t, w, w.kin, shardlease.GroupConfig{Name: "readers", Source: src.get, SourceInterval: w.take}, h.handler("w"), w.opts("w", shardlease.WithShardHooks(hooks))...)
 		waitFor(t, time.Minute, "every record", func() bool { return h.distinct() == 20 })
-		mu.Lock()
-		current = specsOf(names[0])
-		mu.Unlock()
+		src.set(names[0])
 		waitFor(t, time.Minute, "the removed stream's lease released", func() bool {
 			return len(gw.g.Held()) == 1 && gw.g.Held()[0].Stream == names[0]
 		})
@@ -396,19 +401,11 @@ func TestGroupStreamRemovedStopsAtBatchBoundary(t *testing.T) {
 func TestGroupRemovedRowsDeletedAfterWait(t *testing.T) {
 	worlds(t, 2, func(t *testing.T, w *world) {
 		names := groupStreams(t, w, 1, 2)
-		var mu sync.Mutex
-		current := specsOf(names...)
-		source := func(context.Context) ([]shardlease.StreamSpec, error) {
-			mu.Lock()
-			defer mu.Unlock()
-			return slices.Clone(current), nil
-		}
+		src := newSource(names...)
 		h := newHandled()
-		gw := startGroup(t, w, w.kin, shardlease.GroupConfig{Name: "readers", Source: source, SourceInterval: w.take, DeleteRemovedAfter: 2 * w.take}, h.handler("w"), w.opts("w")...)
+		gw := startGroup(t, w, w.kin, shardlease.GroupConfig{Name: "readers", Source: src.get, SourceInterval: w.take, DeleteRemovedAfter: 2 * w.take}, h.handler("w"), w.opts("w")...)
 		waitFor(t, time.Minute, "4 leases held", func() bool { return len(gw.g.Held()) == 4 })
-		mu.Lock()
-		current = specsOf(names[0])
-		mu.Unlock()
+		src.set(names[0])
 		waitFor(t, time.Minute, "the removed stream's leases released", func() bool { return len(gw.g.Held()) == 2 })
 		// A worker that crashed holding one of its rows: deleted once its
 		// counter stood still a lease duration.
@@ -595,18 +592,10 @@ func (b *byARN) DescribeStreamSummary(ctx context.Context, in *kinesis.DescribeS
 func TestGroupReleasesRowsHandedAsTheStreamLeft(t *testing.T) {
 	worlds(t, 1, func(t *testing.T, w *world) {
 		names := groupStreams(t, w, 1, 1)
-		var mu sync.Mutex
-		current := specsOf(names...)
-		source := func(context.Context) ([]shardlease.StreamSpec, error) {
-			mu.Lock()
-			defer mu.Unlock()
-			return slices.Clone(current), nil
-		}
-		gw := startGroup(t, w, w.kin, shardlease.GroupConfig{Name: "readers", Source: source, SourceInterval: w.take}, newHandled().handler("w"), w.opts("w")...)
+		src := newSource(names...)
+		gw := startGroup(t, w, w.kin, shardlease.GroupConfig{Name: "readers", Source: src.get, SourceInterval: w.take}, newHandled().handler("w"), w.opts("w")...)
 		waitFor(t, time.Minute, "both leases held", func() bool { return len(gw.g.Held()) == 2 })
-		mu.Lock()
-		current = specsOf(names[0])
-		mu.Unlock()
+		src.set(names[0])
 		waitFor(t, time.Minute, "the removed stream's lease released", func() bool { return len(gw.g.Held()) == 1 })
 		// The release of a holder answering this worker's request.
 		row := streamRows(t, w, names[1])[0]
