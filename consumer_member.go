@@ -210,8 +210,9 @@ func (c *Consumer) setChanged() <-chan struct{} {
 
 // onSetChanged follows a change of the Group's set: the runners of streams
 // that left it stop at a batch boundary (their final checkpoint written,
-// their leases released), the fan-out consumers of streams added are
-// registered, and a shard sync makes the rows of the streams added.
+// their leases released), and a shard sync makes the rows of the streams
+// added (which the Group made ready to read before they joined), from a
+// listing of its own: the coordinator's latest predates the change.
 func (sc *scheduler) onSetChanged(ctx context.Context) error {
 	c := sc.c
 	c.mu.Lock()
@@ -226,11 +227,7 @@ func (sc *scheduler) onSetChanged(ctx context.Context) error {
 		r.log.Info("stopping the shard of a stream removed from the group")
 		r.stopFor(stopRemoved)
 	}
-	rctx, cancel := context.WithTimeout(ctx, c.cfg.startupTimeout())
-	defer cancel()
-	if err := sc.registerFanOut(rctx); err != nil {
-		c.log.Error("registering the fan-out consumer of a stream added to the group failed; retrying at the next change", "err", err)
-	}
+	sc.cd.recentAt = time.Time{}
 	if err := sc.boundedSync(ctx); err != nil && ctx.Err() == nil && isFatal(err) {
 		return err
 	}

@@ -295,14 +295,16 @@ func DescribeIdentity(ctx context.Context, d StreamDescriber, stream string) (St
 }
 
 // checkStreamIdentity checks the identity of every stream in the set (see
-// checkMemberIdentity), stopping at the first error. While a Group runs, a
-// stream Kinesis does not know is left to listMemberShards, which logs it
-// and reads the others on.
+// checkMemberIdentity), stopping at the first error. While a Group runs,
+// only a re-created stream is an error: a check that fails otherwise is
+// logged with the stream's name and made again at the next sync, while the
+// other streams are read on.
 func (sc *scheduler) checkStreamIdentity(ctx context.Context, running bool) error {
 	for _, m := range sc.c.set.all() {
 		err := sc.c.checkMemberIdentity(ctx, m)
-		var nf *StreamNotFoundError
-		if err != nil && sc.c.set.grouped && running && errors.As(err, &nf) {
+		var re *StreamRecreatedError
+		if err != nil && sc.c.set.grouped && running && !errors.As(err, &re) && ctx.Err() == nil {
+			sc.c.log.Warn("checking a stream's identity failed; checking it again at the next shard sync", "stream", m.name, "err", err)
 			continue
 		}
 		if err != nil {
@@ -489,19 +491,25 @@ func (sc *scheduler) firstSyncs(existing []Lease, corrupt map[string]bool) map[s
 }
 
 // listMemberShards lists the shards of every stream in the set, with their
-// ids (and their parents') as the consumer names them (see memberSet). A
-// stream of a Group that Kinesis does not know while the group runs is left
-// out with an Error log, so that the other streams are read on; at start,
-// and for a Consumer, it is an error.
+// ids (and their parents') as the consumer names them (see memberSet). While
+// a Group runs, a stream whose listing fails (Kinesis does not know it, the
+// role may no longer read it, the call keeps failing) is logged at Error
+// with its name and keeps the shards its last listing showed, so that no
+// row of it is made or cleaned up meanwhile, and the other streams are read
+// on; at start, and for a Consumer, it is an error.
 func (sc *scheduler) listMemberShards(ctx context.Context, running bool) ([]types.Shard, error) {
 	c := sc.c
 	set := c.set
 	var out []types.Shard
 	for _, m := range set.all() {
 		shards, err := listShards(ctx, m.kin, m.ref, c.cfg)
-		var nf *StreamNotFoundError
-		if err != nil && set.grouped && running && errors.As(err, &nf) {
-			c.log.Error("a stream of the group is not found; its shards are not read until it is (remove it from the group, or create it)", "stream", m.name, "err", err)
+		if err != nil && set.grouped && running && ctx.Err() == nil {
+			c.log.Error("listing a stream's shards failed; its shards are read as last listed until a listing succeeds (remove it from the group if it is gone)", "stream", m.name, "err", err)
+			for id, s := range sc.listed {
+				if stream, _ := set.split(id); stream == m.name {
+					out = append(out, s)
+				}
+			}
 			continue
 		}
 		if err != nil {

@@ -2,6 +2,7 @@ package shardlease
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -85,6 +86,7 @@ type Group struct {
 	// changed carries "the set changed" from the source's goroutine to Run's
 	// scheduler (buffered: one pending change is enough).
 	changed chan struct{}
+	running atomic.Bool // set by Run: a Group runs once
 	// sourceErrs counts failed source calls (SourceFailures).
 	sourceErrs atomic.Int64
 	// rowsSeen is what settleRemoved last saw of the held rows of removed
@@ -232,6 +234,9 @@ func (g *Group) member(i int, s StreamSpec) (*member, error) {
 // gracefully and returns nil, as Consumer.Run does. With a Source, the
 // first call must succeed and return at least one stream, or Run fails.
 func (g *Group) Run(ctx context.Context) error {
+	if !g.running.CompareAndSwap(false, true) {
+		return errorf("%w: group %s: Run was called twice on one Group; create a Group per run", ErrInvalidConfig, g.cfg.Name)
+	}
 	if g.cfg.Source == nil {
 		return g.c.Run(ctx)
 	}
@@ -292,7 +297,7 @@ func (g *Group) follow(ctx context.Context) {
 			return
 		}
 		if err == nil {
-			err = g.apply(specs)
+			err = g.apply(ctx, specs)
 		}
 		if err != nil {
 			g.sourceErrs.Add(1)
@@ -303,8 +308,10 @@ func (g *Group) follow(ctx context.Context) {
 }
 
 // apply makes the set the streams of specs and tells the scheduler when it
-// changed. Specs that fail the checks of NewGroup change nothing.
-func (g *Group) apply(specs []StreamSpec) error {
+// changed. Specs that fail the checks of NewGroup change nothing. A stream
+// joins the set only once it is ready to read (see prepare); one that is
+// not is tried again at the next poll, and its error returned.
+func (g *Group) apply(ctx context.Context, specs []StreamSpec) error {
 	ms, err := g.members(specs)
 	if err != nil {
 		return err
@@ -315,13 +322,19 @@ func (g *Group) apply(specs []StreamSpec) error {
 	set := g.c.set
 	changed := false
 	want := make(map[string]bool, len(ms))
+	var errs []error
 	for _, m := range ms {
 		want[m.name] = true
-		if !set.has(m.name) {
-			set.add(m)
-			changed = true
-			g.c.log.Info("stream added to the group", "stream", m.name)
+		if set.has(m.name) {
+			continue
 		}
+		if err := g.prepare(ctx, m); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		set.add(m)
+		changed = true
+		g.c.log.Info("stream added to the group", "stream", m.name)
 	}
 	now := time.Now()
 	for _, name := range set.names() {
@@ -336,6 +349,27 @@ func (g *Group) apply(specs []StreamSpec) error {
 		default:
 		}
 	}
+	return errors.Join(errs...)
+}
+
+// prepare makes m, a stream joining the set while the group runs, ready to
+// read before any of its leases may be taken: its identity checked (and
+// recorded), so that its fence tokens carry its incarnation, and its fan-out
+// consumer registered. Each is bounded by the start-up timeout.
+func (g *Group) prepare(ctx context.Context, m *member) error {
+	c := g.c
+	m.registered.Store(false)
+	pctx, cancel := context.WithTimeout(ctx, c.cfg.startupTimeout())
+	defer cancel()
+	if err := c.checkMemberIdentity(pctx, m); err != nil {
+		return errorf("shardlease: group %s: stream %s not added: %w", g.cfg.Name, m.name, err)
+	}
+	if m.fanOut != nil {
+		if err := m.fanOut.register(pctx, c, m); err != nil {
+			return errorf("shardlease: group %s: stream %s not added: %w", g.cfg.Name, m.name, err)
+		}
+	}
+	m.registered.Store(true)
 	return nil
 }
 

@@ -7,12 +7,14 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 	"github.com/stretchr/testify/require"
 
 	"github.com/shardlease/shardlease"
@@ -666,4 +668,88 @@ func TestGroupMetricsCarryTheStream(t *testing.T) {
 		}
 		require.Zero(t, rec.byStream["shardlease.leases.taken"]["readers"], "leases taken counted under the group's name")
 	})
+}
+
+// TestGroupAddsAStreamOnceItCanBeRead: a stream the source returns before
+// Kinesis has it is not added (the call counts as a source failure) and is
+// added at a later poll once it exists; the other stream reads on.
+func TestGroupAddsAStreamOnceItCanBeRead(t *testing.T) {
+	worlds(t, 1, func(t *testing.T, w *world) {
+		later := w.stream + "-later"
+		src := newSource(w.stream)
+		h := newHandled()
+		gw := startGroup(t, w, w.kin, shardlease.GroupConfig{Name: "readers", Source: src.get, SourceInterval: w.take}, h.handler("w"), w.opts("w")...)
+		waitFor(t, time.Minute, "the first lease held", func() bool { return len(gw.g.Held()) == 1 })
+		src.set(w.stream, later)
+		waitFor(t, time.Minute, "a failed poll", func() bool { return gw.g.SourceFailures() >= 2 })
+		require.Equal(t, []string{w.stream}, gw.g.Streams())
+		p := &produced{}
+		putTo(t, w, p, w.stream, 5)
+		waitFor(t, time.Minute, "the first stream read on", func() bool { return h.distinct() == 5 })
+		if w.name == "fake" {
+			_, err := w.kin.(*shardleasetest.Kinesis).CreateStream(t.Context(), &kinesis.CreateStreamInput{StreamName: aws.String(later), ShardCount: aws.Int32(1)})
+			require.NoError(t, err)
+		} else {
+			require.NoError(t, emulator.CreateStream(t.Context(), w.kin.(*kinesis.Client), later, 1))
+		}
+		putTo(t, w, p, later, 5)
+		waitFor(t, time.Minute, "the later stream read", func() bool { return h.distinct() == 10 })
+		require.Equal(t, []string{w.stream, later}, gw.g.Streams())
+		_, err := w.store.(shardlease.IdentityStore).StreamIdentity(context.Background(), later)
+		require.NoError(t, err, "the added stream's identity was not recorded")
+	})
+}
+
+// TestGroupReadsOnWhenOneStreamCannotBeListed: a stream whose listing keeps
+// failing while the group runs (its role lost access) is logged and read
+// as last listed; the group's other streams are read on, a split of one
+// gets its children's rows from the shard sync, and Run goes on.
+func TestGroupReadsOnWhenOneStreamCannotBeListed(t *testing.T) {
+	worlds(t, 1, func(t *testing.T, w *world) {
+		names := groupStreams(t, w, 1, 1)
+		denied := &denying{KinesisAPI: w.kin}
+		specs := []shardlease.StreamSpec{{Name: names[0]}, {Name: names[1], Client: denied}}
+		h := newHandled()
+		gw := startGroup(t, w, w.kin, shardlease.GroupConfig{Name: "readers", Streams: specs}, h.handler("w"), w.opts("w")...)
+		waitFor(t, time.Minute, "both leases held", func() bool { return len(gw.g.Held()) == 2 })
+		denied.deny.Store(true)
+		waitFor(t, 2*time.Minute, "two refused listings", func() bool { return denied.refused.Load() >= 2 })
+		children := w.split(t, "shardId-000000000000")
+		p := &produced{}
+		putTo(t, w, p, names[0], 5)
+		waitFor(t, 2*time.Minute, "the other stream's children read", func() bool { return h.distinct() == 5 })
+		held := gw.g.Held()
+		for _, c := range children {
+			require.Contains(t, held, shardlease.LeaseKey{Stream: names[0], Shard: c})
+		}
+		select {
+		case err := <-gw.done:
+			t.Fatalf("Run returned %v", err)
+		default:
+		}
+		require.Contains(t, held, shardlease.LeaseKey{Stream: names[1], Shard: "shardId-000000000000"})
+	})
+}
+
+// denying fails ListShards and DescribeStreamSummary with AccessDenied
+// once deny is set.
+type denying struct {
+	shardlease.KinesisAPI
+	deny    atomic.Bool
+	refused atomic.Int64
+}
+
+func (d *denying) ListShards(ctx context.Context, in *kinesis.ListShardsInput, o ...func(*kinesis.Options)) (*kinesis.ListShardsOutput, error) {
+	if d.deny.Load() {
+		d.refused.Add(1)
+		return nil, &types.AccessDeniedException{Message: aws.String("not authorized to perform: kinesis:ListShards")}
+	}
+	return d.KinesisAPI.ListShards(ctx, in, o...)
+}
+
+func (d *denying) DescribeStreamSummary(ctx context.Context, in *kinesis.DescribeStreamSummaryInput, o ...func(*kinesis.Options)) (*kinesis.DescribeStreamSummaryOutput, error) {
+	if d.deny.Load() {
+		return nil, &types.AccessDeniedException{Message: aws.String("not authorized to perform: kinesis:DescribeStreamSummary")}
+	}
+	return d.KinesisAPI.(shardlease.StreamDescriber).DescribeStreamSummary(ctx, in, o...)
 }
