@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -502,6 +503,9 @@ func (g *Group) Stats() Stats { return g.c.Stats() }
 // Status returns what Consumer.Status returns, for the group: its Stream is
 // the group's name and its shards are named "stream/shard".
 func (g *Group) Status() Status { return g.c.Status() }
+
+// StatusHandler serves Status as JSON, as Consumer.StatusHandler does.
+func (g *Group) StatusHandler() http.Handler { return g.c.StatusHandler() }
 
 // Drain hands every lease this worker holds, of every stream, to the other
 // workers, as Consumer.Drain does.
