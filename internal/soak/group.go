@@ -310,44 +310,15 @@ func (s *soak) produceGroup(ctx context.Context) {
 
 // put writes record n of stream.
 func (s *soak) put(ctx context.Context, stream string, n int, every time.Duration) {
-	id := fmt.Sprintf("%s/rec-%08d", stream, n)
-	key := fmt.Sprintf("%s/key-%03d", stream, n%s.cfg.Keys)
-	data := id
-	if s.cfg.PoisonEvery > 0 && (n+1)%s.cfg.PoisonEvery == 0 {
-		data += poisonMark
-		s.counts.add(EvPoison, 1)
-	}
+	id, key, data := s.record(stream+"/", n)
 	s.mu.Lock()
 	s.keyOf[id] = key // before the put: a reader may see it at once
 	s.grp.streamOf[id] = stream
 	s.mu.Unlock()
-	for attempt := 0; ; attempt++ {
-		out, err := s.cfg.Kinesis.PutRecord(context.WithoutCancel(ctx), &kinesis.PutRecordInput{
-			StreamName: aws.String(stream), PartitionKey: aws.String(key), Data: []byte(data),
-		})
-		if err == nil {
-			s.mu.Lock()
-			s.produced = append(s.produced, id)
-			s.seqOf[id] = aws.ToString(out.SequenceNumber)
-			s.grp.putAt[id] = time.Now()
-			s.grp.shardOf[id] = aws.ToString(out.ShardId)
-			s.mu.Unlock()
-			return
-		}
-		s.mu.Lock()
-		s.retried[id] = true
-		s.mu.Unlock()
-		s.counts.add("producer put retried", 1)
-		if attempt > 50 {
-			fmt.Fprintf(s.cfg.Events, "%6.1fs producer gives up on %s: %v\n", s.since(), id, err)
-			s.mu.Lock()
-			delete(s.keyOf, id)
-			s.mu.Unlock()
-			return
-		}
-		w := time.NewTimer(every)
-		<-w.C
-	}
+	s.putRetrying(ctx, stream, id, key, data, every, func(out *kinesis.PutRecordOutput) {
+		s.grp.putAt[id] = time.Now()
+		s.grp.shardOf[id] = aws.ToString(out.ShardId)
+	})
 }
 
 // chaosGroup injects the soak's crashes, pauses, drains, a split and a

@@ -737,42 +737,59 @@ func (s *soak) produce(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		id := fmt.Sprintf("rec-%08d", n)
-		key := fmt.Sprintf("key-%03d", n%s.cfg.Keys)
+		id, key, data := s.record("", n)
 		n++
-		data := id
-		if s.cfg.PoisonEvery > 0 && n%s.cfg.PoisonEvery == 0 {
-			data += poisonMark
-			s.counts.add(EvPoison, 1)
-		}
 		s.mu.Lock()
 		s.keyOf[id] = key // before the put: a reader may see it at once
 		s.mu.Unlock()
-		for attempt := 0; ; attempt++ {
-			out, err := s.cfg.Kinesis.PutRecord(context.WithoutCancel(ctx), &kinesis.PutRecordInput{
-				StreamName: aws.String(s.cfg.Stream), PartitionKey: aws.String(key), Data: []byte(data),
-			})
-			if err == nil {
-				s.mu.Lock()
-				s.produced = append(s.produced, id)
-				s.seqOf[id] = aws.ToString(out.SequenceNumber)
-				s.mu.Unlock()
-				break
-			}
+		s.putRetrying(ctx, s.cfg.Stream, id, key, data, every, func(*kinesis.PutRecordOutput) {})
+	}
+}
+
+// record returns the id, partition key and payload of record n, its id and
+// key prefixed by prefix. Every PoisonEvery-th record is poison.
+func (s *soak) record(prefix string, n int) (id, key, data string) {
+	id = fmt.Sprintf("%srec-%08d", prefix, n)
+	key = fmt.Sprintf("%skey-%03d", prefix, n%s.cfg.Keys)
+	data = id
+	if s.cfg.PoisonEvery > 0 && (n+1)%s.cfg.PoisonEvery == 0 {
+		data += poisonMark
+		s.counts.add(EvPoison, 1)
+	}
+	return id, key, data
+}
+
+// putRetrying writes the record id to stream, retrying every interval
+// until it lands or has failed more than 50 times. A record that landed is
+// counted produced, with its sequence number, and its put's output passed
+// to landed (with s.mu held) for what the mode records of it besides; the
+// key of one given up on is forgotten.
+func (s *soak) putRetrying(ctx context.Context, stream, id, key, data string, every time.Duration, landed func(out *kinesis.PutRecordOutput)) {
+	for attempt := 0; ; attempt++ {
+		out, err := s.cfg.Kinesis.PutRecord(context.WithoutCancel(ctx), &kinesis.PutRecordInput{
+			StreamName: aws.String(stream), PartitionKey: aws.String(key), Data: []byte(data),
+		})
+		if err == nil {
 			s.mu.Lock()
-			s.retried[id] = true
+			s.produced = append(s.produced, id)
+			s.seqOf[id] = aws.ToString(out.SequenceNumber)
+			landed(out)
 			s.mu.Unlock()
-			s.counts.add("producer put retried", 1)
-			if attempt > 50 {
-				fmt.Fprintf(s.cfg.Events, "%6.1fs producer gives up on %s: %v\n", s.since(), id, err)
-				s.mu.Lock()
-				delete(s.keyOf, id)
-				s.mu.Unlock()
-				break
-			}
-			w := time.NewTimer(every)
-			<-w.C
+			return
 		}
+		s.mu.Lock()
+		s.retried[id] = true
+		s.mu.Unlock()
+		s.counts.add("producer put retried", 1)
+		if attempt > 50 {
+			fmt.Fprintf(s.cfg.Events, "%6.1fs producer gives up on %s: %v\n", s.since(), id, err)
+			s.mu.Lock()
+			delete(s.keyOf, id)
+			s.mu.Unlock()
+			return
+		}
+		w := time.NewTimer(every)
+		<-w.C
 	}
 }
 
