@@ -327,54 +327,10 @@ func (s *soak) put(ctx context.Context, stream string, n int, every time.Duratio
 func (s *soak) chaosGroup(ctx context.Context) {
 	cfg := s.cfg
 	window := cfg.Duration * 85 / 100
-	type event struct {
-		at   time.Duration
-		kind string
-		slot int
-		d    time.Duration
-	}
-	var evs []event
-	n := max(2, int(window/(4*cfg.Lease)))
-	for range n {
-		evs = append(evs, event{at: s.jitter(window), kind: EvCrash, slot: s.rng.IntN(cfg.Workers), d: cfg.Lease/2 + time.Duration(s.rng.Float64()*float64(2*cfg.Lease))})
-	}
-	for range max(1, n/3) {
-		evs = append(evs, event{at: s.jitter(window), kind: EvCrashCoordinator, d: cfg.Lease/2 + time.Duration(s.rng.Float64()*float64(2*cfg.Lease))})
-	}
-	for range max(2, n*2/3) {
-		evs = append(evs, event{at: s.jitter(window), kind: EvPause, slot: s.rng.IntN(cfg.Workers), d: cfg.Lease*3/2 + time.Duration(s.rng.Float64()*float64(cfg.Lease))})
-	}
-	for range max(1, n/3) {
-		evs = append(evs, event{at: s.jitter(window), kind: EvDrain, slot: s.rng.IntN(cfg.Workers), d: cfg.Lease/2 + time.Duration(s.rng.Float64()*float64(cfg.Lease))})
-	}
-	evs = append(evs, event{at: window / 3, kind: EvSplit}, event{at: window * 2 / 3, kind: EvMerge},
-		event{at: cfg.Duration / 4, kind: EvStreamAdded}, event{at: cfg.Duration / 2, kind: EvStreamRemoved})
-	slices.SortStableFunc(evs, func(a, b event) int { return int(a.at - b.at) })
-	for _, ev := range evs {
-		t := time.NewTimer(time.Until(s.start.Add(ev.at)))
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return
-		case <-t.C:
-		}
+	evs := s.faultEvents(window, func(int) []event { return nil })
+	evs = append(evs, event{at: cfg.Duration / 4, kind: EvStreamAdded}, event{at: cfg.Duration / 2, kind: EvStreamRemoved})
+	s.inject(ctx, evs, func(ev event) {
 		switch ev.kind {
-		case EvCrash:
-			s.crash(ev.slot, ev.d)
-		case EvCrashCoordinator:
-			if slot, ok := s.coordinatorSlot(); ok {
-				s.crash(slot, ev.d)
-				s.counts.add(EvCrashCoordinator, 1)
-			}
-		case EvDrain:
-			s.drainForRestart(ctx, ev.slot, ev.d)
-		case EvPause:
-			s.mu.Lock()
-			inc := s.slots[ev.slot]
-			s.mu.Unlock()
-			if !inc.crashed.Load() {
-				inc.pauseNext.CompareAndSwap(0, int64(ev.d))
-			}
 		case EvStreamAdded:
 			s.grp.mu.Lock()
 			s.grp.specs = append(s.grp.specs, shardlease.StreamSpec{Name: s.grp.added, Position: shardlease.TrimHorizon})
@@ -401,7 +357,7 @@ func (s *soak) chaosGroup(ctx context.Context) {
 				s.counts.add(ev.kind, 1)
 			}
 		}
-	}
+	})
 }
 
 // watchRemoved checks, every twentieth of a lease once the removal bound

@@ -798,12 +798,53 @@ func (s *soak) putRetrying(ctx context.Context, stream, id, key, data string, ev
 func (s *soak) chaos(ctx context.Context) {
 	cfg := s.cfg
 	window := cfg.Duration * 85 / 100
-	type event struct {
-		at   time.Duration
-		kind string
-		slot int
-		d    time.Duration
-	}
+	evs := s.faultEvents(window, func(n int) []event {
+		var evs []event
+		for _, kind := range []string{EvCrashJoint, EvListsFail, EvJointLeave} {
+			for range max(1, n/4) {
+				evs = append(evs, event{at: s.jitter(window), kind: kind, d: cfg.Lease/2 + time.Duration(s.rng.Float64()*float64(2*cfg.Lease))})
+			}
+		}
+		return evs
+	})
+	evs = append(evs, event{at: window * 5 / 6, kind: EvDeleteFinished})
+	s.inject(ctx, evs, func(ev event) {
+		switch ev.kind {
+		case EvCrashJoint:
+			s.crashJoint(ctx, ev.d)
+		case EvListsFail:
+			s.failLists()
+		case EvJointLeave:
+			s.leaveJoint(ctx, ev.d)
+		case EvDeleteFinished:
+			s.operator.Go(func() { s.deleteFinished(ctx) })
+		case EvSplit, EvMerge:
+			if err := s.reshard(ctx, ev.kind); err != nil {
+				fmt.Fprintf(cfg.Events, "%6.1fs %s failed: %v\n", s.since(), ev.kind, err)
+				s.counts.add(ev.kind+" failed", 1)
+			} else {
+				s.counts.add(ev.kind, 1)
+			}
+		}
+	})
+}
+
+// event is one injection of a chaos schedule: of kind, at that offset from
+// the start, on slot (crashes, pauses and drains), for d.
+type event struct {
+	at   time.Duration
+	kind string
+	slot int
+	d    time.Duration
+}
+
+// faultEvents draws the faults of both modes over window: crashes and
+// coordinator crashes, the mode's own from extra (given the number of
+// crashes), pauses and drains, and a split at a third of the window and a
+// merge at two thirds. extra draws from s.rng between the crashes and the
+// pauses: the order of the draws is the schedule a seed makes.
+func (s *soak) faultEvents(window time.Duration, extra func(n int) []event) []event {
+	cfg := s.cfg
 	var evs []event
 	n := max(2, int(window/(4*cfg.Lease)))
 	for range n {
@@ -812,18 +853,20 @@ func (s *soak) chaos(ctx context.Context) {
 	for range max(1, n/3) {
 		evs = append(evs, event{at: s.jitter(window), kind: EvCrashCoordinator, d: cfg.Lease/2 + time.Duration(s.rng.Float64()*float64(2*cfg.Lease))})
 	}
-	for _, kind := range []string{EvCrashJoint, EvListsFail, EvJointLeave} {
-		for range max(1, n/4) {
-			evs = append(evs, event{at: s.jitter(window), kind: kind, d: cfg.Lease/2 + time.Duration(s.rng.Float64()*float64(2*cfg.Lease))})
-		}
-	}
+	evs = append(evs, extra(n)...)
 	for range max(2, n*2/3) {
 		evs = append(evs, event{at: s.jitter(window), kind: EvPause, slot: s.rng.IntN(cfg.Workers), d: cfg.Lease*3/2 + time.Duration(s.rng.Float64()*float64(cfg.Lease))})
 	}
 	for range max(1, n/3) {
 		evs = append(evs, event{at: s.jitter(window), kind: EvDrain, slot: s.rng.IntN(cfg.Workers), d: cfg.Lease/2 + time.Duration(s.rng.Float64()*float64(cfg.Lease))})
 	}
-	evs = append(evs, event{at: window / 3, kind: EvSplit}, event{at: window * 2 / 3, kind: EvMerge}, event{at: window * 5 / 6, kind: EvDeleteFinished})
+	return append(evs, event{at: window / 3, kind: EvSplit}, event{at: window * 2 / 3, kind: EvMerge})
+}
+
+// inject injects the events in the order of their times (those of one time
+// in the order given), each at its time, until ctx is done: the crashes,
+// pauses and drains itself, the others through own.
+func (s *soak) inject(ctx context.Context, evs []event, own func(ev event)) {
 	slices.SortStableFunc(evs, func(a, b event) int { return int(a.at - b.at) })
 	for _, ev := range evs {
 		t := time.NewTimer(time.Until(s.start.Add(ev.at)))
@@ -843,12 +886,6 @@ func (s *soak) chaos(ctx context.Context) {
 			}
 		case EvDrain:
 			s.drainForRestart(ctx, ev.slot, ev.d)
-		case EvCrashJoint:
-			s.crashJoint(ctx, ev.d)
-		case EvListsFail:
-			s.failLists()
-		case EvJointLeave:
-			s.leaveJoint(ctx, ev.d)
 		case EvPause:
 			s.mu.Lock()
 			inc := s.slots[ev.slot]
@@ -856,15 +893,8 @@ func (s *soak) chaos(ctx context.Context) {
 			if !inc.crashed.Load() {
 				inc.pauseNext.CompareAndSwap(0, int64(ev.d)) // counted when it happens
 			}
-		case EvDeleteFinished:
-			s.operator.Go(func() { s.deleteFinished(ctx) })
-		case EvSplit, EvMerge:
-			if err := s.reshard(ctx, ev.kind); err != nil {
-				fmt.Fprintf(cfg.Events, "%6.1fs %s failed: %v\n", s.since(), ev.kind, err)
-				s.counts.add(ev.kind+" failed", 1)
-			} else {
-				s.counts.add(ev.kind, 1)
-			}
+		default:
+			own(ev)
 		}
 	}
 }
