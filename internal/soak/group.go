@@ -202,29 +202,11 @@ func (s *soak) runGroup(ctx context.Context) (*Result, error) {
 	if err := s.setupGroup(ctx); err != nil {
 		return nil, err
 	}
-	s.start = time.Now()
-	s.faultsOn.Store(true)
-	s.slots = make([]*incarnation, cfg.Workers)
-	s.gens = make([]int, cfg.Workers)
-	for i := range cfg.Workers {
-		s.launch(i)
-	}
-
-	chaosCtx, stopChaos := context.WithTimeout(ctx, cfg.Duration)
-	defer stopChaos()
-	var bg, watch sync.WaitGroup
+	s.startWorkers()
+	var watch sync.WaitGroup
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	watch.Go(func() { s.watchRemoved(watchCtx) })
-	bg.Go(func() { s.produceGroup(chaosCtx) })
-	bg.Go(func() { s.chaosGroup(chaosCtx) })
-	<-chaosCtx.Done()
-	bg.Wait()
-	s.faultsOn.Store(false)
-	s.restarts.Wait()
-	s.mu.Lock()
-	n := len(s.produced)
-	s.mu.Unlock()
-	fmt.Fprintf(cfg.Events, "%6.1fs faults off, producer stopped after %d records; draining\n", s.since(), n)
+	s.withFaults(ctx, s.produceGroup, s.chaosGroup)
 
 	// The removal's bound must have passed before the drain ends, so that
 	// the watch sees every worker past it.
@@ -242,12 +224,7 @@ func (s *soak) runGroup(ctx context.Context) (*Result, error) {
 	s.mu.Lock()
 	live := slices.Clone(s.slots)
 	s.mu.Unlock()
-	for _, inc := range live {
-		inc.cancel()
-	}
-	for _, inc := range live {
-		inc.runErr = <-inc.done
-	}
+	stopWorkers(live)
 	return s.groupResult(ctx, drained), nil
 }
 
@@ -255,19 +232,7 @@ func (s *soak) runGroup(ctx context.Context) (*Result, error) {
 // streams.
 func (s *soak) setupGroup(ctx context.Context) error {
 	cfg := s.cfg
-	if cfg.Dynamo != nil {
-		creator, ok := cfg.Dynamo.(shardlease.CreateTableAPI)
-		if !ok {
-			return fmt.Errorf("soak: the DynamoDB client %T cannot create the table %s", cfg.Dynamo, cfg.Table)
-		}
-		if err := shardlease.CreateTable(ctx, creator, cfg.Table); err != nil {
-			return err
-		}
-	} else {
-		s.memory = shardlease.NewMemoryStore()
-		s.memory.OnWrite(s.audit.onWrite)
-	}
-	if err := s.newSink(ctx); err != nil {
+	if err := s.setupStore(ctx); err != nil {
 		return err
 	}
 	for _, name := range s.grp.streams {
@@ -291,21 +256,11 @@ func (s *soak) setupGroup(ctx context.Context) error {
 // one from the start and the removed one after its removal too, until ctx
 // is done.
 func (s *soak) produceGroup(ctx context.Context) {
-	every := time.Second / time.Duration(s.cfg.Rate)
-	t := time.NewTicker(every)
-	defer t.Stop()
-	n := 0
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	s.atRate(ctx, func(n int, every time.Duration) {
 		for _, stream := range s.grp.streams {
 			s.put(ctx, stream, n, every)
 		}
-		n++
-	}
+	})
 }
 
 // put writes record n of stream.

@@ -325,27 +325,11 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err := s.setup(ctx); err != nil {
 		return nil, err
 	}
-	s.start = time.Now()
-	s.faultsOn.Store(true)
-	s.slots = make([]*incarnation, cfg.Workers)
-	s.gens = make([]int, cfg.Workers)
-	for i := range cfg.Workers {
-		s.launch(i)
-	}
-
-	chaosCtx, stopChaos := context.WithTimeout(ctx, cfg.Duration)
-	defer stopChaos()
-	var bg, watch sync.WaitGroup
+	s.startWorkers()
+	var watch sync.WaitGroup
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	watch.Go(func() { s.watchUntaken(watchCtx) })
-	bg.Go(func() { s.produce(chaosCtx) })
-	bg.Go(func() { s.chaos(chaosCtx) })
-	<-chaosCtx.Done()
-	bg.Wait()
-	s.operator.Wait()
-	s.faultsOn.Store(false)
-	s.restarts.Wait()
-	fmt.Fprintf(cfg.Events, "%6.1fs faults off, producer stopped after %d records; draining\n", s.since(), len(s.produced))
+	s.withFaults(ctx, s.produce, s.chaos)
 
 	drained := s.drain(ctx)
 	stopWatch()
@@ -354,21 +338,74 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	live := slices.Clone(s.slots)
 	s.mu.Unlock()
 	stalled := s.stallsAtRest(ctx, live, drained)
-	for _, inc := range live {
-		inc.cancel()
-	}
-	for _, inc := range live {
-		inc.runErr = <-inc.done
-	}
+	stopWorkers(live)
 	s.mu.Lock()
 	s.stalled = stalled
 	s.mu.Unlock()
 	return s.result(ctx, drained), nil
 }
 
+// startWorkers starts the run's clock, turns the faults on and launches
+// the first incarnation of every slot.
+func (s *soak) startWorkers() {
+	s.start = time.Now()
+	s.faultsOn.Store(true)
+	s.slots = make([]*incarnation, s.cfg.Workers)
+	s.gens = make([]int, s.cfg.Workers)
+	for i := range s.cfg.Workers {
+		s.launch(i)
+	}
+}
+
+// withFaults runs produce and chaos for the run's duration, then waits for
+// the operator's edits, turns the faults off and waits for the restarts
+// the chaos started.
+func (s *soak) withFaults(ctx context.Context, produce, chaos func(context.Context)) {
+	chaosCtx, stopChaos := context.WithTimeout(ctx, s.cfg.Duration)
+	defer stopChaos()
+	var bg sync.WaitGroup
+	bg.Go(func() { produce(chaosCtx) })
+	bg.Go(func() { chaos(chaosCtx) })
+	<-chaosCtx.Done()
+	bg.Wait()
+	s.operator.Wait()
+	s.faultsOn.Store(false)
+	s.restarts.Wait()
+	s.mu.Lock()
+	n := len(s.produced)
+	s.mu.Unlock()
+	fmt.Fprintf(s.cfg.Events, "%6.1fs faults off, producer stopped after %d records; draining\n", s.since(), n)
+}
+
+// stopWorkers stops the live incarnations and waits for their Run to
+// return.
+func stopWorkers(live []*incarnation) {
+	for _, inc := range live {
+		inc.cancel()
+	}
+	for _, inc := range live {
+		inc.runErr = <-inc.done
+	}
+}
+
 func (s *soak) since() float64 { return time.Since(s.start).Seconds() }
 
 func (s *soak) setup(ctx context.Context) error {
+	cfg := s.cfg
+	if err := s.setupStore(ctx); err != nil {
+		return err
+	}
+	if _, err := cfg.Kinesis.CreateStream(ctx, &kinesis.CreateStreamInput{StreamName: aws.String(cfg.Stream), ShardCount: aws.Int32(int32(cfg.Shards))}); err != nil {
+		return fmt.Errorf("soak: create stream %s: %w", cfg.Stream, err)
+	}
+	return s.untilActive(ctx, func() error {
+		_, err := cfg.Kinesis.ListShards(ctx, &kinesis.ListShardsInput{StreamName: aws.String(cfg.Stream)})
+		return err
+	})
+}
+
+// setupStore makes the table (or the MemoryStore) and the sink.
+func (s *soak) setupStore(ctx context.Context) error {
 	cfg := s.cfg
 	if cfg.Dynamo != nil {
 		creator, ok := cfg.Dynamo.(shardlease.CreateTableAPI)
@@ -382,16 +419,7 @@ func (s *soak) setup(ctx context.Context) error {
 		s.memory = shardlease.NewMemoryStore()
 		s.memory.OnWrite(s.audit.onWrite)
 	}
-	if err := s.newSink(ctx); err != nil {
-		return err
-	}
-	if _, err := cfg.Kinesis.CreateStream(ctx, &kinesis.CreateStreamInput{StreamName: aws.String(cfg.Stream), ShardCount: aws.Int32(int32(cfg.Shards))}); err != nil {
-		return fmt.Errorf("soak: create stream %s: %w", cfg.Stream, err)
-	}
-	return s.untilActive(ctx, func() error {
-		_, err := cfg.Kinesis.ListShards(ctx, &kinesis.ListShardsInput{StreamName: aws.String(cfg.Stream)})
-		return err
-	})
+	return s.newSink(ctx)
 }
 
 // untilActive retries a stream call while the stream is being created or
@@ -727,22 +755,28 @@ func (s *soak) deadLetter(inc *incarnation) shardlease.DeadLetterFunc {
 
 // produce writes records with unique ids until ctx is done.
 func (s *soak) produce(ctx context.Context) {
+	s.atRate(ctx, func(n int, every time.Duration) {
+		id, key, data := s.record("", n)
+		s.mu.Lock()
+		s.keyOf[id] = key // before the put: a reader may see it at once
+		s.mu.Unlock()
+		s.putRetrying(ctx, s.cfg.Stream, id, key, data, every, func(*kinesis.PutRecordOutput) {})
+	})
+}
+
+// atRate calls produce with n = 0, 1, 2, … at the config's rate (every
+// being the interval), until ctx is done.
+func (s *soak) atRate(ctx context.Context, produce func(n int, every time.Duration)) {
 	every := time.Second / time.Duration(s.cfg.Rate)
 	t := time.NewTicker(every)
 	defer t.Stop()
-	n := 0
-	for {
+	for n := 0; ; n++ {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		id, key, data := s.record("", n)
-		n++
-		s.mu.Lock()
-		s.keyOf[id] = key // before the put: a reader may see it at once
-		s.mu.Unlock()
-		s.putRetrying(ctx, s.cfg.Stream, id, key, data, every, func(*kinesis.PutRecordOutput) {})
+		produce(n, every)
 	}
 }
 
