@@ -170,30 +170,47 @@ func (u fleetUsage) readsShown() string {
 // measureUsage counts the fleet's DynamoDB use over window, and each
 // worker's reads.
 func (f *fleet) measureUsage(window time.Duration) fleetUsage {
+	readers := make([]usageReader, len(f.workers))
+	for i, w := range f.workers {
+		readers[i] = usageReader{owner: w.run.c.OwnerID(), dyn: w.dyn}
+	}
+	return measureUsage(f.dyn, readers, window)
+}
+
+// usageReader is a worker whose reads measureUsage names: its owner id and
+// the counter of its own calls.
+type usageReader struct {
+	owner string
+	dyn   *dyncount.Client
+}
+
+// measureUsage counts the DynamoDB use through all over window, and the
+// reads of each worker through its own counter.
+func measureUsage(all *dyncount.Client, workers []usageReader, window time.Duration) fleetUsage {
 	type reads struct {
 		scans, gets int64
 		units       float64
 	}
 	snap := func() []reads {
-		out := make([]reads, len(f.workers))
-		for i, w := range f.workers {
+		out := make([]reads, len(workers))
+		for i, w := range workers {
 			out[i] = reads{w.dyn.Count(dyncount.OpScan), w.dyn.Count(dyncount.OpGetItem), w.dyn.ReadUnits()}
 		}
 		return out
 	}
-	r0, m0 := f.dyn.ReadUnits(), f.dyn.Writes()
-	s0, g0, by0 := f.dyn.Count(dyncount.OpScan), f.dyn.Count(dyncount.OpGetItem), snap()
+	r0, m0 := all.ReadUnits(), all.Writes()
+	s0, g0, by0 := all.Count(dyncount.OpScan), all.Count(dyncount.OpGetItem), snap()
 	t0 := time.Now()
 	time.Sleep(window)
 	u := fleetUsage{
-		readUnits: f.dyn.ReadUnits() - r0, writes: f.dyn.Writes() - m0,
-		scans: f.dyn.Count(dyncount.OpScan) - s0, gets: f.dyn.Count(dyncount.OpGetItem) - g0,
+		readUnits: all.ReadUnits() - r0, writes: all.Writes() - m0,
+		scans: all.Count(dyncount.OpScan) - s0, gets: all.Count(dyncount.OpGetItem) - g0,
 		window: time.Since(t0),
 	}
 	for i, r := range snap() {
 		d := reads{r.scans - by0[i].scans, r.gets - by0[i].gets, r.units - by0[i].units}
 		if d.scans+d.gets > 0 {
-			u.readers = append(u.readers, fmt.Sprintf("%s %d Scans %d GetItems %.1f RU", f.workers[i].run.c.OwnerID(), d.scans, d.gets, d.units))
+			u.readers = append(u.readers, fmt.Sprintf("%s %d Scans %d GetItems %.1f RU", workers[i].owner, d.scans, d.gets, d.units))
 		}
 	}
 	return u

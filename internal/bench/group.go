@@ -190,35 +190,13 @@ func (t *groupTable) balanced() bool {
 }
 
 // measureUsage counts the table's DynamoDB use over window, and each
-// worker's reads (as fleet.measureUsage).
+// worker's reads.
 func (t *groupTable) measureUsage(window time.Duration) fleetUsage {
-	type reads struct {
-		scans, gets int64
-		units       float64
+	readers := make([]usageReader, len(t.workers))
+	for i, w := range t.workers {
+		readers[i] = usageReader{owner: w.owner, dyn: w.dyn}
 	}
-	snap := func() []reads {
-		out := make([]reads, len(t.workers))
-		for i, w := range t.workers {
-			out[i] = reads{w.dyn.Count(dyncount.OpScan), w.dyn.Count(dyncount.OpGetItem), w.dyn.ReadUnits()}
-		}
-		return out
-	}
-	r0, m0 := t.dyn.ReadUnits(), t.dyn.Writes()
-	s0, g0, by0 := t.dyn.Count(dyncount.OpScan), t.dyn.Count(dyncount.OpGetItem), snap()
-	t0 := time.Now()
-	time.Sleep(window)
-	u := fleetUsage{
-		readUnits: t.dyn.ReadUnits() - r0, writes: t.dyn.Writes() - m0,
-		scans: t.dyn.Count(dyncount.OpScan) - s0, gets: t.dyn.Count(dyncount.OpGetItem) - g0,
-		window: time.Since(t0),
-	}
-	for i, r := range snap() {
-		d := reads{r.scans - by0[i].scans, r.gets - by0[i].gets, r.units - by0[i].units}
-		if d.scans+d.gets > 0 {
-			u.readers = append(u.readers, fmt.Sprintf("%s %d Scans %d GetItems %.1f RU", t.workers[i].owner, d.scans, d.gets, d.units))
-		}
-	}
-	return u
+	return measureUsage(t.dyn, readers, window)
 }
 
 // groupReads starts workers over a table of n streams of shards each

@@ -202,29 +202,11 @@ func (s *soak) runGroup(ctx context.Context) (*Result, error) {
 	if err := s.setupGroup(ctx); err != nil {
 		return nil, err
 	}
-	s.start = time.Now()
-	s.faultsOn.Store(true)
-	s.slots = make([]*incarnation, cfg.Workers)
-	s.gens = make([]int, cfg.Workers)
-	for i := range cfg.Workers {
-		s.launch(i)
-	}
-
-	chaosCtx, stopChaos := context.WithTimeout(ctx, cfg.Duration)
-	defer stopChaos()
-	var bg, watch sync.WaitGroup
+	s.startWorkers()
+	var watch sync.WaitGroup
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	watch.Go(func() { s.watchRemoved(watchCtx) })
-	bg.Go(func() { s.produceGroup(chaosCtx) })
-	bg.Go(func() { s.chaosGroup(chaosCtx) })
-	<-chaosCtx.Done()
-	bg.Wait()
-	s.faultsOn.Store(false)
-	s.restarts.Wait()
-	s.mu.Lock()
-	n := len(s.produced)
-	s.mu.Unlock()
-	fmt.Fprintf(cfg.Events, "%6.1fs faults off, producer stopped after %d records; draining\n", s.since(), n)
+	s.withFaults(ctx, s.produceGroup, s.chaosGroup)
 
 	// The removal's bound must have passed before the drain ends, so that
 	// the watch sees every worker past it.
@@ -242,12 +224,7 @@ func (s *soak) runGroup(ctx context.Context) (*Result, error) {
 	s.mu.Lock()
 	live := slices.Clone(s.slots)
 	s.mu.Unlock()
-	for _, inc := range live {
-		inc.cancel()
-	}
-	for _, inc := range live {
-		inc.runErr = <-inc.done
-	}
+	stopWorkers(live)
 	return s.groupResult(ctx, drained), nil
 }
 
@@ -255,19 +232,7 @@ func (s *soak) runGroup(ctx context.Context) (*Result, error) {
 // streams.
 func (s *soak) setupGroup(ctx context.Context) error {
 	cfg := s.cfg
-	if cfg.Dynamo != nil {
-		creator, ok := cfg.Dynamo.(shardlease.CreateTableAPI)
-		if !ok {
-			return fmt.Errorf("soak: the DynamoDB client %T cannot create the table %s", cfg.Dynamo, cfg.Table)
-		}
-		if err := shardlease.CreateTable(ctx, creator, cfg.Table); err != nil {
-			return err
-		}
-	} else {
-		s.memory = shardlease.NewMemoryStore()
-		s.memory.OnWrite(s.audit.onWrite)
-	}
-	if err := s.newSink(ctx); err != nil {
+	if err := s.setupStore(ctx); err != nil {
 		return err
 	}
 	for _, name := range s.grp.streams {
@@ -291,63 +256,24 @@ func (s *soak) setupGroup(ctx context.Context) error {
 // one from the start and the removed one after its removal too, until ctx
 // is done.
 func (s *soak) produceGroup(ctx context.Context) {
-	every := time.Second / time.Duration(s.cfg.Rate)
-	t := time.NewTicker(every)
-	defer t.Stop()
-	n := 0
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	s.atRate(ctx, func(n int, every time.Duration) {
 		for _, stream := range s.grp.streams {
 			s.put(ctx, stream, n, every)
 		}
-		n++
-	}
+	})
 }
 
 // put writes record n of stream.
 func (s *soak) put(ctx context.Context, stream string, n int, every time.Duration) {
-	id := fmt.Sprintf("%s/rec-%08d", stream, n)
-	key := fmt.Sprintf("%s/key-%03d", stream, n%s.cfg.Keys)
-	data := id
-	if s.cfg.PoisonEvery > 0 && (n+1)%s.cfg.PoisonEvery == 0 {
-		data += poisonMark
-		s.counts.add(EvPoison, 1)
-	}
+	id, key, data := s.record(stream+"/", n)
 	s.mu.Lock()
 	s.keyOf[id] = key // before the put: a reader may see it at once
 	s.grp.streamOf[id] = stream
 	s.mu.Unlock()
-	for attempt := 0; ; attempt++ {
-		out, err := s.cfg.Kinesis.PutRecord(context.WithoutCancel(ctx), &kinesis.PutRecordInput{
-			StreamName: aws.String(stream), PartitionKey: aws.String(key), Data: []byte(data),
-		})
-		if err == nil {
-			s.mu.Lock()
-			s.produced = append(s.produced, id)
-			s.seqOf[id] = aws.ToString(out.SequenceNumber)
-			s.grp.putAt[id] = time.Now()
-			s.grp.shardOf[id] = aws.ToString(out.ShardId)
-			s.mu.Unlock()
-			return
-		}
-		s.mu.Lock()
-		s.retried[id] = true
-		s.mu.Unlock()
-		s.counts.add("producer put retried", 1)
-		if attempt > 50 {
-			fmt.Fprintf(s.cfg.Events, "%6.1fs producer gives up on %s: %v\n", s.since(), id, err)
-			s.mu.Lock()
-			delete(s.keyOf, id)
-			s.mu.Unlock()
-			return
-		}
-		w := time.NewTimer(every)
-		<-w.C
-	}
+	s.putRetrying(ctx, stream, id, key, data, every, func(out *kinesis.PutRecordOutput) {
+		s.grp.putAt[id] = time.Now()
+		s.grp.shardOf[id] = aws.ToString(out.ShardId)
+	})
 }
 
 // chaosGroup injects the soak's crashes, pauses, drains, a split and a
@@ -356,54 +282,10 @@ func (s *soak) put(ctx context.Context, stream string, n int, every time.Duratio
 func (s *soak) chaosGroup(ctx context.Context) {
 	cfg := s.cfg
 	window := cfg.Duration * 85 / 100
-	type event struct {
-		at   time.Duration
-		kind string
-		slot int
-		d    time.Duration
-	}
-	var evs []event
-	n := max(2, int(window/(4*cfg.Lease)))
-	for range n {
-		evs = append(evs, event{at: s.jitter(window), kind: EvCrash, slot: s.rng.IntN(cfg.Workers), d: cfg.Lease/2 + time.Duration(s.rng.Float64()*float64(2*cfg.Lease))})
-	}
-	for range max(1, n/3) {
-		evs = append(evs, event{at: s.jitter(window), kind: EvCrashCoordinator, d: cfg.Lease/2 + time.Duration(s.rng.Float64()*float64(2*cfg.Lease))})
-	}
-	for range max(2, n*2/3) {
-		evs = append(evs, event{at: s.jitter(window), kind: EvPause, slot: s.rng.IntN(cfg.Workers), d: cfg.Lease*3/2 + time.Duration(s.rng.Float64()*float64(cfg.Lease))})
-	}
-	for range max(1, n/3) {
-		evs = append(evs, event{at: s.jitter(window), kind: EvDrain, slot: s.rng.IntN(cfg.Workers), d: cfg.Lease/2 + time.Duration(s.rng.Float64()*float64(cfg.Lease))})
-	}
-	evs = append(evs, event{at: window / 3, kind: EvSplit}, event{at: window * 2 / 3, kind: EvMerge},
-		event{at: cfg.Duration / 4, kind: EvStreamAdded}, event{at: cfg.Duration / 2, kind: EvStreamRemoved})
-	slices.SortStableFunc(evs, func(a, b event) int { return int(a.at - b.at) })
-	for _, ev := range evs {
-		t := time.NewTimer(time.Until(s.start.Add(ev.at)))
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return
-		case <-t.C:
-		}
+	evs := s.faultEvents(window, func(int) []event { return nil })
+	evs = append(evs, event{at: cfg.Duration / 4, kind: EvStreamAdded}, event{at: cfg.Duration / 2, kind: EvStreamRemoved})
+	s.inject(ctx, evs, func(ev event) {
 		switch ev.kind {
-		case EvCrash:
-			s.crash(ev.slot, ev.d)
-		case EvCrashCoordinator:
-			if slot, ok := s.coordinatorSlot(); ok {
-				s.crash(slot, ev.d)
-				s.counts.add(EvCrashCoordinator, 1)
-			}
-		case EvDrain:
-			s.drainForRestart(ctx, ev.slot, ev.d)
-		case EvPause:
-			s.mu.Lock()
-			inc := s.slots[ev.slot]
-			s.mu.Unlock()
-			if !inc.crashed.Load() {
-				inc.pauseNext.CompareAndSwap(0, int64(ev.d))
-			}
 		case EvStreamAdded:
 			s.grp.mu.Lock()
 			s.grp.specs = append(s.grp.specs, shardlease.StreamSpec{Name: s.grp.added, Position: shardlease.TrimHorizon})
@@ -430,7 +312,7 @@ func (s *soak) chaosGroup(ctx context.Context) {
 				s.counts.add(ev.kind, 1)
 			}
 		}
-	}
+	})
 }
 
 // watchRemoved checks, every twentieth of a lease once the removal bound

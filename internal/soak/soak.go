@@ -325,27 +325,11 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err := s.setup(ctx); err != nil {
 		return nil, err
 	}
-	s.start = time.Now()
-	s.faultsOn.Store(true)
-	s.slots = make([]*incarnation, cfg.Workers)
-	s.gens = make([]int, cfg.Workers)
-	for i := range cfg.Workers {
-		s.launch(i)
-	}
-
-	chaosCtx, stopChaos := context.WithTimeout(ctx, cfg.Duration)
-	defer stopChaos()
-	var bg, watch sync.WaitGroup
+	s.startWorkers()
+	var watch sync.WaitGroup
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	watch.Go(func() { s.watchUntaken(watchCtx) })
-	bg.Go(func() { s.produce(chaosCtx) })
-	bg.Go(func() { s.chaos(chaosCtx) })
-	<-chaosCtx.Done()
-	bg.Wait()
-	s.operator.Wait()
-	s.faultsOn.Store(false)
-	s.restarts.Wait()
-	fmt.Fprintf(cfg.Events, "%6.1fs faults off, producer stopped after %d records; draining\n", s.since(), len(s.produced))
+	s.withFaults(ctx, s.produce, s.chaos)
 
 	drained := s.drain(ctx)
 	stopWatch()
@@ -354,21 +338,74 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	live := slices.Clone(s.slots)
 	s.mu.Unlock()
 	stalled := s.stallsAtRest(ctx, live, drained)
-	for _, inc := range live {
-		inc.cancel()
-	}
-	for _, inc := range live {
-		inc.runErr = <-inc.done
-	}
+	stopWorkers(live)
 	s.mu.Lock()
 	s.stalled = stalled
 	s.mu.Unlock()
 	return s.result(ctx, drained), nil
 }
 
+// startWorkers starts the run's clock, turns the faults on and launches
+// the first incarnation of every slot.
+func (s *soak) startWorkers() {
+	s.start = time.Now()
+	s.faultsOn.Store(true)
+	s.slots = make([]*incarnation, s.cfg.Workers)
+	s.gens = make([]int, s.cfg.Workers)
+	for i := range s.cfg.Workers {
+		s.launch(i)
+	}
+}
+
+// withFaults runs produce and chaos for the run's duration, then waits for
+// the operator's edits, turns the faults off and waits for the restarts
+// the chaos started.
+func (s *soak) withFaults(ctx context.Context, produce, chaos func(context.Context)) {
+	chaosCtx, stopChaos := context.WithTimeout(ctx, s.cfg.Duration)
+	defer stopChaos()
+	var bg sync.WaitGroup
+	bg.Go(func() { produce(chaosCtx) })
+	bg.Go(func() { chaos(chaosCtx) })
+	<-chaosCtx.Done()
+	bg.Wait()
+	s.operator.Wait()
+	s.faultsOn.Store(false)
+	s.restarts.Wait()
+	s.mu.Lock()
+	n := len(s.produced)
+	s.mu.Unlock()
+	fmt.Fprintf(s.cfg.Events, "%6.1fs faults off, producer stopped after %d records; draining\n", s.since(), n)
+}
+
+// stopWorkers stops the live incarnations and waits for their Run to
+// return.
+func stopWorkers(live []*incarnation) {
+	for _, inc := range live {
+		inc.cancel()
+	}
+	for _, inc := range live {
+		inc.runErr = <-inc.done
+	}
+}
+
 func (s *soak) since() float64 { return time.Since(s.start).Seconds() }
 
 func (s *soak) setup(ctx context.Context) error {
+	cfg := s.cfg
+	if err := s.setupStore(ctx); err != nil {
+		return err
+	}
+	if _, err := cfg.Kinesis.CreateStream(ctx, &kinesis.CreateStreamInput{StreamName: aws.String(cfg.Stream), ShardCount: aws.Int32(int32(cfg.Shards))}); err != nil {
+		return fmt.Errorf("soak: create stream %s: %w", cfg.Stream, err)
+	}
+	return s.untilActive(ctx, func() error {
+		_, err := cfg.Kinesis.ListShards(ctx, &kinesis.ListShardsInput{StreamName: aws.String(cfg.Stream)})
+		return err
+	})
+}
+
+// setupStore makes the table (or the MemoryStore) and the sink.
+func (s *soak) setupStore(ctx context.Context) error {
 	cfg := s.cfg
 	if cfg.Dynamo != nil {
 		creator, ok := cfg.Dynamo.(shardlease.CreateTableAPI)
@@ -382,16 +419,7 @@ func (s *soak) setup(ctx context.Context) error {
 		s.memory = shardlease.NewMemoryStore()
 		s.memory.OnWrite(s.audit.onWrite)
 	}
-	if err := s.newSink(ctx); err != nil {
-		return err
-	}
-	if _, err := cfg.Kinesis.CreateStream(ctx, &kinesis.CreateStreamInput{StreamName: aws.String(cfg.Stream), ShardCount: aws.Int32(int32(cfg.Shards))}); err != nil {
-		return fmt.Errorf("soak: create stream %s: %w", cfg.Stream, err)
-	}
-	return s.untilActive(ctx, func() error {
-		_, err := cfg.Kinesis.ListShards(ctx, &kinesis.ListShardsInput{StreamName: aws.String(cfg.Stream)})
-		return err
-	})
+	return s.newSink(ctx)
 }
 
 // untilActive retries a stream call while the stream is being created or
@@ -727,52 +755,75 @@ func (s *soak) deadLetter(inc *incarnation) shardlease.DeadLetterFunc {
 
 // produce writes records with unique ids until ctx is done.
 func (s *soak) produce(ctx context.Context) {
+	s.atRate(ctx, func(n int, every time.Duration) {
+		id, key, data := s.record("", n)
+		s.mu.Lock()
+		s.keyOf[id] = key // before the put: a reader may see it at once
+		s.mu.Unlock()
+		s.putRetrying(ctx, s.cfg.Stream, id, key, data, every, func(*kinesis.PutRecordOutput) {})
+	})
+}
+
+// atRate calls produce with n = 0, 1, 2, … at the config's rate (every
+// being the interval), until ctx is done.
+func (s *soak) atRate(ctx context.Context, produce func(n int, every time.Duration)) {
 	every := time.Second / time.Duration(s.cfg.Rate)
 	t := time.NewTicker(every)
 	defer t.Stop()
-	n := 0
-	for {
+	for n := 0; ; n++ {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		id := fmt.Sprintf("rec-%08d", n)
-		key := fmt.Sprintf("key-%03d", n%s.cfg.Keys)
-		n++
-		data := id
-		if s.cfg.PoisonEvery > 0 && n%s.cfg.PoisonEvery == 0 {
-			data += poisonMark
-			s.counts.add(EvPoison, 1)
+		produce(n, every)
+	}
+}
+
+// record returns the id, partition key and payload of record n, its id and
+// key prefixed by prefix. Every PoisonEvery-th record is poison.
+func (s *soak) record(prefix string, n int) (id, key, data string) {
+	id = fmt.Sprintf("%srec-%08d", prefix, n)
+	key = fmt.Sprintf("%skey-%03d", prefix, n%s.cfg.Keys)
+	data = id
+	if s.cfg.PoisonEvery > 0 && (n+1)%s.cfg.PoisonEvery == 0 {
+		data += poisonMark
+		s.counts.add(EvPoison, 1)
+	}
+	return id, key, data
+}
+
+// putRetrying writes the record id to stream, retrying every interval
+// until it lands or has failed more than 50 times. A record that landed is
+// counted produced, with its sequence number, and its put's output passed
+// to landed (with s.mu held) for what the mode records of it besides; the
+// key of one given up on is forgotten.
+func (s *soak) putRetrying(ctx context.Context, stream, id, key, data string, every time.Duration, landed func(out *kinesis.PutRecordOutput)) {
+	for attempt := 0; ; attempt++ {
+		out, err := s.cfg.Kinesis.PutRecord(context.WithoutCancel(ctx), &kinesis.PutRecordInput{
+			StreamName: aws.String(stream), PartitionKey: aws.String(key), Data: []byte(data),
+		})
+		if err == nil {
+			s.mu.Lock()
+			s.produced = append(s.produced, id)
+			s.seqOf[id] = aws.ToString(out.SequenceNumber)
+			landed(out)
+			s.mu.Unlock()
+			return
 		}
 		s.mu.Lock()
-		s.keyOf[id] = key // before the put: a reader may see it at once
+		s.retried[id] = true
 		s.mu.Unlock()
-		for attempt := 0; ; attempt++ {
-			out, err := s.cfg.Kinesis.PutRecord(context.WithoutCancel(ctx), &kinesis.PutRecordInput{
-				StreamName: aws.String(s.cfg.Stream), PartitionKey: aws.String(key), Data: []byte(data),
-			})
-			if err == nil {
-				s.mu.Lock()
-				s.produced = append(s.produced, id)
-				s.seqOf[id] = aws.ToString(out.SequenceNumber)
-				s.mu.Unlock()
-				break
-			}
+		s.counts.add("producer put retried", 1)
+		if attempt > 50 {
+			fmt.Fprintf(s.cfg.Events, "%6.1fs producer gives up on %s: %v\n", s.since(), id, err)
 			s.mu.Lock()
-			s.retried[id] = true
+			delete(s.keyOf, id)
 			s.mu.Unlock()
-			s.counts.add("producer put retried", 1)
-			if attempt > 50 {
-				fmt.Fprintf(s.cfg.Events, "%6.1fs producer gives up on %s: %v\n", s.since(), id, err)
-				s.mu.Lock()
-				delete(s.keyOf, id)
-				s.mu.Unlock()
-				break
-			}
-			w := time.NewTimer(every)
-			<-w.C
+			return
 		}
+		w := time.NewTimer(every)
+		<-w.C
 	}
 }
 
@@ -781,12 +832,53 @@ func (s *soak) produce(ctx context.Context) {
 func (s *soak) chaos(ctx context.Context) {
 	cfg := s.cfg
 	window := cfg.Duration * 85 / 100
-	type event struct {
-		at   time.Duration
-		kind string
-		slot int
-		d    time.Duration
-	}
+	evs := s.faultEvents(window, func(n int) []event {
+		var evs []event
+		for _, kind := range []string{EvCrashJoint, EvListsFail, EvJointLeave} {
+			for range max(1, n/4) {
+				evs = append(evs, event{at: s.jitter(window), kind: kind, d: cfg.Lease/2 + time.Duration(s.rng.Float64()*float64(2*cfg.Lease))})
+			}
+		}
+		return evs
+	})
+	evs = append(evs, event{at: window * 5 / 6, kind: EvDeleteFinished})
+	s.inject(ctx, evs, func(ev event) {
+		switch ev.kind {
+		case EvCrashJoint:
+			s.crashJoint(ctx, ev.d)
+		case EvListsFail:
+			s.failLists()
+		case EvJointLeave:
+			s.leaveJoint(ctx, ev.d)
+		case EvDeleteFinished:
+			s.operator.Go(func() { s.deleteFinished(ctx) })
+		case EvSplit, EvMerge:
+			if err := s.reshard(ctx, ev.kind); err != nil {
+				fmt.Fprintf(cfg.Events, "%6.1fs %s failed: %v\n", s.since(), ev.kind, err)
+				s.counts.add(ev.kind+" failed", 1)
+			} else {
+				s.counts.add(ev.kind, 1)
+			}
+		}
+	})
+}
+
+// event is one injection of a chaos schedule: of kind, at that offset from
+// the start, on slot (crashes, pauses and drains), for d.
+type event struct {
+	at   time.Duration
+	kind string
+	slot int
+	d    time.Duration
+}
+
+// faultEvents draws the faults of both modes over window: crashes and
+// coordinator crashes, the mode's own from extra (given the number of
+// crashes), pauses and drains, and a split at a third of the window and a
+// merge at two thirds. extra draws from s.rng between the crashes and the
+// pauses: the order of the draws is the schedule a seed makes.
+func (s *soak) faultEvents(window time.Duration, extra func(n int) []event) []event {
+	cfg := s.cfg
 	var evs []event
 	n := max(2, int(window/(4*cfg.Lease)))
 	for range n {
@@ -795,18 +887,20 @@ func (s *soak) chaos(ctx context.Context) {
 	for range max(1, n/3) {
 		evs = append(evs, event{at: s.jitter(window), kind: EvCrashCoordinator, d: cfg.Lease/2 + time.Duration(s.rng.Float64()*float64(2*cfg.Lease))})
 	}
-	for _, kind := range []string{EvCrashJoint, EvListsFail, EvJointLeave} {
-		for range max(1, n/4) {
-			evs = append(evs, event{at: s.jitter(window), kind: kind, d: cfg.Lease/2 + time.Duration(s.rng.Float64()*float64(2*cfg.Lease))})
-		}
-	}
+	evs = append(evs, extra(n)...)
 	for range max(2, n*2/3) {
 		evs = append(evs, event{at: s.jitter(window), kind: EvPause, slot: s.rng.IntN(cfg.Workers), d: cfg.Lease*3/2 + time.Duration(s.rng.Float64()*float64(cfg.Lease))})
 	}
 	for range max(1, n/3) {
 		evs = append(evs, event{at: s.jitter(window), kind: EvDrain, slot: s.rng.IntN(cfg.Workers), d: cfg.Lease/2 + time.Duration(s.rng.Float64()*float64(cfg.Lease))})
 	}
-	evs = append(evs, event{at: window / 3, kind: EvSplit}, event{at: window * 2 / 3, kind: EvMerge}, event{at: window * 5 / 6, kind: EvDeleteFinished})
+	return append(evs, event{at: window / 3, kind: EvSplit}, event{at: window * 2 / 3, kind: EvMerge})
+}
+
+// inject injects the events in the order of their times (those of one time
+// in the order given), each at its time, until ctx is done: the crashes,
+// pauses and drains itself, the others through own.
+func (s *soak) inject(ctx context.Context, evs []event, own func(ev event)) {
 	slices.SortStableFunc(evs, func(a, b event) int { return int(a.at - b.at) })
 	for _, ev := range evs {
 		t := time.NewTimer(time.Until(s.start.Add(ev.at)))
@@ -826,12 +920,6 @@ func (s *soak) chaos(ctx context.Context) {
 			}
 		case EvDrain:
 			s.drainForRestart(ctx, ev.slot, ev.d)
-		case EvCrashJoint:
-			s.crashJoint(ctx, ev.d)
-		case EvListsFail:
-			s.failLists()
-		case EvJointLeave:
-			s.leaveJoint(ctx, ev.d)
 		case EvPause:
 			s.mu.Lock()
 			inc := s.slots[ev.slot]
@@ -839,15 +927,8 @@ func (s *soak) chaos(ctx context.Context) {
 			if !inc.crashed.Load() {
 				inc.pauseNext.CompareAndSwap(0, int64(ev.d)) // counted when it happens
 			}
-		case EvDeleteFinished:
-			s.operator.Go(func() { s.deleteFinished(ctx) })
-		case EvSplit, EvMerge:
-			if err := s.reshard(ctx, ev.kind); err != nil {
-				fmt.Fprintf(cfg.Events, "%6.1fs %s failed: %v\n", s.since(), ev.kind, err)
-				s.counts.add(ev.kind+" failed", 1)
-			} else {
-				s.counts.add(ev.kind, 1)
-			}
+		default:
+			own(ev)
 		}
 	}
 }
