@@ -227,6 +227,7 @@ func (sc *scheduler) onSetChanged(ctx context.Context) error {
 		r.log.Info("stopping the shard of a stream removed from the group")
 		r.stopFor(stopRemoved)
 	}
+	sc.withdrawRemoved(ctx)
 	sc.cd.recentAt = time.Time{}
 	if err := sc.boundedSync(ctx); err != nil && ctx.Err() == nil && isFatal(err) {
 		return err
@@ -271,4 +272,28 @@ func (s *memberSet) idOfKey(key string) (string, bool) {
 		return shard, m != nil && m.name == stream
 	}
 	return s.idOf(stream, shard), s.has(stream)
+}
+
+// withdrawRemoved withdraws the handoff requests this worker made for rows of
+// streams that left the set: it will not take them, and a holder answering
+// one would make it their owner.
+func (sc *scheduler) withdrawRemoved(ctx context.Context) {
+	c := sc.c
+	hw := c.caps.withdraws
+	for id := range sc.pending {
+		stream, _ := c.set.split(id)
+		if c.set.has(stream) {
+			continue
+		}
+		delete(sc.pending, id)
+		if hw == nil {
+			continue
+		}
+		wctx, cancel := c.storeCtx(ctx)
+		_, err := hw.WithdrawHandoff(wctx, LeaseKey{Stream: c.stream, Shard: id}, c.cfg.identity)
+		cancel()
+		if err != nil {
+			c.log.Warn("withdrawing a handoff request for a removed stream's row failed; the row is released if it is handed over", "shard", id, "err", err)
+		}
+	}
 }

@@ -63,9 +63,10 @@ type GroupConfig struct {
 	SourceInterval time.Duration
 	// DeleteRemovedAfter, when positive, deletes the rows of a stream
 	// removed from the set once it has been out that long (deferred
-	// deletion): the rows nobody holds are deleted, the others at a later
-	// poll. Zero keeps them, so that a stream added back starts from its
-	// checkpoints.
+	// deletion; at least two source intervals, two lease durations and the
+	// shutdown timeout) and no worker reads it any more: the rows nobody
+	// holds, and those whose holder has been gone a lease duration. Zero
+	// keeps them, so that a stream added back starts from its checkpoints.
 	DeleteRemovedAfter time.Duration
 }
 
@@ -94,6 +95,9 @@ type Group struct {
 	// streams, by key, with when they last moved. Written by the source's
 	// goroutine only.
 	rowsSeen map[string]observation
+	// orphans holds the rows of removed streams the last poll saw owned by
+	// this worker with no runner here, with their counters (settleRemoved).
+	orphans map[string]int64
 }
 
 // defaultSourceInterval is how often a Group polls its source by default.
@@ -130,7 +134,7 @@ func NewGroup(client KinesisAPI, store LeaseStore, cfg GroupConfig, handler Hand
 	if err != nil {
 		return nil, err
 	}
-	g := &Group{cfg: cfg, client: client, handler: handler, opts: opts, base: base, changed: make(chan struct{}, 1), rowsSeen: make(map[string]observation)}
+	g := &Group{cfg: cfg, client: client, handler: handler, opts: opts, base: base, changed: make(chan struct{}, 1), rowsSeen: make(map[string]observation), orphans: make(map[string]int64)}
 	var ms []*member
 	if cfg.Source == nil {
 		if ms, err = g.members(cfg.Streams); err != nil {
@@ -269,7 +273,7 @@ func (g *Group) Run(ctx context.Context) error {
 	<-done
 	// Rows handed to this worker as their stream left are released before
 	// it goes.
-	g.settleRemoved(context.WithoutCancel(ctx))
+	g.settleRemoved(context.WithoutCancel(ctx), true)
 	return err
 }
 
@@ -302,9 +306,9 @@ func (g *Group) follow(ctx context.Context) {
 		}
 		if err != nil {
 			g.sourceErrs.Add(1)
-			g.c.log.Warn("the stream source failed; the group reads the streams it read", "err", err)
+			g.c.log.Warn("the stream source failed, or a stream it returned cannot be read yet; the group reads the streams it read and tries again at the next poll", "err", err)
 		}
-		g.settleRemoved(ctx)
+		g.settleRemoved(ctx, false)
 	}
 }
 
@@ -338,6 +342,16 @@ func (g *Group) apply(ctx context.Context, specs []StreamSpec) error {
 		g.c.log.Info("stream added to the group", "stream", m.name)
 	}
 	now := time.Now()
+	kept := 0
+	for _, name := range set.names() {
+		if want[name] {
+			kept++
+		}
+	}
+	if kept == 0 {
+		// Every stream returned failed to join: keep reading the old ones.
+		return errors.Join(append(errs, errorf("%w: group %s: none of the streams the source returned can be read yet; the group keeps reading the streams it read", ErrInvalidConfig, g.cfg.Name))...)
+	}
 	for _, name := range set.names() {
 		if !want[name] && set.remove(name, now) {
 			changed = true
@@ -380,11 +394,16 @@ func (g *Group) prepare(ctx context.Context, m *member) error {
 // worker their owner, and it no longer lists them to take them), for as
 // long as such a handoff may land; and once a stream has been out
 // DeleteRemovedAfter it deletes the stream's rows (see deleteRows).
-func (g *Group) settleRemoved(ctx context.Context) {
+func (g *Group) settleRemoved(ctx context.Context, final bool) {
 	now := time.Now()
 	for stream, since := range g.c.set.left() {
-		deleting := g.cfg.DeleteRemovedAfter > 0 && now.Sub(since) >= g.cfg.DeleteRemovedAfter
-		if now.Sub(since) > g.handoffWindow() && !deleting {
+		out := now.Sub(since)
+		deleting := g.cfg.DeleteRemovedAfter > 0 && out >= max(g.cfg.DeleteRemovedAfter, g.handoffWindow())
+		if out > g.handoffWindow() && g.cfg.DeleteRemovedAfter == 0 {
+			g.c.set.forget(stream) // its rows are kept; nothing more to do
+			continue
+		}
+		if out > g.handoffWindow() && !deleting {
 			continue
 		}
 		lctx, cancel := g.c.storeCtx(ctx)
@@ -394,7 +413,7 @@ func (g *Group) settleRemoved(ctx context.Context) {
 			g.c.log.Warn("listing a removed stream's rows failed; retrying at the next poll", "stream", stream, "err", err)
 			continue
 		}
-		g.releaseOrphans(ctx, rows)
+		g.releaseOrphans(ctx, rows, final)
 		if deleting {
 			g.deleteRows(ctx, stream, rows, now)
 		}
@@ -410,13 +429,24 @@ func (g *Group) handoffWindow() time.Duration {
 }
 
 // releaseOrphans releases the rows of rows this worker owns and runs no
-// runner of.
-func (g *Group) releaseOrphans(ctx context.Context, rows []Lease) {
+// runner of, neither a running one nor one whose handler was abandoned (that
+// lease must expire, as it does for a Consumer), once two polls in a row saw
+// the row so at one counter (a take that acquired it just before the stream
+// left may not have launched its runner yet).
+func (g *Group) releaseOrphans(ctx context.Context, rows []Lease, final bool) {
 	me := g.c.OwnerID()
+	stuck := g.c.stuckSet()
 	for _, l := range rows {
-		if l.Owner != me || g.c.runsKey(l.Key) {
+		key := l.Key.String()
+		if l.Owner != me || g.c.runsKey(l.Key) || stuck[g.c.set.idOf(l.Key.Stream, l.Key.Shard)] {
+			delete(g.orphans, key)
 			continue
 		}
+		if c, seen := g.orphans[key]; !final && (!seen || c != l.Counter) {
+			g.orphans[key] = l.Counter
+			continue
+		}
+		delete(g.orphans, key)
 		rctx, cancel := g.c.storeCtx(ctx)
 		_, err := g.gs.inner.Release(rctx, l)
 		cancel()
@@ -435,16 +465,17 @@ func (g *Group) releaseOrphans(ctx context.Context, rows []Lease) {
 // their holder is gone, and with the stream out of every set nobody takes
 // them. rows is the stream's listing at now.
 func (g *Group) deleteRows(ctx context.Context, stream string, rows []Lease, now time.Time) {
+	if g.c.holdsStream(stream) {
+		return // its runners have not released yet
+	}
 	sr, ok := g.gs.inner.(StreamRemover)
 	if !ok {
 		g.c.log.Warn("the lease store cannot delete a removed stream's rows (it is no StreamRemover); they are kept", "stream", stream)
 		g.c.set.forget(stream)
 		return
 	}
-	if g.c.holdsStream(stream) {
-		return // its runners have not released yet
-	}
 	stale := make(map[string]int64)
+	live := 0
 	for _, l := range rows {
 		key := l.Key.String()
 		if l.Owner == "" {
@@ -453,7 +484,16 @@ func (g *Group) deleteRows(ctx context.Context, stream string, rows []Lease, now
 		o := observeRow(g.rowsSeen, key, l.Counter, l.Owner, now)
 		if now.Sub(o.changed) >= expiresAfter(l, g.c.cfg.leaseDuration) {
 			stale[l.Key.Shard] = l.Counter
+		} else {
+			live++
 		}
+	}
+	if live > 0 {
+		// A worker still reads the stream (its source has it, or it has
+		// not seen the removal): deleting the rows it released would make
+		// it start them again from the initial position.
+		g.c.log.Info("a removed stream's rows are still read by a worker; deleting them once none is", "stream", stream, "read", live)
+		return
 	}
 	dctx, cancel := g.c.storeCtx(ctx)
 	deleted, held, err := sr.DeleteStreamRows(dctx, stream, stale)

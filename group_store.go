@@ -114,11 +114,20 @@ func (g *groupStore) List(ctx context.Context, stream string) ([]Lease, error) {
 // decided from a listing or a deadline older than the set's change must not
 // start a reader of it.
 func (g *groupStore) Acquire(ctx context.Context, key LeaseKey, owner string, observed int64) (Lease, error) {
+	if err := g.ready("acquire", key); err != nil {
+		return Lease{}, err
+	}
+	return g.seenOr(g.inner.Acquire(ctx, g.real(key), owner, observed))
+}
+
+// ready fails with ErrLeaseHeld, for op on the consumer's key, unless the
+// key's stream is in the set and ready to read.
+func (g *groupStore) ready(op string, key LeaseKey) error {
 	real := g.real(key)
 	if m := g.set.of(key.Shard); m == nil || !g.set.has(real.Stream) || !m.registered.Load() {
-		return Lease{}, &LeaseError{Op: "acquire", Key: real, Err: errorf("%w: stream %s is not in group %s's set, or not ready to read", ErrLeaseHeld, real.Stream, g.name)}
+		return &LeaseError{Op: op, Key: real, Err: errorf("%w: stream %s is not in group %s's set, or not ready to read", ErrLeaseHeld, real.Stream, g.name)}
 	}
-	return g.seenOr(g.inner.Acquire(ctx, real, owner, observed))
+	return nil
 }
 
 func (g *groupStore) Renew(ctx context.Context, held Lease, expiry time.Time) (Lease, error) {
@@ -133,7 +142,12 @@ func (g *groupStore) Release(ctx context.Context, held Lease) (Lease, error) {
 	return g.seenOr(g.inner.Release(ctx, g.realLease(held)))
 }
 
+// RequestHandoff refuses, as Acquire does, a row of a stream out of the set
+// or not ready to read.
 func (g *groupStore) RequestHandoff(ctx context.Context, current Lease, taker string) (Lease, error) {
+	if err := g.ready("request handoff", current.Key); err != nil {
+		return Lease{}, err
+	}
 	return g.seenOr(g.inner.RequestHandoff(ctx, g.realLease(current), taker))
 }
 

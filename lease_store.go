@@ -229,8 +229,8 @@ type GroupLister interface {
 
 // StreamRemover is implemented by lease stores that can delete the rows of
 // a stream nobody reads any more (both stores of this package do). A Group
-// whose RemovedRows policy deletes them calls it once the wait it sets has
-// passed since a stream left the group.
+// with GroupConfig.DeleteRemovedAfter calls it once that wait has passed
+// since a stream left the group and no worker reads it.
 type StreamRemover interface {
 	// DeleteStreamRows deletes every lease row of stream that nobody holds,
 	// and each row whose shard stale names while its counter still equals
