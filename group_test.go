@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/shardlease/shardlease"
+	"github.com/shardlease/shardlease/internal/crash"
 	"github.com/shardlease/shardlease/internal/dyncount"
 	"github.com/shardlease/shardlease/internal/emulator"
 	"github.com/shardlease/shardlease/shardleasetest"
@@ -752,4 +753,85 @@ func (d *denying) DescribeStreamSummary(ctx context.Context, in *kinesis.Describ
 		return nil, &types.AccessDeniedException{Message: aws.String("not authorized to perform: kinesis:DescribeStreamSummary")}
 	}
 	return d.KinesisAPI.(shardlease.StreamDescriber).DescribeStreamSummary(ctx, in, o...)
+}
+
+// TestGroupCrashFailover: the failover bounds hold over a group's leases.
+// A crashed plain worker's leases, of every stream, are read again within
+// 1.4 L, and a crashed coordinator's within 2.5 L (fake time; the
+// emulators only eventually). The stores here are wrapped, so the group
+// lists each stream on its own (the store hides GroupLister).
+func TestGroupCrashFailover(t *testing.T) {
+	worlds(t, 2, func(t *testing.T, w *world) {
+		names := groupStreams(t, w, 2, 2)
+		cfg := shardlease.GroupConfig{Name: "readers", Streams: specsOf(names...)}
+		type crashable struct {
+			*groupWorker
+			sw *crash.Switch
+		}
+		var fleet []crashable
+		for i := range 3 {
+			sw := &crash.Switch{}
+			g, err := shardlease.NewGroup(crash.Kinesis(w.kin, sw), crash.Store(w.store, sw), cfg, newHandled().handler("w"), w.opts(fmt.Sprintf("w%d", i))...)
+			require.NoError(t, err)
+			ctx, cancel := context.WithCancel(context.Background())
+			gw := &groupWorker{g: g, cancel: cancel, done: make(chan error, 1)}
+			go func() { gw.done <- g.Run(ctx) }()
+			t.Cleanup(func() { gw.stop(t) })
+			fleet = append(fleet, crashable{gw, sw})
+		}
+		held := func() (map[shardlease.LeaseKey]bool, int) {
+			all := map[shardlease.LeaseKey]bool{}
+			n := 0
+			for _, cw := range fleet {
+				if cw.sw.Down() {
+					continue
+				}
+				for _, k := range cw.g.Held() {
+					all[k] = true
+					n++
+				}
+			}
+			return all, n
+		}
+		balanced := func() bool {
+			for _, cw := range fleet {
+				if !cw.sw.Down() && len(cw.g.Held()) != 2 {
+					return false
+				}
+			}
+			return true
+		}
+		waitFor(t, 20*w.lease, "2 leases each", balanced)
+		var coord, plain crashable
+		for _, cw := range fleet {
+			if cw.g.Status().Coordinating {
+				coord = cw
+			} else {
+				plain = cw
+			}
+		}
+		require.NotNil(t, coord.groupWorker, "no worker coordinates the group")
+		for _, step := range []struct {
+			victim crashable
+			bound  time.Duration
+		}{{plain, w.lease * 14 / 10}, {coord, w.lease * 25 / 10}} {
+			lost := step.victim.g.Held()
+			crashed := time.Now()
+			step.victim.sw.Crash()
+			waitFor(t, 10*w.lease, "the crashed worker's leases read again", func() bool {
+				all, n := held()
+				for _, k := range lost {
+					if !all[k] {
+						return false
+					}
+				}
+				return n == 6
+			})
+			took := time.Since(crashed)
+			t.Logf("%s: leases of a crashed worker read again after %v (lease %v)", w.name, took, w.lease)
+			if w.name == "fake" {
+				require.LessOrEqual(t, took, step.bound)
+			}
+		}
+	})
 }
