@@ -104,6 +104,11 @@ func startGroup(t *testing.T, w *world, kin shardlease.KinesisAPI, cfg shardleas
 	t.Helper()
 	g, err := shardlease.NewGroup(kin, w.store, cfg, h, opts...)
 	require.NoError(t, err)
+	return runGroup(t, g)
+}
+
+// runGroup runs g until the test ends (or stop).
+func runGroup(t *testing.T, g *shardlease.Group) *groupWorker {
 	ctx, cancel := context.WithCancel(context.Background())
 	gw := &groupWorker{g: g, cancel: cancel, done: make(chan error, 1)}
 	go func() { gw.done <- g.Run(ctx) }()
@@ -255,13 +260,10 @@ func TestGroupOneListingPerRound(t *testing.T) {
 		h := newHandled()
 		g, err := shardlease.NewGroup(w.kin, store, cfg, h.handler("w"), w.opts("w")...)
 		require.NoError(t, err)
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- g.Run(ctx) }()
+		gw := runGroup(t, g)
 		waitFor(t, time.Minute, "10 leases held", func() bool { return len(g.Held()) == 10 })
 		waitFor(t, time.Minute, "5 listings", func() bool { return g.Stats().TableListings >= 5 })
-		cancel()
-		require.NoError(t, <-done)
+		require.NoError(t, gw.stop(t))
 		listings := g.Stats().TableListings
 		var reads int64
 		if w.dynamo != nil {
@@ -773,11 +775,7 @@ func TestGroupCrashFailover(t *testing.T) {
 			sw := &crash.Switch{}
 			g, err := shardlease.NewGroup(crash.Kinesis(w.kin, sw), crash.Store(w.store, sw), cfg, newHandled().handler("w"), w.opts(fmt.Sprintf("w%d", i))...)
 			require.NoError(t, err)
-			ctx, cancel := context.WithCancel(context.Background())
-			gw := &groupWorker{g: g, cancel: cancel, done: make(chan error, 1)}
-			go func() { gw.done <- g.Run(ctx) }()
-			t.Cleanup(func() { gw.stop(t) })
-			fleet = append(fleet, crashable{gw, sw})
+			fleet = append(fleet, crashable{runGroup(t, g), sw})
 		}
 		held := func() (map[shardlease.LeaseKey]bool, int) {
 			all := map[shardlease.LeaseKey]bool{}
