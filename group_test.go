@@ -323,6 +323,8 @@ func TestGroupRefusesSpecsThatShareRows(t *testing.T) {
 		{"name and ARN of one stream", shardlease.GroupConfig{Name: "g", Streams: []shardlease.StreamSpec{{Name: "orders"}, {ARN: arn}}}, "both name stream orders"},
 		{"ARNs of two accounts", shardlease.GroupConfig{Name: "g", Streams: []shardlease.StreamSpec{{ARN: arn}, {ARN: strings.Replace(arn, "111122223333", "444455556666", 1)}}}, "a lease table each"},
 		{"not an ARN", shardlease.GroupConfig{Name: "g", Streams: []shardlease.StreamSpec{{ARN: "arn:aws:sqs:us-east-1:1:orders"}}}, "not a Kinesis stream ARN"},
+		{"an ARN without a name", shardlease.GroupConfig{Name: "g", Streams: []shardlease.StreamSpec{{ARN: "arn:aws:kinesis:us-east-1:1:stream/"}}}, "not a Kinesis stream ARN"},
+		{"a consumer's ARN", shardlease.GroupConfig{Name: "g", Streams: []shardlease.StreamSpec{{ARN: "arn:aws:kinesis:us-east-1:1:stream/orders/consumer/app:1"}}}, "not a Kinesis stream ARN"},
 		{"name and ARN in one spec", shardlease.GroupConfig{Name: "g", Streams: []shardlease.StreamSpec{{Name: "orders", ARN: arn}}}, "give one"},
 		{"group named as a stream", shardlease.GroupConfig{Name: "orders", Streams: specsOf("orders")}, "like the group"},
 		{"no streams", shardlease.GroupConfig{Name: "g"}, "no streams"},
