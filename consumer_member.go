@@ -36,6 +36,10 @@ type member struct {
 	// registered (at once when fanOut is nil); until then a Group's store
 	// does not list the stream's rows, so none of its leases is taken.
 	registered atomic.Bool
+	// gone is set by the scheduler while Kinesis says the stream does not
+	// exist (its last shard listing); a Group's store takes none of its
+	// leases meanwhile, so that readers are not started only to end.
+	gone atomic.Bool
 }
 
 // newMember returns the member of stream name, named ref in Kinesis calls.
@@ -215,18 +219,7 @@ func (c *Consumer) setChanged() <-chan struct{} {
 // listing of its own: the coordinator's latest predates the change.
 func (sc *scheduler) onSetChanged(ctx context.Context) error {
 	c := sc.c
-	c.mu.Lock()
-	var gone []*leaseRunner
-	for _, r := range c.held {
-		if !c.set.has(r.key.Stream) {
-			gone = append(gone, r)
-		}
-	}
-	c.mu.Unlock()
-	for _, r := range gone {
-		r.log.Info("stopping the shard of a stream removed from the group")
-		r.stopFor(stopRemoved)
-	}
+	sc.stopStreams(func(stream string) bool { return !c.set.has(stream) }, stopRemoved, "stopping the shard of a stream removed from the group")
 	sc.withdrawRemoved(ctx)
 	sc.cd.recentAt = time.Time{}
 	if err := sc.boundedSync(ctx); err != nil && ctx.Err() == nil && isFatal(err) {
@@ -295,5 +288,23 @@ func (sc *scheduler) withdrawRemoved(ctx context.Context) {
 		if err != nil {
 			c.log.Warn("withdrawing a handoff request for a removed stream's row failed; the row is released if it is handed over", "shard", id, "err", err)
 		}
+	}
+}
+
+// stopStreams stops, at a batch boundary with cause, the runners of the
+// streams stop says.
+func (sc *scheduler) stopStreams(stop func(stream string) bool, cause stopCause, why string) {
+	c := sc.c
+	c.mu.Lock()
+	var runners []*leaseRunner
+	for _, r := range c.held {
+		if stop(r.key.Stream) {
+			runners = append(runners, r)
+		}
+	}
+	c.mu.Unlock()
+	for _, r := range runners {
+		r.log.Info(why)
+		r.stopFor(cause)
 	}
 }

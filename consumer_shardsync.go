@@ -503,6 +503,13 @@ func (sc *scheduler) listMemberShards(ctx context.Context, running bool) ([]type
 	var out []types.Shard
 	for _, m := range set.all() {
 		shards, err := listShards(ctx, m.kin, m.ref, c.cfg)
+		var nf *StreamNotFoundError
+		if gone := errors.As(err, &nf); m.gone.Swap(gone) != gone && gone && set.grouped && running {
+			// Nothing of it can be read: its readers let their leases go
+			// (with their checkpoints), and none is taken until Kinesis
+			// lists it again.
+			sc.stopStreams(func(stream string) bool { return stream == m.name }, stopAsked, "stopping the shard of a stream Kinesis no longer has")
+		}
 		if err != nil && set.grouped && running && ctx.Err() == nil {
 			c.log.Error("listing a stream's shards failed; its shards are read as last listed until a listing succeeds (remove it from the group if it is gone)", "stream", m.name, "err", err)
 			for id, s := range sc.listed {

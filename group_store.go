@@ -124,7 +124,7 @@ func (g *groupStore) Acquire(ctx context.Context, key LeaseKey, owner string, ob
 // key's stream is in the set and ready to read.
 func (g *groupStore) ready(op string, key LeaseKey) error {
 	real := g.real(key)
-	if m := g.set.of(key.Shard); m == nil || !g.set.has(real.Stream) || !m.registered.Load() {
+	if m := g.set.of(key.Shard); m == nil || !g.set.has(real.Stream) || !m.registered.Load() || m.gone.Load() {
 		return &LeaseError{Op: op, Key: real, Err: errorf("%w: stream %s is not in group %s's set, or not ready to read", ErrLeaseHeld, real.Stream, g.name)}
 	}
 	return nil

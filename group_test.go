@@ -835,3 +835,33 @@ func TestGroupCrashFailover(t *testing.T) {
 		}
 	})
 }
+
+// TestGroupTakesNothingOfAStreamDeletedWhileItRuns: a stream deleted under a
+// running group is logged and its leases are no longer taken once a shard
+// sync found it gone (before, each take round started a reader that ended
+// at once); the other stream reads on.
+func TestGroupTakesNothingOfAStreamDeletedWhileItRuns(t *testing.T) {
+	worlds(t, 1, func(t *testing.T, w *world) {
+		names := groupStreams(t, w, 1, 1)
+		h := newHandled()
+		gw := startGroup(t, w, w.kin, shardlease.GroupConfig{Name: "readers", Streams: specsOf(names...)}, h.handler("w"), w.opts("w")...)
+		waitFor(t, time.Minute, "both leases held", func() bool { return len(gw.g.Held()) == 2 })
+		_, err := w.kin.(interface {
+			DeleteStream(context.Context, *kinesis.DeleteStreamInput, ...func(*kinesis.Options)) (*kinesis.DeleteStreamOutput, error)
+		}).DeleteStream(t.Context(), &kinesis.DeleteStreamInput{StreamName: aws.String(names[1])})
+		require.NoError(t, err)
+		waitFor(t, 2*time.Minute, "the deleted stream's lease let go", func() bool {
+			return len(gw.g.Held()) == 1 && gw.g.Held()[0].Stream == names[0]
+		})
+		// A shard sync (every 5 take intervals here) finds the stream gone.
+		l0 := gw.g.Stats().TableListings
+		waitFor(t, 2*time.Minute, "a shard sync's worth of listings", func() bool { return gw.g.Stats().TableListings >= l0+6 })
+		taken := gw.g.Stats().LeasesTaken
+		l1 := gw.g.Stats().TableListings
+		waitFor(t, 2*time.Minute, "ten more listings", func() bool { return gw.g.Stats().TableListings >= l1+10 })
+		require.Equal(t, taken, gw.g.Stats().LeasesTaken, "a lease of the deleted stream was taken again")
+		p := &produced{}
+		putTo(t, w, p, names[0], 5)
+		waitFor(t, time.Minute, "the other stream read on", func() bool { return h.distinct() == 5 })
+	})
+}
