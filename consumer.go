@@ -41,23 +41,19 @@ type Handler func(ctx context.Context, batch *Batch) error
 // Consumer of the same stream and lease store. Create one with NewConsumer
 // and call Run.
 type Consumer struct {
-	kin     KinesisAPI
-	store   LeaseStore
-	stream  string
-	handler Handler
-	cfg     config
-	log     *slog.Logger
+	store  LeaseStore
+	stream string
+	cfg    config
+	log    *slog.Logger
 
 	// Set by NewConsumer; never written after. caps are the store's
-	// optional capabilities, describer the Kinesis client's
-	// DescribeStreamSummary (nil when it lacks it).
-	caps      storeCaps
-	describer StreamDescriber
-	fanOut    *fanOut // nil unless WithEnhancedFanOut
-	ins       *instruments
+	// optional capabilities.
+	caps storeCaps
+	ins  *instruments
 	// set holds the stream this consumer reads (a Group's, every stream
-	// in the group); runners read through its members. group is the Group
-	// this consumer runs for, nil for a Consumer.
+	// in the group): its Kinesis client, handler and reading mode are its
+	// members'. group is the Group this consumer runs for, nil for a
+	// Consumer.
 	set   *memberSet
 	group *Group
 
@@ -170,12 +166,7 @@ func NewConsumer(client KinesisAPI, store LeaseStore, stream string, handler Han
 		return nil, err
 	}
 	m := newMember(stream, stream, client, handler, cfg, fo)
-	c, err := newConsumer(store, stream, cfg, newMemberSet(false, m))
-	if err != nil {
-		return nil, err
-	}
-	c.kin, c.describer, c.handler, c.fanOut = client, m.describer, handler, fo
-	return c, nil
+	return newConsumer(store, stream, cfg, newMemberSet(false, m))
 }
 
 // newConsumer returns a consumer of the streams of set, through store,

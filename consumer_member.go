@@ -193,10 +193,15 @@ func (s *memberSet) forget(stream string) {
 
 // holdsStream reports whether a runner of stream still runs on this worker.
 func (c *Consumer) holdsStream(stream string) bool {
+	return c.runs(func(r *leaseRunner) bool { return r.key.Stream == stream })
+}
+
+// runs reports whether a runner on this worker is one that is says.
+func (c *Consumer) runs(is func(*leaseRunner) bool) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, r := range c.held {
-		if r.key.Stream == stream {
+		if is(r) {
 			return true
 		}
 	}
@@ -232,14 +237,7 @@ func (sc *scheduler) onSetChanged(ctx context.Context) error {
 // runsKey reports whether a runner of key (a row's key) runs on this
 // worker.
 func (c *Consumer) runsKey(key LeaseKey) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, r := range c.held {
-		if r.key == key {
-			return true
-		}
-	}
-	return false
+	return c.runs(func(r *leaseRunner) bool { return r.key == key })
 }
 
 // attrs are the metric attributes that name the stream of id: in a Group,

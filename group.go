@@ -82,7 +82,6 @@ type Group struct {
 	cfg     GroupConfig
 	client  KinesisAPI
 	handler Handler
-	opts    []Option
 	base    config
 
 	// changed carries "the set changed" from the source's goroutine to Run's
@@ -134,7 +133,7 @@ func NewGroup(client KinesisAPI, store LeaseStore, cfg GroupConfig, handler Hand
 	if err != nil {
 		return nil, err
 	}
-	g := &Group{cfg: cfg, client: client, handler: handler, opts: opts, base: base, changed: make(chan struct{}, 1), rowsSeen: make(map[string]observation), orphans: make(map[string]int64)}
+	g := &Group{cfg: cfg, client: client, handler: handler, base: base, changed: make(chan struct{}, 1), rowsSeen: make(map[string]observation), orphans: make(map[string]int64)}
 	var ms []*member
 	if cfg.Source == nil {
 		if ms, err = g.members(cfg.Streams); err != nil {

@@ -131,17 +131,20 @@ func (m *MemoryStore) ListStreams(ctx context.Context, streams []string, workers
 		return nil, nil, errorf("shardlease: list streams %s: %w", strings.Join(streams, ","), err)
 	}
 	want := make(map[string]bool, len(streams))
-	for _, st := range append(slices.Clip(streams), workersOf) {
+	for _, st := range streams {
 		if err := ValidateStreamName(st); err != nil {
 			return nil, nil, err
 		}
 		want[st] = true
 	}
+	if err := ValidateStreamName(workersOf); err != nil {
+		return nil, nil, err
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var leases []Lease
 	for k, row := range m.rows {
-		if want[k.Stream] && slices.Contains(streams, k.Stream) {
+		if want[k.Stream] {
 			leases = append(leases, cloneLease(row))
 		}
 	}
@@ -542,7 +545,7 @@ func (m *MemoryStore) DeleteStreamRows(ctx context.Context, stream string, stale
 	for k, row := range m.rows {
 		switch {
 		case k.Stream != stream:
-		case row.Owner != "" && (stale == nil || !hasCounter(stale, k.Shard, row.Counter)):
+		case row.Owner != "" && !hasCounter(stale, k.Shard, row.Counter):
 			held++
 		default:
 			delete(m.rows, k)
