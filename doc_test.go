@@ -18,15 +18,22 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// layoutTable returns the rows of the README's Layout table: its first
+// layoutPage is the page whose Layout section lists the module's files:
+// contributors need it, users do not.
+const layoutPage = "docs/contributing.md"
+
+// readmeMaxLines is the README's length limit: what a user needs, no more.
+const readmeMaxLines = 300
+
+// layoutTable returns the rows of the Layout table of layoutPage: its first
 // column's backquoted paths, and the whole row text, by path.
 func layoutTable(t *testing.T) map[string]string {
 	t.Helper()
-	b, err := os.ReadFile("README.md")
+	b, err := os.ReadFile(filepath.FromSlash(layoutPage))
 	require.NoError(t, err)
 	text := string(b)
 	start := strings.Index(text, "\n## Layout\n")
-	require.GreaterOrEqual(t, start, 0, "README.md has no Layout section")
+	require.GreaterOrEqual(t, start, 0, "%s has no Layout section", layoutPage)
 	text = text[start+len("\n## Layout\n"):]
 	if end := strings.Index(text, "\n## "); end >= 0 {
 		text = text[:end]
@@ -42,14 +49,14 @@ func layoutTable(t *testing.T) map[string]string {
 			rows[m[1]] = line
 		}
 	}
-	require.NotEmpty(t, rows, "the Layout section has no table")
+	require.NotEmpty(t, rows, "the Layout section of %s has no table", layoutPage)
 	return rows
 }
 
-// The README's Layout table names every non-test file of the root package,
-// and every file it names exists: a file added or renamed without a line
-// in the table fails here.
-func TestReadmeLayoutListsEveryRootFile(t *testing.T) {
+// The contributors' Layout table names every non-test file of the root
+// package, and every file it names exists: a file added or renamed without
+// a line in the table fails here.
+func TestContributingLayoutListsEveryRootFile(t *testing.T) {
 	rows := layoutTable(t)
 	files, err := filepath.Glob("*.go")
 	require.NoError(t, err)
@@ -58,19 +65,19 @@ func TestReadmeLayoutListsEveryRootFile(t *testing.T) {
 		if !strings.HasSuffix(f, "_test.go") {
 			root = append(root, f)
 			_, listed := rows[f]
-			assert.True(t, listed, "README.md's Layout table does not list %s", f)
+			assert.True(t, listed, "the Layout table of %s does not list %s", layoutPage, f)
 		}
 	}
 	for p := range rows {
 		if strings.HasSuffix(p, ".go") && !strings.Contains(p, "/") {
-			assert.True(t, slices.Contains(root, p), "README.md's Layout table lists %s, which is not a root file", p)
+			assert.True(t, slices.Contains(root, p), "the Layout table of %s lists %s, which is not a root file", layoutPage, p)
 		}
 	}
 }
 
 // The Layout table lists every internal package, and says of each whether
 // it is part of the library at run time or tooling for tests and the bench.
-func TestReadmeLayoutTellsRuntimeFromTooling(t *testing.T) {
+func TestContributingLayoutTellsRuntimeFromTooling(t *testing.T) {
 	rows := layoutTable(t)
 	dirs, err := os.ReadDir("internal")
 	require.NoError(t, err)
@@ -80,12 +87,27 @@ func TestReadmeLayoutTellsRuntimeFromTooling(t *testing.T) {
 		}
 		p := "internal/" + d.Name()
 		row, ok := rows[p]
-		if !assert.True(t, ok, "README.md's Layout table does not list %s", p) {
+		if !assert.True(t, ok, "the Layout table of %s does not list %s", layoutPage, p) {
 			continue
 		}
 		runtime, tooling := strings.Contains(row, "runtime"), strings.Contains(row, "tooling")
 		assert.True(t, runtime != tooling, "the Layout row of %s must say either runtime or tooling: %s", p, row)
 	}
+}
+
+// The README holds what a user needs and stays short: at most
+// readmeMaxLines lines, with no file-by-file layout (that is the
+// contributors' page's).
+func TestReadmeIsShort(t *testing.T) {
+	b, err := os.ReadFile("README.md")
+	require.NoError(t, err)
+	lines := strings.Count(string(b), "\n")
+	if !strings.HasSuffix(string(b), "\n") {
+		lines++
+	}
+	assert.LessOrEqual(t, lines, readmeMaxLines, "README.md has %d lines; move detail to a page of docs/ and link it", lines)
+	assert.NotContains(t, string(b), "\n## Layout\n", "the Layout table belongs in %s", layoutPage)
+	assert.Contains(t, string(b), "]("+layoutPage+")", "README.md does not link %s", layoutPage)
 }
 
 // Every test that docs/guarantees.md, or the README's Guarantees section,

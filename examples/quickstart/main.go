@@ -35,7 +35,12 @@
 //     0 only when none was lost.
 //
 // Every two seconds it prints which worker holds which shard and how far each
-// shard has been read.
+// shard has been read. In between it prints a line for each shard that moves
+// from one worker to another, with the cause (its holder stopped, or handed it
+// over to even out the load) and the record its new holder resumes after, and
+// a line for the record sent to the dead-letter callback. Records are named by
+// number: record 42 is the 42nd produced in the run; in the tables, a record's
+// number is its place in its shard.
 package main
 
 import (
@@ -47,6 +52,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -194,210 +200,149 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	out := &lockedWriter{w: stdout} // shared with the library's log (-log)
-	stopAt := s.duration / 3
-	// Producing stops a second before the end (earlier in short runs), which
-	// leaves the workers the time to read the rest.
-	produceUntil := s.duration - min(s.duration/4, time.Second)
-
-	// The stream. A service passes kinesis.NewFromConfig(cfg) to NewConsumer
-	// instead.
-	stream := shardleasetest.NewKinesis()
-	_, err = stream.CreateStream(ctx, &kinesis.CreateStreamInput{StreamName: aws.String(streamName), ShardCount: aws.Int32(int32(s.shards))})
+	d, err := newDemo(ctx, s, &lockedWriter{w: stdout}) // the writer is shared with the library's log (-log)
 	if err != nil {
 		return err
 	}
-	// The lease store that all workers share. A service uses a DynamoStore.
-	store := shardlease.NewMemoryStore()
-	tally := newTally(out)
+	return d.run(ctx)
+}
 
+// demo is one run of the program: the stream, the store, the workers and
+// what the main loop knows of them. Only the goroutine that calls run uses
+// its fields; the workers, the producer and the tally have their own.
+type demo struct {
+	s            settings
+	out          io.Writer
+	stream       *shardleasetest.Kinesis
+	store        *shardlease.MemoryStore
+	tally        *tally
+	workers      []*worker
+	moves        *moveWatch
+	stopAt       time.Duration // when the busiest worker is stopped
+	produceUntil time.Duration // when the producer stops
+
+	start         time.Time
+	producer      chan error // receives what produce returned; nil once received
+	stopProducing context.CancelFunc
+	producing     bool
+	stopped       *worker // the worker stopped partway
+	nextTable     time.Duration
+	afterTable    bool // the last thing printed was a table
+}
+
+// newDemo makes the stream, the store and the workers, and prints what the
+// run will do.
+func newDemo(ctx context.Context, s settings, out io.Writer) (*demo, error) {
+	d := &demo{
+		s: s, out: out, stopAt: s.duration / 3,
+		// Producing stops a second before the end (earlier in short runs),
+		// which leaves the workers the time to read the rest.
+		produceUntil: s.duration - min(s.duration/4, time.Second),
+		// The stream. A service passes kinesis.NewFromConfig(cfg) to
+		// NewConsumer instead.
+		stream: shardleasetest.NewKinesis(),
+		// The lease store that all workers share. A service uses a DynamoStore.
+		store: shardlease.NewMemoryStore(),
+		tally: newTally(),
+		moves: newMoveWatch(),
+	}
+	_, err := d.stream.CreateStream(ctx, &kinesis.CreateStreamInput{StreamName: aws.String(streamName), ShardCount: aws.Int32(int32(s.shards))})
+	if err != nil {
+		return nil, err
+	}
 	fmt.Fprintf(out, "%d workers share stream %q of %d shards; %d records/s are produced for %v.\n",
-		s.workers, streamName, s.shards, s.rate, produceUntil)
+		s.workers, streamName, s.shards, s.rate, d.produceUntil)
 	fmt.Fprintf(out, "lease %v, renew every %v, take interval %v, checkpoint interval %v, idle poll %v\n",
 		leaseDuration, renewInterval, takeInterval, checkpointInterval, idlePoll)
 	fmt.Fprintf(out, "Every %v: each shard's holder; records produced into it and handled from it; and the\n"+
-		"checkpoint in the lease store, as a record number: a new holder resumes after that record.\n", tableEvery)
-
-	workers := make([]*worker, s.workers)
-	for i := range workers {
-		name := fmt.Sprintf("worker-%d", i+1)
-		opts := []shardlease.Option{
-			shardlease.WithOwnerID(name), // unique per worker; the default is host name plus a random suffix
-			shardlease.WithLeaseDuration(leaseDuration),
-			shardlease.WithRenewInterval(renewInterval),
-			shardlease.WithTakeInterval(takeInterval),
-			shardlease.WithCheckpointInterval(checkpointInterval),
-			shardlease.WithIdlePollInterval(idlePoll),
-			shardlease.WithShutdownTimeout(shutdownTimeout),
-			// A record the handler fails on maxAttempts times goes to the
-			// dead-letter callback; the default is to retry without a limit.
-			shardlease.WithMaxAttempts(maxAttempts),
-			shardlease.WithDeadLetter(tally.deadLetter),
-		}
-		if s.log {
-			opts = append(opts, shardlease.WithLogger(slog.New(slog.NewTextHandler(out, nil))))
-		} else {
-			// The consumer logs to slog.Default() otherwise; the quickstart
-			// prints its own summary instead.
-			opts = append(opts, shardlease.WithLogger(slog.New(slog.DiscardHandler)))
-		}
-		c, err := shardlease.NewConsumer(stream, store, streamName, tally.handle, opts...)
+		"checkpoint in the lease store, as a record number: a new holder resumes after that record.\n"+
+		"Records are numbered in the order they were produced (record 42 of the run) and, in the\n"+
+		"tables, by their place in their shard (record 5 of the shard).\n", tableEvery)
+	for i := range s.workers {
+		w, err := newWorker(fmt.Sprintf("worker-%d", i+1), s, d.stream, d.store, d.tally, out)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		workers[i] = &worker{name: name, consumer: c}
+		d.workers = append(d.workers, w)
 	}
+	return d, nil
+}
 
-	start := time.Now()
-	for _, w := range workers {
+// newWorker makes one worker's Consumer, with the quickstart's short timings.
+func newWorker(name string, s settings, stream *shardleasetest.Kinesis, store *shardlease.MemoryStore, t *tally, out io.Writer) (*worker, error) {
+	opts := []shardlease.Option{
+		shardlease.WithOwnerID(name), // unique per worker; the default is host name plus a random suffix
+		shardlease.WithLeaseDuration(leaseDuration),
+		shardlease.WithRenewInterval(renewInterval),
+		shardlease.WithTakeInterval(takeInterval),
+		shardlease.WithCheckpointInterval(checkpointInterval),
+		shardlease.WithIdlePollInterval(idlePoll),
+		shardlease.WithShutdownTimeout(shutdownTimeout),
+		// A record the handler fails on maxAttempts times goes to the
+		// dead-letter callback; the default is to retry without a limit.
+		shardlease.WithMaxAttempts(maxAttempts),
+		shardlease.WithDeadLetter(t.deadLetter),
+	}
+	if s.log {
+		opts = append(opts, shardlease.WithLogger(slog.New(slog.NewTextHandler(out, nil))))
+	} else {
+		// The consumer logs to slog.Default() otherwise; the quickstart
+		// prints its own summary instead.
+		opts = append(opts, shardlease.WithLogger(slog.New(slog.DiscardHandler)))
+	}
+	c, err := shardlease.NewConsumer(stream, store, streamName, t.handle, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return &worker{name: name, consumer: c}, nil
+}
+
+// run starts the workers and the producer, and watches them every 100ms
+// until every record produced was handled, the drain gives up, or ctx ends.
+func (d *demo) run(ctx context.Context) error {
+	d.start = time.Now()
+	d.tally.start = d.start
+	for _, w := range d.workers {
 		w.start(ctx)
 	}
-	// stopAll stops the workers still running and waits for them.
-	stopAll := func() error {
-		var errs []error
-		for _, w := range workers {
-			if !w.stopped {
-				w.cancel()
-				w.stopped = true
-			}
-		}
-		for _, w := range workers {
-			<-w.done
-			if w.err != nil {
-				errs = append(errs, fmt.Errorf("%s: %w", w.name, w.err))
-			}
-		}
-		return errors.Join(errs...)
-	}
-
 	produceCtx, stopProducing := context.WithCancel(ctx)
 	defer stopProducing()
-	producer := make(chan error, 1) // receives what produce returned; nil once received
-	go func() { producer <- produce(produceCtx, stream, s.rate, s.poison, tally) }()
-	// halt stops the producer and every worker, and waits for all of them.
-	halt := func() error {
-		stopProducing()
-		if producer != nil {
-			<-producer
-			producer = nil
-		}
-		return stopAll()
-	}
+	d.stopProducing, d.producing, d.nextTable = stopProducing, true, tableEvery
+	d.producer = make(chan error, 1)
+	go func() { d.producer <- produce(produceCtx, d.stream, d.s.rate, d.s.poison, d.tally) }()
 
-	var (
-		tick      = time.NewTicker(100 * time.Millisecond)
-		nextTable = tableEvery
-		stopped   *worker         // the worker stopped partway
-		moving    map[string]bool // its shards that no other worker has taken yet
-		producing = true
-	)
+	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
-	// event prints one line about what just happened, stamped with the time
-	// since the start; table prints the table of shards.
-	afterTable := false
-	event := func(format string, args ...any) {
-		if afterTable {
-			fmt.Fprintln(out)
-			afterTable = false
-		}
-		fmt.Fprintf(out, "t=%.1fs  "+format+"\n", append([]any{time.Since(start).Seconds()}, args...)...)
-	}
-	table := func() {
-		printTable(out, fmt.Sprintf("t=%.1fs", time.Since(start).Seconds()), workers, store, tally)
-		afterTable = true
-	}
-	interrupted := func() error {
-		event("interrupted: stopping every worker")
-		err := halt()
-		table()
-		tally.summary(out, workers, time.Since(start), false)
-		return errors.Join(errors.New("interrupted"), err)
-	}
 	for {
 		select {
 		case <-ctx.Done():
-			return interrupted()
-		case err := <-producer:
-			producer = nil
+			return d.interrupted()
+		case err := <-d.producer:
+			d.producer = nil
 			if err != nil && ctx.Err() == nil {
-				_ = halt()
+				_ = d.halt()
 				return fmt.Errorf("producing: %w", err)
 			}
 		case <-tick.C:
 		}
 		if ctx.Err() != nil {
 			// The producer or a worker saw the interrupt before this loop did.
-			return interrupted()
+			return d.interrupted()
 		}
-		now := time.Since(start)
-		for _, w := range workers {
-			if err := w.failed(); err != nil {
-				_ = halt()
-				return err
-			}
+		done, err := d.step(ctx, time.Since(d.start))
+		if err != nil {
+			_ = d.halt()
+			return err
 		}
-
-		// Stop the busiest worker partway, the way a deployment stops an
-		// instance: cancel its Run context and wait for Run to return.
-		if stopped == nil && now >= stopAt {
-			if w := busiest(workers); w != nil {
-				held := w.consumer.Held()
-				released := w.consumer.Stats().LeasesReleased
-				event("stopping %s (cancelling its Run context); it holds %s", w.name, strings.Join(held, " "))
-				if err := w.stop(); err != nil {
-					_ = halt()
-					return fmt.Errorf("%s: %w", w.name, err)
-				}
-				// Run has returned: the worker wrote its last checkpoints and
-				// released its leases, so the others may take them at once.
-				event("%s stopped: Run returned after releasing %d leases", w.name, w.consumer.Stats().LeasesReleased-released)
-				stopped, moving = w, make(map[string]bool)
-				for _, shard := range held {
-					moving[shard] = true
-				}
-			}
-		}
-		// Report each of the stopped worker's shards once another worker
-		// holds it. It resumes right after the checkpoint the stopped worker
-		// wrote on its way out.
-		if len(moving) > 0 {
-			leases, err := store.List(ctx, streamName)
-			if err == nil {
-				for _, l := range leases {
-					if !moving[l.Key.Shard] {
-						continue
-					}
-					if to := holders(workers, l.Key.Shard); len(to) > 0 {
-						delete(moving, l.Key.Shard)
-						event("%s moved %s -> %s, resuming after record %s", l.Key.Shard, stopped.name, strings.Join(to, "+"), tally.position(l))
-					}
-				}
-			}
-		}
-
-		if producing && now >= produceUntil {
-			stopProducing()
-			producing = false
-			event("producing stopped after %d records; waiting for the rest to be handled", tally.producedCount())
-		}
-		if !producing && producer == nil && tally.allHandled() {
-			event("every record produced was handled; stopping the other workers")
+		if done {
 			break
-		}
-		if !producing && now >= produceUntil+drainTimeout {
-			event("gave up waiting after %v; stopping the other workers", drainTimeout)
-			break
-		}
-		if now >= nextTable {
-			table()
-			nextTable += tableEvery
 		}
 	}
-	err = halt()
+	err := d.halt()
 	// The final table: every lease is released (no holder), and every
 	// checkpoint is at the last record of its shard.
-	table()
-	lost := tally.summary(out, workers, time.Since(start), true)
+	d.table()
+	lost := d.tally.summary(d.out, d.workers, time.Since(d.start), true)
 	if err != nil {
 		return err
 	}
@@ -405,6 +350,186 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		return fmt.Errorf("%d records lost", lost)
 	}
 	return nil
+}
+
+// step does what is due now, time since the start: stop a worker partway,
+// announce dead letters and moves, stop producing, print a table. It
+// reports whether the run is over.
+func (d *demo) step(ctx context.Context, now time.Duration) (bool, error) {
+	for _, w := range d.workers {
+		if err := w.failed(); err != nil {
+			return true, err
+		}
+	}
+	if d.stopped == nil && now >= d.stopAt {
+		if err := d.stopBusiest(); err != nil {
+			return true, err
+		}
+	}
+	for _, note := range d.tally.takeNotes() {
+		d.event("%s", note)
+	}
+	held := heldBy(d.workers)
+	if leases, err := d.store.List(ctx, streamName); err == nil {
+		for _, move := range d.moves.observe(d.workers, held, leases, d.tally.position) {
+			d.event("%s", move)
+		}
+	}
+	if d.producing && now >= d.produceUntil {
+		d.stopProducing()
+		d.producing = false
+		d.event("producing stopped after %d records; waiting for the rest to be handled", d.tally.producedCount())
+	}
+	if !d.producing && d.producer == nil && d.tally.allHandled() {
+		d.event("every record produced was handled; stopping the other workers")
+		return true, nil
+	}
+	if !d.producing && now >= d.produceUntil+drainTimeout {
+		d.event("gave up waiting after %v; stopping the other workers", drainTimeout)
+		return true, nil
+	}
+	if now >= d.nextTable {
+		d.printTable(held)
+		d.nextTable += tableEvery
+	}
+	return false, nil
+}
+
+// stopBusiest stops the worker holding the most shards, the way a
+// deployment stops an instance: it cancels its Run context and waits for Run
+// to return.
+func (d *demo) stopBusiest() error {
+	w := busiest(d.workers)
+	if w == nil {
+		return nil
+	}
+	released := w.consumer.Stats().LeasesReleased
+	d.event("stopping %s (cancelling its Run context); it holds %s", w.name, strings.Join(w.consumer.Held(), " "))
+	if err := w.stop(); err != nil {
+		return fmt.Errorf("%s: %w", w.name, err)
+	}
+	// Run has returned: the worker wrote its last checkpoints and released
+	// its leases, so the others may take them at once.
+	d.event("%s stopped: Run returned after releasing %d leases", w.name, w.consumer.Stats().LeasesReleased-released)
+	d.stopped = w
+	return nil
+}
+
+// halt stops the producer and every worker, and waits for all of them.
+func (d *demo) halt() error {
+	d.stopProducing()
+	if d.producer != nil {
+		<-d.producer
+		d.producer = nil
+	}
+	var errs []error
+	for _, w := range d.workers {
+		if !w.stopped {
+			w.cancel()
+			w.stopped = true
+		}
+	}
+	for _, w := range d.workers {
+		<-w.done
+		if w.err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", w.name, w.err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// interrupted stops everything after Ctrl-C and prints the counts so far.
+func (d *demo) interrupted() error {
+	d.event("interrupted: stopping every worker")
+	err := d.halt()
+	d.table()
+	d.tally.summary(d.out, d.workers, time.Since(d.start), false)
+	return errors.Join(errors.New("interrupted"), err)
+}
+
+// event prints one line about what just happened, stamped with the time
+// since the start.
+func (d *demo) event(format string, args ...any) {
+	if d.afterTable {
+		fmt.Fprintln(d.out)
+		d.afterTable = false
+	}
+	fmt.Fprintf(d.out, "t=%.1fs  "+format+"\n", append([]any{time.Since(d.start).Seconds()}, args...)...)
+}
+
+// table prints the table of shards as the workers hold them now.
+func (d *demo) table() { d.printTable(heldBy(d.workers)) }
+
+func (d *demo) printTable(held map[string][]string) {
+	printTable(d.out, fmt.Sprintf("t=%.1fs", time.Since(d.start).Seconds()), d.workers, held, d.store, d.tally)
+	d.afterTable = true
+}
+
+// moveWatch announces every change of a shard's holder: each shard of a
+// stopped worker, and each lease one running worker hands another.
+type moveWatch struct {
+	last map[string]string // shard → the worker last seen holding it alone
+	lost map[string]int64  // worker → its LeasesLost when last looked
+}
+
+func newMoveWatch() *moveWatch {
+	return &moveWatch{last: make(map[string]string), lost: make(map[string]int64)}
+}
+
+// observe compares who holds each shard now (held, from heldBy) with who
+// held it when last seen, and returns a line for each shard that moved.
+// A shard held by no running worker, or by two for a moment during a
+// handover, has not moved yet. position names a lease's checkpoint.
+func (m *moveWatch) observe(workers []*worker, held map[string][]string, leases []shardlease.Lease, position func(shardlease.Lease) string) []string {
+	byName := make(map[string]*worker, len(workers))
+	lostNow := make(map[string]bool, len(workers))
+	for _, w := range workers {
+		byName[w.name] = w
+		n := w.consumer.Stats().LeasesLost
+		lostNow[w.name] = n > m.lost[w.name]
+		m.lost[w.name] = n
+	}
+	var lines []string
+	for _, l := range leases {
+		shard := l.Key.Shard
+		h := held[shard]
+		if len(h) != 1 {
+			continue
+		}
+		from, to := m.last[shard], h[0]
+		m.last[shard] = to
+		if from == "" || from == to {
+			continue
+		}
+		var why string
+		switch {
+		case byName[from] != nil && byName[from].stopped:
+			why = from + " stopped"
+		case lostNow[from]:
+			why = from + " lost its lease"
+		default:
+			why = from + " handed it over to even out the load"
+		}
+		lines = append(lines, fmt.Sprintf("%s moved from %s to %s (%s); %s resumes after record %s",
+			shard, from, to, why, to, position(l)))
+	}
+	return lines
+}
+
+// heldBy returns the names of the running workers holding each shard: one,
+// or two for a moment during a handover, when the old holder may still be
+// listed next to the new one. A shard nobody holds is absent.
+func heldBy(workers []*worker) map[string][]string {
+	held := make(map[string][]string)
+	for _, w := range workers {
+		if w.stopped {
+			continue
+		}
+		for _, shard := range w.consumer.Held() {
+			held[shard] = append(held[shard], w.name)
+		}
+	}
+	return held
 }
 
 // busiest returns the running worker holding the most shards, or nil while
@@ -418,24 +543,6 @@ func busiest(workers []*worker) *worker {
 		}
 	}
 	return best
-}
-
-// holders returns the names of the running workers that hold shard: one,
-// or none while the lease is free or being handed over. For a moment during
-// a handover the old holder may still be listed next to the new one.
-func holders(workers []*worker, shard string) []string {
-	var names []string
-	for _, w := range workers {
-		if w.stopped {
-			continue
-		}
-		for _, id := range w.consumer.Held() {
-			if id == shard {
-				names = append(names, w.name)
-			}
-		}
-	}
-	return names
 }
 
 // produce puts rate records a second until ctx is done. Each record's data
@@ -486,8 +593,9 @@ func produce(ctx context.Context, stream *shardleasetest.Kinesis, rate, poison i
 
 // tally counts what was produced and what the handlers saw.
 type tally struct {
-	out      io.Writer
+	start    time.Time // when the workers started; set before they do
 	mu       sync.Mutex
+	notes    []string        // lines for the main loop to print (dead letters)
 	dead     map[string]bool // ids of the records handed to the dead-letter callback
 	produced map[string]int  // records put, by shard
 	ordinal  map[string]int  // position of a record in its shard (1, 2, ...), by sequence number
@@ -496,9 +604,9 @@ type tally struct {
 	handled  map[string]int  // records handled, by shard, duplicates included
 }
 
-func newTally(out io.Writer) *tally {
+func newTally() *tally {
 	return &tally{
-		out: out, dead: make(map[string]bool),
+		dead:     make(map[string]bool),
 		produced: make(map[string]int), ordinal: make(map[string]int),
 		putIDs: make(map[string]bool), seen: make(map[string]int), handled: make(map[string]int),
 	}
@@ -519,7 +627,7 @@ func (t *tally) put(id, shard, seq string) {
 func (t *tally) handle(ctx context.Context, batch *shardlease.Batch) error {
 	for _, r := range batch.Records {
 		if strings.HasSuffix(string(r.Data), poisonSuffix) {
-			return fmt.Errorf("record %s: cannot parse %q", r.SequenceNumber, r.Data)
+			return fmt.Errorf("record %d: cannot parse %q", recordNumber(string(r.Data)), r.Data)
 		}
 	}
 	t.mu.Lock()
@@ -540,9 +648,30 @@ func (t *tally) deadLetter(ctx context.Context, shard string, records []shardlea
 	for _, r := range records {
 		id := strings.TrimSuffix(string(r.Data), poisonSuffix)
 		t.dead[id] = true
-		fmt.Fprintf(t.out, "dead-letter callback: %s of %s, after %d attempts: %v\n", id, shard, maxAttempts, err)
+		inShard := "?"
+		if n, ok := t.ordinal[r.SequenceNumber]; ok {
+			inShard = strconv.Itoa(n)
+		}
+		t.notes = append(t.notes, fmt.Sprintf("record %d (record %s of %s) went to the dead-letter callback after %d failed attempts: %v",
+			recordNumber(id), inShard, shard, maxAttempts, err))
 	}
 	return nil
+}
+
+// takeNotes returns the lines noted since it was last called.
+func (t *tally) takeNotes() []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	notes := t.notes
+	t.notes = nil
+	return notes
+}
+
+// recordNumber is the number in the run of the record with payload data
+// ("rec-000042" is record 42), or 0 for a payload that names none.
+func recordNumber(data string) int {
+	n, _ := strconv.Atoi(strings.TrimPrefix(strings.TrimSuffix(data, poisonSuffix), "rec-"))
+	return n
 }
 
 func (t *tally) producedCount() int {
@@ -590,7 +719,7 @@ func (t *tally) position(l shardlease.Lease) string {
 //	            over resumes after it. It trails "handled" by up to a
 //	            checkpoint interval.
 //	note        a handover in progress, or a lease nobody holds
-func printTable(out io.Writer, now string, workers []*worker, store *shardlease.MemoryStore, t *tally) {
+func printTable(out io.Writer, now string, workers []*worker, held map[string][]string, store *shardlease.MemoryStore, t *tally) {
 	leases, err := store.List(context.Background(), streamName)
 	if err != nil {
 		fmt.Fprintf(out, "%s  listing leases: %v\n", now, err)
@@ -606,7 +735,7 @@ func printTable(out io.Writer, now string, workers []*worker, store *shardlease.
 	}
 	fmt.Fprintf(out, "  %-20s  %-9s  %8s  %8s  %10s  %s\n", "shard", "holder", "produced", "handled", "checkpoint", "note")
 	for _, l := range leases {
-		holder := strings.Join(holders(workers, l.Key.Shard), "+")
+		holder := strings.Join(held[l.Key.Shard], "+")
 		note := ""
 		switch {
 		case l.HandoffTo != "":
@@ -655,7 +784,7 @@ func (t *tally) summary(out io.Writer, workers []*worker, took time.Duration, co
 	}
 	for _, w := range workers {
 		st := w.consumer.Stats()
-		fmt.Fprintf(out, "  %-9s   %6d records handled; leases taken %d, handed in %d, released %d, lost %d\n",
+		fmt.Fprintf(out, "  %-9s   %6d records handled; leases: %d taken free or expired, %d handed over by their holder, %d released, %d lost\n",
 			w.name, st.RecordsHandled, st.LeasesTaken, st.LeasesHandedIn, st.LeasesReleased, st.LeasesLost)
 	}
 	return lost

@@ -36,7 +36,10 @@ func TestRun(t *testing.T) {
 	// The record that does not parse went to the dead-letter callback; every
 	// other one was handled.
 	assert.Equal(t, "1", count("dead-letter"), text)
-	assert.Contains(t, text, "dead-letter callback: rec-000042 of shardId-", text)
+	// It is named as the tables name records, by number, never by its
+	// sequence number.
+	assert.Regexp(t, `(?m)^t=\d+\.\ds  record 42 \(record \d+ of shardId-\d+\) went to the dead-letter callback after 3 failed attempts: record 42: cannot parse`, text)
+	assert.NotRegexp(t, `\d{20}`, text, "a sequence number is printed")
 	produced, handled := atoi(t, count("produced")), atoi(t, count("handled"))
 	assert.Equal(t, produced-1, handled, text)
 
@@ -45,11 +48,56 @@ func TestRun(t *testing.T) {
 	stopped, shards := stop[1], strings.Fields(stop[2])
 	require.NotEmpty(t, shards, text)
 	for _, shard := range shards {
-		m := regexp.MustCompile(regexp.QuoteMeta(shard) + ` moved ` + stopped + ` -> (worker-\d+)`).FindStringSubmatch(text)
+		m := regexp.MustCompile(regexp.QuoteMeta(shard) + ` moved from ` + stopped + ` to (worker-\d+) \(` + stopped + ` stopped\); worker-\d+ resumes after record \d+`).FindStringSubmatch(text)
 		if assert.NotNil(t, m, "%s did not move:\n%s", shard, text) {
 			assert.NotEqual(t, stopped, m[1], text)
 		}
 	}
+	assertMovesAnnounced(t, text)
+
+	// Each worker's leases are counted in words a reader can follow.
+	perWorker := regexp.MustCompile(`(?m)^  worker-\d+\s+\d+ records handled; leases: \d+ taken free or expired, \d+ handed over by their holder, \d+ released, \d+ lost$`)
+	assert.Len(t, perWorker.FindAllString(text, -1), 3, text)
+	// A lease one worker handed another was announced as a move, unless
+	// the run ended first.
+	handedIn := 0
+	for _, m := range regexp.MustCompile(`(?m)^  worker-\d+ .*, (\d+) handed over by their holder,`).FindAllStringSubmatch(text, -1) {
+		handedIn += atoi(t, m[1])
+	}
+	handovers := len(regexp.MustCompile(`(?m) moved from worker-\d+ to worker-\d+ \(worker-\d+ handed it over to even out the load\)`).FindAllString(text, -1))
+	assert.LessOrEqual(t, handovers, handedIn, text)
+	if handedIn > 0 {
+		assert.Positive(t, handovers, "no handover announced:\n%s", text)
+	}
+	assert.NotContains(t, text, "handed in", text)
+}
+
+// assertMovesAnnounced checks that every change of a shard's holder from
+// one table to the next was announced in between: following the move lines
+// from the holder a table shows leads to the holder the next table shows.
+func assertMovesAnnounced(t *testing.T, text string) {
+	t.Helper()
+	move := regexp.MustCompile(`^t=\S+  (shardId-\d+) moved from (worker-\d+) to (worker-\d+) \(`)
+	row := regexp.MustCompile(`^  (shardId-\d+)  (\S+) `)
+	holder := map[string]string{} // shard → its holder, as the output last told
+	for _, line := range strings.Split(text, "\n") {
+		if m := move.FindStringSubmatch(line); m != nil {
+			if h, ok := holder[m[1]]; ok {
+				assert.Equal(t, h, m[2], "%q: the shard was last shown held by %s", line, h)
+			}
+			holder[m[1]] = m[3]
+			continue
+		}
+		m := row.FindStringSubmatch(line)
+		if m == nil || m[2] == "-" || strings.Contains(m[2], "+") {
+			continue // no single holder: free, or in the middle of a handover
+		}
+		if h, ok := holder[m[1]]; ok {
+			assert.Equal(t, h, m[2], "%q: the move from %s was not announced", line, h)
+		}
+		holder[m[1]] = m[2]
+	}
+	assert.NotEmpty(t, holder, "no table and no move in the output")
 }
 
 func atoi(t *testing.T, s string) int {
