@@ -259,6 +259,29 @@ func (d *auditDynamo) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o 
 	return out, err
 }
 
+// Scan records every lease row a listing returned. A write the server
+// applied after the caller's deadline had passed returns an error to the
+// audit too, so the audit never saw the counter it produced; the worker may
+// still learn that counter from a listing (a row naming it that it does not
+// run, released at shutdown) and write under it. The listing is where the
+// audit learns it as well.
+func (d *auditDynamo) Scan(ctx context.Context, in *dynamodb.ScanInput, o ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error) {
+	out, err := d.DynamoDBAPI.Scan(ctx, in, o...)
+	if err == nil {
+		d.a.observeAll(out.Items, d.by)
+	}
+	return out, err
+}
+
+// observeAll records the lease rows of a listing; worker rows are not leases.
+func (a *auditor) observeAll(rows []map[string]dynamotypes.AttributeValue, by string) {
+	for _, row := range rows {
+		if !strings.Contains(avString(row["lease_key"]), ":@") {
+			a.observe(row, by)
+		}
+	}
+}
+
 // observe records a row as it was read: the owner its counter goes with.
 func (a *auditor) observe(row map[string]dynamotypes.AttributeValue, by string) {
 	n, err := strconv.ParseInt(avNumber(row["lease_counter"]), 10, 64)
