@@ -168,7 +168,11 @@ func TestReadmeGuaranteesNameRealTests(t *testing.T) {
 //   - every ```go block is either a complete Go file (a package clause
 //     first), which must build and pass vet as part of a module of its own
 //     that requires this one, or is marked a fragment with the info string
-//     "go fragment" (```go fragment), which is not compiled.
+//     "go fragment" (```go fragment), which is not compiled;
+//   - a complete block whose info string names a file (```go file=orders_test.go)
+//     is that file of one package with the page's other named blocks, as a
+//     reader copies them into one directory; a package with a _test.go file
+//     also passes go test.
 //
 // Links and anchors inside code (fenced blocks and `spans`) are not links.
 
@@ -236,7 +240,7 @@ var (
 	scheme     = regexp.MustCompile(`^[a-zA-Z][a-zA-Z0-9+.-]*:`)
 	heading    = regexp.MustCompile(`^\s{0,3}(#{1,6})\s+(.*?)\s*#*\s*$`)
 	headLink   = regexp.MustCompile(`\[([^\]]*)\]\([^)]*\)`)
-	snippetPos = regexp.MustCompile(`(?:\./)?snippet(\d+)/snippet\.go:(\d+)`)
+	snippetPos = regexp.MustCompile(`(?:(?:\./)?(snippet\d+)/)?([\w.-]+\.go):(\d+)`)
 )
 
 // slug is GitHub's anchor for a heading's text.
@@ -386,6 +390,17 @@ type goSnippet struct {
 	page string
 	line int // the line of its opening fence
 	src  string
+	file string // the file it is, from file=NAME in the info string; "" for a package of its own
+}
+
+// snippetFile returns the file=NAME of a block's info string fields, or "".
+func snippetFile(fields []string) string {
+	for _, f := range fields {
+		if name, ok := strings.CutPrefix(f, "file="); ok {
+			return name
+		}
+	}
+	return ""
 }
 
 func (s goSnippet) where() string { return fmt.Sprintf("%s:%d", s.page, s.line) }
@@ -401,7 +416,11 @@ func goSnippets(pages map[string]string) (snippets []goSnippet, complaints []str
 			if len(fields) == 0 || fields[0] != "go" || slices.Contains(fields[1:], "fragment") {
 				continue
 			}
-			s := goSnippet{page, b.line, b.body}
+			s := goSnippet{page, b.line, b.body, snippetFile(fields[1:])}
+			if s.file != "" && (filepath.Base(s.file) != s.file || !strings.HasSuffix(s.file, ".go")) {
+				complaints = append(complaints, fmt.Sprintf("%s: file=%s is not the name of a Go file", s.where(), s.file))
+				continue
+			}
 			if _, err := parser.ParseFile(token.NewFileSet(), s.where(), s.src, parser.PackageClauseOnly); err != nil {
 				complaints = append(complaints, fmt.Sprintf("%s: a ```go block that is not a complete Go file (%v): mark it ```go fragment", s.where(), err))
 				continue
@@ -416,9 +435,52 @@ func goSnippets(pages map[string]string) (snippets []goSnippet, complaints []str
 
 // buildSnippets writes each snippet as the one file of a package of a
 // module of its own that requires this one (through a replace directive,
-// as a user's module requires a release), then builds and vets them all.
-// It returns the go command's complaints, if any, at the pages' lines.
+// as a user's module requires a release), the named blocks of a page as the
+// files of one package, then builds and vets them all, and tests the
+// packages that have test files. It returns the go command's complaints,
+// if any, at the pages' lines.
 func buildSnippets(t *testing.T, snippets []goSnippet) string {
+	t.Helper()
+	dir := snippetModule(t)
+	files, tested := writeSnippets(t, dir, snippets)
+	// dir/file:L, or a bare file:L of a test's failure, is line L after
+	// the opening fence of the snippet written there.
+	atPage := func(out []byte) string {
+		return snippetPos.ReplaceAllStringFunc(string(out), func(pos string) string {
+			m := snippetPos.FindStringSubmatch(pos)
+			s, ok := files[m[1]+"/"+m[2]]
+			if m[1] == "" {
+				s, ok = files[m[2]]
+			}
+			l, _ := strconv.Atoi(m[3])
+			if !ok {
+				return pos
+			}
+			return fmt.Sprintf("%s:%d", s.page, s.line+l)
+		})
+	}
+	goTool, err := exec.LookPath("go")
+	require.NoError(t, err, "the go command is needed to build the docs' Go blocks")
+	// Built into the null device, the go command compiles every package,
+	// main or not, and keeps nothing.
+	commands := [][]string{{"build", "-o", os.DevNull, "./..."}, {"vet", "./..."}}
+	if len(tested) > 0 {
+		commands = append(commands, append([]string{"test", "-count=1"}, tested...))
+	}
+	for _, args := range commands {
+		cmd := exec.Command(goTool, args...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod", "GOPROXY=off")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Sprintf("go %s: %v\n%s", args[0], err, atPage(out))
+		}
+	}
+	return ""
+}
+
+// snippetModule returns a new directory holding the go.mod and go.sum of
+// a module that requires this one.
+func snippetModule(t *testing.T) string {
 	t.Helper()
 	root, err := filepath.Abs(".")
 	require.NoError(t, err)
@@ -434,36 +496,45 @@ func buildSnippets(t *testing.T, snippets []goSnippet) string {
 		"\nreplace github.com/shardlease/shardlease => " + root + "\n"
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "go.mod"), []byte(gomod), 0o644))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "go.sum"), sum, 0o644))
+	return dir
+}
+
+// writeSnippets writes the snippets into packages of dir: snippetNN/snippet.go
+// for the NNth snippet, and each named block as its file of the package of
+// its page's first named block. It returns the snippets by the paths they
+// were written at (and by the bare name of a file written once), and the
+// packages with test files, as ./snippetNN.
+func writeSnippets(t *testing.T, dir string, snippets []goSnippet) (files map[string]goSnippet, tested []string) {
+	t.Helper()
+	files = map[string]goSnippet{}
+	pageDir := map[string]string{} // the package of a page's named blocks
+	named := map[string]int{}      // how many snippets were written under that name
 	for i, s := range snippets {
-		pkg := fmt.Sprintf("snippet%02d", i+1)
-		require.NoError(t, os.Mkdir(filepath.Join(dir, pkg), 0o755))
-		require.NoError(t, os.WriteFile(filepath.Join(dir, pkg, "snippet.go"), []byte(s.src), 0o644))
-	}
-	// snippetNN/snippet.go:L is line L after the opening fence of block NN.
-	atPage := func(out []byte) string {
-		return snippetPos.ReplaceAllStringFunc(string(out), func(pos string) string {
-			m := snippetPos.FindStringSubmatch(pos)
-			i, _ := strconv.Atoi(m[1])
-			l, _ := strconv.Atoi(m[2])
-			if i < 1 || i > len(snippets) {
-				return pos
+		pkg, name := fmt.Sprintf("snippet%02d", i+1), "snippet.go"
+		if s.file != "" {
+			if _, ok := pageDir[s.page]; !ok {
+				pageDir[s.page] = pkg
 			}
-			return fmt.Sprintf("%s:%d", snippets[i-1].page, snippets[i-1].line+l)
-		})
-	}
-	goTool, err := exec.LookPath("go")
-	require.NoError(t, err, "the go command is needed to build the docs' Go blocks")
-	// Built into the null device, the go command compiles every package,
-	// main or not, and keeps nothing.
-	for _, args := range [][]string{{"build", "-o", os.DevNull, "./..."}, {"vet", "./..."}} {
-		cmd := exec.Command(goTool, args...)
-		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod", "GOPROXY=off")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Sprintf("go %s: %v\n%s", args[0], err, atPage(out))
+			pkg, name = pageDir[s.page], s.file
+		}
+		path := filepath.Join(dir, pkg, name)
+		_, err := os.Stat(path)
+		require.True(t, os.IsNotExist(err), "%s: the page names file=%s twice", s.where(), name)
+		require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o755))
+		require.NoError(t, os.WriteFile(path, []byte(s.src), 0o644))
+		files[pkg+"/"+name] = s
+		files[name] = s
+		named[name]++
+		if strings.HasSuffix(name, "_test.go") && !slices.Contains(tested, "./"+pkg) {
+			tested = append(tested, "./"+pkg)
 		}
 	}
-	return ""
+	for name, n := range named {
+		if n > 1 {
+			delete(files, name) // a bare name is ambiguous
+		}
+	}
+	return files, tested
 }
 
 // Every ```go block of README.md and docs/ is a complete Go file that
@@ -501,4 +572,25 @@ func TestDocsSnippetCheckFindsBrokenSnippets(t *testing.T) {
 	out := buildSnippets(t, snippets)
 	assert.Contains(t, out, "page.md:16:15: undefined: undefined", "the go command's complaint, at the page's line")
 	assert.Contains(t, out, "page.md:22:12: undefined: alsoUndefined", "the go command's complaint, at the page's line")
+}
+
+// A page's named blocks are the files of one package, and its tests run:
+// a failing one is reported at the page's line. A name that is no Go file
+// is refused.
+func TestDocsSnippetCheckRunsNamedFiles(t *testing.T) {
+	page := "```go file=sum.go\npackage sum\n\n// Sum adds.\nfunc Sum(a, b int) int { return a - b }\n```\n\n" +
+		"```go file=sum_test.go\npackage sum\n\nimport \"testing\"\n\nfunc TestSum(t *testing.T) {\n" +
+		"\tif got := Sum(2, 3); got != 5 {\n\t\tt.Errorf(\"Sum(2, 3) = %d\", got)\n\t}\n}\n```\n\n" +
+		"```go file=../escape.go\npackage sum\n```\n"
+	snippets, complaints := goSnippets(map[string]string{"page.md": page})
+	require.Len(t, complaints, 1)
+	assert.Contains(t, complaints[0], "page.md:20: file=../escape.go is not the name of a Go file")
+	require.Len(t, snippets, 2)
+	assert.Equal(t, "sum.go", snippets[0].file)
+	if testing.Short() {
+		t.Skip("tests Go blocks with the go command")
+	}
+	out := buildSnippets(t, snippets)
+	assert.Contains(t, out, "go test:", "built and vetted as one package, then tested")
+	assert.Contains(t, out, "page.md:15: Sum(2, 3) = -1", "the test's failure, at the page's line")
 }

@@ -8,12 +8,15 @@
 //
 // # Testing a handler
 //
-// Make a stream with [NewKinesis] and [Kinesis.AddStream], and put records
-// with [Kinesis.Put] or [Kinesis.PutBatch]. Wrap the handler under test with
-// [Collect], and run a Consumer over the stream and a
-// [shardlease.MemoryStore] with [Run]. [Collector.WaitFor] returns once the
-// handler has processed the records; Run stops the consumer when the test
-// ends:
+// A handler is a function: a test may call it on a batch made with
+// [NewBatch], with no stream, store or consumer.
+//
+// End to end, make a stream with [NewKinesis] and [Kinesis.AddStream], and
+// put records with [Kinesis.Put] or [Kinesis.PutBatch]. Wrap the handler
+// under test with [Collect], and run a Consumer over the stream and a
+// [shardlease.MemoryStore] with [Run], its log sent to the test's by
+// [Logger]. [Collector.WaitFor] returns the records once the handler has
+// processed them; Run stops the consumer when the test ends:
 //
 //	k := shardleasetest.NewKinesis()
 //	if err := k.AddStream("orders", 2); err != nil {
@@ -21,12 +24,15 @@
 //	}
 //	// ... k.Put("orders", key, data) for each record ...
 //	got := shardleasetest.Collect(handleOrder)
-//	c, err := shardlease.NewConsumer(k, shardlease.NewMemoryStore(), "orders", got.Handle)
+//	c, err := shardlease.NewConsumer(k, shardlease.NewMemoryStore(), "orders", got.Handle,
+//		shardlease.WithLogger(shardleasetest.Logger(t)))
 //	if err != nil {
 //		t.Fatal(err)
 //	}
 //	shardleasetest.Run(t, c)
 //	records := got.WaitFor(t, 3, 10*time.Second)
+//
+// The repository's docs/testing.md walks through each kind of test.
 //
 // Reshard while the consumer runs with [Kinesis.Split] and [Kinesis.Merge],
 // make calls fail with [Kinesis.SetFaults], count them with [Kinesis.Calls],

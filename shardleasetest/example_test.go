@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"testing"
 	"time"
@@ -18,8 +19,10 @@ import (
 
 // Testing a handler against the in-process stream: put records, run a
 // consumer on a MemoryStore, wait until the handler has processed them. In
-// a test, shardleasetest.Run(t, consumer) starts and stops the consumer and
-// got.WaitFor(t, 3, time.Minute) waits, failing the test on a timeout.
+// a test, shardleasetest.Run(t, consumer) starts and stops the consumer,
+// got.WaitFor(t, 3, time.Minute) waits, failing the test on a timeout, and
+// shardlease.WithLogger(shardleasetest.Logger(t)) puts the consumer's log
+// in the test's; an example has no test, so its consumer logs nowhere.
 func Example() {
 	stream := shardleasetest.NewKinesis()
 	if err := stream.AddStream("orders", 1); err != nil {
@@ -47,7 +50,7 @@ func Example() {
 	}
 	got := shardleasetest.Collect(sumAmounts)
 	consumer, err := shardlease.NewConsumer(stream, shardlease.NewMemoryStore(), "orders", got.Handle,
-		shardlease.WithIdlePollInterval(10*time.Millisecond))
+		shardlease.WithIdlePollInterval(10*time.Millisecond), shardlease.WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		fmt.Println(err)
 		return

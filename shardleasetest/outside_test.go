@@ -83,7 +83,7 @@ func TestHandleOrders(t *testing.T) {
 	var totals orders.Totals
 	got := shardleasetest.Collect(totals.Handle)
 	c, err := shardlease.NewConsumer(k, shardlease.NewMemoryStore(), "orders", got.Handle,
-		shardlease.WithIdlePollInterval(10*time.Millisecond))
+		shardlease.WithIdlePollInterval(10*time.Millisecond), shardlease.WithLogger(shardleasetest.Logger(t)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,6 +148,7 @@ func TestKitFromAnotherModule(t *testing.T) {
 		require.NoError(t, err, "go %s in a module outside this one:\n%s", strings.Join(args, " "), out)
 		if args[0] == "test" {
 			assert.Contains(t, string(out), "--- PASS: TestHandleOrders")
+			assert.Contains(t, string(out), `level=INFO msg="lease taken" stream=orders`, "the consumer's log, in the test's")
 			assert.Contains(t, string(out), "--- PASS: TestConformance")
 			assert.Contains(t, string(out), "--- PASS: TestConformance/ConcurrentAcquireOneWins", "the suite's subtests ran")
 			assert.NotContains(t, string(out), "--- FAIL")

@@ -23,6 +23,10 @@ type Running struct {
 // the test, and returns at once. At cleanup it stops the consumer and waits
 // for Run to return; if Run returned an error that the test did not take
 // through [Running.Stop] or [Running.Err], the test fails with it.
+//
+// The consumer logs where NewConsumer was told to: make it with
+// shardlease.WithLogger([Logger](t)) so that its log is the test's, shown
+// with -v or when the test fails, instead of lines on standard error.
 func Run(t testing.TB, c *shardlease.Consumer) *Running {
 	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
