@@ -142,6 +142,9 @@ func (b *Batch) Checkpoint(rec Record) error {
 	if rec.SequenceNumber == "" {
 		return errorf("%w: stream %s shard %s: the record has no sequence number", ErrInvalidConfig, b.Stream, b.ShardID)
 	}
+	if b.r == nil {
+		return b.notHandedOut("Checkpoint")
+	}
 	if ln := b.r.h.lanes; ln != nil {
 		return ln.checkpoint(b, rec)
 	}
@@ -150,7 +153,19 @@ func (b *Batch) Checkpoint(rec Record) error {
 
 // Flush writes the pending checkpoint now (and renews the lease), waiting
 // for the write. It fails with ErrLeaseLost once the lease is gone.
-func (b *Batch) Flush(ctx context.Context) error { return b.r.flush(ctx) }
+func (b *Batch) Flush(ctx context.Context) error {
+	if b.r == nil {
+		return b.notHandedOut("Flush")
+	}
+	return b.r.flush(ctx)
+}
+
+// notHandedOut is the error of a checkpoint call on a batch that no
+// consumer handed out (one a test made): there is no lease to write to.
+func (b *Batch) notHandedOut(call string) error {
+	return errorf("%w: stream %s shard %s: %s on a batch no consumer handed out (made by a test): there is no lease to write; run the handler under a Consumer to test checkpoints",
+		ErrInvalidConfig, b.Stream, b.ShardID, call)
+}
 
 // DeadLetterFunc receives records of a shard that its handler failed on
 // WithMaxAttempts times each, with the error of the last failure; today one

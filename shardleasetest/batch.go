@@ -27,8 +27,9 @@ var batchSeq atomic.Uint64
 // records are copied.
 //
 // Batch.Checkpoint and Batch.Flush need the lease of a running consumer: a
-// batch from NewBatch has none, and they panic on it (a nil pointer), so a
-// handler that calls them is tested with a consumer (see [Run]).
+// batch from NewBatch has none, and they return an error matching
+// shardlease.ErrInvalidConfig that says so; a handler that calls them is
+// tested with a consumer (see [Run]). Its Fence is the zero token.
 func NewBatch(stream, shardID string, records ...shardlease.Record) *shardlease.Batch {
 	recs := slices.Clone(records)
 	now := time.Now().Truncate(time.Millisecond).UTC()

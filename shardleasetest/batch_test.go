@@ -74,3 +74,18 @@ func ExampleNewBatch() {
 	// <nil> 35
 	// order order-3: strconv.Atoi: parsing "ten": invalid syntax
 }
+
+// A batch no consumer handed out has no lease: Checkpoint and Flush return an
+// error that names the shard and says so, instead of failing on a nil
+// pointer, and its fence token is the zero token that Compare refuses.
+func TestNewBatchCheckpointSaysThereIsNoLease(t *testing.T) {
+	t.Parallel()
+	b := shardleasetest.NewBatch("orders", "shardId-000000000001", shardlease.Record{PartitionKey: "k"})
+	err := b.Checkpoint(b.Records[0])
+	require.ErrorIs(t, err, shardlease.ErrInvalidConfig)
+	assert.Contains(t, err.Error(), "shardId-000000000001")
+	assert.Contains(t, err.Error(), "no consumer handed out")
+	require.ErrorIs(t, b.Flush(t.Context()), shardlease.ErrInvalidConfig)
+	_, err = b.Fence().Compare(b.Fence())
+	require.ErrorIs(t, err, shardlease.ErrFenceMismatch)
+}
