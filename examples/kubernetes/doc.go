@@ -4,4 +4,4 @@
 // on the coordinating worker's workers-wanted gauge. The test beside them
 // parses both and checks what they must agree on. It is a module of its own
 // so that the library does not require a YAML parser.
-package kubernetes
+package main
