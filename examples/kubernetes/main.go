@@ -79,7 +79,7 @@ func run(ctx context.Context, getenv func(string) string, stderr io.Writer) erro
 	}
 	if runErr == nil && srvErr == nil {
 		st := consumer.Stats()
-		log.Info("stopped", "records_handled", st.RecordsHandled, "leases_released", st.LeasesReleased)
+		log.Info("exiting", "records_handled", st.RecordsHandled, "leases_released", st.LeasesReleased)
 	}
 	return errors.Join(runErr, srvErr)
 }

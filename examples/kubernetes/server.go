@@ -25,10 +25,10 @@ const (
 type phase int32
 
 const (
-	starting phase = iota // Run checks the table and the stream, and lists the shards
-	consuming             // Run logged "started"
-	draining              // SIGTERM came: the leases go to the other workers
-	stopped               // Run returned
+	starting  phase = iota // Run checks the table and the stream, and lists the shards
+	consuming              // Run logged "started"
+	draining               // SIGTERM came: the leases go to the other workers
+	stopped                // Run returned
 )
 
 var phaseNames = [...]string{"starting", "consuming", "draining", "stopped"}
