@@ -334,15 +334,16 @@ func TestServiceDrainsOnSIGTERM(t *testing.T) {
 	ctx := t.Context()
 	emu := startEmulators(t)
 	const table, stream, shards = "orders-leases", "orders", 4
-	if err := shardlease.CreateTable(ctx, emu.ddb, table); err != nil {
-		t.Fatal(err)
-	}
 	last := emu.createStream(ctx, t, stream, shards)
 	env := map[string]string{envTable: table, envStream: stream, envPodName: "orders-consumer-7d9f-aaaaa",
 		envLease: "1s", envShutdown: "3s", envAddr: "127.0.0.1:0",
 		"AWS_CONFIG_FILE": os.DevNull, "AWS_SHARED_CREDENTIALS_FILE": os.DevNull, "AWS_EC2_METADATA_DISABLED": "true"}
 	for k, v := range emu.env {
 		env[k] = v
+	}
+	failsWithoutTheTable(t, env)
+	if err := shardlease.CreateTable(ctx, emu.ddb, table); err != nil {
+		t.Fatal(err)
 	}
 	first := startService(t, env)
 	waitHolding(ctx, t, first, last)
@@ -390,6 +391,30 @@ func TestServiceDrainsOnSIGTERM(t *testing.T) {
 		if l.Owner != "" || l.Checkpoint != last[l.Key.Shard] {
 			t.Errorf("%s: owner %q, checkpoint %q; want released at the last record %q", l.Key.Shard, l.Owner, l.Checkpoint, last[l.Key.Shard])
 		}
+	}
+}
+
+// failsWithoutTheTable checks that the service, before its lease table
+// exists, is never ready and exits 1 with an error that names the table and
+// the command that creates it.
+func failsWithoutTheTable(t *testing.T, env map[string]string) {
+	t.Helper()
+	p := startService(t, env)
+	select {
+	case err := <-p.done:
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) || exit.ExitCode() != 1 {
+			t.Fatalf("without the table: %v, want exit status 1\n%s", err, p.logs.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("without the table, the service still runs after 30s\n%s", p.logs.String())
+	}
+	logs := p.logs.String()
+	if !strings.Contains(logs, "orders-consumer: ") || !strings.Contains(logs, "shardlease create-table -table "+env[envTable]) {
+		t.Errorf("without the table, the service does not say how to create it:\n%s", logs)
+	}
+	if slices.Contains(p.messages(), "started") {
+		t.Errorf("without the table, the service logged started:\n%s", logs)
 	}
 }
 
