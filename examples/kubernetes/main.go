@@ -127,7 +127,7 @@ func consume(ctx context.Context, s settings, c *shardlease.Consumer, ready *rea
 		return <-done
 	}
 	ready.advance(draining)
-	log.Info("draining before stop", "wait", s.drainWait())
+	log.Info("draining before stop", "wait", s.drainWait().String())
 	drainCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.drainWait())
 	err := c.Drain(drainCtx)
 	cancel()
