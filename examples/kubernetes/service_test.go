@@ -365,7 +365,7 @@ func TestServiceDrainsOnSIGTERM(t *testing.T) {
 	env[envPodName] = "orders-consumer-7d9f-bbbbb"
 	second := startService(t, env)
 	waitFor(ctx, t, "the second pod to be ready", func() bool { code, _ := second.get(t, pathReady); return code == http.StatusOK })
-	stop(t, first, env)
+	terminate(t, first, env)
 	if msgs := first.messages(); !slices.Contains(msgs, "draining before stop") || !slices.ContainsFunc(msgs, func(m string) bool { return strings.HasPrefix(m, "drained") }) {
 		t.Errorf("the first pod did not log its drain; it logged %q", msgs)
 	}
@@ -374,7 +374,7 @@ func TestServiceDrainsOnSIGTERM(t *testing.T) {
 	if n, _ := sample(body, "shardlease_records_handled_total", stream); n != 0 {
 		t.Errorf("the second pod handled %v records again, want none", n)
 	}
-	stop(t, second, env)
+	terminate(t, second, env)
 
 	store, err := shardlease.NewDynamoStore(emu.ddb, table)
 	if err != nil {
@@ -433,9 +433,9 @@ func waitHolding(ctx context.Context, t *testing.T, p *process, last map[string]
 	})
 }
 
-// stop sends p SIGTERM and waits for it to exit 0 within the stop budget of
+// terminate sends p SIGTERM and waits for it to exit 0 within the stop budget of
 // env's settings.
-func stop(t *testing.T, p *process, env map[string]string) {
+func terminate(t *testing.T, p *process, env map[string]string) {
 	t.Helper()
 	s, err := loadSettings(func(k string) string { return env[k] })
 	if err != nil {
