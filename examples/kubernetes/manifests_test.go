@@ -1,12 +1,15 @@
-package kubernetes
+package main
 
 import (
 	"bufio"
 	"bytes"
 	"errors"
 	"io"
+	"net"
 	"os"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -22,24 +25,39 @@ type deployment struct {
 	} `yaml:"metadata"`
 	Spec struct {
 		Template struct {
+			Metadata struct {
+				Annotations map[string]string `yaml:"annotations"`
+			} `yaml:"metadata"`
 			Spec struct {
-				Grace      int `yaml:"terminationGracePeriodSeconds"`
-				Containers []struct {
-					Env []struct {
-						Name  string `yaml:"name"`
-						Value string `yaml:"value"`
-					} `yaml:"env"`
-					Lifecycle struct {
-						PreStop struct {
-							Exec struct {
-								Command []string `yaml:"command"`
-							} `yaml:"exec"`
-						} `yaml:"preStop"`
-					} `yaml:"lifecycle"`
-				} `yaml:"containers"`
+				Grace      int         `yaml:"terminationGracePeriodSeconds"`
+				Containers []container `yaml:"containers"`
 			} `yaml:"spec"`
 		} `yaml:"template"`
 	} `yaml:"spec"`
+}
+
+// container is the part of a Deployment's container the test reads.
+type container struct {
+	Env []struct {
+		Name      string `yaml:"name"`
+		Value     string `yaml:"value"`
+		ValueFrom struct {
+			FieldRef struct {
+				FieldPath string `yaml:"fieldPath"`
+			} `yaml:"fieldRef"`
+		} `yaml:"valueFrom"`
+	} `yaml:"env"`
+	Ports []struct {
+		Name          string `yaml:"name"`
+		ContainerPort int    `yaml:"containerPort"`
+	} `yaml:"ports"`
+	ReadinessProbe struct {
+		HTTPGet struct {
+			Path string `yaml:"path"`
+			Port string `yaml:"port"`
+		} `yaml:"httpGet"`
+	} `yaml:"readinessProbe"`
+	Lifecycle map[string]any `yaml:"lifecycle"`
 }
 
 // scaledObject is the part of a KEDA ScaledObject the test reads.
@@ -79,10 +97,12 @@ func decodeOne(t *testing.T, file string, v any) {
 	}
 }
 
-// The Deployment's preStop hook drains the pod's own worker with the CLI,
-// on the table and stream the service consumes, and its grace period covers
-// the drain and the shutdown after it.
-func TestDeploymentDrainsBeforeStopping(t *testing.T) {
+// The Deployment runs the service as main.go reads it: the variables it
+// sets are the service's (POD_NAME from the pod's name) and valid, the port,
+// the readiness probe and the scrape annotations are the service's, no
+// preStop hook calls a CLI the image lacks (the service drains on SIGTERM),
+// and the grace period covers the service's longest stop.
+func TestDeploymentMatchesTheService(t *testing.T) {
 	var d deployment
 	decodeOne(t, "deployment.yaml", &d)
 	if d.Kind != "Deployment" || len(d.Spec.Template.Spec.Containers) != 1 {
@@ -92,29 +112,44 @@ func TestDeploymentDrainsBeforeStopping(t *testing.T) {
 	env := map[string]string{}
 	for _, e := range c.Env {
 		env[e.Name] = e.Value
+		if e.Name == envPodName && e.ValueFrom.FieldRef.FieldPath != "metadata.name" {
+			t.Errorf("%s comes from %q, want the downward API's metadata.name", envPodName, e.ValueFrom.FieldRef.FieldPath)
+		}
+		if !slices.Contains(envNames, e.Name) && !strings.HasPrefix(e.Name, "AWS_") {
+			t.Errorf("the Deployment sets %s, which the service does not read (it reads %v and the AWS SDK's AWS_*)", e.Name, envNames)
+		}
 	}
-	cmd := c.Lifecycle.PreStop.Exec.Command
-	if len(cmd) != 3 || cmd[0] != "/bin/sh" || cmd[1] != "-c" {
-		t.Fatalf("preStop: want /bin/sh -c CLI, got %q", cmd)
+	for _, name := range []string{envTable, envStream, envPodName, "AWS_REGION"} {
+		if _, ok := env[name]; !ok {
+			t.Errorf("the Deployment does not set %s", name)
+		}
 	}
-	want := `exec shardlease drain -table ` + env["LEASE_TABLE"] + ` -stream ` + env["STREAM"] + ` -owner "$POD_NAME" -wait 30s`
-	if cmd[2] != want {
-		t.Errorf("preStop runs %q, want %q", cmd[2], want)
+	env[envPodName] = d.Metadata.Name + "-7d9f-x2x4q" // what the downward API gives
+	s, err := loadSettings(func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatalf("the service refuses the Deployment's environment: %v", err)
 	}
-	if _, ok := env["POD_NAME"]; !ok {
-		t.Error("POD_NAME, the owner id the service runs with and the hook drains, is not set")
+	if len(c.Lifecycle) != 0 {
+		t.Errorf("lifecycle %v: the service drains on SIGTERM; a hook would run before it, and the image has no CLI nor shell", c.Lifecycle)
 	}
-	lease, err1 := time.ParseDuration(env["LEASE_DURATION"])
-	shutdown, err2 := time.ParseDuration(env["SHUTDOWN_TIMEOUT"])
-	if err1 != nil || err2 != nil {
-		t.Fatalf("LEASE_DURATION and SHUTDOWN_TIMEOUT must be durations: %v, %v", err1, err2)
+	if grace := time.Duration(d.Spec.Template.Spec.Grace) * time.Second; grace < s.stopBudget() {
+		t.Errorf("terminationGracePeriodSeconds %v does not cover the service's stop, %v", grace, s.stopBudget())
 	}
-	// The request reaches the worker at its next renewal (L/3), each lease
-	// waits for its batch in hand (the shutdown timeout), then SIGTERM and
-	// Run's shutdown (the shutdown timeout again).
-	need := lease/3 + shutdown + shutdown
-	if grace := time.Duration(d.Spec.Template.Spec.Grace) * time.Second; grace < need {
-		t.Errorf("terminationGracePeriodSeconds %v does not cover the drain and the shutdown, %v", grace, need)
+
+	_, port, err := net.SplitHostPort(s.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Ports) != 1 || strconv.Itoa(c.Ports[0].ContainerPort) != port {
+		t.Fatalf("ports %+v: want the one the service serves on, %s", c.Ports, port)
+	}
+	probe := c.ReadinessProbe.HTTPGet
+	if probe.Path != pathReady || probe.Port != c.Ports[0].Name {
+		t.Errorf("readinessProbe GET %s on port %q, want %s on %q", probe.Path, probe.Port, pathReady, c.Ports[0].Name)
+	}
+	ann := d.Spec.Template.Metadata.Annotations
+	if ann["prometheus.io/scrape"] != "true" || ann["prometheus.io/port"] != port || ann["prometheus.io/path"] != pathMetrics {
+		t.Errorf("scrape annotations %v, want port %s and path %s", ann, port, pathMetrics)
 	}
 }
 
@@ -143,10 +178,38 @@ func TestScaledObjectScalesOnWorkersWanted(t *testing.T) {
 		t.Errorf("trigger %+v: want prometheus, AverageValue, threshold 1 (one pod per worker wanted)", tr)
 	}
 	names := exportedNames(t)
-	metric := regexp.MustCompile(`shardlease_[a-z_]+`).FindString(tr.Metadata["query"])
+	metric := scaledObjectMetric(t)
 	if metric != "shardlease_workers_wanted" || !names[metric] {
 		t.Errorf("query %q: want the workers-wanted gauge; the library exports %v", tr.Metadata["query"], names)
 	}
+	if !strings.Contains(tr.Metadata["query"], `stream="`+envValue(t, envStream)+`"`) {
+		t.Errorf("query %q does not select the Deployment's stream %s", tr.Metadata["query"], envValue(t, envStream))
+	}
+}
+
+// scaledObjectMetric returns the metric the ScaledObject's query reads.
+func scaledObjectMetric(t *testing.T) string {
+	t.Helper()
+	var s scaledObject
+	decodeOne(t, "scaledobject.yaml", &s)
+	if len(s.Spec.Triggers) == 0 {
+		t.Fatal("the ScaledObject has no trigger")
+	}
+	return regexp.MustCompile(`shardlease_[a-z_]+`).FindString(s.Spec.Triggers[0].Metadata["query"])
+}
+
+// envValue returns the value the Deployment gives the variable name.
+func envValue(t *testing.T, name string) string {
+	t.Helper()
+	var d deployment
+	decodeOne(t, "deployment.yaml", &d)
+	for _, e := range d.Spec.Template.Spec.Containers[0].Env {
+		if e.Name == name {
+			return e.Value
+		}
+	}
+	t.Fatalf("the Deployment does not set %s", name)
+	return ""
 }
 
 // exportedNames returns the Prometheus names of the instruments
