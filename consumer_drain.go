@@ -44,8 +44,8 @@ func newDrainer() drainer {
 // stream and returns once all are released: each runner finishes the batch
 // in hand, writes its final checkpoint and releases its lease, as at
 // shutdown, while the process keeps running. From then on the consumer takes
-// nothing new; Run returns at once when its context ends. A Kubernetes
-// preStop hook can call it (see docs/operating.md).
+// nothing new; Run returns at once when its context ends. A service calls
+// it on SIGTERM before it cancels Run (see docs/operating.md).
 //
 // Drain returns nil once drained (at once if it was drained already), ctx's
 // error if ctx ends first (the drain goes on), and an error matching
