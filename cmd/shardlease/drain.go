@@ -22,7 +22,7 @@ var drainCommand = &command{
 	name:    "drain",
 	summary: "ask a live worker to hand every lease to the others (before a deploy)",
 	usage: `
-Usage: shardlease drain -table TABLE -stream STREAM (-owner NAME | -all-but NAME) [-wait DURATION] [-json] [-region REGION] [-endpoint URL]
+Usage: shardlease drain -table TABLE -stream STREAM (-owner NAME | -all-but NAME) [-wait DURATION] [-json] [-region REGION] [-dynamodb-endpoint URL]
 
 Asks the worker NAME (its WithOwnerID, as 'list' shows it), or every worker
 but NAME, to drain: each finishes the batch in hand, writes its final

@@ -13,7 +13,7 @@ var exportCommand = &command{
 	name:    "export",
 	summary: "print a stream's checkpoints as JSON, to import elsewhere or later",
 	usage: `
-Usage: shardlease export -table TABLE -stream STREAM [-region REGION] [-endpoint URL]
+Usage: shardlease export -table TABLE -stream STREAM [-region REGION] [-dynamodb-endpoint URL]
 
 Prints the progress of every shard of STREAM as a JSON document (format
 "shardlease-checkpoints", version 1): the stream, its identity if the table

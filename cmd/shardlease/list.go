@@ -22,7 +22,7 @@ var listCommand = &command{
 	name:    "list",
 	summary: "show every lease of a stream, or of every stream: owner, counter, checkpoint, ...",
 	usage: `
-Usage: shardlease list -table TABLE [-stream STREAM] [-json] [-watch [-every 5s]] [-region REGION] [-endpoint URL]
+Usage: shardlease list -table TABLE [-stream STREAM] [-json] [-watch [-every 5s]] [-region REGION] [-dynamodb-endpoint URL]
 
 Lists every lease of STREAM in the lease table, ordered by shard id:
 

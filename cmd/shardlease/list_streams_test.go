@@ -126,7 +126,7 @@ func TestListEveryStream(t *testing.T) {
 			return strings.Count(out, "3 streams, 6 leases, 4 held, 2 owners\n") >= 2
 		}}
 		var stderr strings.Builder
-		code := run(ctx, []string{"list", "-endpoint", f.endpoint, "-table", f.table, "-watch", "-every", "1s"}, out, &stderr, env{})
+		code := run(ctx, []string{"list", "-dynamodb-endpoint", f.endpoint, "-table", f.table, "-watch", "-every", "1s"}, out, &stderr, env{})
 		require.Equal(t, 0, code, stderr.String())
 		require.NotErrorIs(t, ctx.Err(), context.DeadlineExceeded, "list -watch did not redraw within a minute:\n%s", out.String())
 		text := out.String()

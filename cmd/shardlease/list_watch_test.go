@@ -53,7 +53,7 @@ func watchUntil(t *testing.T, f *fixture, stream string, done func(string) bool,
 	defer cancel()
 	out := &frames{cancel: cancel, done: done}
 	var stderr bytes.Buffer
-	args := append([]string{"list", "-endpoint", f.endpoint, "-table", f.table, "-stream", stream, "-watch", "-every", "1s"}, extra...)
+	args := append([]string{"list", "-dynamodb-endpoint", f.endpoint, "-table", f.table, "-stream", stream, "-watch", "-every", "1s"}, extra...)
 	code := run(ctx, args, out, &stderr, env{})
 	require.Equal(t, 0, code, stderr.String())
 	require.NotErrorIs(t, ctx.Err(), context.DeadlineExceeded, "list -watch did not show what was waited for within a minute:\n%s", out.String())

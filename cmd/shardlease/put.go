@@ -16,9 +16,9 @@ import (
 var putCommand = &command{
 	name:    "put",
 	summary: "write test records to a Kinesis stream",
-	service: "Kinesis",
+	calls:   kinesisOnly,
 	usage: `
-Usage: shardlease put -stream STREAM [-data TEXT] [-count N] [-json] [-region REGION] [-endpoint URL]
+Usage: shardlease put -stream STREAM [-data TEXT] [-count N] [-json] [-region REGION] [-kinesis-endpoint URL]
 
 Writes N records to STREAM, one PutRecords call per 500. Record i (from 1)
 has the partition key "key-i" and the data TEXT, or "record i" without

@@ -16,8 +16,9 @@ func init() { commands = append(commands, rewindCommand) }
 var rewindCommand = &command{
 	name:    "rewind",
 	summary: "move every shard of a stream to a time, to read again what arrived since",
+	calls:   dynamoAndKinesis,
 	usage: `
-Usage: shardlease rewind -table TABLE -stream STREAM -to TIME [-dry-run] [-handover] [-json] [-region REGION] [-endpoint URL] [-kinesis-endpoint URL]
+Usage: shardlease rewind -table TABLE -stream STREAM -to TIME [-dry-run] [-handover] [-json] [-region REGION] [-dynamodb-endpoint URL] [-kinesis-endpoint URL]
 
 Moves the progress of every shard of STREAM to TIME, so that consumers read
 again every record that arrived at or after it, and none before it. TIME is
@@ -55,7 +56,6 @@ Example:
 		dryRun := fs.Bool("dry-run", false, "print what would change and write nothing")
 		handover := fs.Bool("handover", false, "take held leases from their workers instead of refusing")
 		asJSON := fs.Bool("json", false, "print the report as a JSON object")
-		kinesisEndpoint := fs.String("kinesis-endpoint", "", "Kinesis endpoint `URL` (for an emulator; default: the region's)")
 		return func(ctx context.Context) error {
 			if err := requireFlags("table", *table, "stream", *stream, "to", *to); err != nil {
 				return err
@@ -71,7 +71,7 @@ Example:
 			if err != nil {
 				return err
 			}
-			kin, err := st.kinesis(ctx, *kinesisEndpoint)
+			kin, err := st.kinesisClient(ctx)
 			if err != nil {
 				return err
 			}
