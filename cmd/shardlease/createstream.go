@@ -11,8 +11,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
-
-	"github.com/shardlease/shardlease"
 )
 
 var createStreamCommand = &command{
@@ -40,8 +38,8 @@ Example:
 			if err := requireFlags("stream", *stream); err != nil {
 				return err
 			}
-			if err := shardlease.ValidateStreamName(*stream); err != nil {
-				return usagef("-stream: %v", err)
+			if err := checkStreamName(*stream); err != nil {
+				return err
 			}
 			if *shards < 1 || *shards > 1000 {
 				return usagef("-shards %d: use 1 to 1000", *shards)

@@ -62,8 +62,8 @@ Example:
 			if *wait <= 0 {
 				return usagef("-wait %v: must be positive", *wait)
 			}
-			if err := shardlease.ValidateStreamName(*stream); err != nil {
-				return usagef("-stream: %v", err)
+			if err := checkStreamName(*stream); err != nil {
+				return err
 			}
 			store, err := st.store(ctx, *table)
 			if err != nil {

@@ -103,17 +103,19 @@ func (st *cli) applyOldEndpoint(c *command) error {
 }
 
 // dynamo returns a DynamoDB client built from the SDK's default
-// configuration, with -region and -dynamodb-endpoint applied.
+// configuration, with -region and -dynamodb-endpoint applied, and keeps it
+// in st.ddb.
 func (st *cli) dynamo(ctx context.Context) (*dynamodb.Client, error) {
 	cfg, err := st.awsConfig(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) {
+	st.ddb = dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) {
 		if st.dynamoEndpoint != "" {
 			o.BaseEndpoint = aws.String(st.dynamoEndpoint)
 		}
-	}), nil
+	})
+	return st.ddb, nil
 }
 
 // kinesisClient returns a Kinesis client built from the SDK's default

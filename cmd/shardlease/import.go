@@ -89,8 +89,8 @@ Example:
 			if err := shardlease.ValidateTableName(*from); err != nil {
 				return usagef("-from: %v", err)
 			}
-			if err := shardlease.ValidateStreamName(*stream); err != nil {
-				return usagef("-stream: %v", err)
+			if err := checkStreamName(*stream); err != nil {
+				return err
 			}
 			client, err := st.dynamo(ctx)
 			if err != nil {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -46,6 +47,9 @@ the shard (its records aged out of the stream's retention) and every child
 has a checkpoint of its own; children still waiting to start are named. A
 last line names the workers that hold no lease but keep a worker row
 (running, or stopped within a lease duration), with their row's counter.
+
+A stream of which the table holds neither a lease nor a worker row is an
+error (exit status 1) that names the streams the table does hold.
 
 Without -stream it lists the leases of every stream in the table (a group
 of consumers reading several streams keeps them in one table) as one table
@@ -155,6 +159,9 @@ func (l lister) once(ctx context.Context, lag bool) error {
 	if err != nil {
 		return err
 	}
+	if len(leases) == 0 && len(workers) == 0 {
+		return st.streamNotInTable(ctx, l.table, l.stream)
+	}
 	if l.asJSON {
 		return l.printJSON(leases, lag)
 	}
@@ -163,10 +170,8 @@ func (l lister) once(ctx context.Context, lag bool) error {
 		idle = append(idle, fmt.Sprintf("%s (counter %d)", w.Owner, w.Counter))
 	}
 	if len(leases) == 0 {
-		fmt.Fprintf(st.stdout, "no leases of stream %s in table %s (check -stream; a consumer creates them when it first syncs the stream's shards)\n", l.stream, l.table)
-		if len(idle) > 0 {
-			fmt.Fprintf(st.stdout, "workers holding no lease: %s\n", strings.Join(idle, ", "))
-		}
+		fmt.Fprintf(st.stdout, "no leases of stream %s in table %s yet: its workers (below) create them when they first sync the stream's shards\n", l.stream, l.table)
+		fmt.Fprintf(st.stdout, "workers holding no lease: %s\n", strings.Join(idle, ", "))
 		return nil
 	}
 	if err := leaseTable(st.stdout, leases, lag, false); err != nil {
@@ -333,6 +338,9 @@ func (l lister) watch(ctx context.Context, every time.Duration) error {
 		if err := l.once(ctx, true); err != nil {
 			if ctx.Err() != nil {
 				return nil
+			}
+			if frame == 0 && errors.Is(err, errStreamNotInTable) {
+				return err
 			}
 			fmt.Fprintf(st.stderr, "listing failed; trying again in %v: %v\n", every, err)
 		}

@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
 	"github.com/shardlease/shardlease"
 )
 
@@ -110,6 +112,8 @@ type cli struct {
 	// Flags of every command that calls AWS: -region, the endpoint of
 	// each service it calls, and the deprecated -endpoint.
 	region, dynamoEndpoint, kinesisEndpoint, oldEndpoint string
+	// ddb is the DynamoDB client, once made.
+	ddb *dynamodb.Client
 	// http is the transport of the AWS clients, closed when the command
 	// ends.
 	http *http.Transport
@@ -314,8 +318,8 @@ func leaseKey(stream, shard string) (shardlease.LeaseKey, error) {
 		return shardlease.LeaseKey{}, err
 	}
 	key := shardlease.LeaseKey{Stream: stream, Shard: shard}
-	if err := shardlease.ValidateStreamName(stream); err != nil {
-		return key, usagef("-stream: %v", err)
+	if err := checkStreamName(stream); err != nil {
+		return key, err
 	}
 	if err := shardlease.ValidateShardID(shard); err != nil {
 		return key, usagef("-shard: %v", err)

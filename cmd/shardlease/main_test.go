@@ -238,13 +238,11 @@ func TestList(t *testing.T) {
 		]`, r.stdout)
 	})
 
-	t.Run("empty", func(t *testing.T) {
+	t.Run("a stream the table does not hold", func(t *testing.T) {
 		r := f.run(t, env{}, "list", "-stream", "no-such-stream")
-		require.Equal(t, 0, r.code, r.stderr)
-		assert.Contains(t, r.stdout, "no leases of stream no-such-stream")
-		r = f.run(t, env{}, "list", "-stream", "no-such-stream", "-json")
-		require.Equal(t, 0, r.code, r.stderr)
-		assert.JSONEq(t, `[]`, r.stdout)
+		require.Equal(t, 1, r.code, r.stderr)
+		assert.Contains(t, r.stderr, "table "+f.table+", stream no-such-stream: no lease of the stream in the table")
+		assert.Empty(t, r.stdout)
 	})
 }
 

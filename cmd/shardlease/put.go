@@ -9,8 +9,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
-
-	"github.com/shardlease/shardlease"
 )
 
 var putCommand = &command{
@@ -37,8 +35,8 @@ Example:
 			if err := requireFlags("stream", *stream); err != nil {
 				return err
 			}
-			if err := shardlease.ValidateStreamName(*stream); err != nil {
-				return usagef("-stream: %v", err)
+			if err := checkStreamName(*stream); err != nil {
+				return err
 			}
 			if *count < 1 {
 				return usagef("-count %d: write at least 1 record", *count)

@@ -60,8 +60,8 @@ Example:
 			if err := requireFlags("table", *table, "stream", *stream, "to", *to); err != nil {
 				return err
 			}
-			if err := shardlease.ValidateStreamName(*stream); err != nil {
-				return usagef("-stream: %v", err)
+			if err := checkStreamName(*stream); err != nil {
+				return err
 			}
 			at, err := parseTime(*to, time.Now())
 			if err != nil {

@@ -23,21 +23,31 @@ func unknownCommand(w io.Writer, name string) {
 }
 
 // nearestCommand returns the command name nearest to name, or "" when none
-// is near enough to be a typo of it: a prefix of at least two letters, or
-// at most a third of its letters (and at least one) to change.
+// is near enough to be a typo of it (see nearest).
 func nearestCommand(name string) string {
-	name = strings.ToLower(strings.TrimLeft(name, "-"))
-	best, bestDist := "", -1
+	names := make([]string, 0, len(commands))
 	for _, c := range commands {
-		if len(name) >= 2 && strings.HasPrefix(c.name, name) {
-			return c.name
+		names = append(names, c.name)
+	}
+	return nearest(strings.ToLower(strings.TrimLeft(name, "-")), names)
+}
+
+// nearest returns the one of names nearest to name, or "" when none is
+// near enough to be a typo of it: one that name is a prefix of (two
+// letters at least), or one within a third of its letters (and at least
+// one) of edits.
+func nearest(name string, names []string) string {
+	best, bestDist := "", -1
+	for _, n := range names {
+		if len(name) >= 2 && strings.HasPrefix(n, name) {
+			return n
 		}
-		d := editDistance(name, c.name)
+		d := editDistance(name, n)
 		if bestDist < 0 || d < bestDist {
-			best, bestDist = c.name, d
+			best, bestDist = n, d
 		}
 	}
-	if bestDist <= max(1, len(best)/3) {
+	if bestDist >= 0 && bestDist <= max(1, len(best)/3) {
 		return best
 	}
 	return ""
