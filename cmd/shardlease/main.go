@@ -192,6 +192,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, e env) in
 	return exitOK
 }
 
+// printedError is the error of a command that printed its result (with
+// -json, a JSON object that says it failed) before it failed: fail prints
+// the error as text only.
+type printedError struct{ error }
+
+func (e printedError) Unwrap() error { return e.error }
+
 // jsonError is what a command run with -json prints on stdout when it
 // fails, instead of its result.
 type jsonError struct {
@@ -213,7 +220,8 @@ func (st *cli) fail(c *command, err error, asJSON bool) int {
 	if usage {
 		code = exitUsage
 	}
-	if asJSON {
+	var printed printedError
+	if asJSON && !errors.As(err, &printed) {
 		_ = st.printJSON(jsonError{Command: c.name, Error: errText(err), Usage: usage, ExitCode: code})
 	}
 	if usage {
