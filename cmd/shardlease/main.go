@@ -92,7 +92,7 @@ type command struct {
 }
 
 // commands lists the subcommands in the order help shows them.
-var commands = []*command{createTableCommand, listCommand, resetCommand, releaseCommand,
+var commands = []*command{createTableCommand, listCommand, statusCommand, resetCommand, releaseCommand,
 	emulatorsCommand, createStreamCommand, putCommand, consumersCommand, deregisterConsumerCommand}
 
 func findCommand(name string) *command {
