@@ -35,6 +35,7 @@ func runConsumer(t *testing.T, f *fixture, kc shardlease.KinesisAPI, stream, own
 // releases every lease while it keeps running, the other worker takes
 // them, and the command returns once no lease names it.
 func TestDrainCommand(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	kc := emulator.Kinesis(t)
 	stream := emulator.UniqueName("orders")
@@ -74,6 +75,7 @@ func TestDrainCommand(t *testing.T) {
 // fails after -wait, naming the leases still held; bad flags are usage
 // errors.
 func TestDrainCommandUnanswered(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	key := shardlease.LeaseKey{Stream: emulator.UniqueName("orders"), Shard: "shardId-000000000000"}
 	f.held(t, key, "gone#0123456789abcdef")

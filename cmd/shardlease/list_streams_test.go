@@ -23,6 +23,7 @@ import (
 // group's), identity rows and bare keys of an older layout name no stream;
 // another table's rows are not shown. -stream X still lists only X.
 func TestListEveryStream(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	ctx := t.Context()
 	prefix := emulator.UniqueName("s")
@@ -141,6 +142,7 @@ func TestListEveryStream(t *testing.T) {
 
 // An empty table says so; -json prints an empty array.
 func TestListEveryStreamEmpty(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	r := f.run(t, env{}, "list")
 	require.Equal(t, 0, r.code, r.stderr)

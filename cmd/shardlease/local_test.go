@@ -75,6 +75,7 @@ func TestCreateStreamAndPut(t *testing.T) {
 
 // A port in use is named, with the flag that changes it.
 func TestEmulatorsPortInUse(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts the emulators (Node.js)")
 	}
@@ -116,7 +117,7 @@ func TestNoCredentials(t *testing.T) {
 // removes one, on kinesis-local (behind the fan-out shim, which passes
 // these calls through).
 func TestConsumers(t *testing.T) {
-	awsEnv(t)
+	t.Parallel()
 	shim := emulator.FanOut(t)
 	kc := shim.Client()
 	stream := emulator.UniqueName("cli-consumers")

@@ -123,7 +123,7 @@ func (f *fixture) get(t *testing.T, key shardlease.LeaseKey) shardlease.Lease {
 func shard(n int) string { return "shardId-00000000000" + string(rune('0'+n)) }
 
 func TestCreateTable(t *testing.T) {
-	awsEnv(t)
+	t.Parallel()
 	endpoint := emulator.DynamoEndpoint(t)
 	table := emulator.UniqueName("cli-create")
 
@@ -156,6 +156,7 @@ func TestEndpointFromEnvironment(t *testing.T) {
 }
 
 func TestList(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	ctx := t.Context()
 	stream := emulator.UniqueName("orders")
@@ -247,6 +248,7 @@ func TestList(t *testing.T) {
 }
 
 func TestReset(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	ctx := t.Context()
 	stream := emulator.UniqueName("orders")
@@ -326,6 +328,7 @@ func jsonInt(n int64) string {
 }
 
 func TestRelease(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	ctx := t.Context()
 	stream := emulator.UniqueName("orders")
@@ -447,7 +450,7 @@ func TestRelease(t *testing.T) {
 }
 
 func TestUsageErrors(t *testing.T) {
-	awsEnv(t)
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -487,7 +490,7 @@ func TestNoRegion(t *testing.T) {
 }
 
 func TestMissingTable(t *testing.T) {
-	awsEnv(t)
+	t.Parallel()
 	endpoint := emulator.DynamoEndpoint(t)
 	table := emulator.UniqueName("cli-missing")
 	for _, args := range [][]string{
@@ -505,6 +508,7 @@ func TestMissingTable(t *testing.T) {
 }
 
 func TestHelp(t *testing.T) {
+	t.Parallel()
 	r := runCLI(t, env{}, "help")
 	assert.Equal(t, 0, r.code)
 	assert.Contains(t, r.stdout, "Commands:")
@@ -540,6 +544,7 @@ func TestHelp(t *testing.T) {
 
 // TestOwnerID checks the owner id the command writes under.
 func TestOwnerID(t *testing.T) {
+	t.Parallel()
 	e := env{hostname: func() (string, error) { return "ops-box", nil }}
 	id := e.ownerID()
 	assert.Equal(t, "shardlease-cli@ops-box", shardlease.OwnerName(id))

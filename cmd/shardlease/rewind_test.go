@@ -51,6 +51,7 @@ func (f *fixture) checkpointed(t *testing.T, key shardlease.LeaseKey, owner, seq
 // worker holds the lease, a dry run that writes nothing, the rewind, a
 // second run that changes nothing, and -handover.
 func TestRewindCommand(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	kc := emulator.Kinesis(t)
 	stream, _ := streamWithRecords(t, kc, "cli-rewind", 2)
@@ -110,7 +111,7 @@ func TestRewindCommand(t *testing.T) {
 
 // TestRewindUsage covers what rewind checks before it calls AWS.
 func TestRewindUsage(t *testing.T) {
-	awsEnv(t)
+	t.Parallel()
 	for _, tc := range []struct {
 		args []string
 		want string
