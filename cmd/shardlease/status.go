@@ -66,28 +66,9 @@ Example:
 			if err != nil {
 				return err
 			}
-			res := tableStatus{Table: *table, Streams: []streamStatus{}}
-			if *stream != "" {
-				leases, workers, err := l.readStream(ctx)
-				if err != nil {
-					return err
-				}
-				s := statusOf(*stream, leases)
-				s.Idle = idleOwners(workers)
-				res.Streams = append(res.Streams, s)
-			} else {
-				leases, err := l.readAll(ctx)
-				if err != nil {
-					return err
-				}
-				for i := 0; i < len(leases); {
-					j := i
-					for j < len(leases) && leases[j].Key.Stream == leases[i].Key.Stream {
-						j++
-					}
-					res.Streams = append(res.Streams, statusOf(leases[i].Key.Stream, leases[i:j]))
-					i = j
-				}
+			res, err := l.status(ctx)
+			if err != nil {
+				return err
 			}
 			if *asJSON {
 				return st.printJSON(res)
@@ -99,6 +80,35 @@ Example:
 			return printStatus(st.stdout, res)
 		}
 	},
+}
+
+// status reads the rows of l's stream, or of every stream, and sums them
+// up.
+func (l lister) status(ctx context.Context) (tableStatus, error) {
+	res := tableStatus{Table: l.table, Streams: []streamStatus{}}
+	if l.stream != "" {
+		leases, workers, err := l.readStream(ctx)
+		if err != nil {
+			return res, err
+		}
+		s := statusOf(l.stream, leases)
+		s.Idle = idleOwners(workers)
+		res.Streams = append(res.Streams, s)
+		return res, nil
+	}
+	leases, err := l.readAll(ctx)
+	if err != nil {
+		return res, err
+	}
+	for i := 0; i < len(leases); { // ordered by stream
+		j := i
+		for j < len(leases) && leases[j].Key.Stream == leases[i].Key.Stream {
+			j++
+		}
+		res.Streams = append(res.Streams, statusOf(leases[i].Key.Stream, leases[i:j]))
+		i = j
+	}
+	return res, nil
 }
 
 // tableStatus is what status prints. The JSON field names are part of the
@@ -228,7 +238,7 @@ func printStatus(out io.Writer, res tableStatus) error {
 			fmt.Fprintf(out, "idle (running, holding no lease): %s\n", strings.Join(s.Idle, ", "))
 		}
 		if len(s.ReadableFree) > 0 {
-			fmt.Fprintf(out, "read by nobody now: %s free (%s); a worker takes a free lease within its take interval: if they stay free, is any worker running?\n",
+			fmt.Fprintf(out, "read by nobody now: %s free (%s); a worker takes a free lease within its take interval, so free for longer means no worker runs or none can take it (see the workers' logs)\n",
 				plural(len(s.ReadableFree), "lease"), strings.Join(firstNames(s.ReadableFree, 5), ", "))
 		}
 	}
