@@ -2,9 +2,13 @@
 // consumers share in DynamoDB, and runs DynamoDB and Kinesis emulators for
 // local development.
 //
-// Install it with
+// Install it from a clone of the repository with
 //
-//	go install github.com/shardlease/shardlease/cmd/shardlease@latest
+//	go install ./cmd/shardlease
+//
+// (or run it with "go run ./cmd/shardlease"); once the module is published,
+// "go install github.com/shardlease/shardlease/cmd/shardlease@latest" does
+// the same from anywhere.
 //
 // Usage:
 //
