@@ -15,8 +15,9 @@ func init() { commands = append(commands, adoptStreamCommand) }
 var adoptStreamCommand = &command{
 	name:    "adopt-stream",
 	summary: "after a stream was deleted and created again: drop the old rows, record the new stream",
+	calls:   dynamoAndKinesis,
 	usage: `
-Usage: shardlease adopt-stream -table TABLE -stream STREAM [-kinesis-endpoint URL] [-json] [-region REGION] [-endpoint URL]
+Usage: shardlease adopt-stream -table TABLE -stream STREAM [-json] [-region REGION] [-dynamodb-endpoint URL] [-kinesis-endpoint URL]
 
 Consumers record which incarnation of a stream (its ARN and creation time)
 the rows of the lease table belong to, and refuse to start when the stream
@@ -40,7 +41,6 @@ Example:
 	flags: func(fs *flag.FlagSet, st *cli) func(context.Context) error {
 		table := fs.String("table", "", "name of the lease `table` (required)")
 		stream := fs.String("stream", "", "Kinesis `stream` name (required)")
-		kinesisEndpoint := fs.String("kinesis-endpoint", "", "Kinesis endpoint `URL`, e.g. http://localhost:4567 for a local emulator (for an emulator; default: the region's)")
 		asJSON := fs.Bool("json", false, "print the result as a JSON object")
 		return func(ctx context.Context) error {
 			store, err := st.streamStore(ctx, *table, *stream)
@@ -49,7 +49,7 @@ Example:
 			}
 			describer := st.env.describer
 			if describer == nil {
-				if describer, err = st.kinesis(ctx, *kinesisEndpoint); err != nil {
+				if describer, err = st.kinesisClient(ctx); err != nil {
 					return err
 				}
 			}

@@ -19,6 +19,7 @@ import (
 // kinesalite stamps creation times in whole seconds, so a stream created
 // again within a second would look the same.
 func TestAdoptStream(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	ctx := t.Context()
 	stream := emulator.UniqueName("orders")

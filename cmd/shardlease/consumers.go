@@ -16,9 +16,9 @@ import (
 var consumersCommand = &command{
 	name:    "consumers",
 	summary: "list a stream's registered enhanced fan-out consumers",
-	service: "Kinesis",
+	calls:   kinesisOnly,
 	usage: `
-Usage: shardlease consumers -stream STREAM [-json] [-region REGION] [-endpoint URL]
+Usage: shardlease consumers -stream STREAM [-json] [-region REGION] [-kinesis-endpoint URL]
 
 Lists the stream consumers registered on STREAM (enhanced fan-out, see
 WithEnhancedFanOut): name, status, when registered, ARN. Each one is billed
@@ -61,9 +61,9 @@ Example:
 var deregisterConsumerCommand = &command{
 	name:    "deregister-consumer",
 	summary: "deregister a stream's enhanced fan-out consumer",
-	service: "Kinesis",
+	calls:   kinesisOnly,
 	usage: `
-Usage: shardlease deregister-consumer -stream STREAM -name NAME [-json] [-region REGION] [-endpoint URL]
+Usage: shardlease deregister-consumer -stream STREAM -name NAME [-json] [-region REGION] [-kinesis-endpoint URL]
 
 Deregisters the stream consumer NAME of STREAM, which ends its charges. Its
 open subscriptions end; a consumer still running with

@@ -11,20 +11,18 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
-
-	"github.com/shardlease/shardlease"
 )
 
 var createStreamCommand = &command{
 	name:    "create-stream",
 	summary: "create a Kinesis stream on a local emulator (does nothing if it exists)",
-	service: "Kinesis",
+	calls:   kinesisOnly,
 	usage: `
-Usage: shardlease create-stream -stream STREAM [-shards N] [-json] [-region REGION] [-endpoint URL]
+Usage: shardlease create-stream -stream STREAM [-shards N] [-json] [-region REGION] [-kinesis-endpoint URL]
 
 Creates the Kinesis stream STREAM with N shards on a local emulator (see
 'shardlease emulators') and waits until it is active. If the stream exists
-already nothing is changed. It needs an endpoint: -endpoint, or
+already nothing is changed. It needs an endpoint: -kinesis-endpoint, or
 AWS_ENDPOINT_URL_KINESIS (or AWS_ENDPOINT_URL) in the environment; streams
 on AWS cost money by the hour and are created with your usual tooling.
 
@@ -40,14 +38,14 @@ Example:
 			if err := requireFlags("stream", *stream); err != nil {
 				return err
 			}
-			if err := shardlease.ValidateStreamName(*stream); err != nil {
-				return usagef("-stream: %v", err)
+			if err := checkStreamName(*stream); err != nil {
+				return err
 			}
 			if *shards < 1 || *shards > 1000 {
 				return usagef("-shards %d: use 1 to 1000", *shards)
 			}
-			if st.endpoint == "" && os.Getenv("AWS_ENDPOINT_URL_KINESIS") == "" && os.Getenv("AWS_ENDPOINT_URL") == "" {
-				return usagef("no Kinesis endpoint: create-stream is for local emulators; pass -endpoint or set AWS_ENDPOINT_URL_KINESIS (printed by 'shardlease emulators')")
+			if st.kinesisEndpoint == "" && os.Getenv("AWS_ENDPOINT_URL_KINESIS") == "" && os.Getenv("AWS_ENDPOINT_URL") == "" {
+				return usagef("no Kinesis endpoint: create-stream is for local emulators; pass -kinesis-endpoint or set AWS_ENDPOINT_URL_KINESIS (printed by 'shardlease emulators')")
 			}
 			client, err := st.kinesisClient(ctx)
 			if err != nil {

@@ -13,7 +13,7 @@ var createTableCommand = &command{
 	name:    "create-table",
 	summary: "create the lease table (does nothing if it exists)",
 	usage: `
-Usage: shardlease create-table -table TABLE [-json] [-region REGION] [-endpoint URL]
+Usage: shardlease create-table -table TABLE [-json] [-region REGION] [-dynamodb-endpoint URL]
 
 Creates the lease table TABLE: one string partition key, lease_key, and
 on-demand billing. It waits until the table is active. If the table exists

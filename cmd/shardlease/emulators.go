@@ -21,7 +21,7 @@ const (
 var emulatorsCommand = &command{
 	name:    "emulators",
 	summary: "run DynamoDB and Kinesis emulators on this machine for local development",
-	service: "none",
+	calls:   noService,
 	usage: `
 Usage: shardlease emulators [-dynamodb-port PORT] [-kinesis-port PORT] [-dir DIR]
 

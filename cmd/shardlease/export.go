@@ -13,12 +13,14 @@ var exportCommand = &command{
 	name:    "export",
 	summary: "print a stream's checkpoints as JSON, to import elsewhere or later",
 	usage: `
-Usage: shardlease export -table TABLE -stream STREAM [-region REGION] [-endpoint URL]
+Usage: shardlease export -table TABLE -stream STREAM [-region REGION] [-dynamodb-endpoint URL]
 
 Prints the progress of every shard of STREAM as a JSON document (format
 "shardlease-checkpoints", version 1): the stream, its identity if the table
 records one, and per shard the checkpoint, sub-sequence, parents and where
-a reader starts without a checkpoint. It writes nothing.
+a reader starts without a checkpoint. It writes nothing. A stream of which
+the table holds no lease is an error (exit status 1) that names the
+streams the table does hold, rather than an empty export.
 
 Import it with 'shardlease import -format shardlease-json -from FILE' into
 another lease table (of any region or account), or into the same one with
@@ -39,6 +41,9 @@ Example:
 			cps, err := shardlease.Export(ctx, store, *stream)
 			if err != nil {
 				return err
+			}
+			if len(cps.Shards) == 0 {
+				return st.streamNotInTable(ctx, *table, *stream)
 			}
 			return st.printJSON(cps)
 		}

@@ -19,6 +19,7 @@ import (
 // against the emulators: the export is imported into another table, kept
 // progress is skipped, and -overwrite puts the table back to the export.
 func TestExportImportCommands(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	kc := emulator.Kinesis(t)
 	stream, seqs := streamWithRecords(t, kc, "cli-export", 3)

@@ -5,15 +5,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"slices"
 	"strings"
 	"text/tabwriter"
-
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/config"
-	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 
 	"github.com/shardlease/shardlease"
 )
@@ -32,9 +27,10 @@ var importFormats = func() []string {
 var importCommand = &command{
 	name:    "import",
 	summary: "copy checkpoints from a kinsumer, vmware-go-kcl-v2 or KCL table, or an export, into the lease table",
+	calls:   dynamoAndKinesis,
 	usage: `
-Usage: shardlease import -format kinsumer|vmware-go-kcl-v2|kcl -from TABLE -table TABLE -stream STREAM [-force] [-json] [-region REGION] [-endpoint URL] [-kinesis-endpoint URL]
-       shardlease import -format shardlease-json -from FILE -table TABLE [-stream STREAM] [-overwrite] [-force] [-json] [-region REGION] [-endpoint URL] [-kinesis-endpoint URL]
+Usage: shardlease import -format kinsumer|vmware-go-kcl-v2|kcl -from TABLE -table TABLE -stream STREAM [-force] [-json] [-region REGION] [-dynamodb-endpoint URL] [-kinesis-endpoint URL]
+       shardlease import -format shardlease-json -from FILE -table TABLE [-stream STREAM] [-overwrite] [-force] [-json] [-region REGION] [-dynamodb-endpoint URL] [-kinesis-endpoint URL]
 
 Copies the checkpoints of STREAM from another library's table into the
 lease table, so that shardlease consumers resume where the old consumers
@@ -77,10 +73,9 @@ Example:
 		asJSON := fs.Bool("json", false, "print the report as a JSON object")
 		force := fs.Bool("force", false, "skip rows of shards the stream no longer lists instead of refusing the import")
 		overwrite := fs.Bool("overwrite", false, "with -format shardlease-json: put each shard back to the exported progress, whatever the table holds")
-		kinesisEndpoint := fs.String("kinesis-endpoint", "", "Kinesis endpoint `URL` (for an emulator; default: the region's)")
 		return func(ctx context.Context) error {
 			if *format == string(shardlease.ImportShardleaseJSON) {
-				return st.importExport(ctx, *from, *table, *stream, *kinesisEndpoint, *force, *overwrite, *asJSON)
+				return st.importExport(ctx, *from, *table, *stream, *force, *overwrite, *asJSON)
 			}
 			if err := requireFlags("format", *format, "from", *from, "table", *table, "stream", *stream); err != nil {
 				return err
@@ -94,8 +89,8 @@ Example:
 			if err := shardlease.ValidateTableName(*from); err != nil {
 				return usagef("-from: %v", err)
 			}
-			if err := shardlease.ValidateStreamName(*stream); err != nil {
-				return usagef("-stream: %v", err)
+			if err := checkStreamName(*stream); err != nil {
+				return err
 			}
 			client, err := st.dynamo(ctx)
 			if err != nil {
@@ -108,7 +103,7 @@ Example:
 			if err := store.CheckTable(ctx); err != nil {
 				return err
 			}
-			kin, err := st.kinesis(ctx, *kinesisEndpoint)
+			kin, err := st.kinesisClient(ctx)
 			if err != nil {
 				return err
 			}
@@ -148,7 +143,7 @@ func (st *cli) printImport(report *shardlease.ImportReport, asJSON bool) error {
 
 // importExport runs import -format shardlease-json: it reads the export
 // in file ("-" for standard input) and imports it into table.
-func (st *cli) importExport(ctx context.Context, file, table, stream, kinesisEndpoint string, force, overwrite, asJSON bool) error {
+func (st *cli) importExport(ctx context.Context, file, table, stream string, force, overwrite, asJSON bool) error {
 	if err := requireFlags("from", file, "table", table); err != nil {
 		return err
 	}
@@ -163,7 +158,7 @@ func (st *cli) importExport(ctx context.Context, file, table, stream, kinesisEnd
 	if err != nil {
 		return err
 	}
-	kin, err := st.kinesis(ctx, kinesisEndpoint)
+	kin, err := st.kinesisClient(ctx)
 	if err != nil {
 		return err
 	}
@@ -228,30 +223,4 @@ func toImportJSON(r *shardlease.ImportReport) importJSON {
 		j.Results = append(j.Results, importResultJSON{Shard: res.Shard, Action: string(res.Action), Checkpoint: res.Checkpoint, Reason: res.Reason})
 	}
 	return j
-}
-
-// kinesis returns a Kinesis client built from the SDK's default
-// configuration with -region applied, and endpoint if set. Call it after
-// dynamo: it shares that client's transport, so that closeClient closes its
-// connections too.
-func (st *cli) kinesis(ctx context.Context, endpoint string) (*kinesis.Client, error) {
-	var opts []func(*config.LoadOptions) error
-	if st.region != "" {
-		opts = append(opts, config.WithRegion(st.region))
-	}
-	cfg, err := config.LoadDefaultConfig(ctx, opts...)
-	if err != nil {
-		return nil, fmt.Errorf("load AWS configuration: %w", err)
-	}
-	if st.http != nil {
-		cfg.HTTPClient = &http.Client{Transport: st.http}
-	}
-	if cfg.Region == "" {
-		cfg.Region = "us-east-1" // dynamo refused a missing region unless an endpoint is set
-	}
-	return kinesis.NewFromConfig(cfg, func(o *kinesis.Options) {
-		if endpoint != "" {
-			o.BaseEndpoint = aws.String(endpoint)
-		}
-	}), nil
 }

@@ -20,7 +20,7 @@ import (
 // shardlease.Import. The import itself is tested with the library's
 // fixtures.
 func TestImportUsage(t *testing.T) {
-	awsEnv(t)
+	t.Parallel()
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -44,6 +44,7 @@ func TestImportUsage(t *testing.T) {
 // shard the stream does not list stops the import until -force, and the
 // rest is copied.
 func TestImportVMwareKCL(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	ctx := t.Context()
 	kc := emulator.Kinesis(t)

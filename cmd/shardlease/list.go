@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -22,7 +23,7 @@ var listCommand = &command{
 	name:    "list",
 	summary: "show every lease of a stream, or of every stream: owner, counter, checkpoint, ...",
 	usage: `
-Usage: shardlease list -table TABLE [-stream STREAM] [-json] [-watch [-every 5s]] [-region REGION] [-endpoint URL]
+Usage: shardlease list -table TABLE [-stream STREAM] [-json] [-watch [-every 5s]] [-region REGION] [-dynamodb-endpoint URL]
 
 Lists every lease of STREAM in the lease table, ordered by shard id:
 
@@ -46,6 +47,9 @@ the shard (its records aged out of the stream's retention) and every child
 has a checkpoint of its own; children still waiting to start are named. A
 last line names the workers that hold no lease but keep a worker row
 (running, or stopped within a lease duration), with their row's counter.
+
+A stream of which the table holds neither a lease nor a worker row is an
+error (exit status 1) that names the streams the table does hold.
 
 Without -stream it lists the leases of every stream in the table (a group
 of consumers reading several streams keeps them in one table) as one table
@@ -94,13 +98,7 @@ Example:
 		watch := fs.Bool("watch", false, "redraw the table every -every until interrupted, with each shard's lag and checkpoint age")
 		every := fs.Duration("every", 5*time.Second, "how often -watch redraws (at least 1s)")
 		return func(ctx context.Context) error {
-			l := lister{st: st, table: *table, stream: *stream, asJSON: *asJSON}
-			var err error
-			if *stream != "" {
-				l.store, err = st.streamStore(ctx, *table, *stream)
-			} else {
-				l.store, l.client, err = st.tableStore(ctx, *table)
-			}
+			l, err := st.newLister(ctx, *table, *stream, *asJSON)
 			if err != nil {
 				return err
 			}
@@ -122,6 +120,19 @@ type lister struct {
 	client        scanner // the store's client, for finding the streams
 	table, stream string
 	asJSON        bool
+}
+
+// newLister checks -table and -stream (optional) and returns a lister of
+// the stream, or of every stream when stream is "".
+func (st *cli) newLister(ctx context.Context, table, stream string, asJSON bool) (lister, error) {
+	l := lister{st: st, table: table, stream: stream, asJSON: asJSON}
+	var err error
+	if stream != "" {
+		l.store, err = st.streamStore(ctx, table, stream)
+	} else {
+		l.store, l.client, err = st.tableStore(ctx, table)
+	}
+	return l, err
 }
 
 // tableStore checks the required -table and returns the store of the
@@ -151,7 +162,7 @@ func (l lister) once(ctx context.Context, lag bool) error {
 		return l.onceAll(ctx, lag)
 	}
 	st := l.st
-	leases, workers, err := l.store.ListWithWorkers(ctx, l.stream)
+	leases, workers, err := l.readStream(ctx)
 	if err != nil {
 		return err
 	}
@@ -163,10 +174,8 @@ func (l lister) once(ctx context.Context, lag bool) error {
 		idle = append(idle, fmt.Sprintf("%s (counter %d)", w.Owner, w.Counter))
 	}
 	if len(leases) == 0 {
-		fmt.Fprintf(st.stdout, "no leases of stream %s in table %s (check -stream; a consumer creates them when it first syncs the stream's shards)\n", l.stream, l.table)
-		if len(idle) > 0 {
-			fmt.Fprintf(st.stdout, "workers holding no lease: %s\n", strings.Join(idle, ", "))
-		}
+		fmt.Fprintf(st.stdout, "no leases of stream %s in table %s yet: its workers (below) create them when they first sync the stream's shards\n", l.stream, l.table)
+		fmt.Fprintf(st.stdout, "workers holding no lease: %s\n", strings.Join(idle, ", "))
 		return nil
 	}
 	if err := leaseTable(st.stdout, leases, lag, false); err != nil {
@@ -184,6 +193,32 @@ func (l lister) once(ctx context.Context, lag bool) error {
 	return nil
 }
 
+// readStream reads the leases and worker rows of l.stream, and fails
+// when the table holds neither (see streamNotInTable).
+func (l lister) readStream(ctx context.Context) ([]shardlease.Lease, []shardlease.Worker, error) {
+	leases, workers, err := l.store.ListWithWorkers(ctx, l.stream)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(leases) == 0 && len(workers) == 0 {
+		return nil, nil, l.st.streamNotInTable(ctx, l.table, l.stream)
+	}
+	return leases, workers, nil
+}
+
+// readAll reads the leases of every stream in the table, ordered by
+// stream and shard: one Scan of the keys finds the streams, one more reads
+// their rows.
+func (l lister) readAll(ctx context.Context) ([]shardlease.Lease, error) {
+	streams, err := tableStreams(ctx, l.client, l.table)
+	if err != nil || len(streams) == 0 {
+		return nil, err
+	}
+	// The worker rows of one stream come along; they are not shown.
+	leases, _, err := l.store.ListStreams(ctx, streams, streams[0], true)
+	return leases, err
+}
+
 // printJSON prints the leases as a JSON array: indented, or with lag on
 // one line, as one frame of a stream of them.
 func (l lister) printJSON(leases []shardlease.Lease, lag bool) error {
@@ -197,20 +232,13 @@ func (l lister) printJSON(leases []shardlease.Lease, lag bool) error {
 	return l.st.printJSON(rows)
 }
 
-// onceAll lists the leases of every stream in the table once: one Scan of
-// the keys finds the streams, one more reads their rows.
+// onceAll lists the leases of every stream in the table once (see
+// readAll).
 func (l lister) onceAll(ctx context.Context, lag bool) error {
 	st := l.st
-	streams, err := tableStreams(ctx, l.client, l.table)
+	leases, err := l.readAll(ctx)
 	if err != nil {
 		return err
-	}
-	var leases []shardlease.Lease
-	if len(streams) > 0 {
-		// The worker rows of one stream come along; they are not shown.
-		if leases, _, err = l.store.ListStreams(ctx, streams, streams[0], true); err != nil {
-			return err
-		}
 	}
 	if l.asJSON {
 		return l.printJSON(leases, lag)
@@ -333,6 +361,9 @@ func (l lister) watch(ctx context.Context, every time.Duration) error {
 		if err := l.once(ctx, true); err != nil {
 			if ctx.Err() != nil {
 				return nil
+			}
+			if frame == 0 && errors.Is(err, errStreamNotInTable) {
+				return err
 			}
 			fmt.Fprintf(st.stderr, "listing failed; trying again in %v: %v\n", every, err)
 		}
@@ -458,31 +489,49 @@ func cleanupText(leases []shardlease.Lease) string {
 // rolesText names the worker coordinating the stream (the holder of the
 // first readable lease) and its deputy, or "" when no lease is readable.
 func rolesText(leases []shardlease.Lease) string {
+	first, deputy, ok := roles(leases)
+	if !ok {
+		return ""
+	}
+	text := fmt.Sprintf("coordinating: %s (holds %s, the first readable lease)", ownerOrFree(first.Owner), first.Key.Shard)
+	if first.Owner == "" {
+		text = fmt.Sprintf("coordinating: nobody (%s, the first readable lease, is free)", first.Key.Shard)
+	}
+	if deputy != "" {
+		text += "; deputy: " + deputy
+	}
+	return text
+}
+
+// roles returns the first readable lease of one stream's leases (ordered by
+// shard id: the lowest not finished whose parents are), whose holder
+// coordinates the stream, and the holder named its deputy ("" when none);
+// ok is false when no lease is readable.
+func roles(leases []shardlease.Lease) (first shardlease.Lease, deputy string, ok bool) {
 	finished := map[string]bool{}
+	rows := map[string]bool{}
 	for _, l := range leases {
+		rows[l.Key.Shard] = true
 		if l.Checkpoint == shardlease.ShardEnd {
 			finished[l.Key.Shard] = true
 		}
 	}
-	rows := map[string]bool{}
 	for _, l := range leases {
-		rows[l.Key.Shard] = true
-	}
-	for _, l := range leases { // ordered by shard id
-		if finished[l.Key.Shard] || slices.ContainsFunc(l.Parents, func(p string) bool { return rows[p] && !finished[p] }) {
+		if !readable(l, rows, finished) {
 			continue
-		}
-		text := fmt.Sprintf("coordinating: %s (holds %s, the first readable lease)", ownerOrFree(l.Owner), l.Key.Shard)
-		if l.Owner == "" {
-			text = fmt.Sprintf("coordinating: nobody (%s, the first readable lease, is free)", l.Key.Shard)
 		}
 		for _, d := range leases {
 			if f := strings.Fields(d.Note); len(f) >= 2 && f[0] == "deputy" && f[1] == l.Key.Shard && d.Owner != "" {
-				text += "; deputy: " + d.Owner
-				break
+				return l, d.Owner, true
 			}
 		}
-		return text
+		return l, "", true
 	}
-	return ""
+	return shardlease.Lease{}, "", false
+}
+
+// readable reports whether l's shard may be read now: not finished, and no
+// parent with a row is unfinished.
+func readable(l shardlease.Lease, rows, finished map[string]bool) bool {
+	return !finished[l.Key.Shard] && !slices.ContainsFunc(l.Parents, func(p string) bool { return rows[p] && !finished[p] })
 }

@@ -23,6 +23,7 @@ import (
 // group's), identity rows and bare keys of an older layout name no stream;
 // another table's rows are not shown. -stream X still lists only X.
 func TestListEveryStream(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	ctx := t.Context()
 	prefix := emulator.UniqueName("s")
@@ -126,7 +127,7 @@ func TestListEveryStream(t *testing.T) {
 			return strings.Count(out, "3 streams, 6 leases, 4 held, 2 owners\n") >= 2
 		}}
 		var stderr strings.Builder
-		code := run(ctx, []string{"list", "-endpoint", f.endpoint, "-table", f.table, "-watch", "-every", "1s"}, out, &stderr, env{})
+		code := run(ctx, []string{"list", "-dynamodb-endpoint", f.endpoint, "-table", f.table, "-watch", "-every", "1s"}, out, &stderr, env{})
 		require.Equal(t, 0, code, stderr.String())
 		require.NotErrorIs(t, ctx.Err(), context.DeadlineExceeded, "list -watch did not redraw within a minute:\n%s", out.String())
 		text := out.String()
@@ -141,6 +142,7 @@ func TestListEveryStream(t *testing.T) {
 
 // An empty table says so; -json prints an empty array.
 func TestListEveryStreamEmpty(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	r := f.run(t, env{}, "list")
 	require.Equal(t, 0, r.code, r.stderr)

@@ -53,7 +53,7 @@ func watchUntil(t *testing.T, f *fixture, stream string, done func(string) bool,
 	defer cancel()
 	out := &frames{cancel: cancel, done: done}
 	var stderr bytes.Buffer
-	args := append([]string{"list", "-endpoint", f.endpoint, "-table", f.table, "-stream", stream, "-watch", "-every", "1s"}, extra...)
+	args := append([]string{"list", "-dynamodb-endpoint", f.endpoint, "-table", f.table, "-stream", stream, "-watch", "-every", "1s"}, extra...)
 	code := run(ctx, args, out, &stderr, env{})
 	require.Equal(t, 0, code, stderr.String())
 	require.NotErrorIs(t, ctx.Err(), context.DeadlineExceeded, "list -watch did not show what was waited for within a minute:\n%s", out.String())
@@ -65,6 +65,7 @@ func watchUntil(t *testing.T, f *fixture, stream string, done func(string) bool,
 // keeps failing shows a checkpoint age that grows from frame to frame, and
 // 0s once it moves. It exits 0 when interrupted.
 func TestListWatchShowsLag(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	kc := emulator.Kinesis(t)
 	stream := emulator.UniqueName("orders")
@@ -123,6 +124,7 @@ func TestListWatchShowsLag(t *testing.T) {
 
 // A free lease shows no lag.
 func TestListWatchFreeLeaseShowsNoLag(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	key := shardlease.LeaseKey{Stream: "orders", Shard: shard(0)}
 	_, err := f.store.Create(t.Context(), key, nil)

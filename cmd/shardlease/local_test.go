@@ -24,7 +24,7 @@ func TestCreateStreamNeedsALocalEndpoint(t *testing.T) {
 	unsetenv(t, "AWS_ENDPOINT_URL_KINESIS")
 	r := runCLI(t, env{}, "create-stream", "-stream", "orders")
 	assert.Equal(t, 2, r.code)
-	assert.Contains(t, r.stderr, "shardlease create-stream: no Kinesis endpoint: create-stream is for local emulators; pass -endpoint or set AWS_ENDPOINT_URL_KINESIS")
+	assert.Contains(t, r.stderr, "shardlease create-stream: no Kinesis endpoint: create-stream is for local emulators; pass -kinesis-endpoint or set AWS_ENDPOINT_URL_KINESIS")
 }
 
 func TestCreateStreamAndPut(t *testing.T) {
@@ -32,10 +32,10 @@ func TestCreateStreamAndPut(t *testing.T) {
 	endpoint := emulator.KinesisEndpoint(t)
 	stream := emulator.UniqueName("cli-stream")
 
-	r := runCLI(t, env{}, "create-stream", "-endpoint", endpoint, "-stream", stream, "-shards", "2", "-json")
+	r := runCLI(t, env{}, "create-stream", "-kinesis-endpoint", endpoint, "-stream", stream, "-shards", "2", "-json")
 	require.Equal(t, 0, r.code, r.stderr)
 	assert.JSONEq(t, `{"stream":"`+stream+`","shards":2,"action":"created"}`, r.stdout)
-	r = runCLI(t, env{}, "create-stream", "-endpoint", endpoint, "-stream", stream, "-shards", "2")
+	r = runCLI(t, env{}, "create-stream", "-kinesis-endpoint", endpoint, "-stream", stream, "-shards", "2")
 	require.Equal(t, 0, r.code, r.stderr)
 	assert.Equal(t, "stream "+stream+" exists already with 2 open shard(s); nothing changed\n", r.stdout)
 
@@ -75,6 +75,7 @@ func TestCreateStreamAndPut(t *testing.T) {
 
 // A port in use is named, with the flag that changes it.
 func TestEmulatorsPortInUse(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts the emulators (Node.js)")
 	}
@@ -102,8 +103,8 @@ func TestNoCredentials(t *testing.T) {
 		unsetenv(t, k)
 	}
 	for _, args := range [][]string{
-		{"list", "-table", "orders-leases", "-stream", "orders", "-endpoint", "http://127.0.0.1:1"},
-		{"put", "-stream", "orders", "-endpoint", "http://127.0.0.1:1"},
+		{"list", "-table", "orders-leases", "-stream", "orders", "-dynamodb-endpoint", "http://127.0.0.1:1"},
+		{"put", "-stream", "orders", "-kinesis-endpoint", "http://127.0.0.1:1"},
 	} {
 		r := runCLI(t, env{}, args...)
 		assert.Equal(t, 1, r.code, args)
@@ -116,13 +117,13 @@ func TestNoCredentials(t *testing.T) {
 // removes one, on kinesis-local (behind the fan-out shim, which passes
 // these calls through).
 func TestConsumers(t *testing.T) {
-	awsEnv(t)
+	t.Parallel()
 	shim := emulator.FanOut(t)
 	kc := shim.Client()
 	stream := emulator.UniqueName("cli-consumers")
 	require.NoError(t, emulator.CreateStream(t.Context(), kc, stream, 1))
 
-	r := runCLI(t, env{}, "consumers", "-endpoint", shim.Endpoint, "-stream", stream)
+	r := runCLI(t, env{}, "consumers", "-kinesis-endpoint", shim.Endpoint, "-stream", stream)
 	require.Equal(t, 0, r.code, r.stderr)
 	assert.Equal(t, "stream "+stream+" has no registered consumers\n", r.stdout)
 
@@ -133,7 +134,7 @@ func TestConsumers(t *testing.T) {
 		require.NoError(t, err)
 	}
 	var listed []struct{ Name, Status, ARN string }
-	r = runCLI(t, env{}, "consumers", "-endpoint", shim.Endpoint, "-stream", stream, "-json")
+	r = runCLI(t, env{}, "consumers", "-kinesis-endpoint", shim.Endpoint, "-stream", stream, "-json")
 	require.Equal(t, 0, r.code, r.stderr)
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &listed))
 	names := []string{}
@@ -142,12 +143,12 @@ func TestConsumers(t *testing.T) {
 		assert.Contains(t, c.ARN, "/consumer/"+c.Name+":")
 	}
 	assert.ElementsMatch(t, []string{"orders-app", "audit"}, names)
-	r = runCLI(t, env{}, "consumers", "-endpoint", shim.Endpoint, "-stream", stream)
+	r = runCLI(t, env{}, "consumers", "-kinesis-endpoint", shim.Endpoint, "-stream", stream)
 	require.Equal(t, 0, r.code, r.stderr)
 	assert.Contains(t, r.stdout, "NAME")
 	assert.Contains(t, r.stdout, "orders-app")
 
-	r = runCLI(t, env{}, "deregister-consumer", "-endpoint", shim.Endpoint, "-stream", stream, "-name", "audit")
+	r = runCLI(t, env{}, "deregister-consumer", "-kinesis-endpoint", shim.Endpoint, "-stream", stream, "-name", "audit")
 	require.Equal(t, 0, r.code, r.stderr)
 	assert.Contains(t, r.stdout, "deregistered consumer audit of stream "+stream)
 	// Deregistering takes a moment on the emulator, as on the service.
@@ -163,10 +164,10 @@ func TestConsumers(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 
-	r = runCLI(t, env{}, "deregister-consumer", "-endpoint", shim.Endpoint, "-stream", stream, "-name", "nobody")
+	r = runCLI(t, env{}, "deregister-consumer", "-kinesis-endpoint", shim.Endpoint, "-stream", stream, "-name", "nobody")
 	assert.Equal(t, 1, r.code)
 	assert.Contains(t, r.stderr, "stream "+stream+" has no consumer nobody ('shardlease consumers -stream "+stream+"' lists them)")
-	r = runCLI(t, env{}, "deregister-consumer", "-endpoint", shim.Endpoint, "-stream", stream)
+	r = runCLI(t, env{}, "deregister-consumer", "-kinesis-endpoint", shim.Endpoint, "-stream", stream)
 	assert.Equal(t, 2, r.code)
 	assert.Contains(t, r.stderr, "missing -name")
 }

@@ -15,14 +15,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
-	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 
 	"github.com/shardlease/shardlease"
-	"github.com/shardlease/shardlease/internal/awshint"
 )
 
 // Exit codes.
@@ -91,14 +86,13 @@ type command struct {
 	// flags defines the command's flags on fs and returns the function that
 	// runs it once they are parsed.
 	flags func(fs *flag.FlagSet, c *cli) func(ctx context.Context) error
-	// service is the AWS service whose endpoint -endpoint sets: "DynamoDB"
-	// (the default) or "Kinesis"; "none" for a command that calls no AWS
-	// service and has neither -region nor -endpoint.
-	service string
+	// calls are the AWS services the command calls; each gets its
+	// endpoint flag (see endpoints.go). The zero value is DynamoDB alone.
+	calls services
 }
 
 // commands lists the subcommands in the order help shows them.
-var commands = []*command{createTableCommand, listCommand, resetCommand, releaseCommand,
+var commands = []*command{createTableCommand, listCommand, statusCommand, resetCommand, releaseCommand,
 	emulatorsCommand, createStreamCommand, putCommand, consumersCommand, deregisterConsumerCommand}
 
 func findCommand(name string) *command {
@@ -115,9 +109,12 @@ type cli struct {
 	stdout, stderr io.Writer
 	env            env
 
-	// Flags every command has.
-	region, endpoint string
-	// http is the transport of the DynamoDB client, closed when the command
+	// Flags of every command that calls AWS: -region, the endpoint of
+	// each service it calls, and the deprecated -endpoint.
+	region, dynamoEndpoint, kinesisEndpoint, oldEndpoint string
+	// ddb is the DynamoDB client, once made.
+	ddb *dynamodb.Client
+	// http is the transport of the AWS clients, closed when the command
 	// ends.
 	http *http.Transport
 }
@@ -156,8 +153,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, e env) in
 				printUsage(stdout, c, fs)
 				return exitOK
 			}
-			fmt.Fprintf(stderr, "shardlease: unknown command %q\n\n", args[1])
-			printCommands(stderr)
+			unknownCommand(stderr, args[1])
 			return exitUsage
 		}
 		out, code := stdout, exitOK
@@ -169,8 +165,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, e env) in
 	}
 	c := findCommand(args[0])
 	if c == nil {
-		fmt.Fprintf(stderr, "shardlease: unknown command %q\n\n", args[0])
-		printCommands(stderr)
+		unknownCommand(stderr, args[0])
 		return exitUsage
 	}
 	st := &cli{stdout: stdout, stderr: stderr, env: e}
@@ -187,12 +182,22 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, e env) in
 	if fs.NArg() > 0 {
 		return st.fail(c, usagef("unexpected argument %q; every value is given with a flag", fs.Arg(0)), asJSON)
 	}
+	if err := st.applyOldEndpoint(c); err != nil {
+		return st.fail(c, err, asJSON)
+	}
 	defer st.closeClient()
 	if err := exec(ctx); err != nil {
 		return st.fail(c, err, asJSON)
 	}
 	return exitOK
 }
+
+// printedError is the error of a command that printed its result (with
+// -json, a JSON object that says it failed) before it failed: fail prints
+// the error as text only.
+type printedError struct{ error }
+
+func (e printedError) Unwrap() error { return e.error }
 
 // jsonError is what a command run with -json prints on stdout when it
 // fails, instead of its result.
@@ -208,13 +213,15 @@ type jsonError struct {
 // with -json (and the message on stderr as well), as text on stderr
 // otherwise.
 func (st *cli) fail(c *command, err error, asJSON bool) int {
+	err = st.withEndpointHint(err)
 	var ue *usageError
 	usage := errors.As(err, &ue)
 	code := exitError
 	if usage {
 		code = exitUsage
 	}
-	if asJSON {
+	var printed printedError
+	if asJSON && !errors.As(err, &printed) {
 		_ = st.printJSON(jsonError{Command: c.name, Error: errText(err), Usage: usage, ExitCode: code})
 	}
 	if usage {
@@ -250,15 +257,7 @@ func newFlagSet(c *command, st *cli) *flag.FlagSet {
 	fs := flag.NewFlagSet("shardlease "+c.name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
-	switch c.service {
-	case "none":
-	case "Kinesis":
-		fs.StringVar(&st.region, "region", "", "AWS `region` (default: from AWS_REGION or the shared config)")
-		fs.StringVar(&st.endpoint, "endpoint", "", "Kinesis endpoint `URL`, e.g. http://127.0.0.1:4567 for a local emulator (default: from AWS_ENDPOINT_URL_KINESIS, AWS_ENDPOINT_URL, or the region's)")
-	default:
-		fs.StringVar(&st.region, "region", "", "AWS `region` (default: from AWS_REGION or the shared config)")
-		fs.StringVar(&st.endpoint, "endpoint", "", "DynamoDB endpoint `URL`, e.g. http://127.0.0.1:8000 for a local emulator (default: from AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL, or the region's)")
-	}
+	addAWSFlags(fs, c, st)
 	return fs
 }
 
@@ -269,8 +268,9 @@ func printCommands(w io.Writer) {
 		fmt.Fprintf(w, "\t%-19s %s\n", c.name, c.summary)
 	}
 	fmt.Fprint(w, "\nRun 'shardlease <command> -h' for a command's flags and an example.\n"+
-		"AWS credentials, region and endpoint come from the SDK's usual environment\n"+
-		"variables and config files; -region and -endpoint override them.\n")
+		"AWS credentials, region and endpoints come from the SDK's usual environment\n"+
+		"variables and config files; -region, -dynamodb-endpoint and -kinesis-endpoint\n"+
+		"override them.\n")
 }
 
 func printUsage(w io.Writer, c *command, fs *flag.FlagSet) {
@@ -288,70 +288,6 @@ func requireFlags(flags ...string) error {
 		}
 	}
 	return nil
-}
-
-// dynamo returns a DynamoDB client built from the SDK's default
-// configuration, with -region and -endpoint applied.
-func (st *cli) dynamo(ctx context.Context) (*dynamodb.Client, error) {
-	cfg, err := st.awsConfig(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) {
-		if st.endpoint != "" {
-			o.BaseEndpoint = aws.String(st.endpoint)
-		}
-	}), nil
-}
-
-// kinesisClient returns a Kinesis client built from the SDK's default
-// configuration, with -region and -endpoint applied.
-func (st *cli) kinesisClient(ctx context.Context) (*kinesis.Client, error) {
-	cfg, err := st.awsConfig(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return kinesis.NewFromConfig(cfg, func(o *kinesis.Options) {
-		if st.endpoint != "" {
-			o.BaseEndpoint = aws.String(st.endpoint)
-		}
-	}), nil
-}
-
-// withCredentialsHint adds what to do to an error that says the SDK found
-// no credentials.
-func withCredentialsHint(err error) error {
-	if awshint.IsNoCredentials(err) {
-		return fmt.Errorf("%s: %w", awshint.NoCredentials, err)
-	}
-	return err
-}
-
-// awsConfig loads the SDK's default configuration with -region applied.
-// With an endpoint but no region it signs with us-east-1, which emulators
-// ignore.
-func (st *cli) awsConfig(ctx context.Context) (aws.Config, error) {
-	var opts []func(*config.LoadOptions) error
-	if st.region != "" {
-		opts = append(opts, config.WithRegion(st.region))
-	}
-	cfg, err := config.LoadDefaultConfig(ctx, opts...)
-	if err != nil {
-		return cfg, fmt.Errorf("load AWS configuration: %w", err)
-	}
-	// Use the transport the SDK configured (AWS_CA_BUNDLE and all), but
-	// keep hold of it so its connections are closed when the command ends.
-	if bc, ok := cfg.HTTPClient.(*awshttp.BuildableClient); ok {
-		st.http = bc.GetTransport()
-		cfg.HTTPClient = &http.Client{Transport: st.http}
-	}
-	if cfg.Region == "" {
-		if st.endpoint == "" {
-			return cfg, errors.New("no AWS region configured: pass -region or set AWS_REGION (for local emulators any region will do, e.g. us-east-1)")
-		}
-		cfg.Region = "us-east-1" // an emulator ignores it, but requests are signed with one
-	}
-	return cfg, nil
 }
 
 // store returns a store over table after checking that the table exists
@@ -390,8 +326,8 @@ func leaseKey(stream, shard string) (shardlease.LeaseKey, error) {
 		return shardlease.LeaseKey{}, err
 	}
 	key := shardlease.LeaseKey{Stream: stream, Shard: shard}
-	if err := shardlease.ValidateStreamName(stream); err != nil {
-		return key, usagef("-stream: %v", err)
+	if err := checkStreamName(stream); err != nil {
+		return key, err
 	}
 	if err := shardlease.ValidateShardID(shard); err != nil {
 		return key, usagef("-shard: %v", err)

@@ -16,10 +16,33 @@ import (
 	"github.com/shardlease/shardlease/internal/emulator"
 )
 
-func TestMain(m *testing.M) { emulator.Main(m) }
+// TestMain points the SDK's default configuration at dummy credentials and
+// no config files for every test (see awsEnv), so that tests which change
+// nothing of it can run in parallel.
+func TestMain(m *testing.M) {
+	noFiles := filepath.Join(os.TempDir(), "shardlease-cli-test-none")
+	for k, v := range map[string]string{
+		"AWS_ACCESS_KEY_ID": "AKIDTEST", "AWS_SECRET_ACCESS_KEY": "test-secret", "AWS_REGION": "us-east-1",
+		"AWS_EC2_METADATA_DISABLED": "true", "AWS_CONFIG_FILE": filepath.Join(noFiles, "config"),
+		"AWS_SHARED_CREDENTIALS_FILE": filepath.Join(noFiles, "credentials"),
+	} {
+		_ = os.Setenv(k, v)
+	}
+	for _, k := range clearedAWSVars {
+		_ = os.Unsetenv(k)
+	}
+	emulator.Main(m)
+}
+
+// clearedAWSVars are the variables of the machine's AWS configuration that
+// the tests run without.
+var clearedAWSVars = []string{"AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_SESSION_TOKEN", "AWS_DEFAULT_REGION",
+	"AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_DYNAMODB", "AWS_ENDPOINT_URL_KINESIS", "AWS_IGNORE_CONFIGURED_ENDPOINT_URLS", "AWS_ROLE_ARN", "AWS_WEB_IDENTITY_TOKEN_FILE"}
 
 // awsEnv points the SDK's default configuration at dummy credentials and no
-// config files, so that nothing real is read or fetched (no IMDS).
+// config files, so that nothing real is read or fetched (no IMDS), for a
+// test that changes some of it with t.Setenv afterwards; TestMain set the
+// same for every test.
 func awsEnv(t *testing.T) {
 	t.Helper()
 	dir := t.TempDir()
@@ -29,8 +52,7 @@ func awsEnv(t *testing.T) {
 	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
 	t.Setenv("AWS_CONFIG_FILE", filepath.Join(dir, "config"))
 	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(dir, "credentials"))
-	for _, k := range []string{"AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_SESSION_TOKEN", "AWS_DEFAULT_REGION",
-		"AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_DYNAMODB", "AWS_IGNORE_CONFIGURED_ENDPOINT_URLS", "AWS_ROLE_ARN", "AWS_WEB_IDENTITY_TOKEN_FILE"} {
+	for _, k := range clearedAWSVars {
 		unsetenv(t, k)
 	}
 }
@@ -65,9 +87,8 @@ type fixture struct {
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	awsEnv(t)
 	f := &fixture{endpoint: emulator.DynamoEndpoint(t), table: emulator.UniqueName("cli-leases")}
-	r := runCLI(t, env{}, "create-table", "-endpoint", f.endpoint, "-table", f.table)
+	r := runCLI(t, env{}, "create-table", "-dynamodb-endpoint", f.endpoint, "-table", f.table)
 	require.Equal(t, 0, r.code, r.stderr)
 	store, err := shardlease.NewDynamoStore(emulator.Dynamo(t), f.table)
 	require.NoError(t, err)
@@ -78,7 +99,7 @@ func newFixture(t *testing.T) *fixture {
 // run runs command with -endpoint and -table added.
 func (f *fixture) run(t *testing.T, e env, command string, args ...string) result {
 	t.Helper()
-	return runCLI(t, e, append([]string{command, "-endpoint", f.endpoint, "-table", f.table}, args...)...)
+	return runCLI(t, e, append([]string{command, "-dynamodb-endpoint", f.endpoint, "-table", f.table}, args...)...)
 }
 
 // held creates the row for key and acquires it for owner.
@@ -102,19 +123,19 @@ func (f *fixture) get(t *testing.T, key shardlease.LeaseKey) shardlease.Lease {
 func shard(n int) string { return "shardId-00000000000" + string(rune('0'+n)) }
 
 func TestCreateTable(t *testing.T) {
-	awsEnv(t)
+	t.Parallel()
 	endpoint := emulator.DynamoEndpoint(t)
 	table := emulator.UniqueName("cli-create")
 
-	r := runCLI(t, env{}, "create-table", "-endpoint", endpoint, "-table", table)
+	r := runCLI(t, env{}, "create-table", "-dynamodb-endpoint", endpoint, "-table", table)
 	require.Equal(t, 0, r.code, r.stderr)
 	assert.Equal(t, "created lease table "+table+"\n", r.stdout)
 
-	r = runCLI(t, env{}, "create-table", "-endpoint", endpoint, "-table", table)
+	r = runCLI(t, env{}, "create-table", "-dynamodb-endpoint", endpoint, "-table", table)
 	require.Equal(t, 0, r.code, r.stderr)
 	assert.Contains(t, r.stdout, "exists already")
 
-	r = runCLI(t, env{}, "create-table", "-endpoint", endpoint, "-table", table, "-json")
+	r = runCLI(t, env{}, "create-table", "-dynamodb-endpoint", endpoint, "-table", table, "-json")
 	require.Equal(t, 0, r.code, r.stderr)
 	assert.JSONEq(t, `{"table":"`+table+`","action":"exists"}`, r.stdout)
 
@@ -135,6 +156,7 @@ func TestEndpointFromEnvironment(t *testing.T) {
 }
 
 func TestList(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	ctx := t.Context()
 	stream := emulator.UniqueName("orders")
@@ -217,17 +239,16 @@ func TestList(t *testing.T) {
 		]`, r.stdout)
 	})
 
-	t.Run("empty", func(t *testing.T) {
+	t.Run("a stream the table does not hold", func(t *testing.T) {
 		r := f.run(t, env{}, "list", "-stream", "no-such-stream")
-		require.Equal(t, 0, r.code, r.stderr)
-		assert.Contains(t, r.stdout, "no leases of stream no-such-stream")
-		r = f.run(t, env{}, "list", "-stream", "no-such-stream", "-json")
-		require.Equal(t, 0, r.code, r.stderr)
-		assert.JSONEq(t, `[]`, r.stdout)
+		require.Equal(t, 1, r.code, r.stderr)
+		assert.Contains(t, r.stderr, "table "+f.table+", stream no-such-stream: no lease of the stream in the table")
+		assert.Empty(t, r.stdout)
 	})
 }
 
 func TestReset(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	ctx := t.Context()
 	stream := emulator.UniqueName("orders")
@@ -307,6 +328,7 @@ func jsonInt(n int64) string {
 }
 
 func TestRelease(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	ctx := t.Context()
 	stream := emulator.UniqueName("orders")
@@ -428,7 +450,7 @@ func TestRelease(t *testing.T) {
 }
 
 func TestUsageErrors(t *testing.T) {
-	awsEnv(t)
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -436,7 +458,7 @@ func TestUsageErrors(t *testing.T) {
 		want []string
 	}{
 		{"no args", nil, 2, []string{"Commands:", "create-table", "list", "reset", "release"}},
-		{"unknown command", []string{"lsit"}, 2, []string{`unknown command "lsit"`, "Commands:"}},
+		{"unknown command", []string{"lsit"}, 2, []string{`unknown command "lsit"; did you mean "list"?`}},
 		{"missing table", []string{"list", "-stream", "s"}, 2, []string{"shardlease list: missing -table", "shardlease list -h"}},
 		{"missing stream", []string{"export", "-table", "tbl"}, 2, []string{"missing -stream"}},
 		{"missing shard", []string{"release", "-table", "tbl", "-stream", "s"}, 2, []string{"missing -shard"}},
@@ -468,7 +490,7 @@ func TestNoRegion(t *testing.T) {
 }
 
 func TestMissingTable(t *testing.T) {
-	awsEnv(t)
+	t.Parallel()
 	endpoint := emulator.DynamoEndpoint(t)
 	table := emulator.UniqueName("cli-missing")
 	for _, args := range [][]string{
@@ -476,7 +498,7 @@ func TestMissingTable(t *testing.T) {
 		{"reset", "-stream", "s", "-shard", "x", "-to", "1"},
 		{"release", "-stream", "s", "-shard", "x", "-force"},
 	} {
-		r := runCLI(t, env{}, append(args, "-endpoint", endpoint, "-table", table)...)
+		r := runCLI(t, env{}, append(args, "-dynamodb-endpoint", endpoint, "-table", table)...)
 		assert.Equal(t, 1, r.code, args)
 		assert.Contains(t, r.stderr, "shardlease create-table -table "+table, args)
 		// The command's prefix replaces the library's: no "shardlease: " inside.
@@ -486,6 +508,7 @@ func TestMissingTable(t *testing.T) {
 }
 
 func TestHelp(t *testing.T) {
+	t.Parallel()
 	r := runCLI(t, env{}, "help")
 	assert.Equal(t, 0, r.code)
 	assert.Contains(t, r.stdout, "Commands:")
@@ -497,9 +520,20 @@ func TestHelp(t *testing.T) {
 			assert.Empty(t, r.stderr, args)
 			assert.Contains(t, r.stdout, "Usage: shardlease "+c.name, args)
 			assert.Contains(t, r.stdout, "Example:\n\n\tshardlease "+c.name, args)
-			if c.service != "none" {
-				assert.Contains(t, r.stdout, "-endpoint URL", args)
+			if c.calls != noService {
 				assert.Contains(t, r.stdout, "-region region", args)
+			}
+			// One flag name per endpoint, in the synopsis and the flags.
+			for _, ef := range []struct {
+				name  string
+				calls bool
+			}{{"dynamodb-endpoint", c.calls.dynamo()}, {"kinesis-endpoint", c.calls.kinesis()}} {
+				if ef.calls {
+					assert.Contains(t, r.stdout, "[-"+ef.name+" URL]", args)
+					assert.Contains(t, r.stdout, "-"+ef.name+" URL\n", args)
+				} else {
+					assert.NotContains(t, r.stdout, "-"+ef.name, args)
+				}
 			}
 			if strings.Contains(c.usage, "-table TABLE") {
 				assert.Contains(t, r.stdout, "-table table", args)
@@ -510,6 +544,7 @@ func TestHelp(t *testing.T) {
 
 // TestOwnerID checks the owner id the command writes under.
 func TestOwnerID(t *testing.T) {
+	t.Parallel()
 	e := env{hostname: func() (string, error) { return "ops-box", nil }}
 	id := e.ownerID()
 	assert.Equal(t, "shardlease-cli@ops-box", shardlease.OwnerName(id))

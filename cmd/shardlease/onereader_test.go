@@ -16,6 +16,7 @@ import (
 // wait is now the longer of -wait and the holder's lease duration written on
 // the row.
 func TestOneReaderReleaseWaitsHolderLeaseDuration(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	ctx := t.Context()
 	key := shardlease.LeaseKey{Stream: emulator.UniqueName("orders"), Shard: shard(0)}
@@ -49,6 +50,7 @@ func TestOneReaderReleaseWaitsHolderLeaseDuration(t *testing.T) {
 // command reported a checkpoint it had not replaced. They now acquire on the
 // exact counter they read, under an identity unique to the command.
 func TestOneReaderCLIExactCounter(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	ctx := t.Context()
 	stream := emulator.UniqueName("orders")

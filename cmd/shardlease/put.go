@@ -9,16 +9,14 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
-
-	"github.com/shardlease/shardlease"
 )
 
 var putCommand = &command{
 	name:    "put",
 	summary: "write test records to a Kinesis stream",
-	service: "Kinesis",
+	calls:   kinesisOnly,
 	usage: `
-Usage: shardlease put -stream STREAM [-data TEXT] [-count N] [-json] [-region REGION] [-endpoint URL]
+Usage: shardlease put -stream STREAM [-data TEXT] [-count N] [-json] [-region REGION] [-kinesis-endpoint URL]
 
 Writes N records to STREAM, one PutRecords call per 500. Record i (from 1)
 has the partition key "key-i" and the data TEXT, or "record i" without
@@ -37,8 +35,8 @@ Example:
 			if err := requireFlags("stream", *stream); err != nil {
 				return err
 			}
-			if err := shardlease.ValidateStreamName(*stream); err != nil {
-				return usagef("-stream: %v", err)
+			if err := checkStreamName(*stream); err != nil {
+				return err
 			}
 			if *count < 1 {
 				return usagef("-count %d: write at least 1 record", *count)

@@ -18,7 +18,7 @@ var releaseCommand = &command{
 	name:    "release",
 	summary: "free a lease whose holder is dead",
 	usage: `
-Usage: shardlease release -table TABLE -stream STREAM -shard SHARD [-wait DURATION | -force] [-json] [-region REGION] [-endpoint URL]
+Usage: shardlease release -table TABLE -stream STREAM -shard SHARD [-wait DURATION | -force] [-json] [-region REGION] [-dynamodb-endpoint URL]
 
 Frees the lease of one shard so that any consumer may take it at once,
 keeping its checkpoint. Consumers take a dead worker's leases by themselves

@@ -15,7 +15,7 @@ var resetCommand = &command{
 	name:    "reset",
 	summary: "move a shard's checkpoint (the lease must be free, or -force)",
 	usage: `
-Usage: shardlease reset -table TABLE -stream STREAM -shard SHARD -to POSITION [-force] [-json] [-region REGION] [-endpoint URL]
+Usage: shardlease reset -table TABLE -stream STREAM -shard SHARD -to POSITION [-force] [-json] [-region REGION] [-dynamodb-endpoint URL]
 
 Moves the checkpoint of one shard. The next consumer to take the lease
 resumes reading after POSITION. POSITION is

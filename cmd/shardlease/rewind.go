@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"strings"
@@ -16,8 +17,9 @@ func init() { commands = append(commands, rewindCommand) }
 var rewindCommand = &command{
 	name:    "rewind",
 	summary: "move every shard of a stream to a time, to read again what arrived since",
+	calls:   dynamoAndKinesis,
 	usage: `
-Usage: shardlease rewind -table TABLE -stream STREAM -to TIME [-dry-run] [-handover] [-json] [-region REGION] [-endpoint URL] [-kinesis-endpoint URL]
+Usage: shardlease rewind -table TABLE -stream STREAM -to TIME [-dry-run] [-handover] [-json] [-region REGION] [-dynamodb-endpoint URL] [-kinesis-endpoint URL]
 
 Moves the progress of every shard of STREAM to TIME, so that consumers read
 again every record that arrived at or after it, and none before it. TIME is
@@ -41,8 +43,12 @@ handler again (at-least-once).
 
 Each shard is changed with fenced writes under the owner id
 shardlease-cli@HOSTNAME: acquire on the counter just read, rewind, release.
--dry-run prints what would change, per shard, and writes nothing. Save the
-checkpoints first with 'shardlease export' to be able to go back.
+-dry-run prints what the real run would do, per shard, and writes nothing:
+"would be rewound", or "would be refused: held by OWNER" where workers hold
+leases (without -handover). It exits as the real run would: 0, or 1 when
+that run would be refused (with -json, "refused": true then, on the report
+and on each held shard). Save the checkpoints first with 'shardlease
+export' to be able to go back.
 
 Example:
 
@@ -55,13 +61,12 @@ Example:
 		dryRun := fs.Bool("dry-run", false, "print what would change and write nothing")
 		handover := fs.Bool("handover", false, "take held leases from their workers instead of refusing")
 		asJSON := fs.Bool("json", false, "print the report as a JSON object")
-		kinesisEndpoint := fs.String("kinesis-endpoint", "", "Kinesis endpoint `URL` (for an emulator; default: the region's)")
 		return func(ctx context.Context) error {
 			if err := requireFlags("table", *table, "stream", *stream, "to", *to); err != nil {
 				return err
 			}
-			if err := shardlease.ValidateStreamName(*stream); err != nil {
-				return usagef("-stream: %v", err)
+			if err := checkStreamName(*stream); err != nil {
+				return err
 			}
 			at, err := parseTime(*to, time.Now())
 			if err != nil {
@@ -71,7 +76,7 @@ Example:
 			if err != nil {
 				return err
 			}
-			kin, err := st.kinesis(ctx, *kinesisEndpoint)
+			kin, err := st.kinesisClient(ctx)
 			if err != nil {
 				return err
 			}
@@ -83,17 +88,23 @@ Example:
 				opts = append(opts, shardlease.WithRewindHandover())
 			}
 			rep, err := shardlease.Rewind(ctx, store, kin, *stream, at, opts...)
-			if rep != nil && (err == nil || *dryRun) {
-				if *asJSON && err == nil {
-					return st.printJSON(toRewindJSON(rep))
-				}
-				if !*asJSON {
-					if perr := printRewind(st, rep); perr != nil {
-						return perr
-					}
-				}
+			// A dry run shows what the real run would do, refusal included,
+			// and exits as it would.
+			refused := *dryRun && errors.Is(err, shardlease.ErrLeaseHeld)
+			if rep == nil || (err != nil && !refused) {
+				return err
 			}
-			return err
+			if *asJSON {
+				if perr := st.printJSON(toRewindJSON(rep, refused)); perr != nil {
+					return perr
+				}
+			} else if perr := printRewind(st, rep, refused, *handover); perr != nil {
+				return perr
+			}
+			if err != nil {
+				return printedError{err}
+			}
+			return nil
 		}
 	},
 }
@@ -109,29 +120,27 @@ func parseTime(s string, now time.Time) (time.Time, error) {
 	return time.Time{}, usagef("-to %q: not an RFC 3339 time (2026-01-02T15:04:05Z) or a duration ago (90m)", s)
 }
 
-// printRewind prints the report as a table and a summary line.
-func printRewind(st *cli, rep *shardlease.RewindReport) error {
+// printRewind prints the report as a table and a summary line. In a dry
+// run the real run would refuse (refused), each held shard that would
+// change says so.
+func printRewind(st *cli, rep *shardlease.RewindReport, refused, handover bool) error {
 	tw := tabwriter.NewWriter(st.stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "SHARD\tACTION\tOWNER\tCHECKPOINT\tSTARTS\tCHANGE")
+	held := 0
 	for _, s := range rep.Shards {
-		change := "none: at the time already"
-		switch {
-		case s.Action == shardlease.RewindNotListed:
-			change = "none: the stream no longer lists it"
-		case s.Changed && s.Created:
-			change = "row created"
-		case s.Changed:
-			change = "rewound"
-		}
-		if s.Changed && rep.DryRun {
-			change = "would be " + strings.TrimPrefix(change, "row ")
-		}
-		if s.TakenFrom != "" {
-			change += "; taken from " + s.TakenFrom
+		change := rewindChange(s, rep.DryRun, handover)
+		if refused && s.Changed && s.Owner != "" {
+			held++
+			change = fmt.Sprintf("would be refused: held by %s (stop it, or use -handover)", shardlease.OwnerName(s.Owner))
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", s.Shard, s.Action, ownerOrFree(s.Owner), dash(s.Checkpoint), startText(s), change)
 	}
 	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if refused {
+		_, err := fmt.Fprintf(st.stdout, "stream %s in table %s: dry run: the rewind would be refused and write nothing, as %s held by running workers; "+
+			"stop them, or pass -handover to take their leases\n", rep.Stream, rep.Table, pluralBe(held, "shard"))
 		return err
 	}
 	verb := "rewound"
@@ -141,6 +150,37 @@ func printRewind(st *cli, rep *shardlease.RewindReport) error {
 	_, err := fmt.Fprintf(st.stdout, "stream %s in table %s: %s %d of %d shards to %s\n",
 		rep.Stream, rep.Table, verb, rep.Changed, len(rep.Shards), rep.To.UTC().Format(time.RFC3339Nano))
 	return err
+}
+
+// rewindChange says what the rewind did, or would do, with one shard.
+func rewindChange(s shardlease.RewindShard, dryRun, handover bool) string {
+	change := "none: at the time already"
+	switch {
+	case s.Action == shardlease.RewindNotListed:
+		change = "none: the stream no longer lists it"
+	case s.Changed && s.Created:
+		change = "row created"
+	case s.Changed:
+		change = "rewound"
+	}
+	if s.Changed && dryRun {
+		change = "would be " + strings.TrimPrefix(change, "row ")
+		if handover && s.Owner != "" {
+			change += "; taken from " + shardlease.OwnerName(s.Owner)
+		}
+	}
+	if s.TakenFrom != "" {
+		change += "; taken from " + s.TakenFrom
+	}
+	return change
+}
+
+// pluralBe is n and noun with "is" or "are": "1 shard is", "2 shards are".
+func pluralBe(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun + " is"
+	}
+	return plural(n, noun) + " are"
 }
 
 // startText is where the shard's reader starts after the rewind.
@@ -157,11 +197,14 @@ func startText(s shardlease.RewindShard) string {
 // rewindJSON is what rewind -json prints. The field names are part of the
 // command's interface: keep them.
 type rewindJSON struct {
-	Table   string            `json:"table"`
-	Stream  string            `json:"stream"`
-	To      time.Time         `json:"to"`
-	DryRun  bool              `json:"dry_run"`
-	Changed int               `json:"changed"`
+	Table   string    `json:"table"`
+	Stream  string    `json:"stream"`
+	To      time.Time `json:"to"`
+	DryRun  bool      `json:"dry_run"`
+	Changed int       `json:"changed"`
+	// Refused is set by a dry run whose real run would be refused: the
+	// shards with Refused are held by running workers.
+	Refused bool              `json:"refused"`
 	Shards  []rewindShardJSON `json:"shards"`
 }
 
@@ -175,13 +218,15 @@ type rewindShardJSON struct {
 	Changed            bool     `json:"changed"`
 	Created            bool     `json:"created"`
 	TakenFrom          string   `json:"taken_from"`
+	Refused            bool     `json:"refused"`
 }
 
-func toRewindJSON(rep *shardlease.RewindReport) rewindJSON {
-	j := rewindJSON{Table: rep.Table, Stream: rep.Stream, To: rep.To.UTC(), DryRun: rep.DryRun, Changed: rep.Changed, Shards: []rewindShardJSON{}}
+func toRewindJSON(rep *shardlease.RewindReport, refused bool) rewindJSON {
+	j := rewindJSON{Table: rep.Table, Stream: rep.Stream, To: rep.To.UTC(), DryRun: rep.DryRun, Changed: rep.Changed, Refused: refused, Shards: []rewindShardJSON{}}
 	for _, s := range rep.Shards {
 		j.Shards = append(j.Shards, rewindShardJSON{Shard: s.Shard, Parents: append([]string{}, s.Parents...), Action: string(s.Action),
-			PreviousOwner: s.Owner, PreviousCheckpoint: s.Checkpoint, Starts: startText(s), Changed: s.Changed, Created: s.Created, TakenFrom: s.TakenFrom})
+			PreviousOwner: s.Owner, PreviousCheckpoint: s.Checkpoint, Starts: startText(s), Changed: s.Changed, Created: s.Created, TakenFrom: s.TakenFrom,
+			Refused: refused && s.Changed && s.Owner != ""})
 	}
 	return j
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -50,6 +51,7 @@ func (f *fixture) checkpointed(t *testing.T, key shardlease.LeaseKey, owner, seq
 // worker holds the lease, a dry run that writes nothing, the rewind, a
 // second run that changes nothing, and -handover.
 func TestRewindCommand(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	kc := emulator.Kinesis(t)
 	stream, _ := streamWithRecords(t, kc, "cli-rewind", 2)
@@ -67,7 +69,7 @@ func TestRewindCommand(t *testing.T) {
 	}
 	r = f.run(t, env{}, "rewind", append(args, "-dry-run")...)
 	require.Equal(t, 1, r.code, "a dry run says the rewind would refuse")
-	assert.Contains(t, r.stdout, "would be rewound", "and prints what would change")
+	assert.Contains(t, r.stdout, "would be refused: held by pod-0", "and prints what the real run would do")
 	_, err := f.store.Release(t.Context(), held)
 	require.NoError(t, err)
 	before := f.get(t, key)
@@ -109,7 +111,7 @@ func TestRewindCommand(t *testing.T) {
 
 // TestRewindUsage covers what rewind checks before it calls AWS.
 func TestRewindUsage(t *testing.T) {
-	awsEnv(t)
+	t.Parallel()
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -130,4 +132,55 @@ func TestRewindUsage(t *testing.T) {
 	got, err = parseTime("2026-01-02T14:04:05.5Z", now)
 	require.NoError(t, err)
 	assert.Equal(t, time.Date(2026, 1, 2, 14, 4, 5, 5e8, time.UTC), got)
+}
+
+// rewind -dry-run shows what the real run would do, refusals included, and
+// exits as it would: each held shard "would be refused", the others "would
+// be rewound", exit status 1, one JSON report with -json; with -handover,
+// every shard would be rewound, the held ones taken from their workers.
+func TestMistakeRewindDryRunShowsTheRefusal(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	kc := emulator.Kinesis(t)
+	stream := emulator.UniqueName("cli-rewind-dry")
+	require.NoError(t, emulator.CreateStream(t.Context(), kc, stream, 2))
+	seqs := writeRecords(t, kc, stream, 1)
+	held := shardlease.LeaseKey{Stream: stream, Shard: shard(0)}
+	free := shardlease.LeaseKey{Stream: stream, Shard: shard(1)}
+	f.checkpointed(t, held, id("pod-0"), seqs[0])
+	_, err := f.store.Release(t.Context(), f.checkpointed(t, free, id("pod-1"), seqs[0]))
+	require.NoError(t, err)
+	before := map[string]shardlease.Lease{held.Shard: f.get(t, held), free.Shard: f.get(t, free)}
+	args := []string{"-stream", stream, "-to", "1h", "-kinesis-endpoint", emulator.KinesisEndpoint(t)}
+
+	real := f.run(t, env{}, "rewind", args...)
+	dry := f.run(t, env{}, "rewind", append(args, "-dry-run")...)
+	assert.Equal(t, 1, real.code, real.stderr)
+	assert.Equal(t, real.code, dry.code, "the dry run exits as the real run")
+	lines := strings.Split(dry.stdout, "\n")
+	require.GreaterOrEqual(t, len(lines), 4, dry.stdout)
+	assert.Contains(t, lines[1], shard(0))
+	assert.Contains(t, lines[1], "would be refused: held by pod-0 (stop it, or use -handover)")
+	assert.Contains(t, lines[2], shard(1))
+	assert.Contains(t, lines[2], "would be rewound")
+	assert.Contains(t, lines[3], "dry run: the rewind would be refused and write nothing, as 1 shard is held by running workers")
+	assert.Contains(t, dry.stderr, "nothing was changed", "the error is the real run's")
+
+	r := f.run(t, env{}, "rewind", append(args, "-dry-run", "-json")...)
+	assert.Equal(t, 1, r.code)
+	var rep rewindJSON
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &rep), "one JSON report: %s", r.stdout)
+	assert.True(t, rep.Refused)
+	require.Len(t, rep.Shards, 2)
+	assert.True(t, rep.Shards[0].Refused)
+	assert.False(t, rep.Shards[1].Refused)
+
+	r = f.run(t, env{}, "rewind", append(args, "-dry-run", "-handover")...)
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Contains(t, r.stdout, "would be rewound; taken from pod-0")
+	assert.Contains(t, r.stdout, "would rewind (dry run: nothing written) 2 of 2 shards")
+
+	for _, k := range []shardlease.LeaseKey{held, free} {
+		assert.Equal(t, before[k.Shard], f.get(t, k), "nothing written to %s", k.Shard)
+	}
 }

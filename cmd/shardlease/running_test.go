@@ -15,6 +15,7 @@ import (
 
 // The list command shows the leases a running consumer holds.
 func TestListShowsRunningConsumer(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	kc := emulator.Kinesis(t)
 	stream := emulator.UniqueName("orders")

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 
@@ -14,8 +15,8 @@ func (st *cli) streamStore(ctx context.Context, table, stream string) (*shardlea
 	if err := requireFlags("table", table, "stream", stream); err != nil {
 		return nil, err
 	}
-	if err := shardlease.ValidateStreamName(stream); err != nil {
-		return nil, usagef("-stream: %v", err)
+	if err := checkStreamName(stream); err != nil {
+		return nil, err
 	}
 	return st.store(ctx, table)
 }
@@ -27,8 +28,22 @@ func (st *cli) streamKinesis(ctx context.Context, stream string, required ...str
 	if err := requireFlags(append([]string{"stream", stream}, required...)...); err != nil {
 		return nil, err
 	}
-	if err := shardlease.ValidateStreamName(stream); err != nil {
-		return nil, usagef("-stream: %v", err)
+	if err := checkStreamName(stream); err != nil {
+		return nil, err
 	}
 	return st.kinesisClient(ctx)
+}
+
+// checkStreamName validates -stream: a usage error when it is no stream
+// name, saying where the name is in an ARN given instead.
+func checkStreamName(stream string) error {
+	err := shardlease.ValidateStreamName(stream)
+	if err == nil {
+		return nil
+	}
+	if strings.HasPrefix(stream, "arn:") {
+		name := stream[strings.LastIndex(stream, "/")+1:]
+		return usagef("-stream %s: give the stream's name, not its ARN: -stream %s (the part after \"stream/\")", stream, name)
+	}
+	return usagef("-stream: %v", err)
 }

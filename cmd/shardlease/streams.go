@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -59,4 +61,41 @@ func tableStreams(ctx context.Context, client scanner, table string) ([]string, 
 	}
 	slices.Sort(streams)
 	return streams, nil
+}
+
+// errStreamNotInTable is the error of a command naming a stream of which
+// the table holds no lease.
+var errStreamNotInTable = errors.New("no lease of the stream in the table")
+
+// streamNotInTable returns an error matching errStreamNotInTable that names
+// the streams table does hold (the nearest first when one is near enough
+// to be a typo), or says the table holds none. A consumer makes a stream's
+// rows when it first syncs the stream's shards, so either -stream or the
+// table (-table, -region, -dynamodb-endpoint) is wrong.
+func (st *cli) streamNotInTable(ctx context.Context, table, stream string) error {
+	if st.ddb == nil {
+		return fmt.Errorf("table %s, stream %s: %w", table, stream, errStreamNotInTable)
+	}
+	streams, err := tableStreams(ctx, st.ddb, table)
+	if err != nil {
+		return err
+	}
+	if len(streams) == 0 {
+		return fmt.Errorf("table %s, stream %s: %w: the table holds no lease of any stream; check -table, -region and -dynamodb-endpoint, "+
+			"or run a consumer of the stream with this table first (it makes a stream's rows when it first syncs its shards)", table, stream, errStreamNotInTable)
+	}
+	hint := ""
+	if near := nearest(stream, streams); near != "" {
+		hint = fmt.Sprintf("; did you mean -stream %s?", near)
+	}
+	return fmt.Errorf("table %s, stream %s: %w: the table holds leases of %s only%s (check -stream, or -table if the stream's leases are in another table)",
+		table, stream, errStreamNotInTable, strings.Join(firstNames(streams, 10), ", "), hint)
+}
+
+// firstNames returns the first n names, and how many more there are.
+func firstNames(names []string, n int) []string {
+	if len(names) <= n {
+		return names
+	}
+	return append(slices.Clip(names[:n]), fmt.Sprintf("and %d more", len(names)-n))
 }
