@@ -368,7 +368,7 @@ func (sc *scheduler) stopRunners() {
 		case r := <-sc.exited:
 			sc.forget(r)
 		case <-timer.C:
-			c.log.Warn("shutdown timeout: abandoning the handlers still running", "timeout", c.cfg.shutdownTimeout)
+			// Each runner abandoned logs it, naming its shard.
 			for _, r := range runners {
 				r.abandon()
 			}

@@ -227,7 +227,51 @@ var (
 	// ErrInvalidConfig means an option or argument has a value that cannot
 	// work.
 	ErrInvalidConfig = errors.New("shardlease: invalid configuration")
+	// ErrAlreadyRunning means Run was called a second time on one Consumer
+	// or Group: each runs once, so make a new one for another run. The
+	// error also matches ErrInvalidConfig, which earlier releases returned.
+	ErrAlreadyRunning = errors.New("shardlease: Run was already called")
+	// ErrHandlerAbandoned means Run gave up on handlers that did not return
+	// when their context was cancelled: their goroutines may still run, and
+	// their leases expired instead of being released. The typed error is
+	// AbandonedHandlersError, which names the shards.
+	ErrHandlerAbandoned = errors.New("shardlease: handlers were abandoned")
 )
+
+// alreadyRunning is Run's error on a second call; what names the Consumer
+// or Group, e.g. "stream orders".
+func alreadyRunning(what, kind string) error {
+	msg := fmt.Sprintf("%s: %s: Run was already called on this %s, and a %s runs once: make a new %s with New%s for another run",
+		bare(ErrAlreadyRunning), what, kind, kind, kind, kind)
+	return &prefixedError{msg: prefixed(msg), wrapped: fmt.Errorf("%w%w", ErrAlreadyRunning, ErrInvalidConfig)}
+}
+
+// AbandonedHandlersError is what Run returns, once it has shut down, when
+// it abandoned handlers: each did not return within the grace period after
+// its context was cancelled (at shutdown, a drain, a handoff or a lost
+// lease). Their records may be handled again by the worker that takes the
+// lease. It matches ErrHandlerAbandoned.
+type AbandonedHandlersError struct {
+	// Shards names each abandoned handler's lease, "stream:shard", in the
+	// order they were abandoned.
+	Shards []LeaseKey
+	// Grace is the grace period each handler was given.
+	Grace time.Duration
+}
+
+// Error names the shards and says what to change in the handler.
+func (e *AbandonedHandlersError) Error() string {
+	keys := make([]string, 0, len(e.Shards))
+	for _, k := range e.Shards {
+		keys = append(keys, k.String())
+	}
+	return fmt.Sprintf("%s: %d handlers did not return within %v of their context being cancelled (%s): their goroutines were left behind and their leases expire; "+
+		"a handler must return when ctx.Done() closes: pass ctx to every call it makes and select on ctx.Done() where it waits, or raise WithShutdownTimeout",
+		ErrHandlerAbandoned, len(e.Shards), e.Grace, strings.Join(firstOf(keys, 10), ", "))
+}
+
+// Unwrap returns ErrHandlerAbandoned.
+func (e *AbandonedHandlersError) Unwrap() error { return ErrHandlerAbandoned }
 
 // LeaseError names the table and lease a store operation failed on. Unwrap
 // yields both the sentinel (ErrLeaseLost, ...) and the underlying cause, such
