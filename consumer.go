@@ -247,7 +247,8 @@ func (c *Consumer) Run(ctx context.Context) error {
 		return alreadyRunning("stream "+c.stream, "Consumer")
 	}
 	defer close(c.drain.runDone)
-	boot := c.watchStartup("checking the lease table")
+	calls := c.startupCallsOf()
+	boot := c.watchStartup("checking the lease table", calls.table)
 	defer boot.done(false)
 	if tc := c.caps.table; tc != nil {
 		if err := tc.CheckTable(ctx); err != nil {
@@ -279,18 +280,18 @@ func (c *Consumer) Run(ctx context.Context) error {
 	defer sc.cd.expiry.Stop()
 	// Show this worker to the others before anything else, so that workers
 	// starting together count each other in their first take round.
-	boot.at("writing this worker's row")
+	boot.at("writing this worker's row", calls.row)
 	if err := sc.heartbeat(ctx); err != nil {
 		return err
 	}
-	boot.at("listing the stream's shards")
-	if err := sc.startup(ctx); err != nil || ctx.Err() != nil {
+	boot.at("listing the stream's shards", calls.sync)
+	if err := sc.startup(ctx, boot); err != nil || ctx.Err() != nil {
 		// Leave no worker row behind: the others would count this worker
 		// for a lease duration.
 		sc.removeRow(context.WithoutCancel(ctx))
 		return err
 	}
-	boot.at("registering the enhanced fan-out consumer")
+	boot.at("registering the enhanced fan-out consumer", calls.fanOut)
 	// Registered (or found) before any lease is taken.
 	if err := sc.registerFanOut(ctx); err != nil {
 		sc.removeRow(context.WithoutCancel(ctx))

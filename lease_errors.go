@@ -193,13 +193,38 @@ func checkRegion(client any) error {
 	return errorf("%w: the %s client has no AWS region: %s", ErrInvalidConfig, service, awshint.NoRegion)
 }
 
-// credentialsHint puts what to do in front of an error that says the SDK
-// found no credentials, and returns any other error as it is.
+// credentialsHint puts what to do in front of an SDK error whose text does
+// not say it: the SDK found no credentials, or the call did not reach its
+// service (see endpointHint). It returns any other error, and one it has
+// explained already, as it is.
 func credentialsHint(err error) error {
+	if errors.Is(err, ErrEndpointUnreachable) || err == nil || strings.Contains(err.Error(), awshint.NoCredentials) {
+		return err
+	}
+	if hinted := endpointHint(err); hinted != err {
+		return hinted
+	}
 	if !awshint.IsNoCredentials(err) {
 		return err
 	}
 	return errorf("%s: %w", awshint.NoCredentials, err)
+}
+
+// endpointHint wraps an error of a call that could not reach its service
+// (nothing listens at the endpoint, its host is unknown, or what answers is
+// not the service) in ErrEndpointUnreachable, naming the endpoint, the
+// environment variable that sets it and what to do. It returns any other
+// error as it is.
+func endpointHint(err error) error {
+	u, ok := awshint.FindUnreachable(err)
+	if !ok {
+		return err
+	}
+	s := awshint.Kinesis
+	if awshint.ServiceOf(err) == awshint.DynamoDB.Name {
+		s = awshint.DynamoDB
+	}
+	return errorf("%w: %s: %w", ErrEndpointUnreachable, awshint.EndpointHint(s, u, nil), err)
 }
 
 // Sentinel errors. Each store wraps them so that errors.Is finds them, with a
@@ -227,6 +252,12 @@ var (
 	// ErrInvalidConfig means an option or argument has a value that cannot
 	// work.
 	ErrInvalidConfig = errors.New("shardlease: invalid configuration")
+	// ErrEndpointUnreachable means a call did not reach its AWS service:
+	// nothing listens at the endpoint, its host is unknown, or what answers
+	// is not the service (another service, a proxy, a web server). The
+	// error names the endpoint and the environment variable that sets it.
+	// Run fails at start-up on it at once, without retrying.
+	ErrEndpointUnreachable = errors.New("shardlease: AWS endpoint unreachable")
 	// ErrAlreadyRunning means Run was called a second time on one Consumer
 	// or Group: each runs once, so make a new one for another run. The
 	// error also matches ErrInvalidConfig, which earlier releases returned.
@@ -265,9 +296,13 @@ func (e *AbandonedHandlersError) Error() string {
 	for _, k := range e.Shards {
 		keys = append(keys, k.String())
 	}
-	return fmt.Sprintf("%s: %d handlers did not return within %v of their context being cancelled (%s): their goroutines were left behind and their leases expire; "+
-		"a handler must return when ctx.Done() closes: pass ctx to every call it makes and select on ctx.Done() where it waits, or raise WithShutdownTimeout",
-		ErrHandlerAbandoned, len(e.Shards), e.Grace, strings.Join(firstOf(keys, 10), ", "))
+	what := "the handler of " + strings.Join(keys, "") + " did not return within %v of its context being cancelled: its goroutine was left behind and its lease expires"
+	if len(keys) != 1 {
+		what = fmt.Sprintf("the handlers of %d shards (%s)", len(keys), strings.Join(firstOf(keys, 10), ", ")) +
+			" did not return within %v of their context being cancelled: their goroutines were left behind and their leases expire"
+	}
+	return fmt.Sprintf("%v: "+what+"; a handler must return when ctx.Done() closes: pass ctx to every call it makes and select on ctx.Done() where it waits, or raise WithShutdownTimeout",
+		ErrHandlerAbandoned, e.Grace)
 }
 
 // Unwrap returns ErrHandlerAbandoned.
