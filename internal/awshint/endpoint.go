@@ -136,6 +136,9 @@ func EndpointHint(s Service, u Unreachable, env func(string) (string, bool)) str
 	case genericSet:
 		fmt.Fprintf(&b, "%s is %s and %s is not set, so %s calls go there too (%s sets the endpoint of every service): set %s to %s's address (%s for `shardlease emulators`) and %s to the other's, and unset %s",
 			genericEnv, generic, s.Env, s.Name, genericEnv, s.Env, s.Name, s.Local, s.Other, genericEnv)
+	case strings.Contains(u.Endpoint, ".amazonaws.com"):
+		fmt.Fprintf(&b, "this is AWS's own endpoint for the region: check AWS_REGION, the network and any proxy (HTTPS_PROXY) between this machine and AWS; for local emulators set %s (%s for `shardlease emulators`)",
+			s.Env, s.Local)
 	default:
 		fmt.Fprintf(&b, "the endpoint was set in code (the client's BaseEndpoint) or in the shared config file (endpoint_url): point it at %s, or set %s (%s for `shardlease emulators`); for AWS itself set no endpoint",
 			s.Name, s.Env, s.Local)
