@@ -53,9 +53,9 @@ func notAWS(t *testing.T) string {
 	return s.URL
 }
 
-// runOnce runs c until it returns, at most limit, and returns its error
-// and how long it took.
-func runOnce(t *testing.T, c interface{ Run(context.Context) error }, limit time.Duration) (error, time.Duration) {
+// runOnce runs c until it returns, at most limit, and returns how long it
+// took and its error.
+func runOnce(t *testing.T, c interface{ Run(context.Context) error }, limit time.Duration) (time.Duration, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), limit)
 	defer cancel()
@@ -63,7 +63,7 @@ func runOnce(t *testing.T, c interface{ Run(context.Context) error }, limit time
 	err := c.Run(ctx)
 	took := time.Since(start)
 	require.NoError(t, ctx.Err(), "Run returned only at the test's limit of %v", limit)
-	return err, took
+	return took, err
 }
 
 // An unreachable Kinesis endpoint fails the start-up in seconds, not after
@@ -81,7 +81,7 @@ func TestMistakeKinesisEndpointUnreachable(t *testing.T) {
 			c, err := shardlease.NewConsumer(emulator.NewKinesisClient(tc.endpoint), shardlease.NewMemoryStore(), "orders", nopHandler,
 				shardlease.WithLogger(slog.New(&logRecords{})))
 			require.NoError(t, err)
-			err, took := runOnce(t, c, 30*time.Second)
+			took, err := runOnce(t, c, 30*time.Second)
 			requireMessage(t, err, shardlease.ErrEndpointUnreachable,
 				"stream orders: start-up failed after 1 attempt in",
 				"(not retried)",
@@ -112,7 +112,7 @@ func TestMistakeDynamoEndpointUnreachable(t *testing.T) {
 			c, err := shardlease.NewConsumer(shardleasetest.NewKinesis(), store, "orders", nopHandler,
 				shardlease.WithLogger(slog.New(&logRecords{})))
 			require.NoError(t, err)
-			err, took := runOnce(t, c, 30*time.Second)
+			took, err := runOnce(t, c, 30*time.Second)
 			requireMessage(t, err, shardlease.ErrEndpointUnreachable,
 				"stream orders: table orders-leases: describe: ",
 				"cannot reach DynamoDB at "+tc.endpoint+": "+tc.cause,
