@@ -311,3 +311,38 @@ func TestMistakeStreamARNAsName(t *testing.T) {
 	requireMessage(t, err, shardlease.ErrInvalidName,
 		`group g: stream 0: Name "`+arn+`" is an ARN, not a stream name: move it to the spec's ARN field, shardlease.StreamSpec{ARN: "`+arn+`"}`)
 }
+
+// stalledList is a store whose List waits until its context ends, as a
+// Scan against a table that does not answer does.
+type stalledList struct{ shardlease.LeaseStore }
+
+func (stalledList) List(ctx context.Context, _ string) ([]shardlease.Lease, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// Once Kinesis has listed the shards, the warning no longer blames
+// ListShards: it names the calls of the step still in progress.
+func TestMistakeStartupWarningAfterTheListing(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		fake := shardleasetest.NewKinesis()
+		_, err := fake.CreateStream(t.Context(), &kinesis.CreateStreamInput{StreamName: aws.String("orders"), ShardCount: aws.Int32(1)})
+		require.NoError(t, err)
+		logs := &logRecords{}
+		c, err := shardlease.NewConsumer(fake, stalledList{shardlease.NewMemoryStore()}, "orders", nopHandler,
+			shardlease.WithLogger(slog.New(logs)), shardlease.WithLeaseDuration(10*time.Second))
+		require.NoError(t, err)
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- c.Run(ctx) }()
+		time.Sleep(15 * time.Second) // fake time: one warning
+		synctest.Wait()
+		warns := warnings(logs, "start-up is taking long")
+		require.Len(t, warns, 1)
+		assert.Equal(t, "Kinesis ListShards and DescribeStreamSummary on stream orders; the store's List", attr(warns[0], "call").String())
+		assert.Equal(t, "none yet: the call has not answered", attr(warns[0], "last_err").String())
+		cancel()
+		require.NoError(t, <-done)
+	})
+}

@@ -81,6 +81,7 @@ type startupWatch struct {
 	// reads.
 	mu      sync.Mutex
 	step    string
+	calls   string      // the calls the step makes
 	call    string      // the call in progress, as last observed
 	err     error       // the last error of this step
 	attempt int         // the shard sync's attempt that failed last
@@ -90,7 +91,7 @@ type startupWatch struct {
 // watchStartup starts watching; call step as Run moves on and done when it
 // has started or given up.
 func (c *Consumer) watchStartup(step, call string) *startupWatch {
-	w := &startupWatch{c: c, begun: time.Now(), step: step, call: call}
+	w := &startupWatch{c: c, begun: time.Now(), step: step, calls: call, call: call}
 	every := c.cfg.leaseDuration
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -121,19 +122,24 @@ func (c *Consumer) watchStartup(step, call string) *startupWatch {
 // at records the step Run is waiting on now and the calls it makes.
 func (w *startupWatch) at(step, call string) {
 	w.mu.Lock()
-	w.step, w.call, w.err, w.attempt = step, call, nil, 0
+	w.step, w.calls, w.call, w.err, w.attempt = step, call, call, nil, 0
 	w.mu.Unlock()
 }
 
 // observe is the listings' Observer: it records the call in progress and
-// its failures.
+// its failures; once a listing is complete, the step's other calls are in
+// progress.
 func (w *startupWatch) observe(call string, err error) {
 	w.mu.Lock()
-	w.call = call
-	if err != nil {
-		w.err = err
+	defer w.mu.Unlock()
+	switch {
+	case call == "":
+		w.call = w.calls
+	case err != nil:
+		w.call, w.err = call, err
+	default:
+		w.call = call
 	}
-	w.mu.Unlock()
 }
 
 // failed records that attempt of the step failed with err.

@@ -68,6 +68,7 @@ func ListShardsFiltered(ctx context.Context, kin ShardLister, stream string, fil
 		bo.Reset()
 		out = append(out, page.Shards...)
 		if page.NextToken == nil || *page.NextToken == "" {
+			observe(ctx, "", nil)
 			return out, nil
 		}
 		in = &kinesis.ListShardsInput{NextToken: page.NextToken}

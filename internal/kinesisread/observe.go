@@ -3,8 +3,9 @@ package kinesisread
 import "context"
 
 // An Observer is told of the calls a listing makes: with a nil err as a
-// call begins, with its error when it fails. The consumer's start-up uses
-// it to say which call it waits on and why (see WithObserver).
+// call begins, with its error when it fails, and with an empty call once
+// the listing is complete. The consumer's start-up uses it to say which
+// call it waits on and why (see WithObserver).
 type Observer func(call string, err error)
 
 type observerKey struct{}
