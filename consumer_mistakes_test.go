@@ -121,6 +121,12 @@ func TestMistakeDynamoEndpointUnreachable(t *testing.T) {
 			require.ErrorAs(t, err, &te)
 			assert.Equal(t, "orders-leases", te.Table)
 			assert.Less(t, took, 10*time.Second, "fails fast")
+
+			// What the CLI calls says so too.
+			_, err = store.List(t.Context(), "orders")
+			requireMessage(t, err, shardlease.ErrEndpointUnreachable, "table orders-leases", "cannot reach DynamoDB at "+tc.endpoint, "AWS_ENDPOINT_URL_DYNAMODB")
+			_, err = store.Get(t.Context(), shardlease.LeaseKey{Stream: "orders", Shard: "shardId-000000000000"})
+			requireMessage(t, err, shardlease.ErrEndpointUnreachable, "table orders-leases: orders:shardId-000000000000", "cannot reach DynamoDB at "+tc.endpoint)
 		})
 	}
 }
