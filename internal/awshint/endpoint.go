@@ -19,14 +19,22 @@ type Service struct {
 	Name  string // "Kinesis", "DynamoDB"
 	Env   string // "AWS_ENDPOINT_URL_KINESIS"
 	Local string // where `shardlease emulators` serves it
-	Other string // the variable of the other service
+	Other string // the name of the other service the library calls
 }
 
 // The services the library calls.
 var (
-	Kinesis  = Service{Name: "Kinesis", Env: "AWS_ENDPOINT_URL_KINESIS", Local: "http://127.0.0.1:4567", Other: "AWS_ENDPOINT_URL_DYNAMODB"}
-	DynamoDB = Service{Name: "DynamoDB", Env: "AWS_ENDPOINT_URL_DYNAMODB", Local: "http://127.0.0.1:8000", Other: "AWS_ENDPOINT_URL_KINESIS"}
+	Kinesis  = Service{Name: "Kinesis", Env: "AWS_ENDPOINT_URL_KINESIS", Local: "http://127.0.0.1:4567", Other: "DynamoDB"}
+	DynamoDB = Service{Name: "DynamoDB", Env: "AWS_ENDPOINT_URL_DYNAMODB", Local: "http://127.0.0.1:8000", Other: "Kinesis"}
 )
+
+// other returns the other service.
+func (s Service) other() Service {
+	if s.Other == Kinesis.Name {
+		return Kinesis
+	}
+	return DynamoDB
+}
 
 // genericEnv sets the endpoint of every service at once.
 const genericEnv = "AWS_ENDPOINT_URL"
@@ -134,8 +142,9 @@ func EndpointHint(s Service, u Unreachable, env func(string) (string, bool)) str
 		fmt.Fprintf(&b, "%s is %s: start %s there (`shardlease emulators` serves it at %s), or set %s to where %s listens, or unset it to call AWS in AWS_REGION",
 			s.Env, own, s.Name, s.Local, s.Env, s.Name)
 	case genericSet:
-		fmt.Fprintf(&b, "%s is %s and %s is not set, so %s calls go there too (%s sets the endpoint of every service): set %s to %s's address (%s for `shardlease emulators`) and %s to the other's, and unset %s",
-			genericEnv, generic, s.Env, s.Name, genericEnv, s.Env, s.Name, s.Local, s.Other, genericEnv)
+		o := s.other()
+		fmt.Fprintf(&b, "%s is %s and %s is not set, so %s calls go there too (%s sets the endpoint of every service): set %s to %s's address and %s to %s's (%s and %s for `shardlease emulators`), and unset %s",
+			genericEnv, generic, s.Env, s.Name, genericEnv, s.Env, s.Name, o.Env, o.Name, s.Local, o.Local, genericEnv)
 	case strings.Contains(u.Endpoint, ".amazonaws.com"):
 		fmt.Fprintf(&b, "this is AWS's own endpoint for the region: check AWS_REGION, the network and any proxy (HTTPS_PROXY) between this machine and AWS; for local emulators set %s (%s for `shardlease emulators`)",
 			s.Env, s.Local)

@@ -88,7 +88,7 @@ func TestMistakeEndpointHintNamesTheVariable(t *testing.T) {
 		{"generic variable", map[string]string{"AWS_ENDPOINT_URL": at + "/"}, u, []string{
 			"cannot reach Kinesis at " + at + ": connection refused: nothing listens there; ",
 			"AWS_ENDPOINT_URL is " + at + "/ and AWS_ENDPOINT_URL_KINESIS is not set, so Kinesis calls go there too",
-			"set AWS_ENDPOINT_URL_KINESIS to Kinesis's address (http://127.0.0.1:4567 for `shardlease emulators`) and AWS_ENDPOINT_URL_DYNAMODB to the other's, and unset AWS_ENDPOINT_URL",
+			"set AWS_ENDPOINT_URL_KINESIS to Kinesis's address and AWS_ENDPOINT_URL_DYNAMODB to DynamoDB's (http://127.0.0.1:4567 and http://127.0.0.1:8000 for `shardlease emulators`), and unset AWS_ENDPOINT_URL",
 		}},
 		{"own variable", map[string]string{"AWS_ENDPOINT_URL": "http://127.0.0.1:9", "AWS_ENDPOINT_URL_KINESIS": at}, u, []string{
 			"AWS_ENDPOINT_URL_KINESIS is " + at + ": start Kinesis there (`shardlease emulators` serves it at http://127.0.0.1:4567), or set AWS_ENDPOINT_URL_KINESIS to where Kinesis listens, or unset it",
