@@ -171,7 +171,7 @@ func TestMistakeStartupWarningNamesCallAndError(t *testing.T) {
 		require.NoError(t, err)
 		err = c.Run(t.Context())
 		require.Error(t, err)
-		assert.Regexp(t, `^shardlease: stream orders: start-up failed after \d+ attempts? in 45s \(its limit is 45s\): `, err.Error())
+		assert.Regexp(t, `^shardlease: stream orders: start-up failed after \d+ attempts? in 45s \(its limit is 45s\), in which \d+ calls failed, the last to Kinesis ListShards: `, err.Error())
 		assert.Contains(t, err.Error(), "Rate exceeded for stream orders")
 
 		warns := warnings(logs, "start-up is taking long")

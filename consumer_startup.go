@@ -44,7 +44,7 @@ func (sc *scheduler) startup(ctx context.Context, w *startupWatch) error {
 			if ctx.Err() != nil {
 				return nil
 			}
-			return errorf("shardlease: stream %s: start-up failed %s: %w", c.stream, startupTally(attempt, time.Since(begun), limit, stop), err)
+			return errorf("shardlease: stream %s: start-up failed %s%s: %w", c.stream, startupTally(attempt, time.Since(begun), limit, stop), w.retried(), err)
 		}
 		c.log.Warn("shard sync failed at start; retrying", "attempt", attempt, "err", err)
 	}
@@ -85,6 +85,8 @@ type startupWatch struct {
 	call    string      // the call in progress, as last observed
 	err     error       // the last error of this step
 	attempt int         // the shard sync's attempt that failed last
+	retries int         // the failed calls the listings observed
+	lastBad string      // the call that failed last
 	timer   *time.Timer // nil once done
 }
 
@@ -122,7 +124,7 @@ func (c *Consumer) watchStartup(step, call string) *startupWatch {
 // at records the step Run is waiting on now and the calls it makes.
 func (w *startupWatch) at(step, call string) {
 	w.mu.Lock()
-	w.step, w.calls, w.call, w.err, w.attempt = step, call, call, nil, 0
+	w.step, w.calls, w.call, w.err, w.attempt, w.retries = step, call, call, nil, 0, 0
 	w.mu.Unlock()
 }
 
@@ -136,10 +138,22 @@ func (w *startupWatch) observe(call string, err error) {
 	case call == "":
 		w.call = w.calls
 	case err != nil:
-		w.call, w.err = call, err
+		w.call, w.err, w.lastBad = call, err, call
+		w.retries++
 	default:
 		w.call = call
 	}
+}
+
+// retried says how many calls within the shard sync's attempts failed,
+// when they were more than the attempts: a listing retries on its own.
+func (w *startupWatch) retried() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.retries <= w.attempt {
+		return ""
+	}
+	return fmt.Sprintf(", in which %d calls failed, the last to %s", w.retries, w.lastBad)
 }
 
 // failed records that attempt of the step failed with err.
