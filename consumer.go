@@ -2,9 +2,11 @@ package shardlease
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -63,6 +65,9 @@ type Consumer struct {
 	mu    sync.Mutex
 	held  map[string]*leaseRunner // by shard id: the leases this worker runs
 	stuck map[string]*leaseRunner // by shard id: abandoned runners whose handler still runs
+	// abandoned lists every lease whose handler was abandoned, in order;
+	// appended by markStuck, read when Run returns.
+	abandoned []LeaseKey
 
 	running atomic.Bool   // set by Run: a Consumer runs once
 	stats   counters      // counted by every goroutine, through count
@@ -143,8 +148,8 @@ func (c *Consumer) Stats() Stats {
 
 // NewConsumer returns a consumer of stream. It starts nothing: call Run.
 func NewConsumer(client KinesisAPI, store LeaseStore, stream string, handler Handler, opts ...Option) (*Consumer, error) {
-	if err := ValidateStreamName(stream); err != nil {
-		return nil, errorf("shardlease: NewConsumer: %w", err)
+	if err := checkStreamArg(stream); err != nil {
+		return nil, err
 	}
 	switch {
 	case isNil(client):
@@ -167,6 +172,23 @@ func NewConsumer(client KinesisAPI, store LeaseStore, stream string, handler Han
 	}
 	m := newMember(stream, stream, client, handler, cfg, fo)
 	return newConsumer(store, stream, cfg, newMemberSet(false, m))
+}
+
+// checkStreamArg checks NewConsumer's stream: a name, and not an ARN,
+// which only a Group's StreamSpec takes.
+func checkStreamArg(stream string) error {
+	if strings.HasPrefix(stream, "arn:") {
+		name := "the stream's name"
+		if n, ok := streamNameOfARN(stream); ok {
+			name = fmt.Sprintf("%q", n)
+		}
+		return errorf("%w: NewConsumer: stream %q is an ARN, not a stream name: pass %s, or to read a stream by its ARN (of another account, say) "+
+			"use shardlease.NewGroup with shardlease.StreamSpec{ARN: %q}", ErrInvalidName, stream, name, stream)
+	}
+	if err := ValidateStreamName(stream); err != nil {
+		return errorf("shardlease: NewConsumer: %w", err)
+	}
+	return nil
 }
 
 // newConsumer returns a consumer of the streams of set, through store,
@@ -214,14 +236,19 @@ func (c *Consumer) Held() []string {
 // gracefully and returns nil: readers finish the batch in hand, final
 // checkpoints are written and every lease is released so other workers take
 // them at once. It returns early with an error when the stream or the lease
-// table is missing or misconfigured. Run returns only after every goroutine
-// it started has exited. A Consumer runs once.
+// table is missing or misconfigured, or its endpoint cannot be reached. When
+// it had to abandon handlers that did not return after their context was
+// cancelled, it returns an *AbandonedHandlersError (matching
+// ErrHandlerAbandoned) naming their shards. Run returns only after every
+// goroutine it started has exited, abandoned handlers aside. A Consumer runs
+// once: a second call returns ErrAlreadyRunning.
 func (c *Consumer) Run(ctx context.Context) error {
 	if !c.running.CompareAndSwap(false, true) {
-		return errorf("%w: stream %s: Run was called twice on one Consumer; create a Consumer per run", ErrInvalidConfig, c.stream)
+		return alreadyRunning("stream "+c.stream, "Consumer")
 	}
 	defer close(c.drain.runDone)
-	boot := c.watchStartup("checking the lease table")
+	calls := c.startupCallsOf()
+	boot := c.watchStartup("checking the lease table", calls.table)
 	defer boot.done(false)
 	if tc := c.caps.table; tc != nil {
 		if err := tc.CheckTable(ctx); err != nil {
@@ -253,18 +280,18 @@ func (c *Consumer) Run(ctx context.Context) error {
 	defer sc.cd.expiry.Stop()
 	// Show this worker to the others before anything else, so that workers
 	// starting together count each other in their first take round.
-	boot.at("writing this worker's row")
+	boot.at("writing this worker's row", calls.row)
 	if err := sc.heartbeat(ctx); err != nil {
 		return err
 	}
-	boot.at("listing the stream's shards")
-	if err := sc.startup(ctx); err != nil || ctx.Err() != nil {
+	boot.at("listing the stream's shards", calls.sync)
+	if err := sc.startup(ctx, boot); err != nil || ctx.Err() != nil {
 		// Leave no worker row behind: the others would count this worker
 		// for a lease duration.
 		sc.removeRow(context.WithoutCancel(ctx))
 		return err
 	}
-	boot.at("registering the enhanced fan-out consumer")
+	boot.at("registering the enhanced fan-out consumer", calls.fanOut)
 	// Registered (or found) before any lease is taken.
 	if err := sc.registerFanOut(ctx); err != nil {
 		sc.removeRow(context.WithoutCancel(ctx))
@@ -276,6 +303,9 @@ func (c *Consumer) Run(ctx context.Context) error {
 	boot.done(true)
 	err = sc.loop(ctx)
 	sc.shutdown(context.WithoutCancel(ctx))
+	if err == nil {
+		err = c.abandonedError()
+	}
 	return err
 }
 
@@ -310,7 +340,18 @@ func (c *Consumer) storeCtx(ctx context.Context) (context.Context, context.Cance
 func (c *Consumer) markStuck(r *leaseRunner) {
 	c.mu.Lock()
 	c.stuck[r.id] = r
+	c.abandoned = append(c.abandoned, r.key)
 	c.mu.Unlock()
+}
+
+// abandonedError is Run's error when it abandoned handlers, nil otherwise.
+func (c *Consumer) abandonedError() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.abandoned) == 0 {
+		return nil
+	}
+	return &AbandonedHandlersError{Shards: slices.Clone(c.abandoned), Grace: c.cfg.grace()}
 }
 
 func (c *Consumer) unstick(r *leaseRunner) {

@@ -72,7 +72,7 @@ func (r *leaseRunner) logPanic(b *Batch, value any, stack []string) {
 
 // errAbandoned is what a handler call returns to the runner once the
 // handler was abandoned.
-var errAbandoned = errors.New("shardlease: the handler did not return within the shutdown timeout and was abandoned")
+var errAbandoned = errors.New("shardlease: the handler did not return within the grace period and was abandoned")
 
 // The watchdog: once the runner is told to stop or its lease's context is
 // cancelled, the handler has the grace period to return. Its context is
@@ -144,9 +144,12 @@ func (r *leaseRunner) abandon() {
 	r.leaseCancel()
 	if r.h.running > 0 {
 		r.c.markStuck(r)
-		r.log.Error("the handler did not return within the shutdown timeout after its context was cancelled or the lease was asked to stop; "+
-			"its goroutine is left behind, the lease is no longer renewed and expires for the other workers; handlers must return when their context is cancelled",
-			"timeout", r.c.cfg.grace())
+		// The one line for this event: stopRunners' own timer only calls
+		// abandon, which logs here at most once per runner.
+		r.log.Error("handler abandoned: it did not return within the grace period after its context was cancelled (shutdown, drain, handoff or lost lease); "+
+			"its goroutine is left behind, the lease is no longer renewed and expires for the other workers, and Run will return ErrHandlerAbandoned; "+
+			"a handler must return when its context is cancelled",
+			"grace", r.c.cfg.grace())
 	}
 }
 

@@ -165,7 +165,7 @@ func TestOneReaderMixedLeaseDurations(t *testing.T) {
 
 // Defect: a handler that ignores its context kept its lease forever (the
 // keeper went on renewing) and Run never returned. Now Run returns within
-// the shutdown timeout, the lease is no longer renewed, and another worker
+// the shutdown timeout (with ErrHandlerAbandoned), the lease is no longer renewed, and another worker
 // takes it once it has expired.
 func TestOneReaderStuckHandler(t *testing.T) {
 	worlds(t, 1, func(t *testing.T, w *world) {
@@ -187,7 +187,7 @@ func TestOneReaderStuckHandler(t *testing.T) {
 		<-entered
 
 		stopping := time.Now()
-		require.NoError(t, a.stop(t))
+		require.ErrorIs(t, a.stop(t), shardlease.ErrHandlerAbandoned, "Run says it abandoned the handler")
 		took := time.Since(stopping)
 		t.Logf("%s: Run returned %v after cancel (shutdown timeout %v)", w.name, took, timeout)
 		assert.LessOrEqual(t, took, timeout+w.renew/2, "Run returned within the shutdown timeout")

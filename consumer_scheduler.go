@@ -42,40 +42,9 @@ func forgetUnseen(obs map[string]observation, seen map[string]bool) {
 	}
 }
 
-// startup runs the first shard sync. A transient failure (throttling, a
-// 500, a timeout) is retried within startupTimeout; a missing stream or
-// table, a corrupt row, or a failure that persists is returned. It returns
-// nil when ctx is cancelled.
-func (sc *scheduler) startup(ctx context.Context) error {
-	c := sc.c
-	limit := c.cfg.startupTimeout()
-	sctx, cancel := context.WithTimeout(ctx, limit)
-	defer cancel()
-	bo := backoff.Backoff{Min: c.cfg.retryMin, Max: c.cfg.retryMax}
-	for {
-		err := sc.syncShards(sctx)
-		if err == nil || ctx.Err() != nil {
-			return nil
-		}
-		if isFatal(err) || errors.Is(err, ErrCorruptLease) || sctx.Err() != nil || bo.Attempts() >= startupSyncAttempts {
-			return errorf("shardlease: stream %s: start-up failed (gave up after %d attempts within %v): %w", c.stream, bo.Attempts()+1, limit, err)
-		}
-		c.log.Warn("shard sync failed at start; retrying", "attempt", bo.Attempts()+1, "err", err)
-		if !bo.Sleep(sctx) {
-			if ctx.Err() != nil {
-				return nil
-			}
-			return errorf("shardlease: stream %s: start-up failed (gave up after %d attempts within %v): %w", c.stream, bo.Attempts(), limit, err)
-		}
-	}
-}
-
 // The first take round waits takeInterval/settleDivisor after the worker
 // wrote its row.
 const settleDivisor = 4
-
-// startupSyncAttempts bounds the retries of the first shard sync.
-const startupSyncAttempts = 8
 
 func ownerSeed(owner string) uint64 {
 	h := fnv.New64a()
@@ -368,7 +337,7 @@ func (sc *scheduler) stopRunners() {
 		case r := <-sc.exited:
 			sc.forget(r)
 		case <-timer.C:
-			c.log.Warn("shutdown timeout: abandoning the handlers still running", "timeout", c.cfg.shutdownTimeout)
+			// Each runner abandoned logs it, naming its shard.
 			for _, r := range runners {
 				r.abandon()
 			}

@@ -209,7 +209,7 @@ func (s *DynamoStore) fail(op string, key LeaseKey, err error) error {
 	if isNotFound(err) {
 		err = tableNotFound(s.table, err)
 	}
-	return &LeaseError{Op: op, Table: s.table, Key: key, Err: err}
+	return &LeaseError{Op: op, Table: s.table, Key: key, Err: credentialsHint(err)}
 }
 
 // Create implements LeaseStore.
@@ -390,7 +390,7 @@ func (s *DynamoStore) scanRows(ctx context.Context, what, named, workersOf strin
 			if isNotFound(err) {
 				err = tableNotFound(s.table, err)
 			}
-			return nil, nil, errorf("shardlease: %s in table %s: %w", what, s.table, err)
+			return nil, nil, errorf("shardlease: %s in table %s: %w", what, s.table, credentialsHint(err))
 		}
 		for _, item := range page.Items {
 			k, _ := item[attrKey].(*types.AttributeValueMemberS)

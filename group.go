@@ -187,6 +187,9 @@ func (g *Group) member(i int, s StreamSpec) (*member, error) {
 			return nil, errorf("%w: group %s: stream %d: %q is not a Kinesis stream ARN (arn:aws:kinesis:<region>:<account>:stream/<name>)", ErrInvalidConfig, g.cfg.Name, i, s.ARN)
 		}
 		name, ref = n, s.ARN
+	case strings.HasPrefix(s.Name, "arn:"):
+		return nil, errorf("%w: group %s: stream %d: Name %q is an ARN, not a stream name: move it to the spec's ARN field, shardlease.StreamSpec{ARN: %q}, or give the stream's name in Name",
+			ErrInvalidName, g.cfg.Name, i, s.Name, s.Name)
 	default:
 		if err := ValidateStreamName(s.Name); err != nil {
 			return nil, errorf("shardlease: group %s: stream %d: %w", g.cfg.Name, i, err)
@@ -235,11 +238,13 @@ func (g *Group) member(i int, s StreamSpec) (*member, error) {
 }
 
 // Run reads the group's streams until ctx is cancelled, then shuts down
-// gracefully and returns nil, as Consumer.Run does. With a Source, the
-// first call must succeed and return at least one stream, or Run fails.
+// gracefully and returns as Consumer.Run does: nil, or an
+// *AbandonedHandlersError when it abandoned handlers deaf to their context.
+// With a Source, the first call must succeed and return at least one stream,
+// or Run fails. A Group runs once: a second call returns ErrAlreadyRunning.
 func (g *Group) Run(ctx context.Context) error {
 	if !g.running.CompareAndSwap(false, true) {
-		return errorf("%w: group %s: Run was called twice on one Group; create a Group per run", ErrInvalidConfig, g.cfg.Name)
+		return alreadyRunning("group "+g.cfg.Name, "Group")
 	}
 	if g.cfg.Source == nil {
 		return g.c.Run(ctx)

@@ -193,13 +193,38 @@ func checkRegion(client any) error {
 	return errorf("%w: the %s client has no AWS region: %s", ErrInvalidConfig, service, awshint.NoRegion)
 }
 
-// credentialsHint puts what to do in front of an error that says the SDK
-// found no credentials, and returns any other error as it is.
+// credentialsHint puts what to do in front of an SDK error whose text does
+// not say it: the SDK found no credentials, or the call did not reach its
+// service (see endpointHint). It returns any other error, and one it has
+// explained already, as it is.
 func credentialsHint(err error) error {
+	if errors.Is(err, ErrEndpointUnreachable) || err == nil || strings.Contains(err.Error(), awshint.NoCredentials) {
+		return err
+	}
+	if hinted := endpointHint(err); hinted != err {
+		return hinted
+	}
 	if !awshint.IsNoCredentials(err) {
 		return err
 	}
 	return errorf("%s: %w", awshint.NoCredentials, err)
+}
+
+// endpointHint wraps an error of a call that could not reach its service
+// (nothing listens at the endpoint, its host is unknown, or what answers is
+// not the service) in ErrEndpointUnreachable, naming the endpoint, the
+// environment variable that sets it and what to do. It returns any other
+// error as it is.
+func endpointHint(err error) error {
+	u, ok := awshint.FindUnreachable(err)
+	if !ok {
+		return err
+	}
+	s := awshint.Kinesis
+	if awshint.ServiceOf(err) == awshint.DynamoDB.Name {
+		s = awshint.DynamoDB
+	}
+	return errorf("%w: %s: %w", ErrEndpointUnreachable, awshint.EndpointHint(s, u, nil), err)
 }
 
 // Sentinel errors. Each store wraps them so that errors.Is finds them, with a
@@ -227,7 +252,61 @@ var (
 	// ErrInvalidConfig means an option or argument has a value that cannot
 	// work.
 	ErrInvalidConfig = errors.New("shardlease: invalid configuration")
+	// ErrEndpointUnreachable means a call did not reach its AWS service:
+	// nothing listens at the endpoint, its host is unknown, or what answers
+	// is not the service (another service, a proxy, a web server). The
+	// error names the endpoint and the environment variable that sets it.
+	// Run fails at start-up on it at once, without retrying.
+	ErrEndpointUnreachable = errors.New("shardlease: AWS endpoint unreachable")
+	// ErrAlreadyRunning means Run was called a second time on one Consumer
+	// or Group: each runs once, so make a new one for another run. The
+	// error also matches ErrInvalidConfig, which earlier releases returned.
+	ErrAlreadyRunning = errors.New("shardlease: Run was already called")
+	// ErrHandlerAbandoned means Run gave up on handlers that did not return
+	// when their context was cancelled: their goroutines may still run, and
+	// their leases expired instead of being released. The typed error is
+	// AbandonedHandlersError, which names the shards.
+	ErrHandlerAbandoned = errors.New("shardlease: handlers were abandoned")
 )
+
+// alreadyRunning is Run's error on a second call; what names the Consumer
+// or Group, e.g. "stream orders".
+func alreadyRunning(what, kind string) error {
+	msg := fmt.Sprintf("%s: %s: Run was already called on this %s, and a %s runs once: make a new %s with New%s for another run",
+		bare(ErrAlreadyRunning), what, kind, kind, kind, kind)
+	return &prefixedError{msg: prefixed(msg), wrapped: fmt.Errorf("%w%w", ErrAlreadyRunning, ErrInvalidConfig)}
+}
+
+// AbandonedHandlersError is what Run returns, once it has shut down, when
+// it abandoned handlers: each did not return within the grace period after
+// its context was cancelled (at shutdown, a drain, a handoff or a lost
+// lease). Their records may be handled again by the worker that takes the
+// lease. It matches ErrHandlerAbandoned.
+type AbandonedHandlersError struct {
+	// Shards names each abandoned handler's lease, "stream:shard", in the
+	// order they were abandoned.
+	Shards []LeaseKey
+	// Grace is the grace period each handler was given.
+	Grace time.Duration
+}
+
+// Error names the shards and says what to change in the handler.
+func (e *AbandonedHandlersError) Error() string {
+	keys := make([]string, 0, len(e.Shards))
+	for _, k := range e.Shards {
+		keys = append(keys, k.String())
+	}
+	what := "the handler of " + strings.Join(keys, "") + " did not return within %v of its context being cancelled: its goroutine was left behind and its lease expires"
+	if len(keys) != 1 {
+		what = fmt.Sprintf("the handlers of %d shards (%s)", len(keys), strings.Join(firstOf(keys, 10), ", ")) +
+			" did not return within %v of their context being cancelled: their goroutines were left behind and their leases expire"
+	}
+	return fmt.Sprintf("%v: "+what+"; a handler must return when ctx.Done() closes: pass ctx to every call it makes and select on ctx.Done() where it waits, or raise WithShutdownTimeout",
+		ErrHandlerAbandoned, e.Grace)
+}
+
+// Unwrap returns ErrHandlerAbandoned.
+func (e *AbandonedHandlersError) Unwrap() error { return ErrHandlerAbandoned }
 
 // LeaseError names the table and lease a store operation failed on. Unwrap
 // yields both the sentinel (ErrLeaseLost, ...) and the underlying cause, such

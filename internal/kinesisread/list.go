@@ -8,6 +8,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
+	"github.com/shardlease/shardlease/internal/awshint"
 	"github.com/shardlease/shardlease/internal/backoff"
 )
 
@@ -37,18 +38,25 @@ func ListShardsFiltered(ctx context.Context, kin ShardLister, stream string, fil
 		if d := cfg.ReadTimeout; d > 0 { // callers outside a consumer pass no timings
 			cctx, cancel = context.WithTimeout(ctx, d)
 		}
+		observe(ctx, "Kinesis ListShards", nil)
 		page, err := kin.ListShards(cctx, in)
 		cancel()
 		if err != nil {
+			observe(ctx, "Kinesis ListShards", err)
 			var rnf *types.ResourceNotFoundException
 			var lim *types.LimitExceededException
 			var expired *types.ExpiredNextTokenException
+			_, unreachable := awshint.FindUnreachable(err)
 			switch {
 			case errors.As(err, &rnf):
 				return nil, &StreamNotFoundError{Stream: stream, Err: err}
 			case errors.As(err, &expired):
 				out, in = nil, first()
 				continue
+			case unreachable:
+				// Nothing listens there, or it is not Kinesis: waiting
+				// does not help, and the caller says what to do.
+				return nil, err
 			case errors.As(err, &lim) || Retryable(err):
 				// Bounded by ctx too: the start-up gives up after its limit.
 				if bo.Attempts() < listAttempts && bo.Sleep(ctx) {
@@ -60,6 +68,7 @@ func ListShardsFiltered(ctx context.Context, kin ShardLister, stream string, fil
 		bo.Reset()
 		out = append(out, page.Shards...)
 		if page.NextToken == nil || *page.NextToken == "" {
+			observe(ctx, "", nil)
 			return out, nil
 		}
 		in = &kinesis.ListShardsInput{NextToken: page.NextToken}

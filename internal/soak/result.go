@@ -2,10 +2,13 @@ package soak
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/shardlease/shardlease"
 )
 
 // Result is what a soak found: what was injected, and each invariant with
@@ -117,7 +120,9 @@ func (s *soak) result(ctx context.Context, drained bool) *Result {
 		}
 	}
 	for _, inc := range s.all {
-		if inc.runErr != nil && !inc.crashed.Load() {
+		// Handlers deaf to their context are injected: Run says it
+		// abandoned them, as it must.
+		if inc.runErr != nil && !inc.crashed.Load() && !errors.Is(inc.runErr, shardlease.ErrHandlerAbandoned) {
 			r.RunErrors++
 			problem("worker %s: Run returned %v", inc.id, inc.runErr)
 		}
