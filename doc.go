@@ -10,6 +10,9 @@
 //	consumer, err := shardlease.NewConsumer(kinesis.NewFromConfig(cfg), store, "orders", handle)
 //	err = consumer.Run(ctx) // until ctx is cancelled; then checkpoints, releases, returns nil
 //
+// Run returns an error matching ErrHandlerAbandoned when a handler did not
+// return within the grace period after its context was cancelled.
+//
 // # Lease semantics
 //
 // Every shard of a stream has one lease row keyed "stream:shard". A row
