@@ -340,7 +340,9 @@ func (c *Consumer) storeCtx(ctx context.Context) (context.Context, context.Cance
 func (c *Consumer) markStuck(r *leaseRunner) {
 	c.mu.Lock()
 	c.stuck[r.id] = r
-	c.abandoned = append(c.abandoned, r.key)
+	if !slices.Contains(c.abandoned, r.key) { // a shard abandoned twice is named once
+		c.abandoned = append(c.abandoned, r.key)
+	}
 	c.mu.Unlock()
 }
 

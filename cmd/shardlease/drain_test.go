@@ -42,11 +42,8 @@ func TestDrainCommand(t *testing.T) {
 	require.NoError(t, emulator.CreateStream(t.Context(), kc, stream, 4))
 	a := runConsumer(t, f, kc, stream, "drain-a")
 	b := runConsumer(t, f, kc, stream, "drain-b")
-	deadline := time.Now().Add(30 * time.Second)
-	for len(a.Held())+len(b.Held()) < 4 || len(a.Held()) == 0 {
-		require.True(t, time.Now().Before(deadline), "the consumers never held the 4 leases between them, a some")
-		time.Sleep(20 * time.Millisecond)
-	}
+	require.Eventually(t, func() bool { return len(a.Held())+len(b.Held()) == 4 && len(a.Held()) > 0 },
+		30*time.Second, 20*time.Millisecond, "the consumers never held the 4 leases between them, a some")
 
 	r := f.run(t, env{poll: 20 * time.Millisecond}, "drain", "-stream", stream, "-owner", "drain-a", "-wait", "20s", "-json")
 	require.Equal(t, 0, r.code, r.stderr)
@@ -61,11 +58,8 @@ func TestDrainCommand(t *testing.T) {
 	for _, l := range rows {
 		assert.NotEqual(t, "drain-a", shardlease.OwnerName(l.Owner), l.Key.Shard)
 	}
-	deadline = time.Now().Add(30 * time.Second) // the drain itself may have taken up to its -wait
-	for len(b.Held()) < 4 {
-		require.True(t, time.Now().Before(deadline), "the other worker never took the drained leases")
-		time.Sleep(20 * time.Millisecond)
-	}
+	require.Eventually(t, func() bool { return len(b.Held()) == 4 },
+		30*time.Second, 20*time.Millisecond, "the other worker never took the drained leases")
 	text := f.run(t, env{}, "drain", "-stream", stream, "-owner", "drain-a")
 	require.Equal(t, 1, text.code, "drain-a is drained: it holds nothing and keeps no worker row: %s", text.stdout)
 	assert.Contains(t, text.stderr, "no lease is held by a worker of owner id drain-a, so nothing was drained; leases are held by drain-b (4 leases)")
@@ -173,11 +167,8 @@ func TestMistakeDrainOfTheLastWorkerForcedSaysNobodyReads(t *testing.T) {
 	stream := emulator.UniqueName("orders")
 	require.NoError(t, emulator.CreateStream(t.Context(), kc, stream, 2))
 	a := runConsumer(t, f, kc, stream, "last-worker")
-	deadline := time.Now().Add(30 * time.Second)
-	for len(a.Held()) < 2 {
-		require.True(t, time.Now().Before(deadline), "the consumer never held its 2 leases")
-		time.Sleep(20 * time.Millisecond)
-	}
+	require.Eventually(t, func() bool { return len(a.Held()) == 2 },
+		30*time.Second, 20*time.Millisecond, "the consumer never held its 2 leases")
 	r := f.run(t, env{poll: 20 * time.Millisecond}, "drain", "-stream", stream, "-owner", "last-worker", "-wait", "20s")
 	require.Equal(t, 1, r.code, r.stdout)
 	assert.Contains(t, r.stderr, "would leave the stream to nobody")

@@ -65,7 +65,10 @@ func FindUnreachable(err error) (Unreachable, bool) {
 		return Unreachable{Endpoint: urlOf(err), Cause: "connection refused: nothing listens there"}, true
 	case errors.As(err, &dns) && dns.IsNotFound:
 		return Unreachable{Endpoint: urlOf(err), Cause: fmt.Sprintf("host %s not found", dns.Name)}, true
-	case errors.As(err, &resp) && errors.As(err, &de) && resp.HTTPStatusCode() >= 300:
+	case errors.As(err, &resp) && errors.As(err, &de) && resp.HTTPStatusCode() >= 300 && resp.HTTPStatusCode() < 500:
+		// A 5xx page that is not the service's JSON may come from a load
+		// balancer or proxy in front of the real service: a passing
+		// fault, retried as one.
 		ep := ""
 		if r := resp.Response; r != nil && r.Response != nil && r.Request != nil {
 			ep = origin(r.Request.URL)

@@ -71,6 +71,23 @@ func TestMistakeUnreachableEndpointsAreFound(t *testing.T) {
 	}
 }
 
+// A 5xx page that is not the service's JSON, as a load balancer or proxy in
+// front of the service answers while the service restarts, is a passing
+// fault, not an endpoint that is not the service.
+func TestMistakeProxyServerErrorIsNotUnreachable(t *testing.T) {
+	t.Parallel()
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusBadGateway)
+		_, _ = fmt.Fprint(w, "<html>502 Bad Gateway</html>")
+	}))
+	t.Cleanup(proxy.Close)
+	_, err := emulator.NewKinesisClient(proxy.URL, func(o *kinesis.Options) { o.RetryMaxAttempts = 1 }).
+		ListShards(t.Context(), &kinesis.ListShardsInput{StreamName: aws.String("orders")})
+	require.Error(t, err)
+	_, ok := awshint.FindUnreachable(err)
+	assert.False(t, ok, "%v", err)
+}
+
 // The hint names the variable that sent the call where it went, and what
 // to set instead: the generic AWS_ENDPOINT_URL sends Kinesis to DynamoDB's
 // emulator, a service's own variable points at a port nothing serves, the
