@@ -116,7 +116,7 @@ func (st *cli) startDrain(ctx context.Context, d *drainer, owner string, force, 
 	if len(leases) == 0 && len(workers) == 0 {
 		return res, st.streamNotInTable(ctx, d.store.Table(), d.stream)
 	}
-	plan := planDrain(leases, workers, owner, d.allBut)
+	plan := planDrain(leases, workers, owner, d.allBut, time.Now())
 	where := fmt.Sprintf("table %s, stream %s", d.store.Table(), d.stream)
 	nothing := ""
 	switch {
@@ -132,7 +132,7 @@ func (st *cli) startDrain(ctx context.Context, d *drainer, owner string, force, 
 		nothing = fmt.Sprintf("every lease of stream %s is held by %s, or free; nothing to drain", d.stream, d.allBut)
 	case len(plan.others) == 0 && !force:
 		return res, fmt.Errorf("%s: draining %s would leave the stream to nobody: no other worker holds a lease of it or runs idle (has a worker row), "+
-			"so its %s would not be read until a worker starts. Nothing was drained; start another worker first and run this again, "+
+			"(a worker whose leases' expiry passed over a minute ago counts as gone), so its %s would not be read until a worker starts. Nothing was drained; start another worker first and run this again, "+
 			"or pass -force to drain anyway", where, strings.Join(plan.drain, ", "), plural(plan.shards, "held lease"))
 	}
 	if nothing != "" {
@@ -208,11 +208,13 @@ type drainPlanned struct {
 // is owner, or failing that is the library's default owner id of a host
 // named owner (owner, "-" and 8 hex digits); with allBut, every holder but
 // allBut. The others are every worker, holding or idle, not drained.
-func planDrain(leases []shardlease.Lease, workers []shardlease.Worker, owner, allBut string) drainPlanned {
+func planDrain(leases []shardlease.Lease, workers []shardlease.Worker, owner, allBut string, now time.Time) drainPlanned {
 	p := drainPlanned{holders: map[string]int{}, others: []string{}}
+	live := map[string]bool{} // holders with a lease that has not long lapsed
 	for _, l := range leases {
 		if l.Owner != "" {
 			p.holders[shardlease.OwnerName(l.Owner)]++
+			live[shardlease.OwnerName(l.Owner)] = live[shardlease.OwnerName(l.Owner)] || !lapsed(l, now)
 		}
 	}
 	idle := map[string]bool{}
@@ -230,9 +232,10 @@ func planDrain(leases []shardlease.Lease, workers []shardlease.Worker, owner, al
 		}
 	}
 	for name, n := range p.holders {
-		if match(name) {
+		switch {
+		case match(name):
 			p.drain, p.shards = append(p.drain, name), p.shards+n
-		} else {
+		case live[name]:
 			p.others = append(p.others, name)
 		}
 	}
@@ -247,6 +250,19 @@ func planDrain(leases []shardlease.Lease, workers []shardlease.Worker, owner, al
 		p.owners = p.drain
 	}
 	return p
+}
+
+// lapsedAfter is how long past the expiry its holder wrote a lease must be
+// for the command to take its holder for gone. The expiry is the holder's
+// wall-clock estimate, so the margin is wide: a live holder rewrites it every
+// renew interval, always into its future.
+const lapsedAfter = time.Minute
+
+// lapsed reports whether l's holder looks gone: the expiry it wrote passed
+// lapsedAfter ago. Only the drain's refusal uses it (a crashed worker's rows
+// are no one to leave the stream to); no lease decision does.
+func lapsed(l shardlease.Lease, now time.Time) bool {
+	return !l.Expiry.IsZero() && now.After(l.Expiry.Add(lapsedAfter))
 }
 
 // isDefaultOwnerOf reports whether name is the owner id the library gives a

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"testing"
 	"time"
 
@@ -202,7 +203,10 @@ func TestPlanDrain(t *testing.T) {
 		return shardlease.Lease{Key: shardlease.LeaseKey{Stream: "s", Shard: shard}, Owner: owner}
 	}
 	worker := func(owner string) shardlease.Worker { return shardlease.Worker{Stream: "s", Owner: owner} }
+	now := time.Now()
 	leases := []shardlease.Lease{lease("0", id("a")), lease("1", id("a")), lease("2", id("b")), lease("3", ""), lease("4", id("host-1a2b3c4d"))}
+	leases[2].Expiry = now.Add(-30 * time.Second) // b's lease lapsed, but not long ago: b may be slow, not gone
+	gone := shardlease.Lease{Key: shardlease.LeaseKey{Stream: "s", Shard: "5"}, Owner: id("dead"), Expiry: now.Add(-2 * time.Minute)}
 	for _, tc := range []struct {
 		name          string
 		workers       []shardlease.Worker
@@ -210,6 +214,7 @@ func TestPlanDrain(t *testing.T) {
 		drain, others []string
 		shards        int
 		idle          bool
+		extra         []shardlease.Lease
 	}{
 		{name: "owner", owner: "a", drain: []string{"a"}, others: []string{"b", "host-1a2b3c4d"}, shards: 2},
 		{name: "idle workers take leases too", owner: "a", workers: []shardlease.Worker{worker(id("c"))}, drain: []string{"a"}, others: []string{"b", "c", "host-1a2b3c4d"}, shards: 2},
@@ -218,9 +223,11 @@ func TestPlanDrain(t *testing.T) {
 		{name: "idle owner", owner: "c", workers: []shardlease.Worker{worker(id("c"))}, others: []string{"a", "b", "host-1a2b3c4d"}, idle: true},
 		{name: "all but", allBut: "b", drain: []string{"a", "host-1a2b3c4d"}, others: []string{"b"}, shards: 3},
 		{name: "all but nobody alive", allBut: "gone", drain: []string{"a", "b", "host-1a2b3c4d"}, others: []string{}, shards: 4},
+		{name: "a crashed holder is no one to leave the stream to", owner: "a", extra: []shardlease.Lease{gone}, drain: []string{"a"}, others: []string{"b", "host-1a2b3c4d"}, shards: 2},
+		{name: "only a crashed holder left", allBut: "dead", extra: []shardlease.Lease{gone}, drain: []string{"a", "b", "host-1a2b3c4d"}, others: []string{}, shards: 4},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			p := planDrain(leases, tc.workers, tc.owner, tc.allBut)
+			p := planDrain(append(slices.Clone(leases), tc.extra...), tc.workers, tc.owner, tc.allBut, now)
 			assert.Equal(t, tc.drain, p.drain)
 			assert.Equal(t, tc.others, p.others)
 			assert.Equal(t, tc.shards, p.shards)
