@@ -172,6 +172,7 @@ func (w *world) manyOpts(owner string) []shardlease.Option {
 }
 
 func TestBalanceThreeWorkersSixteenShards(t *testing.T) {
+	t.Parallel()
 	worlds(t, 16, func(t *testing.T, w *world) {
 		h := newHandled()
 		var workers []*worker
@@ -219,6 +220,7 @@ func (w *world) balancedFleet(t *testing.T, p *produced, h *handled) ([]*worker,
 }
 
 func TestBalanceFourthWorkerJoins(t *testing.T) {
+	t.Parallel()
 	worlds(t, 16, func(t *testing.T, w *world) {
 		p := &produced{}
 		h := newHandled()
@@ -261,6 +263,7 @@ func TestBalanceFourthWorkerJoins(t *testing.T) {
 }
 
 func TestBalanceWorkerLeavesGracefully(t *testing.T) {
+	t.Parallel()
 	worlds(t, 16, func(t *testing.T, w *world) {
 		p := &produced{}
 		h := newHandled()
@@ -368,6 +371,7 @@ func (s deafStore) Checkpoint(ctx context.Context, l shardlease.Lease, cp string
 }
 
 func TestHandoffGracefulTiming(t *testing.T) {
+	t.Parallel()
 	worlds(t, 4, func(t *testing.T, w *world) {
 		p := &produced{}
 		h := newHandled()
@@ -405,6 +409,7 @@ func TestHandoffGracefulTiming(t *testing.T) {
 }
 
 func TestHandoffUnansweredCrashedHolder(t *testing.T) {
+	t.Parallel()
 	worlds(t, 4, func(t *testing.T, w *world) {
 		p := &produced{}
 		h := newHandled()
@@ -442,6 +447,7 @@ func TestHandoffUnansweredCrashedHolder(t *testing.T) {
 // A live holder that never answers a handoff request keeps its leases:
 // the asker waits, and takes them only when they are free or expired.
 func TestHandoffUnansweredLiveHolder(t *testing.T) {
+	t.Parallel()
 	worlds(t, 4, func(t *testing.T, w *world) {
 		p := &produced{}
 		h := newHandled()
@@ -536,6 +542,7 @@ func retryBusy(t *testing.T, w *world, what string, call func() error) {
 }
 
 func TestLineageSplitAndMergeKeepKeyOrder(t *testing.T) {
+	t.Parallel()
 	worlds(t, 2, func(t *testing.T, w *world) {
 		p := &produced{}
 		h := newHandled()

@@ -14,7 +14,7 @@ import (
 	"github.com/shardlease/shardlease/shardleasetest"
 )
 
-func TestMain(m *testing.M) { emulator.Main(m) }
+func TestMain(m *testing.M) { emulator.MainParallel(m, 16) }
 
 // dynamoTable creates a fresh lease table on the emulator, once per call.
 func dynamoTable(t testing.TB) (shardlease.DynamoDBAPI, string) {
@@ -38,6 +38,7 @@ func keepsWorkers(newStore func(t *testing.T) shardlease.LeaseStore) func(t *tes
 }
 
 func TestConformance(t *testing.T) {
+	t.Parallel()
 	t.Run("memory", func(t *testing.T) {
 		shardleasetest.RunStoreConformance(t, keepsWorkers(func(t *testing.T) shardlease.LeaseStore { return shardlease.NewMemoryStore() }))
 	})
@@ -64,6 +65,7 @@ type countingDynamo = dyncount.Client
 // at every moment a holder or a worker row (or both), so ListWithWorkers,
 // which reads leases and worker rows at one moment, always sees it.
 func TestMemoryListWithWorkersIsOneRead(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	s := shardlease.NewMemoryStore()
 	k := shardlease.LeaseKey{Stream: "orders", Shard: "shardId-000000000000"}
