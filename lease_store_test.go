@@ -14,7 +14,7 @@ import (
 	"github.com/shardlease/shardlease/shardleasetest"
 )
 
-func TestMain(m *testing.M) { emulator.MainParallel(m, 16) }
+func TestMain(m *testing.M) { emulator.MainParallel(m, 8) }
 
 // dynamoTable creates a fresh lease table on the emulator, once per call.
 func dynamoTable(t testing.TB) (shardlease.DynamoDBAPI, string) {
