@@ -197,7 +197,7 @@ func settle(t *testing.T, w *world, fleet []*coordWorker, coord *coordWorker) {
 func TestCoordinationOneWorkerLists(t *testing.T) {
 	t.Parallel()
 	worlds(t, 12, func(t *testing.T, w *world) {
-		w.fleet(t)
+		w.timed(t)
 		h := newHandled()
 		fleet := startCoordFleet(t, w, 4, 12, h)
 		coord := coordinatorOf(fleet)
@@ -255,7 +255,7 @@ func TestCoordinationOneWorkerLists(t *testing.T) {
 func TestCoordinationCrashOfThePlainWorker(t *testing.T) {
 	t.Parallel()
 	worlds(t, 12, func(t *testing.T, w *world) {
-		w.fleet(t)
+		w.timed(t)
 		h := newHandled()
 		fleet := startCoordFleet(t, w, 4, 12, h)
 		coord := coordinatorOf(fleet)
@@ -281,7 +281,7 @@ func TestCoordinationCrashOfThePlainWorker(t *testing.T) {
 func TestCoordinationCrashOfTheCoordinator(t *testing.T) {
 	t.Parallel()
 	worlds(t, 12, func(t *testing.T, w *world) {
-		w.fleet(t)
+		w.timed(t)
 		h := newHandled()
 		fleet := startCoordFleet(t, w, 4, 12, h)
 		coord := coordinatorOf(fleet)
@@ -310,7 +310,7 @@ func TestCoordinationCrashOfTheCoordinator(t *testing.T) {
 func TestCoordinationCoordinatorLeaves(t *testing.T) {
 	t.Parallel()
 	worlds(t, 8, func(t *testing.T, w *world) {
-		w.fleet(t)
+		w.timed(t)
 		h := newHandled()
 		fleet := startCoordFleet(t, w, 2, 8, h)
 		coord := coordinatorOf(fleet)
@@ -350,7 +350,7 @@ func (s *notelessStore) ListWithWorkers(ctx context.Context, stream string) ([]s
 func TestCoordinationNeedsNotes(t *testing.T) {
 	t.Parallel()
 	worlds(t, 6, func(t *testing.T, w *world) {
-		w.fleet(t)
+		w.timed(t)
 		h := newHandled()
 		var stores []*notelessStore
 		for i := range 3 {
@@ -385,7 +385,7 @@ func TestCoordinationNeedsNotes(t *testing.T) {
 func TestCoordinationFleetRestartedTogether(t *testing.T) {
 	t.Parallel()
 	worlds(t, 16, func(t *testing.T, w *world) {
-		w.fleet(t)
+		w.timed(t)
 		h := newHandled()
 		z := startWorker(t, w, w.kin, w.store, h.handler("z"), w.manyOpts("z")...)
 		waitSettled(t, w, 10*w.take, []int{16}, z)
@@ -416,7 +416,7 @@ func TestCoordinationFleetRestartedTogether(t *testing.T) {
 func TestCoordinationCoordinatorCrashesEarly(t *testing.T) {
 	t.Parallel()
 	worlds(t, 16, func(t *testing.T, w *world) {
-		w.fleet(t)
+		w.timed(t)
 		h := newHandled()
 		fleet := startCoordFleet(t, w, 4, 16, h)
 		coord := coordinatorOf(fleet)
@@ -439,7 +439,7 @@ func TestCoordinationCoordinatorCrashesEarly(t *testing.T) {
 func TestCoordinationQuietWorkerFinishesAShard(t *testing.T) {
 	t.Parallel()
 	worlds(t, 4, func(t *testing.T, w *world) {
-		w.fleet(t)
+		w.timed(t)
 		h := newHandled()
 		p := &produced{}
 		fleet := startCoordFleet(t, w, 2, 4, h, shardlease.WithShardSyncInterval(time.Hour))
@@ -477,7 +477,7 @@ func TestCoordinationQuietWorkerFinishesAShard(t *testing.T) {
 func TestCoordinationCoordinatorAtItsCap(t *testing.T) {
 	t.Parallel()
 	worlds(t, 12, func(t *testing.T, w *world) {
-		w.fleet(t)
+		w.timed(t)
 		h := newHandled()
 		fleet := startCoordFleet(t, w, 3, 12, h, shardlease.WithMaxLeases(5))
 		coord := coordinatorOf(fleet)

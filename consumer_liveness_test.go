@@ -212,7 +212,7 @@ func eachFleet(t *testing.T, perWorker int, sizes []int, fn func(t *testing.T, w
 				if w.name != "fake" && i > 0 {
 					t.Skip("the emulators run the smallest fleet")
 				}
-				w.fleet(t)
+				w.timed(t)
 				fn(t, liveWorld(w), n)
 			})
 		})
@@ -481,7 +481,7 @@ func TestLivenessIdleWorkersDoNotList(t *testing.T) {
 					t.Skip("the emulators run 16 workers at most")
 				}
 				w = liveWorld(w)
-				w.fleet(t)
+				w.timed(t)
 				h := newHandled()
 				fleet := startLiveFleet(t, w, n, 16, h)
 				time.Sleep(3 * w.lease)

@@ -82,6 +82,7 @@ func (l *readLog) calls(full bool) int {
 func TestCaughtUpReaderLeavesAReadForTheNextHolder(t *testing.T) {
 	t.Parallel()
 	worlds(t, 1, func(t *testing.T, w *world) {
+		w.timed(t)
 		const batch = 50
 		p := &produced{}
 		h := newHandled()

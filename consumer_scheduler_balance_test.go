@@ -174,7 +174,7 @@ func (w *world) manyOpts(owner string) []shardlease.Option {
 func TestBalanceThreeWorkersSixteenShards(t *testing.T) {
 	t.Parallel()
 	worlds(t, 16, func(t *testing.T, w *world) {
-		w.fleet(t)
+		w.timed(t)
 		h := newHandled()
 		var workers []*worker
 		start := time.Now()
@@ -210,7 +210,7 @@ func TestBalanceThreeWorkersSixteenShards(t *testing.T) {
 // records flowing, and returns once they settled at 5/5/6 and handled some.
 func (w *world) balancedFleet(t *testing.T, p *produced, h *handled) ([]*worker, *producer) {
 	t.Helper()
-	w.fleet(t)
+	w.timed(t)
 	var workers []*worker
 	for _, name := range []string{"a", "b", "c"} {
 		workers = append(workers, startWorker(t, w, w.kin, w.store, h.handler(name), w.manyOpts(name)...))

@@ -73,24 +73,24 @@ func worlds(t *testing.T, shards int32, fn func(t *testing.T, w *world)) {
 	})
 }
 
-// fleetSlots bounds how many real-time tests of a fleet run at once; see
-// fleet.
-var fleetSlots = make(chan struct{}, 2)
+// timedSlots bounds how many timed tests (see timed) run on the emulators
+// at once.
+var timedSlots = make(chan struct{}, 2)
 
-// fleet marks a test whose fleet of workers is held to real-time bounds
-// (failover and pickup times, listings per take interval): on the
-// emulators it waits until fewer than cap(fleetSlots) such tests run, and
-// holds its slot until the test ends; in the fake world it does nothing.
-// The package's tests run in parallel (see TestMain), and such fleets,
-// eight of them at once, slowed each other past their bounds on a machine
-// of two cores, where two at a time keep the times of a sequential run.
-func (w *world) fleet(t *testing.T) {
+// timed marks a test held to tight real-time bounds (a fleet's failover and
+// pickup times and listings per take interval, a reader's calls per
+// second): on the emulators it waits until fewer than cap(timedSlots) such
+// tests run, and holds its slot until the test ends; in the fake world it
+// does nothing. The package's tests run in parallel (see TestMain): eight
+// such fleets at once slowed each other past their bounds on a machine of
+// two cores, while two at a time keep the times of a sequential run.
+func (w *world) timed(t *testing.T) {
 	t.Helper()
 	if w.name == "fake" {
 		return
 	}
-	fleetSlots <- struct{}{}
-	t.Cleanup(func() { <-fleetSlots })
+	timedSlots <- struct{}{}
+	t.Cleanup(func() { <-timedSlots })
 }
 
 // newDynamoWorld makes a world in real time named name, on stream, with a
