@@ -133,7 +133,8 @@ func TestHandlerPanicLoggedOncePerSiteAndBatch(t *testing.T) {
 }
 
 // Without WithLogger the consumer logs to slog.Default(): lease changes at
-// Info.
+// Info. Not parallel: it replaces the process's default logger, which the
+// other tests' consumers would write to.
 func TestDefaultLoggerIsSlogDefault(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		logs := &logRecords{}

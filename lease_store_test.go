@@ -14,6 +14,13 @@ import (
 	"github.com/shardlease/shardlease/shardleasetest"
 )
 
+// TestMain runs eight tests at once (go test -parallel overrides it). Every
+// test calls t.Parallel but the few that set process-wide state (t.Setenv,
+// slog.SetDefault), and each owns its tables and streams (UniqueName), so
+// the real-time waits of the emulator tests overlap: the package takes about
+// three minutes under -race on two cores, where one test at a time took
+// eleven. Tests held to tight real-time bounds run two at a time among
+// themselves (world.timed).
 func TestMain(m *testing.M) { emulator.MainParallel(m, 8) }
 
 // dynamoTable creates a fresh lease table on the emulator, once per call.

@@ -139,7 +139,7 @@ func Kinesis(t testing.TB) *kinesis.Client {
 // time asleep, so on a machine of two cores GOMAXPROCS would leave the
 // package's run as long as the sum of its waits:
 //
-//	func TestMain(m *testing.M) { emulator.MainParallel(m, 16) }
+//	func TestMain(m *testing.M) { emulator.MainParallel(m, 8) }
 func MainParallel(m *testing.M, n int) {
 	if !flag.Parsed() {
 		flag.Parse()
