@@ -140,6 +140,7 @@ func (c *recordsRead) GetRecords(ctx context.Context, in *kinesis.GetRecordsInpu
 }
 
 func TestMemoryPollingHoldsTwoBatches(t *testing.T) {
+	t.Parallel()
 	// Polling reads one batch ahead of a slow handler, and no further, for
 	// as long as the handler is slow: two batches of WithBatchSize records.
 	synctest.Test(t, func(t *testing.T) {
@@ -165,6 +166,7 @@ func TestMemoryPollingHoldsTwoBatches(t *testing.T) {
 }
 
 func TestMemoryFanOutBackPressure(t *testing.T) {
+	t.Parallel()
 	// Under enhanced fan-out the reader holds two events' records, and the
 	// subscription's stream waits for it: the events the service has begun
 	// to send stay a few ahead of the handler however long it is slow (the
@@ -212,6 +214,7 @@ func TestMemoryFanOutBackPressure(t *testing.T) {
 }
 
 func TestMemoryLanesBoundedByMaxInFlight(t *testing.T) {
+	t.Parallel()
 	// With per-key lanes, a lane stuck on a slow key holds the shard's
 	// reading once WithMaxInFlight records wait beyond the watermark: the
 	// records read and not handled stay within two batches plus that.
@@ -248,6 +251,7 @@ func TestMemoryLanesBoundedByMaxInFlight(t *testing.T) {
 }
 
 func TestMemoryAggregatesCountedOnce(t *testing.T) {
+	t.Parallel()
 	// A KPL aggregate is counted as its user records, and its bytes once:
 	// its user records share the aggregate's data.
 	synctest.Test(t, func(t *testing.T) {
@@ -278,6 +282,7 @@ func TestMemoryAggregatesCountedOnce(t *testing.T) {
 }
 
 func TestMemorySlowHandlerKeepsLeasesAndStopsInGrace(t *testing.T) {
+	t.Parallel()
 	// Two workers with a slow handler over four shards, for five minutes:
 	// no lease is lost, no shard is read by both at once, the held buffers
 	// stay at two batches a shard, and a shutdown during a 60 s batch
@@ -317,6 +322,7 @@ func TestMemorySlowHandlerKeepsLeasesAndStopsInGrace(t *testing.T) {
 }
 
 func TestMemorySlowHandlerHandsOffInGrace(t *testing.T) {
+	t.Parallel()
 	// A worker joins one that holds four shards under a slow handler: the
 	// handoffs that give it its share finish within the grace period (the
 	// holder cancels a handler that has not returned by then), no shard is

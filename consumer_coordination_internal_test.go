@@ -10,6 +10,7 @@ import (
 // owner left on a finished row (its release failed, or it crashed at the
 // shard's end): the last listing's rows reach balance marked finished.
 func TestPassLeadSkipsFinishedRows(t *testing.T) {
+	t.Parallel()
 	row := func(shard, owner, checkpoint string) Lease {
 		return Lease{Key: LeaseKey{Stream: "s", Shard: shard}, Owner: owner, Counter: 3, Checkpoint: checkpoint}
 	}

@@ -195,7 +195,9 @@ func settle(t *testing.T, w *world, fleet []*coordWorker, coord *coordWorker) {
 // coordinator's row (each about once a take interval), and every other
 // worker reads nothing: reads do not grow with the fleet.
 func TestCoordinationOneWorkerLists(t *testing.T) {
+	t.Parallel()
 	worlds(t, 12, func(t *testing.T, w *world) {
+		w.timed(t)
 		h := newHandled()
 		fleet := startCoordFleet(t, w, 4, 12, h)
 		coord := coordinatorOf(fleet)
@@ -251,7 +253,9 @@ func TestCoordinationOneWorkerLists(t *testing.T) {
 // crash), then wakes the workers below their share until the fleet is
 // balanced again.
 func TestCoordinationCrashOfThePlainWorker(t *testing.T) {
+	t.Parallel()
 	worlds(t, 12, func(t *testing.T, w *world) {
+		w.timed(t)
 		h := newHandled()
 		fleet := startCoordFleet(t, w, 4, 12, h)
 		coord := coordinatorOf(fleet)
@@ -275,7 +279,9 @@ func TestCoordinationCrashOfThePlainWorker(t *testing.T) {
 // coordinates: every lease of the crashed coordinator is held again and the
 // fleet balanced, with one coordinator listing.
 func TestCoordinationCrashOfTheCoordinator(t *testing.T) {
+	t.Parallel()
 	worlds(t, 12, func(t *testing.T, w *world) {
+		w.timed(t)
 		h := newHandled()
 		fleet := startCoordFleet(t, w, 4, 12, h)
 		coord := coordinatorOf(fleet)
@@ -302,7 +308,9 @@ func TestCoordinationCrashOfTheCoordinator(t *testing.T) {
 // its leases and its deputy takes them, the first one included, within a
 // take interval.
 func TestCoordinationCoordinatorLeaves(t *testing.T) {
+	t.Parallel()
 	worlds(t, 8, func(t *testing.T, w *world) {
+		w.timed(t)
 		h := newHandled()
 		fleet := startCoordFleet(t, w, 2, 8, h)
 		coord := coordinatorOf(fleet)
@@ -340,7 +348,9 @@ func (s *notelessStore) ListWithWorkers(ctx context.Context, stream string) ([]s
 // TestCoordinationNeedsNotes: with a store that carries no notes, every
 // worker lists each take interval (nobody could wake it).
 func TestCoordinationNeedsNotes(t *testing.T) {
+	t.Parallel()
 	worlds(t, 6, func(t *testing.T, w *world) {
+		w.timed(t)
 		h := newHandled()
 		var stores []*notelessStore
 		for i := range 3 {
@@ -373,7 +383,9 @@ func TestCoordinationNeedsNotes(t *testing.T) {
 // take their shares in their first round: the one that wins the first lease
 // takes beyond its share only from its second round on, as coordinator.
 func TestCoordinationFleetRestartedTogether(t *testing.T) {
+	t.Parallel()
 	worlds(t, 16, func(t *testing.T, w *world) {
+		w.timed(t)
 		h := newHandled()
 		z := startWorker(t, w, w.kin, w.store, h.handler("z"), w.manyOpts("z")...)
 		waitSettled(t, w, 10*w.take, []int{16}, z)
@@ -402,7 +414,9 @@ func TestCoordinationFleetRestartedTogether(t *testing.T) {
 // is noticed by the workers that stopped listing without a deputy in sight:
 // they watch the first lease for a while, as the deputy would.
 func TestCoordinationCoordinatorCrashesEarly(t *testing.T) {
+	t.Parallel()
 	worlds(t, 16, func(t *testing.T, w *world) {
+		w.timed(t)
 		h := newHandled()
 		fleet := startCoordFleet(t, w, 4, 16, h)
 		coord := coordinatorOf(fleet)
@@ -423,7 +437,9 @@ func TestCoordinationCoordinatorCrashesEarly(t *testing.T) {
 // takes them at once instead of leaving them to the coordinator's next
 // shard sync (here an hour away), so no record on the children waits.
 func TestCoordinationQuietWorkerFinishesAShard(t *testing.T) {
+	t.Parallel()
 	worlds(t, 4, func(t *testing.T, w *world) {
+		w.timed(t)
 		h := newHandled()
 		p := &produced{}
 		fleet := startCoordFleet(t, w, 2, 4, h, shardlease.WithShardSyncInterval(time.Hour))
@@ -459,7 +475,9 @@ func TestCoordinationQuietWorkerFinishesAShard(t *testing.T) {
 // workers below their share, which list until the leases expire for them
 // and take them.
 func TestCoordinationCoordinatorAtItsCap(t *testing.T) {
+	t.Parallel()
 	worlds(t, 12, func(t *testing.T, w *world) {
+		w.timed(t)
 		h := newHandled()
 		fleet := startCoordFleet(t, w, 3, 12, h, shardlease.WithMaxLeases(5))
 		coord := coordinatorOf(fleet)
@@ -484,6 +502,7 @@ func TestCoordinationCoordinatorAtItsCap(t *testing.T) {
 // and the attribute and says what to do; a note edited into text the
 // consumer does not know is ignored (the lease is renewed as before).
 func TestCoordinationNoteEditedByHand(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("needs the DynamoDB emulator")
 	}

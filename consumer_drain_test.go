@@ -40,6 +40,7 @@ func requireNoRowOf(t *testing.T, w *world, c *shardlease.Consumer) {
 // take interval, no record is handled twice and none is lost, and it takes
 // nothing afterwards; Run then returns at once when its context ends.
 func TestDrainHandsEveryLeaseToTheOthers(t *testing.T) {
+	t.Parallel()
 	worlds(t, 16, func(t *testing.T, w *world) {
 		p := &produced{}
 		h := newHandled()
@@ -72,6 +73,7 @@ func TestDrainHandsEveryLeaseToTheOthers(t *testing.T) {
 // the first lease, coordinates, and the fleet holds every lease within a
 // take interval.
 func TestDrainOfTheCoordinator(t *testing.T) {
+	t.Parallel()
 	worlds(t, 16, func(t *testing.T, w *world) {
 		p := &produced{}
 		h := newHandled()
@@ -109,6 +111,7 @@ func TestDrainOfTheCoordinator(t *testing.T) {
 // joining worker drains instead; every lease ends with the joiner, none
 // twice, and the joiner's requests name a worker that holds nothing.
 func TestDrainDuringAHandoff(t *testing.T) {
+	t.Parallel()
 	worlds(t, 8, func(t *testing.T, w *world) {
 		p := &produced{}
 		h := newHandled()
@@ -139,6 +142,7 @@ func TestDrainDuringAHandoff(t *testing.T) {
 // the grace period is up, the stuck handler is abandoned and its lease,
 // no longer renewed, expires for the others; no other lease is held up.
 func TestDrainWithAStuckHandler(t *testing.T) {
+	t.Parallel()
 	worlds(t, 2, func(t *testing.T, w *world) {
 		p := &produced{}
 		h := newHandled()
@@ -181,6 +185,7 @@ func TestDrainWithAStuckHandler(t *testing.T) {
 // `shardlease drain` writes) reaches it with its next renewal, and it
 // drains as Drain would.
 func TestDrainThroughTheTable(t *testing.T) {
+	t.Parallel()
 	worlds(t, 8, func(t *testing.T, w *world) {
 		p := &produced{}
 		h := newHandled()
@@ -211,6 +216,7 @@ func TestDrainThroughTheTable(t *testing.T) {
 // an ErrInvalidConfig that names the stream; a second Drain returns nil at
 // once; a context that ends first is Drain's error.
 func TestDrainOutsideRun(t *testing.T) {
+	t.Parallel()
 	worlds(t, 2, func(t *testing.T, w *world) {
 		h := newHandled()
 		c, err := shardlease.NewConsumer(w.kin, w.store, w.stream, h.handler("a"), w.opts("a")...)
@@ -250,6 +256,7 @@ func (s *listCountingStore) List(ctx context.Context, stream string) ([]shardlea
 // Once drained, Run's end has nothing left to hand back: it returns
 // without listing the table again.
 func TestDrainThenRunEndsWithoutListing(t *testing.T) {
+	t.Parallel()
 	worlds(t, 2, func(t *testing.T, w *world) {
 		store := &listCountingStore{LeaseStore: w.store}
 		wk := startWorker(t, w, w.kin, store, func(context.Context, *shardlease.Batch) error { return nil }, w.opts("a")...)

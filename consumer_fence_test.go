@@ -130,6 +130,7 @@ func (l *tokenLog) of(worker string) []shardlease.FenceToken {
 // A later holder's token is greater than the token of every earlier
 // holding, and greater than every counter the earlier holder ever wrote.
 func TestFenceTokenGrowsWithEachHolder(t *testing.T) {
+	t.Parallel()
 	worlds(t, 1, func(t *testing.T, w *world) {
 		p := &produced{}
 		h := newHandled()
@@ -175,6 +176,7 @@ func TestFenceTokenGrowsWithEachHolder(t *testing.T) {
 // A holder paused past its lease writes to the sink after the next holder
 // did: the sink refuses it by its token, and every effect is applied once.
 func TestFenceStaleHolderRefusedBySink(t *testing.T) {
+	t.Parallel()
 	worlds(t, 1, func(t *testing.T, w *world) {
 		p := &produced{}
 		sink := newFencedSink()
@@ -214,6 +216,7 @@ func TestFenceStaleHolderRefusedBySink(t *testing.T) {
 // After a crash the next holder hands the records after the checkpoint
 // again; the sink passes over those it applied by their position.
 func TestFenceCrashDuplicatesNotApplied(t *testing.T) {
+	t.Parallel()
 	worlds(t, 2, func(t *testing.T, w *world) {
 		p := &produced{}
 		h := newHandled()
@@ -253,6 +256,7 @@ func TestFenceCrashDuplicatesNotApplied(t *testing.T) {
 // re-created stream, whose counters start again, still carry greater
 // tokens once adopt-stream reset them.
 func TestFenceEpochSurvivesRecreatedStream(t *testing.T) {
+	t.Parallel()
 	worlds(t, 1, func(t *testing.T, w *world) {
 		var log tokenLog
 		h := newHandled()
@@ -318,6 +322,7 @@ func recreate(t *testing.T, w *world, created time.Time) {
 // The stop hook gets the token of the holding it ends, for a handler that
 // flushes what it buffered.
 func TestFenceShardStopCarriesTheHoldingsToken(t *testing.T) {
+	t.Parallel()
 	worlds(t, 1, func(t *testing.T, w *world) {
 		p := &produced{}
 		var log tokenLog
@@ -340,6 +345,7 @@ func TestFenceShardStopCarriesTheHoldingsToken(t *testing.T) {
 }
 
 func TestFenceCompareRefusesOtherShards(t *testing.T) {
+	t.Parallel()
 	one, err := shardlease.ParseFenceToken("orders:shardId-000000000001", "0000018f3a2b1c00.0000000000000007")
 	require.NoError(t, err)
 	other, err := shardlease.ParseFenceToken("orders:shardId-000000000002", "0000018f3a2b1c00.0000000000000009")
@@ -367,6 +373,7 @@ func TestFenceCompareRefusesOtherShards(t *testing.T) {
 // Value and Bytes order tokens as Compare does, so a sink compares them with
 // <= in SQL or a DynamoDB condition; ParseFenceToken reads Value back.
 func TestFenceValueAndBytesOrderAsCompare(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(1, 2))
 	scope := "orders:shardId-000000000003"
 	var toks []shardlease.FenceToken
@@ -397,6 +404,7 @@ func TestFenceValueAndBytesOrderAsCompare(t *testing.T) {
 // FencePosition orders records as their shard does: sequence numbers of any
 // length as numbers, sub-records in order, a whole record after them.
 func TestFencePositionOrdersAsTheShard(t *testing.T) {
+	t.Parallel()
 	inOrder := []shardlease.Record{
 		{SequenceNumber: "9", SubSequenceNumber: -1},
 		{SequenceNumber: "10", SubSequenceNumber: 0},

@@ -143,6 +143,7 @@ func (s *buffering) requireDeliveredOnce(t *testing.T, p *produced) {
 // before the final checkpoint, so what it flushes and checkpoints is not read
 // again.
 func TestHooksStartAndShutdown(t *testing.T) {
+	t.Parallel()
 	worlds(t, 1, func(t *testing.T, w *world) {
 		p := &produced{}
 		w.put(t, p, 20, 5)
@@ -176,6 +177,7 @@ func TestHooksStartAndShutdown(t *testing.T) {
 // what the handler flushed there is checkpointed, so the taker starts after
 // it and no record is delivered twice.
 func TestHooksHandoff(t *testing.T) {
+	t.Parallel()
 	worlds(t, 2, func(t *testing.T, w *world) {
 		p := &produced{}
 		s := newBuffering()
@@ -216,6 +218,7 @@ func TestHooksHandoff(t *testing.T) {
 // A lost lease cancels the handler's context first; then the stop hook
 // runs, and it can no longer checkpoint.
 func TestHooksLostLease(t *testing.T) {
+	t.Parallel()
 	worlds(t, 1, func(t *testing.T, w *world) {
 		p := &produced{}
 		w.put(t, p, 10, 5)
@@ -259,6 +262,7 @@ func TestHooksLostLease(t *testing.T) {
 // A shard read to its end runs the stop hook before SHARD_END is written;
 // its children start after it, from their start.
 func TestHooksShardEnd(t *testing.T) {
+	t.Parallel()
 	worlds(t, 1, func(t *testing.T, w *world) {
 		p := &produced{}
 		w.put(t, p, 20, 8)
@@ -330,6 +334,7 @@ func (s *failingWrites) Checkpoint(ctx context.Context, l shardlease.Lease, cp s
 // A lease that runs out because no write succeeded for a lease duration
 // stops as lost: the handler's context is cancelled before the stop hook.
 func TestHooksLeaseRunsOut(t *testing.T) {
+	t.Parallel()
 	worlds(t, 1, func(t *testing.T, w *world) {
 		p := &produced{}
 		w.put(t, p, 10, 5)

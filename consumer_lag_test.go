@@ -32,6 +32,7 @@ const shard0 = "shardId-000000000000"
 // Status, in shardlease.checkpoint.age and on the row its renewals write);
 // once the handler succeeds and the shard is caught up and idle, it is 0.
 func TestLagCheckpointAgeGrowsWhileStuckAndResets(t *testing.T) {
+	t.Parallel()
 	worlds(t, 1, func(t *testing.T, w *world) {
 		var failing atomic.Bool
 		failing.Store(true)
@@ -78,6 +79,7 @@ func TestLagCheckpointAgeGrowsWhileStuckAndResets(t *testing.T) {
 // A caught-up shard with nothing to read has checkpoint age 0, however long
 // it stays idle.
 func TestLagIdleCaughtUpIsZero(t *testing.T) {
+	t.Parallel()
 	worlds(t, 2, func(t *testing.T, w *world) {
 		g := newRecorder()
 		wk := startWorker(t, w, w.kin, w.store, newHandled().handler("idle"), w.opts("idle", shardlease.WithMeterProvider(g))...)
@@ -156,6 +158,7 @@ func hashKeyOf(i, n int) string {
 // there is. With fast handlers it asks for the workers there are. Only the
 // in-process stream reports behind-latest (kinesalite reports 0).
 func TestLagBehindMaxAndWorkersWanted(t *testing.T) {
+	t.Parallel()
 	fakeKinesisWorlds(t, 4, nil, func(t *testing.T, w *world) {
 		var slow atomic.Bool
 		slow.Store(true)

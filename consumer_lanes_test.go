@@ -87,6 +87,7 @@ func slowly(h *handled, worker string, d time.Duration) shardlease.Handler {
 // Records of one key reach the handler in write order, and every record
 // once, while several lanes of one shard run at once.
 func TestKeyConcurrencyKeepsKeyOrder(t *testing.T) {
+	t.Parallel()
 	worlds(t, 1, func(t *testing.T, w *world) {
 		p := &produced{}
 		h := newHandled()
@@ -108,6 +109,7 @@ func TestKeyConcurrencyKeepsKeyOrder(t *testing.T) {
 
 // n lanes run n calls at once on one shard.
 func TestKeyConcurrencyRunsLanesAtOnce(t *testing.T) {
+	t.Parallel()
 	worlds(t, 1, func(t *testing.T, w *world) {
 		p := &produced{}
 		h := newHandled()
@@ -143,6 +145,7 @@ func TestKeyConcurrencyRunsLanesAtOnce(t *testing.T) {
 // While one lane is held up on a record, the other lanes go on, and the
 // checkpoint stays before that record: it is the watermark.
 func TestKeyConcurrencyCheckpointIsTheWatermark(t *testing.T) {
+	t.Parallel()
 	worlds(t, 1, func(t *testing.T, w *world) {
 		p := &produced{}
 		h := newHandled()
@@ -179,6 +182,7 @@ func TestKeyConcurrencyCheckpointIsTheWatermark(t *testing.T) {
 // A lane stuck on a record holds the shard's reading once WithMaxInFlight
 // records wait beyond the watermark.
 func TestKeyConcurrencyMaxInFlightBoundsAStuckLane(t *testing.T) {
+	t.Parallel()
 	worlds(t, 1, func(t *testing.T, w *world) {
 		p := &produced{}
 		h := newHandled()
@@ -209,6 +213,7 @@ func TestKeyConcurrencyMaxInFlightBoundsAStuckLane(t *testing.T) {
 // A poison record is narrowed down and dead-lettered within its lane while
 // the other lanes go on; the watermark passes it once it is dead-lettered.
 func TestKeyConcurrencyDeadLettersWithinALane(t *testing.T) {
+	t.Parallel()
 	worlds(t, 1, func(t *testing.T, w *world) {
 		p := &produced{}
 		w.put(t, p, 60, 6)
@@ -245,6 +250,7 @@ func TestKeyConcurrencyDeadLettersWithinALane(t *testing.T) {
 // Without a limit on attempts a failing lane retries alone; the others go
 // on, and nothing after the failing record is checkpointed.
 func TestKeyConcurrencyRetriesHoldOnlyTheirLane(t *testing.T) {
+	t.Parallel()
 	worlds(t, 1, func(t *testing.T, w *world) {
 		p := &produced{}
 		h := newHandled()
@@ -271,6 +277,7 @@ func TestKeyConcurrencyRetriesHoldOnlyTheirLane(t *testing.T) {
 // A shutdown finishes the records the lanes hold: the next worker hands
 // none of them again.
 func TestKeyConcurrencyShutdownFinishesLanes(t *testing.T) {
+	t.Parallel()
 	worlds(t, 1, func(t *testing.T, w *world) {
 		p := &produced{}
 		h := newHandled()
@@ -288,6 +295,7 @@ func TestKeyConcurrencyShutdownFinishesLanes(t *testing.T) {
 
 // A handoff waits for every lane, so the taker hands nothing twice.
 func TestKeyConcurrencyHandoffHandsNoRecordTwice(t *testing.T) {
+	t.Parallel()
 	worlds(t, 2, func(t *testing.T, w *world) {
 		p := &produced{}
 		h := newHandled()
@@ -311,6 +319,7 @@ func TestKeyConcurrencyHandoffHandsNoRecordTwice(t *testing.T) {
 
 // Hooks see one start and one stop per shard, however many lanes.
 func TestKeyConcurrencyHooksOneStartOneStop(t *testing.T) {
+	t.Parallel()
 	worlds(t, 2, func(t *testing.T, w *world) {
 		p := &produced{}
 		h := newHandled()
@@ -344,6 +353,7 @@ func TestKeyConcurrencyHooksOneStartOneStop(t *testing.T) {
 // A lost lease stops every lane: no call starts after the loss, and the
 // stop hook runs once, with StopLost.
 func TestKeyConcurrencyLostLeaseStopsEveryLane(t *testing.T) {
+	t.Parallel()
 	worlds(t, 1, func(t *testing.T, w *world) {
 		p := &produced{}
 		var calls atomic.Int64
@@ -391,6 +401,7 @@ func TestKeyConcurrencyLostLeaseStopsEveryLane(t *testing.T) {
 // After a crash, the next holder hands again at most the records that were
 // in flight above the watermark.
 func TestKeyConcurrencyCrashDuplicatesAtMostInFlight(t *testing.T) {
+	t.Parallel()
 	worlds(t, 1, func(t *testing.T, w *world) {
 		p := &produced{}
 		h := newHandled()
@@ -433,6 +444,7 @@ func TestKeyConcurrencyCrashDuplicatesAtMostInFlight(t *testing.T) {
 
 // Enhanced fan-out feeds the lanes as polling does.
 func TestKeyConcurrencyWithFanOut(t *testing.T) {
+	t.Parallel()
 	fanOutWorlds(t, 1, func(t *testing.T, w *fanWorld) {
 		p := &produced{}
 		h := newHandled()
@@ -450,6 +462,7 @@ func TestKeyConcurrencyWithFanOut(t *testing.T) {
 }
 
 func TestKeyConcurrencyOptionsValidated(t *testing.T) {
+	t.Parallel()
 	h := func(context.Context, *shardlease.Batch) error { return nil }
 	kin := shardleasetest.NewKinesis()
 	store := shardlease.NewMemoryStore()
@@ -475,6 +488,7 @@ func TestKeyConcurrencyOptionsValidated(t *testing.T) {
 // With lanes as without, a checkpoint made once the lease was released
 // fails with ErrLeaseLost: the next holder handles those records again.
 func TestKeyConcurrencyCheckpointAfterReleaseFails(t *testing.T) {
+	t.Parallel()
 	worlds(t, 1, func(t *testing.T, w *world) {
 		p := &produced{}
 		var mu sync.Mutex

@@ -72,6 +72,7 @@ func panicAtSecondSite() { panic("second site") }
 // the panic site; a panic at another place is a line of its own. Every
 // panic is counted.
 func TestHandlerPanicLoggedOncePerSiteAndBatch(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		ctx := t.Context()
 		kin := shardleasetest.NewKinesis()
@@ -132,7 +133,8 @@ func TestHandlerPanicLoggedOncePerSiteAndBatch(t *testing.T) {
 }
 
 // Without WithLogger the consumer logs to slog.Default(): lease changes at
-// Info.
+// Info. Not parallel: it replaces the process's default logger, which the
+// other tests' consumers would write to.
 func TestDefaultLoggerIsSlogDefault(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		logs := &logRecords{}
@@ -170,6 +172,7 @@ func (stalledTable) DescribeTable(ctx context.Context, _ *dynamodb.DescribeTable
 // A start-up that hangs is not silent: every lease duration it logs at Warn
 // which step it is waiting on. A start-up that completes logs "started".
 func TestStuckStartupIsLogged(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		logs := &logRecords{}
 		store, err := shardlease.NewDynamoStore(stalledTable{}, "orders-leases")

@@ -137,6 +137,7 @@ func (r *recorder) sum(counter, shard string) int64 {
 // stream; they disappear once it moves. A dead-lettered record is counted
 // in shardlease.records.deadlettered, per shard.
 func TestPoisonMetrics(t *testing.T) {
+	t.Parallel()
 	worlds(t, 1, func(t *testing.T, w *world) {
 		p := &produced{}
 		w.put(t, p, 10, 5)

@@ -34,6 +34,7 @@ func requireMessage(t *testing.T, err error, target error, parts ...string) {
 }
 
 func TestBadInputStreamNames(t *testing.T) {
+	t.Parallel()
 	long := strings.Repeat("s", 129)
 	for _, tc := range []struct {
 		name, stream string
@@ -54,6 +55,7 @@ func TestBadInputStreamNames(t *testing.T) {
 }
 
 func TestBadInputTableNames(t *testing.T) {
+	t.Parallel()
 	client := &countingDynamo{} // never called: names are checked before any call
 	for _, tc := range []struct {
 		name, table string
@@ -82,6 +84,7 @@ func TestBadInputTableNames(t *testing.T) {
 }
 
 func TestBadInputNilArguments(t *testing.T) {
+	t.Parallel()
 	kin, store := shardleasetest.NewKinesis(), shardlease.NewMemoryStore()
 	_, err := shardlease.NewConsumer(nil, store, "orders", nopHandler)
 	requireMessage(t, err, shardlease.ErrInvalidConfig, "stream orders", "the Kinesis client is nil", "pass kinesis.NewFromConfig(cfg)")
@@ -92,6 +95,7 @@ func TestBadInputNilArguments(t *testing.T) {
 }
 
 func TestBadInputOptions(t *testing.T) {
+	t.Parallel()
 	ts := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	for _, tc := range []struct {
 		name  string
@@ -152,6 +156,7 @@ func TestBadInputOptions(t *testing.T) {
 }
 
 func TestBadInputLeaseKeys(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		in     string
 		target error
@@ -173,6 +178,7 @@ func TestBadInputLeaseKeys(t *testing.T) {
 // A consumer whose store's table is missing stops at once with an error
 // naming the stream and the table and saying how to create it.
 func TestBadInputRunWithMissingTable(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("needs the DynamoDB emulator")
 	}
@@ -190,6 +196,7 @@ func TestBadInputRunWithMissingTable(t *testing.T) {
 // with an error that names the table and the row and says to delete it;
 // other streams' listings are not affected.
 func TestBadInputCorruptWorkerRow(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("needs the DynamoDB emulator")
 	}

@@ -60,6 +60,7 @@ func aggIDs(prefix string, n int) []string {
 }
 
 func TestAggregatedRecordsAreDeaggregated(t *testing.T) {
+	t.Parallel()
 	worlds(t, 1, func(t *testing.T, w *world) {
 		p := &produced{}
 		w.put(t, p, 3, 1)                             // plain
@@ -96,6 +97,7 @@ func TestAggregatedRecordsAreDeaggregated(t *testing.T) {
 }
 
 func TestAggregatedCheckpointMidAggregateResumesAfterIt(t *testing.T) {
+	t.Parallel()
 	worlds(t, 1, func(t *testing.T, w *world) {
 		p := &produced{}
 		w.put(t, p, 2, 1)
@@ -147,6 +149,7 @@ func TestAggregatedCheckpointMidAggregateResumesAfterIt(t *testing.T) {
 }
 
 func TestAggregatedCorruptAreHandedOverRaw(t *testing.T) {
+	t.Parallel()
 	worlds(t, 1, func(t *testing.T, w *world) {
 		p := &produced{}
 		good := kpl.Aggregate([]kpl.UserRecord{{PartitionKey: "k", Data: []byte("x")}, {PartitionKey: "k", Data: []byte("y")}})
@@ -183,6 +186,7 @@ func TestAggregatedCorruptAreHandedOverRaw(t *testing.T) {
 }
 
 func TestAggregatedRawOption(t *testing.T) {
+	t.Parallel()
 	worlds(t, 1, func(t *testing.T, w *world) {
 		p := &produced{}
 		data := kpl.Aggregate([]kpl.UserRecord{{PartitionKey: "k", Data: []byte("x")}, {PartitionKey: "k", Data: []byte("y")}})

@@ -82,6 +82,7 @@ func (k *hangingFanOut) SubscribeToShard(ctx context.Context, in *kinesis.Subscr
 // renewed while its shard read nothing. Each now has a deadline of a lease
 // duration and is tried again.
 func TestOneReaderFanOutDeadlines(t *testing.T) {
+	t.Parallel()
 	fanOutWorlds(t, 1, func(t *testing.T, w *fanWorld) {
 		p := &produced{}
 		w.put(t, p, 10, 2)
@@ -104,6 +105,7 @@ func TestOneReaderFanOutDeadlines(t *testing.T) {
 // the silence timeout (max(L, 10s)) and the reader subscribes again after
 // its last event.
 func TestFanOutSilentSubscription(t *testing.T) {
+	t.Parallel()
 	fanOutWorlds(t, 1, func(t *testing.T, w *fanWorld) {
 		fake, ok := w.kin.(*shardleasetest.Kinesis)
 		if !ok {

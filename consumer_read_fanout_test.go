@@ -186,6 +186,7 @@ func since(t *testing.T, start time.Time, d time.Duration) {
 }
 
 func TestFanOutNeedsAClientWithTheFanOutCalls(t *testing.T) {
+	t.Parallel()
 	// A client with only the polling calls is refused at once, by name.
 	var polling struct{ shardlease.KinesisAPI }
 	_, err := shardlease.NewConsumer(polling, shardlease.NewMemoryStore(), "orders", func(context.Context, *shardlease.Batch) error { return nil },
@@ -225,6 +226,7 @@ func (c *registerCounter) RegisterStreamConsumer(ctx context.Context, in *kinesi
 // lose the race wait for it to be ACTIVE instead of failing, and none reads
 // before it is.
 func TestFanOutRegistrationByWorkersStartingTogether(t *testing.T) {
+	t.Parallel()
 	fanOutWorlds(t, 4, func(t *testing.T, w *fanWorld) {
 		w.activation(3 * time.Second) // the service takes seconds
 		p := &produced{}
@@ -267,6 +269,7 @@ func TestFanOutRegistrationByWorkersStartingTogether(t *testing.T) {
 // Each initial position is honoured by the first subscription of a shard
 // that has no checkpoint.
 func TestFanOutInitialPositions(t *testing.T) {
+	t.Parallel()
 	for _, pos := range []shardlease.InitialPosition{shardlease.TrimHorizon, shardlease.Latest, shardlease.AtTimestamp} {
 		t.Run(string(pos), func(t *testing.T) {
 			fanOutWorlds(t, 1, func(t *testing.T, w *fanWorld) {
@@ -303,6 +306,7 @@ func TestFanOutInitialPositions(t *testing.T) {
 // A checkpoint inside a KPL aggregate resumes at the next user record of
 // the aggregate.
 func TestFanOutResumesFromACheckpointInsideAnAggregate(t *testing.T) {
+	t.Parallel()
 	fanOutWorlds(t, 1, func(t *testing.T, w *fanWorld) {
 		ctx := context.Background()
 		p := &produced{}
@@ -341,6 +345,7 @@ func TestFanOutResumesFromACheckpointInsideAnAggregate(t *testing.T) {
 // here), the reader subscribes again after the last event: nothing is
 // skipped or handed twice.
 func TestFanOutResubscribesAfterTheSubscriptionEnds(t *testing.T) {
+	t.Parallel()
 	fanOutWorlds(t, 1, func(t *testing.T, w *fanWorld) {
 		// kinesis-local sends an event a second.
 		life := 3 * time.Second
@@ -365,6 +370,7 @@ func TestFanOutResubscribesAfterTheSubscriptionEnds(t *testing.T) {
 // A subscription that ends with an error is replaced, after a backoff, by
 // one that starts after the last event handed on.
 func TestFanOutResubscribesAfterAnError(t *testing.T) {
+	t.Parallel()
 	fanOutWorlds(t, 1, func(t *testing.T, w *fanWorld) {
 		p := &produced{}
 		h := newHandled()
@@ -392,6 +398,7 @@ func TestFanOutResubscribesAfterAnError(t *testing.T) {
 // holder hands the batch in hand, closes its subscription, writes its
 // checkpoint and releases; the new holder subscribes after the checkpoint.
 func TestFanOutHandoffHandsNoRecordTwice(t *testing.T) {
+	t.Parallel()
 	fanOutWorlds(t, 2, func(t *testing.T, w *fanWorld) {
 		p := &produced{}
 		h := newHandled()
@@ -418,6 +425,7 @@ func TestFanOutHandoffHandsNoRecordTwice(t *testing.T) {
 // A worker that loses its lease closes its subscription and hands nothing
 // more under it: the batch in hand is the last.
 func TestFanOutLostLeaseClosesTheSubscription(t *testing.T) {
+	t.Parallel()
 	fanOutWorlds(t, 1, func(t *testing.T, w *fanWorld) {
 		ctx := context.Background()
 		shard := "shardId-000000000000"
@@ -496,6 +504,7 @@ func TestFanOutLostLeaseClosesTheSubscription(t *testing.T) {
 
 // A split shard's records are all handled before any of its children's.
 func TestFanOutSplitReadsParentBeforeChildren(t *testing.T) {
+	t.Parallel()
 	fanOutWorlds(t, 1, func(t *testing.T, w *fanWorld) {
 		ctx := context.Background()
 		p := &produced{}
@@ -561,6 +570,7 @@ func TestFanOutSplitReadsParentBeforeChildren(t *testing.T) {
 // Shutdown hands the batch in hand, closes every subscription, writes the
 // final checkpoints and releases the leases.
 func TestFanOutGracefulShutdown(t *testing.T) {
+	t.Parallel()
 	fanOutWorlds(t, 2, func(t *testing.T, w *fanWorld) {
 		p := &produced{}
 		h := newHandled()
@@ -590,6 +600,7 @@ func TestFanOutGracefulShutdown(t *testing.T) {
 // another shard) is counted and the lease released, as with polling, not
 // retried forever.
 func TestFanOutRejectedCheckpointIsCounted(t *testing.T) {
+	t.Parallel()
 	fanOutWorlds(t, 2, func(t *testing.T, w *fanWorld) {
 		if w.name == "wire" {
 			t.Skip("kinesis-local 0.6.2 subscribes at a sequence number of another shard without complaint; the service (and the fake) refuse it with InvalidArgumentException")

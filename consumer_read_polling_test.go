@@ -80,7 +80,9 @@ func (l *readLog) calls(full bool) int {
 // up it uses four, so the worker a shard is handed to on a graceful shutdown
 // is not refused its first read.
 func TestCaughtUpReaderLeavesAReadForTheNextHolder(t *testing.T) {
+	t.Parallel()
 	worlds(t, 1, func(t *testing.T, w *world) {
+		w.timed(t)
 		const batch = 50
 		p := &produced{}
 		h := newHandled()

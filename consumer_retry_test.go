@@ -111,6 +111,7 @@ func onlyShard(t *testing.T, p *produced) string {
 // record goes to the dead-letter callback, the other 999 are handled once,
 // and the checkpoint moves past the batch.
 func TestPoisonOneRecordInBatchOfThousand(t *testing.T) {
+	t.Parallel()
 	worlds(t, 1, func(t *testing.T, w *world) {
 		p := &produced{}
 		w.put(t, p, 1000, 50)
@@ -163,6 +164,7 @@ func TestPoisonOneRecordInBatchOfThousand(t *testing.T) {
 // A poison record that is the last of its batch: the checkpoint moves onto it
 // once the callback returns nil.
 func TestPoisonLastRecordCheckpointed(t *testing.T) {
+	t.Parallel()
 	worlds(t, 1, func(t *testing.T, w *world) {
 		p := &produced{}
 		w.put(t, p, 20, 5)
@@ -184,6 +186,7 @@ func TestPoisonLastRecordCheckpointed(t *testing.T) {
 // checkpointed past the poison record, and no later batch is handled; once
 // it succeeds the shard moves on.
 func TestPoisonDeadLetterFails(t *testing.T) {
+	t.Parallel()
 	worlds(t, 1, func(t *testing.T, w *world) {
 		p := &produced{}
 		w.put(t, p, 10, 5)
@@ -248,6 +251,7 @@ func (b *syncBuffer) String() string {
 // sequence number the shard is stuck on, for how long, and how long until
 // the record ages out of the stream.
 func TestPoisonUnlimitedRetries(t *testing.T) {
+	t.Parallel()
 	worlds(t, 1, func(t *testing.T, w *world) {
 		p := &produced{}
 		w.put(t, p, 30, 5)
@@ -288,6 +292,7 @@ func TestPoisonUnlimitedRetries(t *testing.T) {
 
 // Bad combinations of the retry options are refused with what to do.
 func TestPoisonOptionsValidated(t *testing.T) {
+	t.Parallel()
 	dl := func(context.Context, string, []shardlease.Record, error) error { return nil }
 	h := func(context.Context, *shardlease.Batch) error { return nil }
 	cases := []struct {
@@ -312,6 +317,7 @@ func TestPoisonOptionsValidated(t *testing.T) {
 
 // A dead-letter callback that panics is retried like one that fails.
 func TestPoisonDeadLetterPanics(t *testing.T) {
+	t.Parallel()
 	worlds(t, 1, func(t *testing.T, w *world) {
 		p := &produced{}
 		w.put(t, p, 4, 2)
@@ -341,6 +347,7 @@ func TestPoisonDeadLetterPanics(t *testing.T) {
 // every record before the poison one, and handled none after it: the next
 // worker hands no record to the handler twice.
 func TestPoisonShutdownWhileNarrowing(t *testing.T) {
+	t.Parallel()
 	worlds(t, 1, func(t *testing.T, w *world) {
 		p := &produced{}
 		w.put(t, p, 100, 10)

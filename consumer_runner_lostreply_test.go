@@ -16,6 +16,7 @@ import (
 // the worker keeps its lease instead of giving it up and leaving the shard
 // unread for a lease duration.
 func TestConsumerLostReplyKeepsLease(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("needs the emulators")
 	}

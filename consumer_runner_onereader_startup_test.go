@@ -43,6 +43,7 @@ func (s *lostAcquireReply) Acquire(ctx context.Context, k shardlease.LeaseKey, o
 // and cancelling during start-up was an error; WithLeaseDuration(1ns)
 // blamed WithRenewInterval; a lost acquire reply counted as a handoff.
 func TestOneReaderStartupAndBadInput(t *testing.T) {
+	t.Parallel()
 	t.Run("nil clients", func(t *testing.T) {
 		_, err := shardlease.NewDynamoStore((*dynamodb.Client)(nil), "orders-leases")
 		require.ErrorIs(t, err, shardlease.ErrInvalidConfig)
@@ -147,6 +148,7 @@ func TestOneReaderStartupAndBadInput(t *testing.T) {
 // round of the stream fail. The row is now left alone (an Error log and a
 // metric name it) and the others are balanced.
 func TestOneReaderCorruptRowWhileRunning(t *testing.T) {
+	t.Parallel()
 	worlds(t, 3, func(t *testing.T, w *world) {
 		if w.name != "emulator" {
 			t.Skip("a MemoryStore row cannot be corrupt")

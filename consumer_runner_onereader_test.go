@@ -77,6 +77,7 @@ func slowHandler(h *handled, worker string, d time.Duration) shardlease.Handler 
 // the old pod still runs) both ran a shard: the second adopted the rows
 // naming the id at once. Each run now writes an identity of its own.
 func TestOneReaderSharedOwnerID(t *testing.T) {
+	t.Parallel()
 	worlds(t, 2, func(t *testing.T, w *world) {
 		p := &produced{}
 		h := newHandled()
@@ -109,6 +110,7 @@ func TestOneReaderSharedOwnerID(t *testing.T) {
 // was still renewing and finishing a long batch. A live holder now keeps
 // its lease until it answers.
 func TestOneReaderUnansweredHandoff(t *testing.T) {
+	t.Parallel()
 	worlds(t, 2, func(t *testing.T, w *world) {
 		p := &produced{}
 		h := newHandled()
@@ -137,6 +139,7 @@ func TestOneReaderUnansweredHandoff(t *testing.T) {
 // leases of a live holder with a longer one expired and took them. The
 // holder's duration is on the row now, and takers wait the longer one.
 func TestOneReaderMixedLeaseDurations(t *testing.T) {
+	t.Parallel()
 	worlds(t, 1, func(t *testing.T, w *world) {
 		p := &produced{}
 		h := newHandled()
@@ -168,6 +171,7 @@ func TestOneReaderMixedLeaseDurations(t *testing.T) {
 // the shutdown timeout (with ErrHandlerAbandoned), the lease is no longer renewed, and another worker
 // takes it once it has expired.
 func TestOneReaderStuckHandler(t *testing.T) {
+	t.Parallel()
 	worlds(t, 1, func(t *testing.T, w *world) {
 		p := &produced{}
 		w.put(t, p, 5, 2)
@@ -231,6 +235,7 @@ func (a *asyncWork) handler(h *handled) shardlease.Handler {
 // shutdown was dropped (the final write did not wait for it), and
 // Batch.Checkpoint after the release returned nil and wrote nothing.
 func TestOneReaderCheckpointAfterRelease(t *testing.T) {
+	t.Parallel()
 	worlds(t, 1, func(t *testing.T, w *world) {
 		p := &produced{}
 		h := newHandled()
@@ -303,6 +308,7 @@ func (s *cutoffWrites) Checkpoint(ctx context.Context, l shardlease.Lease, cp st
 // shard. It now cuts off a margin before, and cancels the handler's
 // context at the cut-off.
 func TestOneReaderCutoffMargin(t *testing.T) {
+	t.Parallel()
 	worlds(t, 1, func(t *testing.T, w *world) {
 		if w.name != "fake" {
 			t.Skip("the cut-off's timing is asserted under fake time; the emulators add nothing to it")
@@ -344,6 +350,7 @@ func TestOneReaderCutoffMargin(t *testing.T) {
 // unread for a lease duration. It now withdraws them, and releases rows
 // handed to it after its loop ended.
 func TestOneReaderShutdownWithdrawsRequests(t *testing.T) {
+	t.Parallel()
 	worlds(t, 2, func(t *testing.T, w *world) {
 		p := &produced{}
 		h := newHandled()
@@ -463,6 +470,7 @@ func (k *hangingReads) GetRecords(ctx context.Context, in *kinesis.GetRecordsInp
 // Defect: calls without a deadline: a hung Scan stalled every take round, a
 // hung GetRecords kept a lease renewed while its shard read nothing.
 func TestOneReaderHungCalls(t *testing.T) {
+	t.Parallel()
 	worlds(t, 1, func(t *testing.T, w *world) {
 		p := &produced{}
 		w.put(t, p, 10, 2)

@@ -91,6 +91,7 @@ func (s *flakyHolder) Release(ctx context.Context, l shardlease.Lease) (shardlea
 // time the lease from then, so the holder hands no batch after they may
 // have taken it.
 func TestConsumerResentWriteDatesLeaseFromFirstAttempt(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		fake := shardleasetest.NewKinesis()
 		w := &world{name: "fake", kin: fake, stream: "orders",

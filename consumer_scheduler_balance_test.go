@@ -172,7 +172,9 @@ func (w *world) manyOpts(owner string) []shardlease.Option {
 }
 
 func TestBalanceThreeWorkersSixteenShards(t *testing.T) {
+	t.Parallel()
 	worlds(t, 16, func(t *testing.T, w *world) {
+		w.timed(t)
 		h := newHandled()
 		var workers []*worker
 		start := time.Now()
@@ -208,6 +210,7 @@ func TestBalanceThreeWorkersSixteenShards(t *testing.T) {
 // records flowing, and returns once they settled at 5/5/6 and handled some.
 func (w *world) balancedFleet(t *testing.T, p *produced, h *handled) ([]*worker, *producer) {
 	t.Helper()
+	w.timed(t)
 	var workers []*worker
 	for _, name := range []string{"a", "b", "c"} {
 		workers = append(workers, startWorker(t, w, w.kin, w.store, h.handler(name), w.manyOpts(name)...))
@@ -219,6 +222,7 @@ func (w *world) balancedFleet(t *testing.T, p *produced, h *handled) ([]*worker,
 }
 
 func TestBalanceFourthWorkerJoins(t *testing.T) {
+	t.Parallel()
 	worlds(t, 16, func(t *testing.T, w *world) {
 		p := &produced{}
 		h := newHandled()
@@ -261,6 +265,7 @@ func TestBalanceFourthWorkerJoins(t *testing.T) {
 }
 
 func TestBalanceWorkerLeavesGracefully(t *testing.T) {
+	t.Parallel()
 	worlds(t, 16, func(t *testing.T, w *world) {
 		p := &produced{}
 		h := newHandled()
@@ -368,6 +373,7 @@ func (s deafStore) Checkpoint(ctx context.Context, l shardlease.Lease, cp string
 }
 
 func TestHandoffGracefulTiming(t *testing.T) {
+	t.Parallel()
 	worlds(t, 4, func(t *testing.T, w *world) {
 		p := &produced{}
 		h := newHandled()
@@ -405,6 +411,7 @@ func TestHandoffGracefulTiming(t *testing.T) {
 }
 
 func TestHandoffUnansweredCrashedHolder(t *testing.T) {
+	t.Parallel()
 	worlds(t, 4, func(t *testing.T, w *world) {
 		p := &produced{}
 		h := newHandled()
@@ -442,6 +449,7 @@ func TestHandoffUnansweredCrashedHolder(t *testing.T) {
 // A live holder that never answers a handoff request keeps its leases:
 // the asker waits, and takes them only when they are free or expired.
 func TestHandoffUnansweredLiveHolder(t *testing.T) {
+	t.Parallel()
 	worlds(t, 4, func(t *testing.T, w *world) {
 		p := &produced{}
 		h := newHandled()
@@ -536,6 +544,7 @@ func retryBusy(t *testing.T, w *world, what string, call func() error) {
 }
 
 func TestLineageSplitAndMergeKeepKeyOrder(t *testing.T) {
+	t.Parallel()
 	worlds(t, 2, func(t *testing.T, w *world) {
 		p := &produced{}
 		h := newHandled()

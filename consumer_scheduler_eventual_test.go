@@ -35,6 +35,7 @@ func (s *scanKinds) Scan(ctx context.Context, in *dynamodb.ScanInput, o ...func(
 // costs half the read capacity of a consistent one; the worker still takes
 // every lease.
 func TestTakeRoundsListEventually(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("needs dynalite")
 	}

@@ -108,6 +108,7 @@ func firstRoundsOverlap(names []string, clocks []*roundClock) (bool, string) {
 // first rounds end before the others' second rounds, which the test checks
 // with each worker's calls (roundClock) rather than assumes.
 func TestWorkersStartedTogetherTakeTheirShareAtOnce(t *testing.T) {
+	t.Parallel()
 	worlds(t, 16, func(t *testing.T, w *world) {
 		h := newHandled()
 		var ws []*worker
@@ -159,6 +160,7 @@ func TestWorkersStartedTogetherTakeTheirShareAtOnce(t *testing.T) {
 // either holds anything, so each asks for exactly its share: one wave of
 // handoffs, none corrected afterwards.
 func TestWorkersJoiningTogetherAskOnce(t *testing.T) {
+	t.Parallel()
 	worlds(t, 12, func(t *testing.T, w *world) {
 		h := newHandled()
 		a := startWorker(t, w, w.kin, w.store, h.handler("a"), w.manyOpts("a")...)
@@ -184,6 +186,7 @@ func TestWorkersJoiningTogetherAskOnce(t *testing.T) {
 // by another worker once it has stood still for a lease duration, and not
 // before.
 func TestIdleWorkerRow(t *testing.T) {
+	t.Parallel()
 	worlds(t, 1, func(t *testing.T, w *world) {
 		h := newHandled()
 		a := startWorker(t, w, w.kin, w.store, h.handler("a"), w.opts("a")...)
@@ -239,6 +242,7 @@ func (s *lostHeartbeats) Heartbeat(ctx context.Context, stream, owner string) (s
 // A worker whose heartbeat replies were lost still removes its row when it
 // stops: it learns the counter with one more heartbeat first.
 func TestWorkerRowRemovedAfterLostHeartbeats(t *testing.T) {
+	t.Parallel()
 	worlds(t, 1, func(t *testing.T, w *world) {
 		h := newHandled()
 		a := startWorker(t, w, w.kin, w.store, h.handler("a"), w.opts("a")...)

@@ -11,6 +11,7 @@ import (
 // still lists it or not, and whatever its other children did: its children
 // do not start because of it.
 func TestParentsDoneCorruptParent(t *testing.T) {
+	t.Parallel()
 	child := Lease{Key: LeaseKey{Stream: "s", Shard: "c1"}, Parents: []string{"p"}}
 	sibling := Lease{Key: LeaseKey{Stream: "s", Shard: "c2"}, Parents: []string{"p"}, Checkpoint: "49"}
 	rows := map[string]Lease{"c1": child, "c2": sibling}

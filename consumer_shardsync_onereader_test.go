@@ -20,6 +20,7 @@ import (
 // makes the other shards' rows; the corrupt row's shard is neither finished
 // nor missing: its row is not made again and its children wait for it.
 func TestOneReaderCorruptRowWhileRunningShardSync(t *testing.T) {
+	t.Parallel()
 	worlds(t, 2, func(t *testing.T, w *world) {
 		if w.name != "emulator" {
 			t.Skip("a MemoryStore row cannot be corrupt (it keeps decoded leases); the rule for a corrupt parent is TestParentsDoneCorruptParent")

@@ -31,6 +31,7 @@ func (s *flakyList) List(ctx context.Context, stream string) ([]shardlease.Lease
 // A transient failure of the first shard sync is retried: Run goes on to
 // read the stream instead of returning the error.
 func TestConsumerStartupRetriesTransientFailure(t *testing.T) {
+	t.Parallel()
 	worlds(t, 2, func(t *testing.T, w *world) {
 		p := &produced{}
 		w.put(t, p, 20, 4)

@@ -63,6 +63,7 @@ func getStatus(t *testing.T, c *shardlease.Consumer) statusDoc {
 // reached, and the role: the single worker coordinates. The handler serves
 // the same as JSON, version 1, and refuses anything but GET and HEAD.
 func TestStatusShowsHeldShardsAndRole(t *testing.T) {
+	t.Parallel()
 	worlds(t, 2, func(t *testing.T, w *world) {
 		p := &produced{}
 		h := newHandled()
@@ -114,6 +115,7 @@ func TestStatusShowsHeldShardsAndRole(t *testing.T) {
 // A shard whose handler keeps failing shows as stuck: since when, on the
 // first record of the batch, which the checkpoint stays before.
 func TestStatusStuckRetry(t *testing.T) {
+	t.Parallel()
 	worlds(t, 1, func(t *testing.T, w *world) {
 		var failing atomic.Bool
 		failing.Store(true)
@@ -153,6 +155,7 @@ func TestStatusStuckRetry(t *testing.T) {
 // neither reports workers wanted until the coordinator has sampled for a
 // lease duration.
 func TestStatusRoleOfTwoWorkers(t *testing.T) {
+	t.Parallel()
 	worlds(t, 4, func(t *testing.T, w *world) {
 		h := newHandled()
 		a := startWorker(t, w, w.kin, w.store, h.handler("a"), w.opts("a")...)
@@ -177,6 +180,7 @@ func TestStatusRoleOfTwoWorkers(t *testing.T) {
 
 // Before Run, Status holds no shard and the role a consumer starts in.
 func TestStatusBeforeRun(t *testing.T) {
+	t.Parallel()
 	c, err := shardlease.NewConsumer(shardleasetest.NewKinesis(), shardlease.NewMemoryStore(), "orders",
 		func(context.Context, *shardlease.Batch) error { return nil }, shardlease.WithOwnerID("idle"))
 	require.NoError(t, err)

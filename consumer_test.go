@@ -17,6 +17,7 @@ import (
 )
 
 func TestConsumerReadsEveryRecordInOrder(t *testing.T) {
+	t.Parallel()
 	worlds(t, 4, func(t *testing.T, w *world) {
 		p := &produced{}
 		w.put(t, p, 200, 32)
@@ -49,6 +50,7 @@ func TestConsumerReadsEveryRecordInOrder(t *testing.T) {
 }
 
 func TestConsumerResumesAfterCheckpoint(t *testing.T) {
+	t.Parallel()
 	worlds(t, 4, func(t *testing.T, w *world) {
 		p := &produced{}
 		w.put(t, p, 80, 16)
@@ -77,6 +79,7 @@ func TestConsumerResumesAfterCheckpoint(t *testing.T) {
 }
 
 func TestConsumerTwoWorkersSplitShards(t *testing.T) {
+	t.Parallel()
 	worlds(t, 4, func(t *testing.T, w *world) {
 		p := &produced{}
 		h := newHandled()
@@ -107,6 +110,7 @@ func TestConsumerTwoWorkersSplitShards(t *testing.T) {
 }
 
 func TestConsumerCrashedWorkerIsTakenOver(t *testing.T) {
+	t.Parallel()
 	worlds(t, 4, func(t *testing.T, w *world) {
 		p := &produced{}
 		h := newHandled()
@@ -136,6 +140,7 @@ func TestConsumerCrashedWorkerIsTakenOver(t *testing.T) {
 }
 
 func TestConsumerStaleWorkerCheckpointRefused(t *testing.T) {
+	t.Parallel()
 	worlds(t, 1, func(t *testing.T, w *world) {
 		p := &produced{}
 		entered := make(chan struct{}, 1)
@@ -179,6 +184,7 @@ func TestConsumerStaleWorkerCheckpointRefused(t *testing.T) {
 }
 
 func TestConsumerHandlerErrorsRetry(t *testing.T) {
+	t.Parallel()
 	worlds(t, 1, func(t *testing.T, w *world) {
 		p := &produced{}
 		h := newHandled()
@@ -207,6 +213,7 @@ func TestConsumerHandlerErrorsRetry(t *testing.T) {
 }
 
 func TestConsumerHandlerPanicIsRecovered(t *testing.T) {
+	t.Parallel()
 	worlds(t, 2, func(t *testing.T, w *world) {
 		p := &produced{}
 		h := newHandled()
@@ -228,6 +235,7 @@ func TestConsumerHandlerPanicIsRecovered(t *testing.T) {
 }
 
 func TestConsumerSteadyStateWrites(t *testing.T) {
+	t.Parallel()
 	worlds(t, 4, func(t *testing.T, w *world) {
 		p := &produced{}
 		counting := newCountingStore(w.store)
@@ -283,6 +291,7 @@ func TestConsumerSteadyStateWrites(t *testing.T) {
 }
 
 func TestConsumerStreamNotFound(t *testing.T) {
+	t.Parallel()
 	worlds(t, 1, func(t *testing.T, w *world) {
 		w.stream = "no-such-stream"
 		c, err := shardlease.NewConsumer(w.kin, w.store, w.stream, newHandled().handler("a"), w.opts("a")...)

@@ -37,6 +37,7 @@ func (c *callSizes) get() []int {
 // Records trickling in one at a time are handed in calls of at least the
 // window's size, except for the last ones, handed once the oldest waited.
 func TestBatchWindowGathersATrickle(t *testing.T) {
+	t.Parallel()
 	worlds(t, 1, func(t *testing.T, w *world) {
 		p := &produced{}
 		h := newHandled()
@@ -63,6 +64,7 @@ func TestBatchWindowGathersATrickle(t *testing.T) {
 // A lone record waits at most the window's wait, and no checkpoint covers it
 // while it is held back.
 func TestBatchWindowHandsTheOldestAfterItsWait(t *testing.T) {
+	t.Parallel()
 	worlds(t, 1, func(t *testing.T, w *world) {
 		p := &produced{}
 		h := newHandled()
@@ -88,6 +90,7 @@ func TestBatchWindowHandsTheOldestAfterItsWait(t *testing.T) {
 // A shutdown does not wait for the window: records held back are dropped,
 // never checkpointed, and the next worker hands them.
 func TestBatchWindowNeverDelaysAShutdown(t *testing.T) {
+	t.Parallel()
 	worlds(t, 1, func(t *testing.T, w *world) {
 		p := &produced{}
 		h := newHandled()
@@ -112,6 +115,7 @@ func TestBatchWindowNeverDelaysAShutdown(t *testing.T) {
 // Renewals go on while records are held back: the lease is kept for the
 // whole of a wait longer than the lease.
 func TestBatchWindowNeverDelaysARenewal(t *testing.T) {
+	t.Parallel()
 	worlds(t, 1, func(t *testing.T, w *world) {
 		p := &produced{}
 		h := newHandled()
@@ -128,6 +132,7 @@ func TestBatchWindowNeverDelaysARenewal(t *testing.T) {
 }
 
 func TestBatchWindowOptionsValidated(t *testing.T) {
+	t.Parallel()
 	h := func(context.Context, *shardlease.Batch) error { return nil }
 	for _, c := range []struct {
 		n    int

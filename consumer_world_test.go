@@ -73,6 +73,26 @@ func worlds(t *testing.T, shards int32, fn func(t *testing.T, w *world)) {
 	})
 }
 
+// timedSlots bounds how many timed tests (see timed) run on the emulators
+// at once.
+var timedSlots = make(chan struct{}, 2)
+
+// timed marks a test held to tight real-time bounds (a fleet's failover and
+// pickup times and listings per take interval, a reader's calls per
+// second): on the emulators it waits until fewer than cap(timedSlots) such
+// tests run, and holds its slot until the test ends; in the fake world it
+// does nothing. The package's tests run in parallel (see TestMain): eight
+// such fleets at once slowed each other past their bounds on a machine of
+// two cores, while two at a time keep the times of a sequential run.
+func (w *world) timed(t *testing.T) {
+	t.Helper()
+	if w.name == "fake" {
+		return
+	}
+	timedSlots <- struct{}{}
+	t.Cleanup(func() { <-timedSlots })
+}
+
 // newDynamoWorld makes a world in real time named name, on stream, with a
 // DynamoStore on a fresh table of the emulator whose calls it counts. The
 // caller sets its kin and creates the stream. Under -short it skips the

@@ -34,6 +34,7 @@ func (l *lostReply) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput
 }
 
 func TestDynamoLostReplyIsRecognisedAsOwnWrite(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("needs the DynamoDB emulator")
 	}
@@ -89,6 +90,7 @@ func TestDynamoLostReplyIsRecognisedAsOwnWrite(t *testing.T) {
 }
 
 func TestDynamoMisconfiguration(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("needs the DynamoDB emulator")
 	}
@@ -129,6 +131,7 @@ func TestDynamoMisconfiguration(t *testing.T) {
 }
 
 func TestDynamoCorruptRowIsNamed(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("needs the DynamoDB emulator")
 	}

@@ -13,6 +13,7 @@ import (
 // to acquire a row of a stream that left the set, or whose fan-out
 // consumer is not registered yet, and maps keys and parents both ways.
 func TestGroupStoreRefusesTakesOutsideTheSet(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	inner := NewMemoryStore()
 	a := newMember("a", "a", nil, nil, config{}, nil)

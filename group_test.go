@@ -150,6 +150,7 @@ func streamRows(t *testing.T, w *world, stream string) []shardlease.Lease {
 // TestGroupReadsEveryStream: one Group reads three streams, every record of
 // each is handled once, and each batch names the stream it came from.
 func TestGroupReadsEveryStream(t *testing.T) {
+	t.Parallel()
 	worlds(t, 2, func(t *testing.T, w *world) {
 		names := groupStreams(t, w, 2, 2)
 		p := &produced{}
@@ -187,6 +188,7 @@ func TestGroupReadsEveryStream(t *testing.T) {
 // stream writes ("stream:shard"), so a Consumer started on one of them
 // afterwards resumes at the group's checkpoints and reads nothing again.
 func TestGroupKeepsStreamShardKeys(t *testing.T) {
+	t.Parallel()
 	worlds(t, 2, func(t *testing.T, w *world) {
 		names := groupStreams(t, w, 1, 2)
 		p := &produced{}
@@ -219,6 +221,7 @@ func TestGroupKeepsStreamShardKeys(t *testing.T) {
 // share is counted over the group's 15 leases, so no worker holds more than
 // ceil(15/4) = 4, whereas a share per stream could leave 2+2+2 on one.
 func TestGroupFairShareOverTheGroup(t *testing.T) {
+	t.Parallel()
 	worlds(t, 5, func(t *testing.T, w *world) {
 		names := groupStreams(t, w, 2, 5)
 		cfg := shardlease.GroupConfig{Name: "readers", Streams: specsOf(names...)}
@@ -248,6 +251,7 @@ func TestGroupFairShareOverTheGroup(t *testing.T) {
 // TestGroupOneListingPerRound: the group's take rounds read the table once
 // whatever the number of streams: Scans stay about one per listing.
 func TestGroupOneListingPerRound(t *testing.T) {
+	t.Parallel()
 	worlds(t, 2, func(t *testing.T, w *world) {
 		names := groupStreams(t, w, 4, 2)
 		cfg := shardlease.GroupConfig{Name: "readers", Streams: specsOf(names...)}
@@ -310,6 +314,7 @@ func (l *listCounter) ListStreams(ctx context.Context, streams []string, workers
 // would write the same rows, and every other misconfiguration, with an
 // error naming the group and the stream.
 func TestGroupRefusesSpecsThatShareRows(t *testing.T) {
+	t.Parallel()
 	kin := shardleasetest.NewKinesis()
 	store := shardlease.NewMemoryStore()
 	h := func(context.Context, *shardlease.Batch) error { return nil }
@@ -348,6 +353,7 @@ func TestGroupRefusesSpecsThatShareRows(t *testing.T) {
 // TestGroupStreamAddedBySource: a stream the source starts returning is
 // read, from its initial position, without a restart.
 func TestGroupStreamAddedBySource(t *testing.T) {
+	t.Parallel()
 	worlds(t, 1, func(t *testing.T, w *world) {
 		names := groupStreams(t, w, 1, 1)
 		src := newSource(names[0])
@@ -370,6 +376,7 @@ func TestGroupStreamAddedBySource(t *testing.T) {
 // checkpoint covers what was handled, the lease is released and its rows
 // are kept; the other stream reads on.
 func TestGroupStreamRemovedStopsAtBatchBoundary(t *testing.T) {
+	t.Parallel()
 	worlds(t, 1, func(t *testing.T, w *world) {
 		names := groupStreams(t, w, 1, 1)
 		src := newSource(names...)
@@ -406,6 +413,7 @@ func TestGroupStreamRemovedStopsAtBatchBoundary(t *testing.T) {
 // a removed stream are deleted once it has been out that long, identity row
 // included; the other stream's are not touched.
 func TestGroupRemovedRowsDeletedAfterWait(t *testing.T) {
+	t.Parallel()
 	worlds(t, 2, func(t *testing.T, w *world) {
 		names := groupStreams(t, w, 1, 2)
 		src := newSource(names...)
@@ -419,8 +427,13 @@ func TestGroupRemovedRowsDeletedAfterWait(t *testing.T) {
 		ghost := streamRows(t, w, names[1])[0]
 		_, err := w.store.Acquire(context.Background(), ghost.Key, "ghost#1", ghost.Counter)
 		require.NoError(t, err)
-		waitFor(t, time.Minute, "the removed stream's rows deleted", func() bool { return len(streamRows(t, w, names[1])) == 0 })
+		// DynamoStore deletes the identity row after the lease rows, with a
+		// call of its own: wait for both.
 		is := w.store.(shardlease.IdentityStore)
+		waitFor(t, time.Minute, "the removed stream's rows and identity deleted", func() bool {
+			_, err := is.StreamIdentity(context.Background(), names[1])
+			return len(streamRows(t, w, names[1])) == 0 && errors.Is(err, shardlease.ErrLeaseNotFound)
+		})
 		_, err = is.StreamIdentity(context.Background(), names[1])
 		require.ErrorIs(t, err, shardlease.ErrLeaseNotFound)
 		require.Len(t, streamRows(t, w, names[0]), 2)
@@ -432,6 +445,7 @@ func TestGroupRemovedRowsDeletedAfterWait(t *testing.T) {
 // TestGroupFailoverAcrossStreams: when one of two workers stops, the other
 // takes every lease of every stream, and no record is lost.
 func TestGroupFailoverAcrossStreams(t *testing.T) {
+	t.Parallel()
 	worlds(t, 2, func(t *testing.T, w *world) {
 		names := groupStreams(t, w, 2, 2)
 		cfg := shardlease.GroupConfig{Name: "readers", Streams: specsOf(names...)}
@@ -459,6 +473,7 @@ func TestGroupFailoverAcrossStreams(t *testing.T) {
 // initial position: a LATEST stream skips what was written before the
 // group started, a TRIM_HORIZON one reads it, each with its own handler.
 func TestGroupPerStreamSettings(t *testing.T) {
+	t.Parallel()
 	worlds(t, 1, func(t *testing.T, w *world) {
 		names := groupStreams(t, w, 1, 1)
 		p := &produced{}
@@ -490,6 +505,7 @@ func TestGroupPerStreamSettings(t *testing.T) {
 // table (read by a Consumer of it) are neither taken nor counted by the
 // group.
 func TestGroupNeverReadsRowsOutsideTheSet(t *testing.T) {
+	t.Parallel()
 	worlds(t, 2, func(t *testing.T, w *world) {
 		names := groupStreams(t, w, 1, 2)
 		other := startWorker(t, w, w.kin, w.store, newHandled().handler("c"), w.opts("c")...)
@@ -514,6 +530,7 @@ func TestGroupNeverReadsRowsOutsideTheSet(t *testing.T) {
 // shim), the emulator that accepts StreamARN (kinesalite refuses calls
 // without StreamName).
 func TestGroupByARN(t *testing.T) {
+	t.Parallel()
 	run := func(t *testing.T, w *world, kin shardlease.KinesisAPI) {
 		d, err := kin.(shardlease.StreamDescriber).DescribeStreamSummary(t.Context(), &kinesis.DescribeStreamSummaryInput{StreamName: aws.String(w.stream)})
 		require.NoError(t, err)
@@ -597,6 +614,7 @@ func (b *byARN) DescribeStreamSummary(ctx context.Context, in *kinesis.DescribeS
 // worker the row's owner, and this worker no longer lists the stream to
 // take it: the group releases such a row instead of leaving it owned.
 func TestGroupReleasesRowsHandedAsTheStreamLeft(t *testing.T) {
+	t.Parallel()
 	worlds(t, 1, func(t *testing.T, w *world) {
 		names := groupStreams(t, w, 1, 1)
 		src := newSource(names...)
@@ -620,6 +638,7 @@ func TestGroupReleasesRowsHandedAsTheStreamLeft(t *testing.T) {
 // enhanced fan-out, registered on it alone, while the group's other stream
 // is polled.
 func TestGroupReadingModePerStream(t *testing.T) {
+	t.Parallel()
 	fanOutWorlds(t, 2, func(t *testing.T, w *fanWorld) {
 		names := groupStreams(t, w.world, 1, 1)
 		p := &produced{}
@@ -651,6 +670,7 @@ func TestGroupReadingModePerStream(t *testing.T) {
 // TestGroupMetricsCarryTheStream: the runners' metrics name the stream of
 // their shard, not the group.
 func TestGroupMetricsCarryTheStream(t *testing.T) {
+	t.Parallel()
 	worlds(t, 1, func(t *testing.T, w *world) {
 		names := groupStreams(t, w, 1, 1)
 		p := &produced{}
@@ -679,6 +699,7 @@ func TestGroupMetricsCarryTheStream(t *testing.T) {
 // Kinesis has it is not added (the call counts as a source failure) and is
 // added at a later poll once it exists; the other stream reads on.
 func TestGroupAddsAStreamOnceItCanBeRead(t *testing.T) {
+	t.Parallel()
 	worlds(t, 1, func(t *testing.T, w *world) {
 		later := w.stream + "-later"
 		src := newSource(w.stream)
@@ -710,6 +731,7 @@ func TestGroupAddsAStreamOnceItCanBeRead(t *testing.T) {
 // as last listed; the group's other streams are read on, a split of one
 // gets its children's rows from the shard sync, and Run goes on.
 func TestGroupReadsOnWhenOneStreamCannotBeListed(t *testing.T) {
+	t.Parallel()
 	worlds(t, 1, func(t *testing.T, w *world) {
 		names := groupStreams(t, w, 1, 1)
 		denied := &denying{KinesisAPI: w.kin}
@@ -765,6 +787,7 @@ func (d *denying) DescribeStreamSummary(ctx context.Context, in *kinesis.Describ
 // emulators only eventually). The stores here are wrapped, so the group
 // lists each stream on its own (the store hides GroupLister).
 func TestGroupCrashFailover(t *testing.T) {
+	t.Parallel()
 	worlds(t, 2, func(t *testing.T, w *world) {
 		names := groupStreams(t, w, 2, 2)
 		cfg := shardlease.GroupConfig{Name: "readers", Streams: specsOf(names...)}
@@ -841,6 +864,7 @@ func TestGroupCrashFailover(t *testing.T) {
 // sync found it gone (before, each take round started a reader that ended
 // at once); the other stream reads on.
 func TestGroupTakesNothingOfAStreamDeletedWhileItRuns(t *testing.T) {
+	t.Parallel()
 	worlds(t, 1, func(t *testing.T, w *world) {
 		names := groupStreams(t, w, 1, 1)
 		h := newHandled()

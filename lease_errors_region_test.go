@@ -19,6 +19,7 @@ import (
 // A client without a region is flagged by the constructors, before any
 // call, with what to set.
 func TestNoRegionIsFlaggedBeforeAnyCall(t *testing.T) {
+	t.Parallel()
 	_, err := shardlease.NewDynamoStore(dynamodb.New(dynamodb.Options{}), "orders-leases")
 	requirePrefixOnce(t, err, shardlease.ErrInvalidConfig)
 	require.ErrorContains(t, err, "table orders-leases: invalid configuration: the DynamoDB client has no AWS region: set AWS_REGION")
@@ -40,7 +41,7 @@ func TestNoRegionIsFlaggedBeforeAnyCall(t *testing.T) {
 }
 
 // With no credentials anywhere, Run's error says what to set, ahead of the
-// SDK's own text.
+// SDK's own text. Not parallel: it sets the process's environment.
 func TestNoCredentialsSaysWhatToDo(t *testing.T) {
 	dir := t.TempDir()
 	t.Setenv("AWS_CONFIG_FILE", filepath.Join(dir, "config"))

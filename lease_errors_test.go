@@ -37,6 +37,7 @@ func requirePrefixOnce(t *testing.T, err error, target error) {
 // layers (consumer, table, lease, sentinel) wrap it; errors.Is still finds
 // the sentinel.
 func TestErrorPrefixOnce(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	kin := shardleasetest.NewKinesis()
 

@@ -44,6 +44,7 @@ func throughJSON(t *testing.T, cps *shardlease.Checkpoints) *shardlease.Checkpoi
 // table resume where the old one stopped: every later record handled once,
 // none before it again.
 func TestExportRoundTripResumesInAFreshTable(t *testing.T) {
+	t.Parallel()
 	worlds(t, 2, func(t *testing.T, w *world) {
 		p := &produced{}
 		w.put(t, p, 30, 8)
@@ -78,6 +79,7 @@ func TestExportRoundTripResumesInAFreshTable(t *testing.T) {
 // start; ReadCheckpoints reads it back as it was and refuses documents it
 // cannot trust.
 func TestExportFormat(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		ctx := t.Context()
 		store := shardlease.NewMemoryStore()
@@ -145,6 +147,7 @@ func TestExportFormat(t *testing.T) {
 // back to the exported state, and a consumer reads again exactly the
 // records after it.
 func TestExportImportBackToAnEarlierState(t *testing.T) {
+	t.Parallel()
 	worlds(t, 2, func(t *testing.T, w *world) {
 		p := &produced{}
 		w.put(t, p, 20, 8)
@@ -180,6 +183,7 @@ func TestExportImportBackToAnEarlierState(t *testing.T) {
 // export of another incarnation of the stream, and an overwrite of leases
 // workers hold are refused before anything is written.
 func TestExportImportChecksTheStream(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		w := newFakeWorld(t, shardleasetest.NewKinesis(), 1)
 		ctx := t.Context()
@@ -223,6 +227,7 @@ type startlessStore struct{ shardlease.LeaseStore }
 // An exported start imported into a store that keeps none is not reported
 // as kept.
 func TestExportImportIntoAStoreWithoutStarts(t *testing.T) {
+	t.Parallel()
 	worlds(t, 1, func(t *testing.T, w *world) {
 		p := &produced{}
 		w.put(t, p, 3, 1)

@@ -34,6 +34,7 @@ func lagStores(t *testing.T, fn func(t *testing.T, s shardlease.LeaseStore)) {
 // release leave the row without lag, while a note (which moves no counter)
 // keeps it.
 func TestLagRidesOnHolderWrites(t *testing.T) {
+	t.Parallel()
 	lagStores(t, func(t *testing.T, s shardlease.LeaseStore) {
 		ctx := context.Background()
 		key := shardlease.LeaseKey{Stream: "orders", Shard: shard0}
@@ -87,6 +88,7 @@ func TestLagRidesOnHolderWrites(t *testing.T) {
 // lag, not a corrupt row: it is the holder's report, and the next renewal
 // writes it again.
 func TestLagEditedByHandIsIgnored(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("needs the emulators")
 	}

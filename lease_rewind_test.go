@@ -96,6 +96,7 @@ func rowsOf(t *testing.T, w *world) map[string]shardlease.Lease {
 // every record that arrived at or after it, once each and in order, and
 // none before it.
 func TestRewindResumesAtTheTime(t *testing.T) {
+	t.Parallel()
 	worlds(t, 2, func(t *testing.T, w *world) {
 		p := &produced{}
 		w.put(t, p, 30, 8)
@@ -134,6 +135,7 @@ func TestRewindResumesAtTheTime(t *testing.T) {
 // then starts AT_TIMESTAMP, the safe fallback) and answers no AT_TIMESTAMP
 // iterator of a shard without a record after the time.
 func TestRewindStreamSplitAndMergedBeforeTheTime(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		w := newFakeWorld(t, shardleasetest.NewKinesis(), 2)
 		p := &produced{}
@@ -183,6 +185,7 @@ func TestRewindStreamSplitAndMergedBeforeTheTime(t *testing.T) {
 // change and writes nothing; a second real run finds every shard at the
 // time and writes nothing either.
 func TestRewindDryRunWritesNothing(t *testing.T) {
+	t.Parallel()
 	worlds(t, 2, func(t *testing.T, w *world) {
 		p := &produced{}
 		w.put(t, p, 10, 4)
@@ -215,6 +218,7 @@ func TestRewindDryRunWritesNothing(t *testing.T) {
 // TestRewindRefusedWhileHeld: while a worker holds leases, Rewind (and its
 // dry run) names the held shards and what to do, and writes nothing.
 func TestRewindRefusedWhileHeld(t *testing.T) {
+	t.Parallel()
 	worlds(t, 2, func(t *testing.T, w *world) {
 		p := &produced{}
 		w.put(t, p, 10, 4)
@@ -248,6 +252,7 @@ func TestRewindRefusedWhileHeld(t *testing.T) {
 // leases are taken from the running worker, which takes them back and
 // reads the records after the time again, and none before it.
 func TestRewindHandoverTakesLeasesFromLiveHolders(t *testing.T) {
+	t.Parallel()
 	worlds(t, 2, func(t *testing.T, w *world) {
 		p := &produced{}
 		w.put(t, p, 20, 8)
@@ -281,6 +286,7 @@ type noRewinder struct{ shardlease.LeaseStore }
 // in the future, and a bad stream name are refused before anything is read
 // or written.
 func TestRewindRefusesBadInput(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		w := newFakeWorld(t, shardleasetest.NewKinesis(), 1)
 		ctx := t.Context()

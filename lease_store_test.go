@@ -14,7 +14,14 @@ import (
 	"github.com/shardlease/shardlease/shardleasetest"
 )
 
-func TestMain(m *testing.M) { emulator.Main(m) }
+// TestMain runs eight tests at once (go test -parallel overrides it). Every
+// test calls t.Parallel but the few that set process-wide state (t.Setenv,
+// slog.SetDefault), and each owns its tables and streams (UniqueName), so
+// the real-time waits of the emulator tests overlap: the package takes about
+// three minutes under -race on two cores, where one test at a time took
+// eleven. Tests held to tight real-time bounds run two at a time among
+// themselves (world.timed).
+func TestMain(m *testing.M) { emulator.MainParallel(m, 8) }
 
 // dynamoTable creates a fresh lease table on the emulator, once per call.
 func dynamoTable(t testing.TB) (shardlease.DynamoDBAPI, string) {
@@ -38,6 +45,7 @@ func keepsWorkers(newStore func(t *testing.T) shardlease.LeaseStore) func(t *tes
 }
 
 func TestConformance(t *testing.T) {
+	t.Parallel()
 	t.Run("memory", func(t *testing.T) {
 		shardleasetest.RunStoreConformance(t, keepsWorkers(func(t *testing.T) shardlease.LeaseStore { return shardlease.NewMemoryStore() }))
 	})
@@ -64,6 +72,7 @@ type countingDynamo = dyncount.Client
 // at every moment a holder or a worker row (or both), so ListWithWorkers,
 // which reads leases and worker rows at one moment, always sees it.
 func TestMemoryListWithWorkersIsOneRead(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	s := shardlease.NewMemoryStore()
 	k := shardlease.LeaseKey{Stream: "orders", Shard: "shardId-000000000000"}

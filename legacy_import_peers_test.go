@@ -52,6 +52,7 @@ func requireImported(t *testing.T, s shardlease.LeaseStore, stream string, want 
 // have none); aimed at a fresh stream of the same shape, the stream guard
 // refuses them and nothing is written.
 func TestImportPeerTables(t *testing.T) {
+	t.Parallel()
 	const parent = "shardId-000000000001"
 	for _, tc := range []struct {
 		dir, file   string
@@ -288,6 +289,7 @@ func (ls *liveStream) split(t *testing.T, shard string) {
 // LATEST), and the children of a parent only after the parent's last
 // record.
 func TestImportEndToEnd(t *testing.T) {
+	t.Parallel()
 	for _, layout := range importLayouts {
 		t.Run(string(layout.format), func(t *testing.T) {
 			ctx := t.Context()
@@ -379,6 +381,7 @@ func TestImportEndToEnd(t *testing.T) {
 // stop the import before anything is written, whether the shard ids exist
 // there or not; WithImportForce skips rows of unlisted shards only.
 func TestImportWrongStream(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	// The other stream is older, so that the rows' sequence numbers fall
 	// in its shards' ranges and only Kinesis can tell they are not its own.

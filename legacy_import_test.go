@@ -39,10 +39,12 @@ func requireIdempotent(t *testing.T, raw shardlease.DynamoDBAPI, kin shardlease.
 // TestImportFormats: the public formats are the ones the decoders read, in
 // the order errors and the command line list them.
 func TestImportFormats(t *testing.T) {
+	t.Parallel()
 	require.Equal(t, []shardlease.ImportFormat{shardlease.ImportKinsumer, shardlease.ImportVMwareKCL, shardlease.ImportKCL}, shardlease.ImportFormats())
 }
 
 func TestImportKinsumer(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	raw, table := dynamoTable(t)
 	from := foreignTable(t, raw, "kinsumer-checkpoints", "Shard")
@@ -100,6 +102,7 @@ func TestImportKinsumer(t *testing.T) {
 }
 
 func TestImportKCL(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	raw, table := dynamoTable(t)
 	from := foreignTable(t, raw, "kcl-app", "leaseKey")
@@ -141,6 +144,7 @@ func TestImportKCL(t *testing.T) {
 }
 
 func TestImportKCLMultiStream(t *testing.T) {
+	t.Parallel()
 	raw, table := dynamoTable(t)
 	from := foreignTable(t, raw, "kcl-multi", "leaseKey")
 	loadRows(t, raw, from, "kcl-multistream.json")
@@ -161,6 +165,7 @@ func TestImportKCLMultiStream(t *testing.T) {
 }
 
 func TestImportTableErrors(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	raw, table := dynamoTable(t)
 	s := newStore(t, raw, table)
@@ -198,6 +203,7 @@ func TestImportTableErrors(t *testing.T) {
 // slipped in behind it would be overwritten or mixed with its own), and a
 // write into a free row bumps the counter.
 func TestNoLossImportFenced(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	raw, table := dynamoTable(t)
 	from := foreignTable(t, raw, "kinsumer-checkpoints", "Shard")

@@ -162,6 +162,7 @@ func createRows(t *testing.T, s shardlease.LeaseStore, keys ...shardlease.LeaseK
 }
 
 func TestLegacyAdoptOnAcquire(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	raw, table := dynamoTable(t)
 	loadRows(t, raw, table, "bare.json")
@@ -231,6 +232,7 @@ func TestLegacyAdoptOnAcquire(t *testing.T) {
 }
 
 func TestLegacyAdoptOnGet(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	raw, table := dynamoTable(t)
 	loadRows(t, raw, table, "bare.json")
@@ -253,6 +255,7 @@ func TestLegacyAdoptOnGet(t *testing.T) {
 }
 
 func TestLegacyRaceOwnerCheckpointsBeforeGetCopies(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	raw, table := dynamoTable(t)
 	loadRows(t, raw, table, "bare.json")
@@ -285,6 +288,7 @@ func TestLegacyRaceOwnerCheckpointsBeforeGetCopies(t *testing.T) {
 }
 
 func TestLegacyRaceOwnerCheckpointsBeforeAcquireCopies(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	raw, table := dynamoTable(t)
 	loadRows(t, raw, table, "bare.json")
@@ -315,6 +319,7 @@ func TestLegacyRaceOwnerCheckpointsBeforeAcquireCopies(t *testing.T) {
 }
 
 func TestLegacyOtherStreamIgnoresBareRows(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	raw, table := dynamoTable(t)
 	loadRows(t, raw, table, "bare.json")
@@ -337,6 +342,7 @@ func TestLegacyOtherStreamIgnoresBareRows(t *testing.T) {
 }
 
 func TestLegacyUnattributedRow(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	raw, table := dynamoTable(t)
 	loadRows(t, raw, table, "bare.json")
@@ -380,6 +386,7 @@ func TestLegacyUnattributedRow(t *testing.T) {
 }
 
 func TestLegacyCorruptBareRow(t *testing.T) {
+	t.Parallel()
 	raw, table := dynamoTable(t)
 	_, err := raw.PutItem(t.Context(), &dynamodb.PutItemInput{TableName: aws.String(table), Item: map[string]types.AttributeValue{
 		"lease_key": &types.AttributeValueMemberS{Value: "shardId-000000000000"}, "checkpoint": &types.AttributeValueMemberS{Value: "TRIM_HORIZON"},

@@ -53,7 +53,9 @@ func TestDrainCommand(t *testing.T) {
 	assert.Equal(t, []string{"drain-a"}, res.Drained)
 	assert.Equal(t, []string{"drain-b"}, res.Others)
 	assert.NotEmpty(t, res.Shards)
-	assert.Empty(t, a.Held(), "the drained worker holds nothing")
+	// The rows stop naming drain-a when its releases are written; its
+	// runners leave Held a moment after.
+	assert.Eventually(t, func() bool { return len(a.Held()) == 0 }, 10*time.Second, 10*time.Millisecond, "the drained worker holds nothing")
 	rows, err := f.store.List(t.Context(), stream)
 	require.NoError(t, err)
 	for _, l := range rows {

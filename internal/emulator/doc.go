@@ -21,6 +21,10 @@
 //		...
 //	}
 //
+// A package whose tests mostly wait in real time runs them in parallel
+// with MainParallel instead of Main; each test then names its tables and
+// streams with UniqueName and sets no process-wide state.
+//
 // # Where the emulators differ from AWS
 //
 // Found with the SDK versions in go.mod against dynalite 4.0.0 and

@@ -3,9 +3,11 @@ package emulator
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"testing"
 
@@ -128,6 +130,29 @@ func Dynamo(t testing.TB) *dynamodb.Client {
 func Kinesis(t testing.TB) *kinesis.Client {
 	t.Helper()
 	return NewKinesisClient(KinesisEndpoint(t))
+}
+
+// MainParallel is Main for a package whose tests mostly wait in real time
+// on the emulators (leases, take intervals): unless the command line sets
+// -parallel (go test -parallel N), it runs up to n tests marked with
+// t.Parallel at once instead of GOMAXPROCS of them. Such tests spend their
+// time asleep, so on a machine of two cores GOMAXPROCS would leave the
+// package's run as long as the sum of its waits:
+//
+//	func TestMain(m *testing.M) { emulator.MainParallel(m, 8) }
+func MainParallel(m *testing.M, n int) {
+	if !flag.Parsed() {
+		flag.Parse()
+	}
+	given := false
+	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
+	if !given && n > 0 {
+		if err := flag.Set("test.parallel", strconv.Itoa(n)); err != nil {
+			fmt.Fprintf(os.Stderr, "emulator: set -test.parallel to %d: %v\n", n, err)
+			os.Exit(2)
+		}
+	}
+	Main(m)
 }
 
 // Main is the body of TestMain for every package whose tests use the

@@ -62,9 +62,12 @@ func check(t *testing.T, res *soak.Result, err error) {
 
 // TestSoak runs the soak briefly in both worlds: ten simulated minutes in
 // the in-process world under fake time, and about 45 seconds on the
-// emulators. internal/soak/cmd/soak runs longer soaks.
+// emulators. internal/soak/cmd/soak runs longer soaks. The subtests run in
+// parallel: each has its own stream, table and fake, and the emulator ones
+// spend their time waiting in real time.
 func TestSoak(t *testing.T) {
 	t.Run("fake", func(t *testing.T) {
+		t.Parallel()
 		synctest.Test(t, func(t *testing.T) {
 			res, err := soak.Run(t.Context(), soak.Config{
 				Seed: 1, Workers: 4, Shards: 6, Duration: 10 * time.Minute, Rate: 20, Lease: 10 * time.Second,
@@ -77,6 +80,7 @@ func TestSoak(t *testing.T) {
 		})
 	})
 	t.Run("fake-fanout", func(t *testing.T) {
+		t.Parallel()
 		synctest.Test(t, func(t *testing.T) {
 			res, err := soak.Run(t.Context(), soak.Config{
 				Seed: 1, Workers: 4, Shards: 6, Duration: 10 * time.Minute, Rate: 20, Lease: 10 * time.Second,
@@ -89,6 +93,7 @@ func TestSoak(t *testing.T) {
 		})
 	})
 	t.Run("emulator", func(t *testing.T) {
+		t.Parallel()
 		if testing.Short() {
 			t.Skip("needs the emulators; -short runs the in-process world only")
 		}
@@ -100,6 +105,7 @@ func TestSoak(t *testing.T) {
 		check(t, res, err)
 	})
 	t.Run("group-fake", func(t *testing.T) {
+		t.Parallel()
 		synctest.Test(t, func(t *testing.T) {
 			res, err := soak.Run(t.Context(), soak.Config{
 				Seed: 1, Workers: 4, Shards: 3, Duration: 5 * time.Minute, Rate: 10, Lease: 10 * time.Second,
@@ -110,6 +116,7 @@ func TestSoak(t *testing.T) {
 		})
 	})
 	t.Run("group-emulator", func(t *testing.T) {
+		t.Parallel()
 		if testing.Short() {
 			t.Skip("needs the emulators; -short runs the in-process world only")
 		}
