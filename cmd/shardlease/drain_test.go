@@ -181,7 +181,9 @@ func TestMistakeDrainOfTheLastWorkerForcedSaysNobodyReads(t *testing.T) {
 	require.Equal(t, 0, r.code, r.stderr)
 	assert.Contains(t, r.stdout, "drained last-worker: 2 leases of stream "+stream+" released (-force): no other worker runs, so nobody reads the stream until one starts")
 	assert.NotContains(t, r.stdout, "other workers (")
-	assert.Empty(t, a.Held())
+	// The rows stop naming the worker when its releases are written; its
+	// runners leave Held a moment after.
+	assert.Eventually(t, func() bool { return len(a.Held()) == 0 }, 10*time.Second, 10*time.Millisecond, "the drained worker holds nothing")
 }
 
 // Where the service sets no WithOwnerID, -owner HOST drains the worker
