@@ -65,9 +65,9 @@ type Consumer struct {
 	mu    sync.Mutex
 	held  map[string]*leaseRunner // by shard id: the leases this worker runs
 	stuck map[string]*leaseRunner // by shard id: abandoned runners whose handler still runs
-	// abandoned lists every lease whose handler was abandoned, in order;
-	// appended by markStuck, read when Run returns.
-	abandoned []LeaseKey
+	// abandoned lists every lease whose handler was abandoned; added to by
+	// markStuck, read when Run returns.
+	abandoned abandonedShards
 
 	running atomic.Bool   // set by Run: a Consumer runs once
 	stats   counters      // counted by every goroutine, through count
@@ -247,7 +247,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 		return alreadyRunning("stream "+c.stream, "Consumer")
 	}
 	defer close(c.drain.runDone)
-	calls := c.startupCallsOf()
+	calls := startupCallsOf(c.caps.tableName, streamsNamed(c.set.grouped, c.stream))
 	boot := c.watchStartup("checking the lease table", calls.table)
 	defer boot.done(false)
 	if tc := c.caps.table; tc != nil {
@@ -304,7 +304,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 	err = sc.loop(ctx)
 	sc.shutdown(context.WithoutCancel(ctx))
 	if err == nil {
-		err = c.abandonedError()
+		err = c.abandoned.err(c.cfg.grace())
 	}
 	return err
 }
@@ -340,20 +340,8 @@ func (c *Consumer) storeCtx(ctx context.Context) (context.Context, context.Cance
 func (c *Consumer) markStuck(r *leaseRunner) {
 	c.mu.Lock()
 	c.stuck[r.id] = r
-	if !slices.Contains(c.abandoned, r.key) { // a shard abandoned twice is named once
-		c.abandoned = append(c.abandoned, r.key)
-	}
 	c.mu.Unlock()
-}
-
-// abandonedError is Run's error when it abandoned handlers, nil otherwise.
-func (c *Consumer) abandonedError() error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if len(c.abandoned) == 0 {
-		return nil
-	}
-	return &AbandonedHandlersError{Shards: slices.Clone(c.abandoned), Grace: c.cfg.grace()}
+	c.abandoned.add(r.key)
 }
 
 func (c *Consumer) unstick(r *leaseRunner) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -68,6 +69,32 @@ func (r *leaseRunner) logPanic(b *Batch, value any, stack []string) {
 	}
 	r.log.Error("handler panicked; the batch is retried", "panic", fmt.Sprint(value), "site", site,
 		"records", len(b.Records), "first", first, "stack", stack)
+}
+
+// abandonedShards records the leases whose handler was abandoned, for Run's
+// error. Runners add to it from their own goroutines; Run reads it as it
+// returns.
+type abandonedShards struct {
+	mu   sync.Mutex
+	keys []LeaseKey // in the order abandoned; a shard abandoned twice is named once
+}
+
+func (a *abandonedShards) add(key LeaseKey) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if !slices.Contains(a.keys, key) {
+		a.keys = append(a.keys, key)
+	}
+}
+
+// err is Run's error when handlers were abandoned, nil otherwise.
+func (a *abandonedShards) err(grace time.Duration) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if len(a.keys) == 0 {
+		return nil
+	}
+	return &AbandonedHandlersError{Shards: slices.Clone(a.keys), Grace: grace}
 }
 
 // errAbandoned is what a handler call returns to the runner once the

@@ -180,24 +180,23 @@ func (w *startupWatch) done(started bool) {
 // startupCalls names the calls of each start-up step, for the watch.
 type startupCalls struct{ table, row, sync, fanOut string }
 
-// startupCallsOf names the calls c's start-up makes: DynamoDB's on its
-// table when the store has one, the store's methods otherwise.
-func (c *Consumer) startupCallsOf() startupCalls {
-	t := c.caps.tableName
+// startupCallsOf names the calls a start-up makes on streams: DynamoDB's
+// on table t when the store has one, the store's methods otherwise.
+func startupCallsOf(t, streams string) startupCalls {
 	if t == "" {
 		return startupCalls{table: "the store's CheckTable", row: "the store's Heartbeat",
-			sync:   fmt.Sprintf("Kinesis ListShards and DescribeStreamSummary on %s; the store's List", c.streamsNamed()),
+			sync:   fmt.Sprintf("Kinesis ListShards and DescribeStreamSummary on %s; the store's List", streams),
 			fanOut: "Kinesis DescribeStreamConsumer and RegisterStreamConsumer"}
 	}
 	return startupCalls{table: "DynamoDB DescribeTable and Scan on table " + t, row: "DynamoDB UpdateItem on table " + t,
-		sync:   fmt.Sprintf("Kinesis ListShards and DescribeStreamSummary on %s; DynamoDB Scan on table %s", c.streamsNamed(), t),
+		sync:   fmt.Sprintf("Kinesis ListShards and DescribeStreamSummary on %s; DynamoDB Scan on table %s", streams, t),
 		fanOut: "Kinesis DescribeStreamConsumer and RegisterStreamConsumer"}
 }
 
-// streamsNamed names the stream, or the group's streams.
-func (c *Consumer) streamsNamed() string {
-	if c.set.grouped {
-		return "the streams of group " + c.stream
+// streamsNamed names a consumer's stream, or a group's streams.
+func streamsNamed(grouped bool, name string) string {
+	if grouped {
+		return "the streams of group " + name
 	}
-	return "stream " + c.stream
+	return "stream " + name
 }
