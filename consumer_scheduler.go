@@ -189,7 +189,7 @@ func (sc *scheduler) loop(ctx context.Context) error {
 				return err
 			}
 		case n := <-c.notes:
-			if isDrainNote(n.text) { // asked through the table (shardlease drain)
+			if balance.IsDrainNote(n.text) { // asked through the table (shardlease drain)
 				return sc.drained(ctx, nil)
 			}
 			sc.onNote(n)
