@@ -254,11 +254,20 @@ type fenceHolder struct {
 	name  string
 	group bool
 	know  knowledge
+	// drains: the holder leaves by Drain while the next holder already
+	// runs, rather than by stopping before the next one starts.
+	drains bool
+}
+
+// fenceRun is a running fenceHolder.
+type fenceRun struct {
+	stop  func() error
+	drain func(ctx context.Context) error
 }
 
 // start runs the holder on w with handler h, its clients failing once sw
-// is flipped; it returns a stop func.
-func (fh fenceHolder) start(t *testing.T, w *world, sw *crash.Switch, h shardlease.Handler) func() error {
+// is flipped (nil: never).
+func (fh fenceHolder) start(t *testing.T, w *world, sw *crash.Switch, h shardlease.Handler) fenceRun {
 	t.Helper()
 	kin := fenceClient(w, fh.know, sw)
 	store := w.store
@@ -269,10 +278,10 @@ func (fh fenceHolder) start(t *testing.T, w *world, sw *crash.Switch, h shardlea
 		g, err := shardlease.NewGroup(kin, store, shardlease.GroupConfig{Name: "readers", Streams: specsOf(w.stream)}, h, w.opts(fh.name)...)
 		require.NoError(t, err)
 		gw := runGroup(t, g)
-		return func() error { return gw.stop(t) }
+		return fenceRun{stop: func() error { return gw.stop(t) }, drain: g.Drain}
 	}
 	wk := startWorker(t, w, kin, store, h, w.opts(fh.name)...)
-	return func() error { return wk.stop(t) }
+	return fenceRun{stop: func() error { return wk.stop(t) }, drain: wk.c.Drain}
 }
 
 // fencePath runs three holdings of the world's one shard in turn and checks
@@ -280,7 +289,8 @@ func (fh fenceHolder) start(t *testing.T, w *world, sw *crash.Switch, h shardlea
 //  1. first takes the shard and applies 10 effects, then pauses inside its
 //     next batch; its process stops answering, so its lease expires;
 //  2. second takes the shard, applies all 20; first wakes and writes its
-//     batch late: the sink refuses it; second stops (releasing the lease);
+//     batch late: the sink refuses it; second stops, releasing the lease
+//     (or, if it drains, third starts and second drains);
 //  3. beforeThird runs (nil: nothing), then third takes the shard and
 //     applies 10 more.
 func fencePath(t *testing.T, w *world, first, second, third fenceHolder, beforeThird func()) {
@@ -290,27 +300,33 @@ func fencePath(t *testing.T, w *world, first, second, third fenceHolder, beforeT
 	sw := &crash.Switch{}
 	label := func(s string) func() string { return func() string { return s } }
 
-	stopFirst := first.start(t, w, sw, f.pausing("1:"+first.name, 10))
-	t.Cleanup(f.wakeUp) // before stopFirst, should the test end early
+	a := first.start(t, w, sw, f.pausing("1:"+first.name, 10))
+	t.Cleanup(f.wakeUp) // before a stops, should the test end early
 	w.put(t, p, 10, 4)
 	f.appliedOrRefused(t, 30*w.lease, 10, "the first holder applies 10 effects")
 	w.put(t, p, 10, 4)
 	waitFor(t, 30*w.lease, "the first holder pauses", f.paused.Load)
 	sw.Crash()
 
-	stopSecond := second.start(t, w, nil, f.live(label("2:"+second.name)))
+	b := second.start(t, w, nil, f.live(label("2:"+second.name)))
 	f.appliedOrRefused(t, 30*w.lease, 20, "the second holder applies every effect")
 	f.lateWriteRefused(t, 10*w.lease)
-	require.NoError(t, stopSecond())
+	var c fenceRun
+	if second.drains {
+		c = third.start(t, w, nil, f.live(label("3:"+third.name)))
+		require.NoError(t, b.drain(t.Context()))
+	}
+	require.NoError(t, b.stop())
 	if beforeThird != nil {
 		beforeThird()
 	}
-
-	stopThird := third.start(t, w, nil, f.live(label("3:"+third.name)))
+	if !second.drains {
+		c = third.start(t, w, nil, f.live(label("3:"+third.name)))
+	}
 	w.put(t, p, 10, 4)
 	f.appliedOrRefused(t, 30*w.lease, 30, "the third holder applies the new effects")
-	require.NoError(t, stopThird())
-	_ = stopFirst()
+	require.NoError(t, c.stop())
+	_ = a.stop()
 	f.check(t, p, "1:"+first.name, "2:"+second.name, "3:"+third.name)
 }
 
@@ -370,21 +386,21 @@ func TestFenceRowDeletedAndRemade(t *testing.T) {
 
 // TestFenceConsumerThenGroup: a Consumer holds the shard and pauses, a
 // Group worker reading the stream takes it once the lease expired, then a
-// Consumer again once the Group worker stopped.
+// Consumer again once the Group worker drained.
 func TestFenceConsumerThenGroup(t *testing.T) {
 	t.Parallel()
 	worlds(t, 1, func(t *testing.T, w *world) {
-		fencePath(t, w, fenceHolder{name: "a"}, fenceHolder{name: "b", group: true}, fenceHolder{name: "c"}, nil)
+		fencePath(t, w, fenceHolder{name: "a"}, fenceHolder{name: "b", group: true, drains: true}, fenceHolder{name: "c"}, nil)
 	})
 }
 
 // TestFenceGroupThenConsumer: a Group worker holds the shard and pauses, a
 // Consumer takes it once the lease expired, then a Group worker again once
-// the Consumer stopped.
+// the Consumer drained.
 func TestFenceGroupThenConsumer(t *testing.T) {
 	t.Parallel()
 	worlds(t, 1, func(t *testing.T, w *world) {
-		fencePath(t, w, fenceHolder{name: "a", group: true}, fenceHolder{name: "b"}, fenceHolder{name: "c", group: true}, nil)
+		fencePath(t, w, fenceHolder{name: "a", group: true}, fenceHolder{name: "b", drains: true}, fenceHolder{name: "c", group: true}, nil)
 	})
 }
 
