@@ -227,6 +227,7 @@ func (f *fenceCheck) check(t *testing.T, p *produced, want ...string) {
 		tokens[l] = append([]shardlease.FenceToken(nil), ts...)
 	}
 	f.mu.Unlock()
+	t.Logf("holdings and their tokens: %s", toks)
 	require.Equal(t, want, order, "the holdings, in the order their batches came")
 	for i, earlier := range order {
 		for _, later := range order[i+1:] {
