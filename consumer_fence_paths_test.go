@@ -104,7 +104,10 @@ type fenceCheck struct {
 	paused  atomic.Bool   // set when the paused holder froze
 	wake    chan struct{} // closed to let it write
 	wakeOne sync.Once
-	late    atomic.Value // the error (string) its late write got, "<nil>" if accepted
+	late    atomic.Value // the error (string) its frozen batch's write got, "<nil>" if accepted
+	// Its writes from the frozen one on: it may hand a refused batch again
+	// until its own cut-off passes, and the sink must refuse each.
+	lateRefused, lateAccepted atomic.Int64
 }
 
 func newFenceCheck() *fenceCheck {
@@ -141,7 +144,8 @@ func (f *fenceCheck) live(label func() string) shardlease.Handler {
 
 // pausing returns the handler of the holder that pauses: its first batch
 // once the sink holds pauseAt effects freezes it, deaf to ctx as a paused
-// process is, until wakeUp; then it writes that batch.
+// process is, until wakeUp; then it writes that batch. Every write of it
+// from then on is a late one.
 func (f *fenceCheck) pausing(label string, pauseAt int) shardlease.Handler {
 	f.pauseAt = pauseAt
 	return func(ctx context.Context, b *shardlease.Batch) error {
@@ -149,12 +153,22 @@ func (f *fenceCheck) pausing(label string, pauseAt int) shardlease.Handler {
 			return nil
 		}
 		f.note(label, b.Fence())
-		if f.sink.count() < f.pauseAt || !f.paused.CompareAndSwap(false, true) {
+		if f.sink.count() < f.pauseAt && !f.paused.Load() {
 			return f.sink.write(b)
 		}
-		<-f.wake
+		frozen := f.paused.CompareAndSwap(false, true)
+		if frozen {
+			<-f.wake
+		}
 		err := f.sink.write(b)
-		f.late.Store(fmt.Sprint(err))
+		if frozen {
+			f.late.Store(fmt.Sprint(err))
+		}
+		if errors.Is(err, errStaleFence) {
+			f.lateRefused.Add(1)
+		} else {
+			f.lateAccepted.Add(1)
+		}
 		return err
 	}
 }
@@ -244,7 +258,9 @@ func (f *fenceCheck) check(t *testing.T, p *produced, want ...string) {
 		}
 	}
 	f.requireLiveNeverRefused(t)
-	assert.Equal(t, 1, f.sink.staleRefused(), "the sink refused the paused holder's late write, and nothing else")
+	assert.Zero(t, f.lateAccepted.Load(), "late writes of the paused holder accepted")
+	assert.Positive(t, f.lateRefused.Load(), "late writes of the paused holder refused")
+	assert.Equal(t, int(f.lateRefused.Load()), f.sink.staleRefused(), "the sink refused the paused holder's late writes, and nothing else")
 	assert.Zero(t, f.sink.appliedTwice(), "effects applied twice")
 	assert.Empty(t, f.sink.missing(p), "effects never applied")
 }
@@ -289,12 +305,15 @@ func (fh fenceHolder) start(t *testing.T, w *world, sw *crash.Switch, h shardlea
 // the fencing promise over them:
 //  1. first takes the shard and applies 10 effects, then pauses inside its
 //     next batch; its process stops answering, so its lease expires;
-//  2. second takes the shard, applies all 20; first wakes and writes its
-//     batch late: the sink refuses it; second stops, releasing the lease
-//     (or, if it drains, third starts and second drains);
-//  3. beforeThird runs (nil: nothing), then third takes the shard and
-//     applies 10 more.
-func fencePath(t *testing.T, w *world, first, second, third fenceHolder, beforeThird func()) {
+//  2. before(2) runs, then second takes the shard and applies all 20;
+//     first wakes and writes its batch late: the sink refuses it; second
+//     stops, releasing the lease (or, if it drains, third starts and
+//     second drains);
+//  3. before(3) runs (unless second drains), then third takes the shard
+//     and applies 10 more.
+//
+// before may be nil.
+func fencePath(t *testing.T, w *world, first, second, third fenceHolder, before func(holding int)) {
 	t.Helper()
 	p := &produced{}
 	f := newFenceCheck()
@@ -308,6 +327,9 @@ func fencePath(t *testing.T, w *world, first, second, third fenceHolder, beforeT
 	w.put(t, p, 10, 4)
 	waitFor(t, 30*w.lease, "the first holder pauses", f.paused.Load)
 	sw.Crash()
+	if before != nil {
+		before(2)
+	}
 
 	b := second.start(t, w, nil, f.live(label("2:"+second.name)))
 	f.appliedOrRefused(t, 30*w.lease, 20, "the second holder applies every effect")
@@ -318,8 +340,8 @@ func fencePath(t *testing.T, w *world, first, second, third fenceHolder, beforeT
 		require.NoError(t, b.drain(t.Context()))
 	}
 	require.NoError(t, b.stop())
-	if beforeThird != nil {
-		beforeThird()
+	if before != nil && !second.drains {
+		before(3)
 	}
 	if !second.drains {
 		c = third.start(t, w, nil, f.live(label("3:"+third.name)))
@@ -370,13 +392,15 @@ func TestFenceMixedKnowledgeAccessDeniedLater(t *testing.T) {
 	})
 }
 
-// TestFenceRowDeletedAndRemade: after two holdings the shard's lease row is
-// deleted by hand; the next worker makes it again and takes it: its token
-// is above every earlier one, and the sink takes its writes.
+// TestFenceRowDeletedAndRemade: the shard's lease row is deleted by hand
+// while its holder is paused, and again after the next holder stopped; each
+// time the next worker makes it again and takes it: its token is above
+// every earlier one, the paused holder's late write is refused, and the
+// sink takes the new holder's writes.
 func TestFenceRowDeletedAndRemade(t *testing.T) {
 	t.Parallel()
 	worlds(t, 1, func(t *testing.T, w *world) {
-		fencePath(t, w, fenceHolder{name: "a"}, fenceHolder{name: "b"}, fenceHolder{name: "c"}, func() {
+		fencePath(t, w, fenceHolder{name: "a"}, fenceHolder{name: "b"}, fenceHolder{name: "c"}, func(int) {
 			rows := w.leases(t)
 			require.Len(t, rows, 1)
 			w.deleteRow(t, rows[0].Key)
