@@ -48,13 +48,15 @@
 // Delivery is at least once: after a crash, a lost lease or a holder paused
 // past its lease, records are handed to a handler again. [Batch.Fence]
 // returns the [FenceToken] of the holding the batch comes from, and a later
-// holding of the shard carries a greater token, whichever worker holds it.
+// holding of the shard carries a greater token, whichever worker holds it
+// and whatever it could learn from Kinesis: the order rests on the lease
+// table alone.
 // A sink that keeps, per shard, the highest token it applied (in the same
 // write as its data) and refuses a lower one refuses every write of a holder
 // that lost its lease, so each record's effect is applied once.
 // docs/handlers.md ("Exactly-once effects") states the ordering rule, what
-// it rests on and its one exception, with a DynamoDB sink;
-// examples/fencedsink runs one.
+// it rests on and its one exception (a new lease table), with a DynamoDB
+// sink; examples/fencedsink runs one.
 //
 // # Rewind, export and import
 //
@@ -91,7 +93,7 @@
 //
 // Every shard of a stream has one lease row keyed "stream:shard". A row
 // carries its holder (owner id), a fencing counter, the checkpoint and the
-// shard's parents. Every write is conditional and bumps the counter:
+// shard's parents. Every write is conditional and moves the counter up:
 //
 //   - acquire succeeds when the row is free, or when its counter still equals
 //     the counter the taker observed;
@@ -125,7 +127,11 @@
 // is deleted once Kinesis no longer lists the shard and every child has a
 // checkpoint. Each stream has an identity row ("stream:#identity", see
 // IdentityStore): a consumer refuses to run on the rows of a stream that was
-// deleted and created again (ErrStreamRecreated).
+// deleted and created again (ErrStreamRecreated). Each stream also has a
+// fence floor row ("stream:#fence") that no deletion removes: every acquire
+// of the stores of this package reserves its counter there, above every
+// counter an earlier acquire of the stream wrote, so fencing tokens keep
+// growing even across lease rows deleted and made again.
 //
 // # Reading modes
 //
@@ -155,7 +161,8 @@
 //
 //	lease_key       S   "stream:shard", e.g. "orders:shardId-000000000003"
 //	lease_owner     S   the holder's owner id; absent when free
-//	lease_counter   N   fencing counter, bumped by every write
+//	lease_counter   N   fencing counter, moved up by every write
+//	fence_epoch     N   stream creation time (unix ms) the last acquire read: its token's epoch
 //	checkpoint      S   last processed sequence number, or SHARD_END
 //	checkpoint_sub  N   sub-sequence inside a KPL aggregate; absent for whole records
 //	parent_shards   SS  parents of a shard born of a split or merge
