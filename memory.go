@@ -625,6 +625,7 @@ func (m *MemoryStore) RewindRow(ctx context.Context, held Lease, checkpoint stri
 	if d := HolderLeaseDuration(ctx); d > 0 {
 		row.Duration = d
 	}
+	row.Lag = holderLag(ctx) // the counter moved: an earlier write's lag is no longer the row's
 	m.wrote("rewind", before, row)
 	return cloneLease(row), nil
 }
