@@ -675,7 +675,7 @@ func (sc *scheduler) take(ctx context.Context, l Lease, asked bool, byShard map[
 	c := sc.c
 	me := c.cfg.identity
 	sent := time.Now()
-	actx, cancel := c.storeCtx(WithHolderLeaseDuration(ctx, c.cfg.leaseDuration))
+	actx, cancel := c.storeCtx(withKnownEpoch(WithHolderLeaseDuration(ctx, c.cfg.leaseDuration), c.set.of(l.Key.Shard).learntEpoch()))
 	got, err := c.store.Acquire(actx, l.Key, me, l.Counter)
 	cancel()
 	if err != nil {

@@ -199,8 +199,8 @@ func (d *auditDynamo) PutItem(ctx context.Context, in *dynamodb.PutItemInput, o 
 }
 
 func (d *auditDynamo) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
-	if strings.Contains(avString(in.Key["lease_key"]), ":@") {
-		return d.DynamoDBAPI.UpdateItem(ctx, in, o...) // a worker row, not a lease
+	if !isLeaseKey(avString(in.Key["lease_key"])) {
+		return d.DynamoDBAPI.UpdateItem(ctx, in, o...) // a worker, identity or fence floor row, not a lease
 	}
 	vals := in.ExpressionAttributeValues
 	op := "acquire"
@@ -249,11 +249,17 @@ func (d *auditDynamo) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInp
 	return out, err
 }
 
+// isLeaseKey reports whether key is a lease row's: not a worker row
+// ("stream:@owner") nor an identity or fence floor row ("stream:#...").
+func isLeaseKey(key string) bool {
+	return !strings.Contains(key, ":@") && !strings.Contains(key, ":#")
+}
+
 // GetItem records the row read: the store reads a row to recognise a write
 // of its caller's whose reply was lost.
 func (d *auditDynamo) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
 	out, err := d.DynamoDBAPI.GetItem(ctx, in, o...)
-	if err == nil && len(out.Item) > 0 && !strings.Contains(avString(out.Item["lease_key"]), ":@") {
+	if err == nil && len(out.Item) > 0 && isLeaseKey(avString(out.Item["lease_key"])) {
 		d.a.observe(out.Item, d.by)
 	}
 	return out, err
@@ -273,10 +279,11 @@ func (d *auditDynamo) Scan(ctx context.Context, in *dynamodb.ScanInput, o ...fun
 	return out, err
 }
 
-// observeAll records the lease rows of a listing; worker rows are not leases.
+// observeAll records the lease rows of a listing; worker, identity and
+// fence floor rows are not leases.
 func (a *auditor) observeAll(rows []map[string]dynamotypes.AttributeValue, by string) {
 	for _, row := range rows {
-		if !strings.Contains(avString(row["lease_key"]), ":@") {
+		if isLeaseKey(avString(row["lease_key"])) {
 			a.observe(row, by)
 		}
 	}
