@@ -234,24 +234,6 @@ func newLineageInstruments(m metric.Meter) (lineageInstruments, error) {
 	return li, err2
 }
 
-// count counts n of e for r: in a Group, its metric carries r's stream
-// (which replaces the group's name in the stream attribute).
-func (r *leaseRunner) count(e event, n int64, kv ...attribute.KeyValue) {
-	r.c.count(e, n, append(kv, r.c.set.attrs(r.id)...)...)
-}
-
-// shardAttrs are the attributes of r's per-shard metrics: its shard, and in
-// a Group its stream.
-func (r *leaseRunner) shardAttrs() []attribute.KeyValue {
-	return []attribute.KeyValue{attribute.String("stream", r.key.Stream), shardAttr(r.shard)}
-}
-
-// attrs are the attributes of r's measurements with kv: in a Group, its
-// stream in place of the group's name.
-func (r *leaseRunner) attrs(kv ...attribute.KeyValue) metric.MeasurementOption {
-	return r.c.ins.attrs(append(kv, r.c.set.attrs(r.id)...)...)
-}
-
 type counters struct {
 	records, batches, handlerErrors, panics, corruptAggregates atomic.Int64
 	taken, handedIn, lost, released, writeFailures, asked      atomic.Int64
