@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
-	"strings"
 	"time"
 
 	"github.com/shardlease/shardlease/internal/balance"
@@ -42,24 +41,32 @@ import (
 // the counter a listing showed, so a coordinator that is wrong, late or two
 // at once costs writes that fail, never a second reader.
 //
-// The role (type role) is one explicit state of Run's goroutine, changed
-// only by become; quiet, watching and deputy are the resting roles:
+// The role (type role) is one explicit state of Run's goroutine, kept by
+// the coordination type, which the scheduler holds and calls; quiet,
+// watching and deputy are the resting roles:
 //
 //	catchingUp  -> resting       a round left nothing to do (the watch picks which)
-//	resting     -> catchingUp    a wake or lead note; a shard of its own ended
+//	resting     -> catchingUp    a wake or lead note; a shard of its own ended; the first lease adopted
 //	resting     -> deputy        a deputy note names it
+//	deputy      -> resting       its naming ended (it watches on for R + T)
 //	watching    -> quiet         the watch ran out
 //	any         -> alarmed       a look saw the first row stand still or free
 //	alarmed     -> catchingUp    a round saw the first row move again (or resting)
 //	any         -> coordinator   a round ended with it holding the first lease
 //	coordinator -> catchingUp    a round ended with the first lease elsewhere (or resting)
+//	coordinator -> resting       it gave the first lease up (it cannot list)
+//	any         -> quiet         it stopped (shutdown or drain)
 //
-// uncoordinated (no notes) never changes. What differs by role is in one
-// function per event: onTakeTick (and listsNow), onLook, onExpiry, onNote
-// and afterRound. The state one role needs is rebuilt when it is entered:
-// the coordinator's wake backoff (leadState), the deadlines of the roles
-// that take on expiry. The deputy's naming (watch) outlives catching up and
-// the alarm, not the coordinator's role. Package balance makes every pick.
+// uncoordinated (no notes) never changes. The transition is a pure
+// function, balance.NextRole, with its table test; every event reaches it
+// through on, and only become writes the role. What differs by role is in
+// one function per event: onTakeTick (and listsNow), onLook, onExpiry,
+// onNote and afterRound. The state a role keeps is rebuilt by become as the
+// role is entered: the coordinator's wake backoff (leadState), and a watch
+// it starts without; the deadlines of the roles that take on expiry; the
+// ask to lead (led), which lasts until the next round's end. The deputy's
+// naming (watch) outlives catching up and the alarm. Notes are read only
+// through balance.ParseNote. Package balance makes every pick.
 
 // noteSeen is a note a renewal returned: shard is the row it is on.
 type noteSeen struct {
@@ -77,53 +84,21 @@ func (c *Consumer) sendNote(shard, text string) {
 }
 
 // role is what this worker does for coordination (see the top of this
-// file). It changes on the events of Run's loop: a take round's end (the
-// first lease moved, the round left work, the alarm cleared), a note, a
-// look at the first lease, a runner that ended its shard.
-type role int
+// file, and balance.Role for the transitions). It changes only in become,
+// on the events of Run's loop: a take round's end, a note, a look at the
+// first lease, a runner that ended its shard, a stop.
+type role = balance.Role
 
+// The roles, as this file names them (see balance.Role for each).
 const (
-	// uncoordinated: the store carries no notes, so nobody could wake this
-	// worker: it lists at every take tick.
-	uncoordinated role = iota
-	// quiet: it renews only, lists while it holds nothing, and now and then
-	// looks at the first lease (backstop).
-	quiet
-	// watching: quiet, but it watches the first lease as a deputy would
-	// until watch.until, because its last listing showed no deputy.
-	watching
-	// deputy: a note names it deputy (watch.row): it watches the
-	// coordinator's row.
-	deputy
-	// catchingUp: it lists at every take tick until a round leaves it
-	// nothing to do: at start, when woken, after a round that took or
-	// asked, when one of its shards ended.
-	catchingUp
-	// alarmed: it saw the coordinator's row stand still or free: it lists,
-	// and takes the leases it saw stand still the moment they expire,
-	// until the row moves again or it takes the lease.
-	alarmed
-	// coordinator: it holds the first readable lease: it lists, takes
-	// every free lease at once and expired ones at their deadline, names
-	// the deputy and wakes the workers below their share.
-	coordinator
+	uncoordinated = balance.RoleUncoordinated
+	quiet         = balance.RoleQuiet
+	watching      = balance.RoleWatching
+	deputy        = balance.RoleDeputy
+	catchingUp    = balance.RoleCatchingUp
+	alarmed       = balance.RoleAlarmed
+	coordinator   = balance.RoleCoordinator
 )
-
-var roleNames = [...]string{"uncoordinated", "quiet", "watching", "deputy", "catching up", "alarmed", "coordinator"}
-
-// String returns the role's name.
-func (r role) String() string {
-	if r < 0 || int(r) >= len(roleNames) {
-		return "unknown"
-	}
-	return roleNames[r]
-}
-
-// resting reports whether r lists only while this worker holds nothing.
-func (r role) resting() bool { return r == quiet || r == watching || r == deputy }
-
-// takesOnExpiry reports whether r takes leases at their deadline.
-func (r role) takesOnExpiry() bool { return r == coordinator || r == alarmed }
 
 // coordination is this worker's part in coordinating the stream's leases:
 // its role, the role's state and the events that change them (see the top
@@ -148,15 +123,23 @@ type coordination struct {
 	// first is the first readable lease's shard, as the last listing or a
 	// deputy note showed it.
 	first string
-	// watch is the deputy's naming, kept in every role but the
-	// coordinator's; lookTimer fires its looks.
+	// The state of the role being played, rebuilt by become as it enters
+	// a role (see become):
+	//
+	// watch is the deputy's naming and the watch of a worker that saw no
+	// deputy, kept in every role but the coordinator's, which starts
+	// without one; lookTimer fires its looks.
 	watch     watch
 	lookTimer *time.Timer
 	// lead is the coordinator's own state, made anew each time this worker
 	// becomes the coordinator; nil in every other role.
 	lead *leadState
+	// led is set while a lead note asks this worker to take as the
+	// coordinator does in its round: until its next round ends or its
+	// role changes (balance.AskedToLead).
+	led bool
 	// expiry takes leases at their deadline, as the coordinator or an
-	// alarmed worker; emptied whenever the role changes.
+	// alarmed worker; emptied as either role is entered or left.
 	expiry deadlines
 	nonce  uint64
 	// backstop times a resting worker's looks at the first lease;
@@ -211,17 +194,6 @@ func (w watch) looks(now time.Time, holds func(string) bool) bool {
 		return now.Before(w.until)
 	}
 	return holds(w.row)
-}
-
-// rest returns the resting role the watch leaves this worker in.
-func (w watch) rest(now time.Time) role {
-	switch {
-	case w.row != "":
-		return deputy
-	case now.Before(w.until):
-		return watching
-	}
-	return quiet
 }
 
 // deadlines is the rule of the expiry timer: the leases held by others
@@ -292,23 +264,36 @@ func stoppedTimer() *time.Timer {
 	return t
 }
 
-// become moves this worker to role r, rebuilding the state of the role it
-// enters: the coordinator's wake backoff, the deadlines of a role that
-// takes on expiry. Stats().Coordinating follows.
-func (cd *coordination) become(r role) {
+// on is an event of Run's loop that may change the role: balance.NextRole
+// picks the role it leaves this worker in, from the watch as it is now and
+// f (which on fills in with the watch).
+func (cd *coordination) on(e balance.RoleEvent, f balance.RoleFacts) {
+	now := time.Now()
+	f.Named, f.Watching = cd.watch.row != "", now.Before(cd.watch.until)
+	cd.become(balance.NextRole(cd.role, e, f), e)
+}
+
+// become moves this worker to role r on event e, rebuilding the state of
+// the role it enters: the coordinator's wake backoff, and a watch it
+// starts without; the deadlines of the roles that take on expiry; the ask
+// to lead, which a lead note sets and a round's end or a role change
+// clears. Stats().Coordinating follows. It is the only writer of role.
+func (cd *coordination) become(r role, e balance.RoleEvent) {
 	cd.c.seeRole(r, cd.recent, cd.recentAt)
-	if r == cd.role {
+	was := cd.role
+	cd.led = balance.AskedToLead(was, r, e, cd.led)
+	if r == was {
 		return
 	}
-	was := cd.role
 	cd.role = r
 	cd.c.log.Debug("coordination role", "was", was.String(), "now", r.String())
-	if was.takesOnExpiry() || r.takesOnExpiry() {
+	if was.TakesOnExpiry() || r.TakesOnExpiry() {
 		cd.expiry.clear()
 	}
 	cd.lead = nil
 	if r == coordinator {
 		cd.lead = &leadState{woken: map[string]balance.Woken{}}
+		cd.watch = watch{}
 	}
 	cd.c.stats.coordinating.Store(r == coordinator)
 }
@@ -323,18 +308,17 @@ func (cd *coordination) roundNow() {
 }
 
 // catchUp makes a resting worker list until a round leaves it nothing to
-// do; a worker that lists already goes on as it is.
+// do (a shard of its own ended, it adopted the first lease); a worker that
+// lists already goes on as it is.
 func (cd *coordination) catchUp() {
-	if cd.role.resting() {
-		cd.become(catchingUp)
-	}
+	cd.on(balance.WokenUp, balance.RoleFacts{})
 }
 
 // listsNow reports whether this worker lists the table at a take tick: a
 // resting worker lists only while it holds nothing, and then rarely (see
 // idleLists).
 func (cd *coordination) listsNow() bool {
-	return !cd.role.resting() || cd.c.heldCount() == 0 && cd.idleLists(time.Now())
+	return !cd.role.Resting() || cd.c.heldCount() == 0 && cd.idleLists(time.Now())
 }
 
 // holds reports whether this worker runs shard.
@@ -353,34 +337,28 @@ func (c *Consumer) heldCount() int {
 
 // onNote handles a note one of this worker's renewals returned.
 func (cd *coordination) onNote(n noteSeen) {
-	if n.shard == cd.watch.row {
-		if _, ok := balance.DeputyFirst(n.text); !ok {
-			cd.c.log.Debug("no longer the deputy")
-			cd.unnamed(time.Now())
-		}
+	note := balance.ParseNote(n.text)
+	if n.shard == cd.watch.row && note.Kind != balance.NoteDeputy {
+		cd.c.log.Debug("no longer the deputy")
+		cd.unnamed(time.Now())
 	}
-	wake, watch := balance.WakeNote(n.text)
-	switch f := strings.Fields(n.text); {
-	case len(f) == 0:
-	case f[0] == balance.NoteWake || f[0] == balance.NoteLead:
+	switch note.Kind {
+	case balance.NoteWake, balance.NoteLead:
 		cd.c.log.Debug("woken by the coordinator: listing", "shard", n.shard, "note", n.text)
-		cd.live.led = cd.live.led || f[0] == balance.NoteLead
-		cd.woken(time.Now(), watch)
-	case f[0] == balance.NoteDeputy && len(f) >= 2:
+		cd.woken(time.Now(), note)
+	case balance.NoteDeputy:
 		if cd.role == uncoordinated {
 			return // it cannot read the coordinator's row
 		}
 		if cd.watch.row == "" {
-			cd.c.log.Info("named deputy: watching the coordinator's lease", "lease", f[1])
+			cd.c.log.Info("named deputy: watching the coordinator's lease", "lease", note.First)
 		}
-		cd.watch.row, cd.first = n.shard, f[1]
-		if cd.role.resting() {
-			cd.become(deputy)
-		}
+		cd.watch.row, cd.first = n.shard, note.First
+		cd.on(balance.Named, balance.RoleFacts{})
 		cd.armWatch()
-		if wake {
+		if note.Wake {
 			cd.c.log.Debug("woken by the coordinator: listing", "shard", n.shard, "note", n.text)
-			cd.woken(time.Now(), watch)
+			cd.woken(time.Now(), note)
 		}
 	}
 }
@@ -410,7 +388,7 @@ func (cd *coordination) onTakeTick(ctx context.Context) {
 	switch cd.role {
 	case watching:
 		if !cd.watches() {
-			cd.become(quiet) // the watch ran out
+			cd.on(balance.WatchEnded, balance.RoleFacts{}) // the watch ran out
 			cd.lookNowAndThen(ctx)
 		}
 	case deputy:
@@ -445,9 +423,7 @@ func (cd *coordination) onLook(ctx context.Context) {
 		cd.unnamed(time.Now()) // the row that named it moved on
 	}
 	if !cd.watches() {
-		if cd.role == watching {
-			cd.become(quiet)
-		}
+		cd.on(balance.WatchEnded, balance.RoleFacts{})
 		return
 	}
 	defer cd.armWatch()
@@ -457,7 +433,7 @@ func (cd *coordination) onLook(ctx context.Context) {
 // onExpiry is the expiry timer: the coordinator and an alarmed worker take
 // the leases whose deadline passed.
 func (cd *coordination) onExpiry(ctx context.Context) error {
-	if !cd.role.takesOnExpiry() {
+	if !cd.role.TakesOnExpiry() {
 		return nil
 	}
 	return cd.takeExpired(ctx)
@@ -493,7 +469,7 @@ func (cd *coordination) lookAtFirst(ctx context.Context) {
 		if cd.role != alarmed {
 			c.log.Info("the coordinator's lease stands still or is free: listing", "lease", cd.first, "owner", l.Owner, "counter", l.Counter)
 		}
-		cd.become(alarmed)
+		cd.on(balance.Alarm, balance.RoleFacts{})
 		cd.roundNow()
 	}
 }
@@ -517,7 +493,7 @@ func (cd *coordination) afterRound(ctx context.Context, tl *takeListing, r *bala
 	moreToDo := r.Busy() || len(cd.pending) > 0 || balance.MayTakeSoon(in, r.Plan()) || now.Before(cd.live.listUntil)
 	was := cd.role
 	if in.First == "" {
-		cd.become(cd.nextRole(false, was == alarmed, moreToDo, now))
+		cd.on(balance.RoundEnded, balance.RoleFacts{Alarm: was == alarmed, MoreToDo: moreToDo})
 		return
 	}
 	cd.first, cd.readable = in.First, len(in.Rows)
@@ -533,7 +509,6 @@ func (cd *coordination) afterRound(ctx context.Context, tl *takeListing, r *bala
 	// shard before it finished, or the deputy's alarm was false): tell it.
 	handOver := was == coordinator && !leading
 	alarm := was == alarmed
-	cd.live.led = false
 	if alarm {
 		switch {
 		case leading || first.Owner != "" && !in.Expired[in.First] && !in.Stalled[in.First]:
@@ -557,7 +532,7 @@ func (cd *coordination) afterRound(ctx context.Context, tl *takeListing, r *bala
 		cd.watch.until = now.Add(c.cfg.renewInterval + c.cfg.takeInterval)
 		cd.armWatch()
 	}
-	cd.become(cd.nextRole(leading, alarm, moreToDo, now))
+	cd.on(balance.RoundEnded, balance.RoleFacts{Leading: leading, Alarm: alarm, MoreToDo: moreToDo})
 	switch cd.role {
 	case coordinator:
 		cd.coordinate(ctx, tl, r, held, now)
@@ -571,26 +546,10 @@ func (cd *coordination) afterRound(ctx context.Context, tl *takeListing, r *bala
 	}
 }
 
-// nextRole returns the role a take round leaves this worker in: it leads
-// when it holds the first lease, else it stays alarmed while the alarm
-// holds, else it catches up while the round left work, else it rests.
-func (cd *coordination) nextRole(leading, alarm, moreToDo bool, now time.Time) role {
-	switch {
-	case leading:
-		return coordinator
-	case alarm:
-		return alarmed
-	case moreToDo:
-		return catchingUp
-	}
-	return cd.watch.rest(now)
-}
-
 // coordinate is the coordinator's work after its round: it takes the
 // leases of others at their deadline, keeps a deputy named, and wakes the
 // workers below their share. held is what it runs after the round.
 func (cd *coordination) coordinate(ctx context.Context, tl *takeListing, r *balance.Round, held map[string]bool, now time.Time) {
-	cd.watch.row = ""
 	cd.scheduleExpiry(tl, now)
 	notes, woken := balance.CoordinatorNotes(tl.in, r.Plan(), held, cd.lead.woken, now, cd.c.cfg.leaseDuration)
 	cd.lead.woken = woken

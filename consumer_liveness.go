@@ -48,16 +48,10 @@ const idleFactor = 4
 
 // liveness is the state of these rules, written by Run's goroutine only.
 type liveness struct {
-	// led is set by a lead note since the last take round: this worker was
-	// asked to coordinate.
-	led bool
 	// failingSince is when this worker's listings began to fail; zero
 	// while they succeed. reported is set once that was logged.
 	failingSince time.Time
 	reported     bool
-	// gifted is set when this worker adopted the first lease from a
-	// coordinator that gave it up, until it lists.
-	gifted bool
 	// yield is the first lease as this worker last saw it when it stopped
 	// listing for it (it may hold no more); woken its wake backoff.
 	yield yieldMark
@@ -83,19 +77,25 @@ type yieldMark struct {
 // round: it coordinates, was alarmed, or was asked to lead.
 func (cd *coordination) leads() bool {
 	r := cd.role
-	return r == coordinator || r == alarmed || cd.live.led
+	return r == coordinator || r == alarmed || cd.led
 }
 
-// woken is a wake or lead note: this worker lists now. When watch is set
-// (a lead, or a wake for leases that must expire) it goes on for a
-// renewal and a take interval, so that it sees for itself which leases
-// stand still (and then lists on until they expire); otherwise it stops
-// once a round leaves it nothing to do.
-func (cd *coordination) woken(now time.Time, watch bool) {
-	if watch {
+// woken is a note that wakes this worker (a wake, a lead, a deputy naming
+// with a wake): it lists now, and a lead asks it to take as the
+// coordinator does in its round. When the note says watch (a lead, or a
+// wake for leases that must expire) it goes on for a renewal and a take
+// interval, so that it sees for itself which leases stand still (and then
+// lists on until they expire); otherwise it stops once a round leaves it
+// nothing to do.
+func (cd *coordination) woken(now time.Time, note balance.Note) {
+	if note.Watch {
 		cd.live.listUntil = now.Add(cd.c.cfg.renewInterval + cd.c.cfg.takeInterval)
 	}
-	cd.catchUp()
+	e := balance.WokenUp
+	if note.Kind == balance.NoteLead {
+		e = balance.Led
+	}
+	cd.on(e, balance.RoleFacts{})
 	cd.roundNow()
 }
 
@@ -123,9 +123,7 @@ func suspect(tl *takeListing) *takeListing {
 func (cd *coordination) unnamed(now time.Time) {
 	cd.watch.row = ""
 	cd.watch.until = now.Add(cd.c.cfg.renewInterval + cd.c.cfg.takeInterval)
-	if cd.role == deputy {
-		cd.become(cd.watch.rest(now))
-	}
+	cd.on(balance.Unnamed, balance.RoleFacts{})
 	cd.armWatch()
 }
 
@@ -154,13 +152,14 @@ func (cd *coordination) countIdlers(p balance.Plan) {
 // listingWorked records a listing that succeeded.
 func (cd *coordination) listingWorked() {
 	live := &cd.live
-	live.failingSince, live.reported, live.gifted = time.Time{}, false, false
+	live.failingSince, live.reported = time.Time{}, false
 }
 
 // listFailed records a listing that failed. Once they have failed for a
 // lease duration it is a stall: logged at Error and counted; a coordinator
-// then gives its role up (unless it was handed the role by one that gave
-// it up: both cannot list).
+// then gives its role up. A worker handed the role by one that gave it up
+// does not hand it on while it cannot list: it coordinates only from the
+// end of a round, whose listing worked.
 func (cd *coordination) listFailed(ctx context.Context) {
 	if ctx.Err() != nil {
 		return
@@ -177,7 +176,7 @@ func (cd *coordination) listFailed(ctx context.Context) {
 	c.log.Error("listing the stream's rows has failed for a lease duration: this worker takes no lease and coordinates nothing until it lists again; check the table's read capacity and dynamodb:Scan permission",
 		"since", now.Sub(live.failingSince).Round(time.Millisecond), "role", cd.role.String())
 	c.count(evStall, 1, attribute.String("why", "listing"))
-	if cd.role == coordinator && !live.gifted {
+	if cd.role == coordinator {
 		cd.giveUp(ctx, now)
 	}
 }
@@ -202,7 +201,7 @@ func (cd *coordination) giveUp(ctx context.Context, now time.Time) {
 	c.log.Warn("handing coordination over: this worker cannot list", "lease", cd.first, "to", taker)
 	c.answerHandoff(cd.first, taker)
 	cd.writeNote(ctx, cd.recentByShard, to[0])
-	cd.become(cd.watch.rest(now))
+	cd.on(balance.GaveUp, balance.RoleFacts{})
 }
 
 // adoptFirst takes the first lease when its row names this worker but this
@@ -218,7 +217,6 @@ func (cd *coordination) adoptFirst(ctx context.Context, l Lease) bool {
 	if err != nil || !took {
 		return false
 	}
-	cd.live.gifted = true
 	cd.catchUp()
 	cd.roundNow()
 	return true

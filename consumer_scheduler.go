@@ -319,9 +319,7 @@ func (sc *scheduler) handBack(ctx context.Context) {
 	sc.stopRunners()
 	sc.cd.passLead(ctx)
 	sc.wakeCoordinator(ctx)
-	if sc.cd.role != uncoordinated {
-		sc.cd.become(quiet)
-	}
+	sc.cd.on(balance.Stopped, balance.RoleFacts{})
 	sc.releaseLate(ctx)
 	sc.removeRow(ctx)
 	sc.handedBack = true

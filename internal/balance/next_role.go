@@ -156,7 +156,10 @@ func rest(f RoleFacts) Role {
 // AskedToLead reports whether a worker that moved from role was to r on
 // event e is asked to lead (to take as the coordinator does in its round);
 // asked is whether it was before. A lead note asks it, until its next
-// round ends or its role changes.
+// round ends or its role changes; an uncoordinated worker is never asked.
 func AskedToLead(was, r Role, e RoleEvent, asked bool) bool {
+	if r == RoleUncoordinated {
+		return false
+	}
 	return e == Led || asked && r == was && e != RoundEnded
 }

@@ -84,6 +84,7 @@ func TestAskedToLead(t *testing.T) {
 		{RoleCatchingUp, RoleCatchingUp, RoundEnded, true, false},
 		{RoleCatchingUp, RoleAlarmed, Alarm, true, false},
 		{RoleCatchingUp, RoleQuiet, Stopped, true, false},
+		{RoleUncoordinated, RoleUncoordinated, Led, false, false},
 	} {
 		assert.Equal(t, tc.want, AskedToLead(tc.was, tc.r, tc.e, tc.asked), "%v -> %v on event %d, asked %v", tc.was, tc.r, tc.e, tc.asked)
 	}
