@@ -282,7 +282,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 		refused: make(map[string]time.Time),
 		rng:     rand.New(rand.NewPCG(ownerSeed(c.cfg.identity), 1)),
 	}
-	sc.cd = newCoordination(c)
+	sc.cd = newCoordination(sc)
 	defer sc.cd.lookTimer.Stop()
 	defer sc.cd.expiry.Stop()
 	// Show this worker to the others before anything else, so that workers

@@ -105,7 +105,7 @@ func (sc *scheduler) syncShardsWith(ctx context.Context, running bool) error {
 	// listed (it costs a round trip or two), and before any row is made.
 	identity := make(chan error, 1)
 	go func() { identity <- sc.checkStreamIdentity(ctx, running) }()
-	quiet := running && !sc.listsNow()
+	quiet := running && !sc.cd.listsNow()
 	shards, existing, reused, err := sc.listBoth(ctx, running, quiet)
 	if idErr := <-identity; idErr != nil {
 		return idErr
