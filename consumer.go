@@ -292,7 +292,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 		return err
 	}
 	boot.at("listing the stream's shards", calls.sync)
-	if err := sc.startup(ctx, boot); err != nil || ctx.Err() != nil {
+	if err := boot.startup(ctx, sc.syncShards); err != nil || ctx.Err() != nil {
 		// Leave no worker row behind: the others would count this worker
 		// for a lease duration.
 		sc.removeRow(context.WithoutCancel(ctx))
@@ -300,7 +300,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 	}
 	boot.at("registering the enhanced fan-out consumer", calls.fanOut)
 	// Registered (or found) before any lease is taken.
-	if err := sc.registerFanOut(ctx); err != nil {
+	if err := c.set.registerFanOut(ctx, c); err != nil {
 		sc.removeRow(context.WithoutCancel(ctx))
 		if ctx.Err() != nil {
 			return nil

@@ -639,3 +639,21 @@ func (cd *coordination) passLead(ctx context.Context) {
 		cd.writeNote(ctx, cd.recentByShard, it)
 	}
 }
+
+// wakeCoordinator tells the coordinator, when this worker is not it, that
+// the leases it released are free: a wake note on the first lease's row,
+// which the coordinator's next renewal returns (within a renew interval),
+// makes it list then rather than at its next take tick. A note that finds
+// the row moved on is dropped; the coordinator's next listing takes the
+// leases anyway.
+func (cd *coordination) wakeCoordinator(ctx context.Context, me string) {
+	if cd.ns == nil || cd.role == coordinator || cd.first == "" {
+		return
+	}
+	for _, l := range cd.recent {
+		if l.Key.Shard == cd.first && l.Owner != "" && l.Owner != me && l.HandoffTo == "" {
+			cd.note(ctx, l, balance.NoteText(balance.Intent{Kind: balance.Wake}, cd.first, cd.nextNonce()))
+			return
+		}
+	}
+}

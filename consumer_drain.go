@@ -3,8 +3,6 @@ package shardlease
 import (
 	"context"
 	"time"
-
-	"github.com/shardlease/shardlease/internal/balance"
 )
 
 // Draining: a worker that hands every lease to the others while its process
@@ -71,65 +69,40 @@ func (c *Consumer) Drain(ctx context.Context) error {
 	}
 }
 
-// drainAll is a drain (see the top of this file), bounded by the shutdown
-// timeout. It runs on Run's scheduler goroutine, which takes nothing
-// meanwhile.
-func (sc *scheduler) drainAll(ctx context.Context) {
+// drain is a drain (see the top of this file), run on Run's scheduler
+// goroutine, which takes nothing meanwhile: bounded by the shutdown
+// timeout, it hands every lease back, answers the request that asked for
+// it (nil when the table asked), and stays drained until ctx ends.
+func (d *drainer) drain(ctx context.Context, sc *scheduler, reply chan error) error {
 	c := sc.c
+	start := time.Now()
 	c.log.Info("draining: handing every lease to the other workers", "held", c.heldCount())
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.shutdownTimeout)
-	defer cancel()
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.shutdownTimeout)
 	// Coordination goes on once the leases are released: the worker told
 	// to list takes them at once, and watches a lease whose abandoned
 	// handler keeps it until it expires.
-	sc.handBack(ctx)
+	sc.handBack(dctx)
+	cancel()
 	c.log.Info("drained: this worker holds no lease and takes none until Run ends")
+	c.log.Debug("drain took", "took", time.Since(start))
+	if reply != nil {
+		reply <- nil
+	}
+	return d.stay(ctx, sc)
 }
 
-// stayDrained is the scheduler's loop once drained: it answers drain
-// requests at once and waits for ctx to end.
-func (sc *scheduler) stayDrained(ctx context.Context) error {
-	c := sc.c
+// stay is the scheduler's loop once drained: it answers drain requests at
+// once and waits for ctx to end.
+func (d *drainer) stay(ctx context.Context, sc *scheduler) error {
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
-		case reply := <-c.drain.requests:
+		case reply := <-d.requests:
 			reply <- nil
-		case <-c.notes:
+		case <-sc.c.notes:
 		case r := <-sc.exited:
 			sc.forget(r)
-		}
-	}
-}
-
-// drained runs a drain, answers the request that asked for it (nil when the
-// table asked), and stays drained until ctx ends.
-func (sc *scheduler) drained(ctx context.Context, reply chan error) error {
-	start := time.Now()
-	sc.drainAll(ctx)
-	sc.c.log.Debug("drain took", "took", time.Since(start))
-	if reply != nil {
-		reply <- nil
-	}
-	return sc.stayDrained(ctx)
-}
-
-// wakeCoordinator tells the coordinator, when this worker is not it, that
-// the leases it released are free: a wake note on the first lease's row,
-// which the coordinator's next renewal returns (within a renew interval),
-// makes it list then rather than at its next take tick. A note that finds
-// the row moved on is dropped; the coordinator's next listing takes the
-// leases anyway.
-func (sc *scheduler) wakeCoordinator(ctx context.Context) {
-	cd := &sc.cd
-	if cd.ns == nil || cd.role == coordinator || cd.first == "" {
-		return
-	}
-	for _, l := range cd.recent {
-		if l.Key.Shard == cd.first && l.Owner != "" && l.Owner != sc.c.cfg.identity && l.HandoffTo == "" {
-			cd.note(ctx, l, balance.NoteText(balance.Intent{Kind: balance.Wake}, cd.first, cd.nextNonce()))
-			return
 		}
 	}
 }

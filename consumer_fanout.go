@@ -54,20 +54,3 @@ func (f *fanOut) register(ctx context.Context, c *Consumer, m *member) error {
 	f.arn = arn
 	return nil
 }
-
-// registerFanOut registers the fan-out consumer of every stream in the set
-// read with enhanced fan-out and not registered yet, in stream order.
-func (sc *scheduler) registerFanOut(ctx context.Context) error {
-	for _, m := range sc.c.set.all() {
-		if m.registered.Load() {
-			continue
-		}
-		if m.fanOut != nil {
-			if err := m.fanOut.register(ctx, sc.c, m); err != nil {
-				return err
-			}
-		}
-		m.registered.Store(true)
-	}
-	return nil
-}

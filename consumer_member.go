@@ -316,3 +316,20 @@ func (m *member) learntEpoch() int64 {
 	}
 	return m.epoch.Load()
 }
+
+// registerFanOut registers the fan-out consumer of every stream in the set
+// read with enhanced fan-out and not registered yet, in stream order.
+func (s *memberSet) registerFanOut(ctx context.Context, c *Consumer) error {
+	for _, m := range s.all() {
+		if m.registered.Load() {
+			continue
+		}
+		if m.fanOut != nil {
+			if err := m.fanOut.register(ctx, c, m); err != nil {
+				return err
+			}
+		}
+		m.registered.Store(true)
+	}
+	return nil
+}

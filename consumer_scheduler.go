@@ -202,11 +202,11 @@ func (sc *scheduler) loop(ctx context.Context) error {
 			}
 		case n := <-c.notes:
 			if balance.IsDrainNote(n.text) { // asked through the table (shardlease drain)
-				return sc.drained(ctx, nil)
+				return c.drain.drain(ctx, sc, nil)
 			}
 			sc.cd.onNote(n)
 		case reply := <-c.drain.requests:
-			return sc.drained(ctx, reply)
+			return c.drain.drain(ctx, sc, reply)
 		case <-sc.cd.lookTimer.C:
 			sc.cd.onLook(ctx)
 		case <-sc.cd.expiry.C:
@@ -318,7 +318,7 @@ func (sc *scheduler) handBack(ctx context.Context) {
 	sc.withdraw(ctx)
 	sc.stopRunners()
 	sc.cd.passLead(ctx)
-	sc.wakeCoordinator(ctx)
+	sc.cd.wakeCoordinator(ctx, sc.c.cfg.identity)
 	sc.cd.on(balance.Stopped, balance.RoleFacts{})
 	sc.releaseLate(ctx)
 	sc.removeRow(ctx)

@@ -20,20 +20,20 @@ import (
 // startupSyncAttempts bounds the retries of the first shard sync.
 const startupSyncAttempts = 8
 
-// startup runs the first shard sync. A transient failure (throttling, a
-// 500, a timeout) is retried within startupTimeout; a missing stream or
-// table, a corrupt row, an endpoint that is not reached (see
-// ErrEndpointUnreachable), or a failure that persists is returned. It
-// returns nil when ctx is cancelled.
-func (sc *scheduler) startup(ctx context.Context, w *startupWatch) error {
-	c := sc.c
+// startup runs the first shard sync (sync), watched by w. A transient
+// failure (throttling, a 500, a timeout) is retried within startupTimeout;
+// a missing stream or table, a corrupt row, an endpoint that is not
+// reached (see ErrEndpointUnreachable), or a failure that persists is
+// returned. It returns nil when ctx is cancelled.
+func (w *startupWatch) startup(ctx context.Context, sync func(context.Context) error) error {
+	c := w.c
 	limit := c.cfg.startupTimeout()
 	sctx, cancel := context.WithTimeout(kinesisread.WithObserver(ctx, w.observe), limit)
 	defer cancel()
 	bo := backoff.Backoff{Min: c.cfg.retryMin, Max: c.cfg.retryMax}
 	begun := time.Now()
 	for attempt := 1; ; attempt++ {
-		err := sc.syncShards(sctx)
+		err := sync(sctx)
 		if err == nil || ctx.Err() != nil {
 			return nil
 		}
