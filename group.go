@@ -470,8 +470,8 @@ func (g *Group) deleteRows(ctx context.Context, stream string, rows []Lease, now
 	if g.c.holdsStream(stream) {
 		return // its runners have not released yet
 	}
-	sr, ok := g.gs.inner.(StreamRemover)
-	if !ok {
+	sr := g.gs.caps.remover
+	if sr == nil {
 		g.c.log.Warn("the lease store cannot delete a removed stream's rows (it is no StreamRemover); they are kept", "stream", stream)
 		g.c.set.forget(stream)
 		return

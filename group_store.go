@@ -205,7 +205,7 @@ func (g *groupStore) list(ctx context.Context, consistent, registered bool) ([]L
 	var leases []Lease
 	var workers []Worker
 	var err error
-	if gl, ok := g.inner.(GroupLister); ok {
+	if gl := g.caps.groups; gl != nil {
 		leases, workers, err = gl.ListStreams(ctx, names, g.name, consistent)
 	} else {
 		leases, workers, err = g.listEach(ctx, names)

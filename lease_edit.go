@@ -62,10 +62,10 @@ type leaseEdit struct {
 	// handover lets the edit take a row from its holder; without it a held
 	// row is refused with ErrLeaseHeld.
 	handover bool
-	// exact acquires a free row only on the counter read too, where the
-	// store can (counterAcquirer): a row a consumer wrote meanwhile is left
-	// alone.
-	exact bool
+	// at, when set (the store's counterAcquirer, for an exact edit),
+	// acquires a free row only on the counter read too: a row a consumer
+	// wrote meanwhile is left alone.
+	at counterAcquirer
 }
 
 // editHold is a row an edit holds.
@@ -114,8 +114,8 @@ func (e leaseEdit) acquire(ctx context.Context, key LeaseKey, seen Lease) (Lease
 	if seen.Owner != "" && seen.Duration > 0 {
 		ctx = WithHolderLeaseDuration(ctx, seen.Duration)
 	}
-	if at, ok := e.store.(counterAcquirer); ok && e.exact {
-		return at.AcquireAt(ctx, key, e.owner, seen.Counter)
+	if e.at != nil {
+		return e.at.AcquireAt(ctx, key, e.owner, seen.Counter)
 	}
 	return e.store.Acquire(ctx, key, e.owner, seen.Counter)
 }

@@ -266,6 +266,8 @@ type checkpointsImport struct {
 	owner     string
 	starts    map[string]Start // the exported starts, by shard id
 	lineage   LineageStore     // to's; nil when it keeps no starts
+	rewinder  Rewinder         // to's; nil when it cannot clear a checkpoint (then no overwrite)
+	identity  IdentityStore    // to's; nil when it records no stream identity
 }
 
 // newCheckpointsImport checks ImportCheckpoints' arguments.
@@ -287,10 +289,10 @@ func newCheckpointsImport(from *Checkpoints, to LeaseStore, kin KinesisAPI, cfg 
 	}
 	imp := &checkpointsImport{from: from, to: to, overwrite: cfg.overwrite, owner: NewOwnerIdentity("shardlease-import"), starts: map[string]Start{}}
 	caps := resolveCaps(to)
-	imp.lineage = caps.lineage
+	imp.lineage, imp.rewinder, imp.identity = caps.lineage, caps.rewinder, caps.identity
 	imp.run = &importRun{to: to, table: caps.tableName, format: ImportShardleaseJSON, from: source, stream: from.Stream, copy: imp.copy}
 	if imp.overwrite {
-		if _, ok := to.(Rewinder); !ok {
+		if caps.rewinder == nil {
 			return nil, errorf("%w: import checkpoints with overwrite: the lease store (%T) cannot clear a checkpoint (it does not implement shardlease.Rewinder)", ErrInvalidConfig, to)
 		}
 	}
@@ -300,8 +302,8 @@ func newCheckpointsImport(from *Checkpoints, to LeaseStore, kin KinesisAPI, cfg 
 // checkIdentity refuses an export of another incarnation of the stream
 // than the one the destination records.
 func (imp *checkpointsImport) checkIdentity(ctx context.Context) error {
-	ids, ok := imp.to.(IdentityStore)
-	if !ok || imp.from.StreamARN == "" {
+	ids := imp.identity
+	if ids == nil || imp.from.StreamARN == "" {
 		return nil
 	}
 	have, err := ids.StreamIdentity(ctx, imp.from.Stream)
@@ -420,7 +422,7 @@ func (imp *checkpointsImport) write(ctx context.Context, own Lease, exists bool,
 		case r.Checkpoint != "":
 			return imp.to.Checkpoint(ctx, held, r.Checkpoint, r.SubSequence, time.Now())
 		}
-		return imp.to.(Rewinder).RewindRow(ctx, held, "", start)
+		return imp.rewinder.RewindRow(ctx, held, "", start)
 	})
 	switch {
 	case errors.Is(err, errSavedMeanwhile) && left.Owner == "":

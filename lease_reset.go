@@ -107,7 +107,7 @@ func ResetCheckpoint(ctx context.Context, store LeaseStore, key LeaseKey, checkp
 		return nil, errorf("shardlease: reset %s: nothing was changed: %w: held by %s (counter %d); stop that worker and reset again once the lease is free, or take it from the holder with WithResetHandover (the CLI's reset -force)",
 			where, ErrLeaseHeld, seen.Owner, seen.Counter)
 	}
-	return rep, rep.carryOut(ctx, leaseEdit{store: store, owner: cfg.owner, handover: cfg.handover, exact: true}, seen, where)
+	return rep, rep.carryOut(ctx, leaseEdit{store: store, owner: cfg.owner, handover: cfg.handover, at: resolveCaps(store).atCounter}, seen, where)
 }
 
 // carryOut takes the row read as seen, writes the checkpoint and leaves

@@ -206,8 +206,8 @@ func newRewindRun(store LeaseStore, kin KinesisAPI, stream string, to time.Time,
 	if to.IsZero() || to.After(time.Now()) {
 		return nil, errorf("%w: rewind %s: the time %s is zero or in the future; pass a time in the past, within the stream's retention", ErrInvalidConfig, where, to.UTC().Format(time.RFC3339Nano))
 	}
-	rw, ok := store.(Rewinder)
-	if !ok {
+	rw := caps.rewinder
+	if rw == nil {
 		return nil, errorf("%w: rewind %s: the lease store (%T) cannot clear a checkpoint (it does not implement shardlease.Rewinder); use a DynamoStore or MemoryStore", ErrInvalidConfig, where, store)
 	}
 	run.rewinder = rw

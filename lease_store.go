@@ -311,6 +311,10 @@ type storeCaps struct {
 	lineage   LineageStore
 	identity  IdentityStore
 	withdraws HandoffWithdrawer
+	groups    GroupLister     // a Group lists its streams in one read with it
+	remover   StreamRemover   // a Group deletes a removed stream's rows with it
+	rewinder  Rewinder        // Rewind and overwriting imports clear checkpoints with it
+	atCounter counterAcquirer // operators' tools take the exact row they read with it
 	// tableName is the store's table ("" when it has none), for errors.
 	tableName string
 }
@@ -337,6 +341,10 @@ func resolveCaps(store LeaseStore) storeCaps {
 	c.lineage, _ = store.(LineageStore)
 	c.identity, _ = store.(IdentityStore)
 	c.withdraws, _ = store.(HandoffWithdrawer)
+	c.groups, _ = store.(GroupLister)
+	c.remover, _ = store.(StreamRemover)
+	c.rewinder, _ = store.(Rewinder)
+	c.atCounter, _ = store.(counterAcquirer)
 	if tn, ok := store.(tableNamer); ok {
 		c.tableName = tn.Table()
 	}
