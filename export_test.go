@@ -10,3 +10,10 @@ var WithKnownEpoch = withKnownEpoch
 
 // WithObservedRow is withObservedRow, for store tests.
 var WithObservedRow = withObservedRow
+
+// Plain is l without what the store keeps for itself (the row's
+// incarnation and the fence epoch), for tests that compare whole leases.
+func Plain(l Lease) Lease {
+	l.incarnation, l.fenceEpoch = "", 0
+	return l
+}

@@ -87,7 +87,7 @@ func TestImportKinsumer(t *testing.T) {
 	for _, r := range rows {
 		byShard[r.Key.Shard] = r
 	}
-	require.Equal(t, shardlease.Lease{Key: key("orders", 0), Checkpoint: bareSeq0, SubSequence: -1}, byShard["shardId-000000000000"])
+	require.Equal(t, shardlease.Lease{Key: key("orders", 0), Checkpoint: bareSeq0, SubSequence: -1}, shardlease.Plain(byShard["shardId-000000000000"]))
 	require.Equal(t, shardlease.ShardEnd, byShard["shardId-000000000001"].Checkpoint)
 	require.Equal(t, newerSeq, byShard["shardId-000000000003"].Checkpoint)
 
@@ -131,10 +131,10 @@ func TestImportKCL(t *testing.T) {
 	rows, err := s.List(ctx, "orders")
 	require.NoError(t, err)
 	require.Len(t, rows, 3, "shards without progress get no row")
-	require.Equal(t, shardlease.Lease{Key: key("orders", 0), Counter: 1, Checkpoint: bareSeq0, SubSequence: 0}, rows[0], "the write into an existing row bumps its counter")
-	require.Equal(t, shardlease.Lease{Key: key("orders", 1), Checkpoint: shardlease.ShardEnd, SubSequence: -1}, rows[1])
+	require.Equal(t, shardlease.Lease{Key: key("orders", 0), Counter: 1, Checkpoint: bareSeq0, SubSequence: 0}, shardlease.Plain(rows[0]), "the write into an existing row bumps its counter")
+	require.Equal(t, shardlease.Lease{Key: key("orders", 1), Checkpoint: shardlease.ShardEnd, SubSequence: -1}, shardlease.Plain(rows[1]))
 	require.Equal(t, shardlease.Lease{Key: key("orders", 4), Checkpoint: "49590338271556158844155284407786178230366894039683039250",
-		SubSequence: 3, Parents: []string{"shardId-000000000001"}}, rows[2])
+		SubSequence: 3, Parents: []string{"shardId-000000000001"}}, shardlease.Plain(rows[2]))
 
 	requireIdempotent(t, raw, handMadeStream(), shardlease.ImportKCL, from, table, "orders")
 	rep, err = shardlease.Import(ctx, raw, handMadeStream(), shardlease.ImportKCL, from, s, "orders")
