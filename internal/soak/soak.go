@@ -37,10 +37,12 @@ import (
 )
 
 // Kinesis is what the soak needs of a Kinesis client: the consumer's calls
-// plus the producer's and the resharding ones. *kinesis.Client and
+// plus the producer's, the resharding ones and DescribeStreamSummary (the
+// workers that may describe the stream do). *kinesis.Client and
 // *shardleasetest.Kinesis have them.
 type Kinesis interface {
 	shardlease.KinesisAPI
+	shardlease.StreamDescriber
 	CreateStream(ctx context.Context, params *kinesis.CreateStreamInput, optFns ...func(*kinesis.Options)) (*kinesis.CreateStreamOutput, error)
 	PutRecord(ctx context.Context, params *kinesis.PutRecordInput, optFns ...func(*kinesis.Options)) (*kinesis.PutRecordOutput, error)
 	SplitShard(ctx context.Context, params *kinesis.SplitShardInput, optFns ...func(*kinesis.Options)) (*kinesis.SplitShardOutput, error)
@@ -480,12 +482,7 @@ func (s *soak) launch(slot int) {
 	}
 	store = &troubleStore{LeaseStore: store, inc: inc}
 	s.attachSink(inc, mk("sink dynamodb", 3))
-	var kin shardlease.KinesisAPI = &faultKinesis{next: cfg.Kinesis, in: mk("kinesis", 2)}
-	var mode []shardlease.Option
-	if cfg.FanOut != "" {
-		kin = &faultFanOut{faultKinesis: kin.(*faultKinesis), fo: cfg.Kinesis.(shardlease.FanOutAPI)}
-		mode = append(mode, shardlease.WithEnhancedFanOut(cfg.FanOut))
-	}
+	kin, mode := s.kinesisFor(&faultKinesis{next: cfg.Kinesis, in: mk("kinesis", 2)}, slot, gen)
 	lease := cfg.Lease
 	owner := inc.id
 	switch {
