@@ -47,10 +47,15 @@ type auditor struct {
 	// hook is the fake world's MemoryStore.OnWrite record: key/counter →
 	// the row before the write that produced that counter.
 	hook map[string]shardlease.Lease
+	// starts holds each row's holdings in the order they began, known the
+	// key/counter of every write recorded but reads (holdings.go).
+	starts map[string][]start
+	known  map[string]bool
 }
 
 func newAuditor(lease time.Duration) *auditor {
-	return &auditor{lease: lease, refused: map[string]int64{}, now: map[string]write{}, hook: map[string]shardlease.Lease{}}
+	return &auditor{lease: lease, refused: map[string]int64{}, now: map[string]write{}, hook: map[string]shardlease.Lease{},
+		starts: map[string][]start{}, known: map[string]bool{}}
 }
 
 func hookKey(key string, counter int64) string { return key + "#" + strconv.FormatInt(counter, 10) }
@@ -59,16 +64,32 @@ func hookKey(key string, counter int64) string { return key + "#" + strconv.Form
 func (a *auditor) onWrite(op string, before, after shardlease.Lease) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if op == "request handoff" || op == "withdraw handoff" || op == "note" {
-		return // does not bump the counter
+	if op == "request handoff" || op == "withdraw handoff" || op == "note" || isSpecialKey(after.Key.String()) {
+		return // does not bump the counter, or no lease row
 	}
 	a.hook[hookKey(after.Key.String(), after.Counter)] = before
 }
 
+// isSpecialKey reports whether key names a row that is no lease: a worker
+// row ("stream:@owner"), or a row of the stream's own ("stream:#identity",
+// the fence floor "stream:#fence"): the part after the colon starts with
+// '@' or '#', which no shard id does.
+func isSpecialKey(key string) bool {
+	_, rest, ok := strings.Cut(key, ":")
+	return !ok || strings.HasPrefix(rest, "@") || strings.HasPrefix(rest, "#")
+}
+
 func (a *auditor) record(w write) {
+	if isSpecialKey(w.key) {
+		return
+	}
 	w.at = time.Now()
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	a.began(w)
+	if w.op != "observed" && w.op != "handoff" {
+		a.known[hookKey(w.key, w.counter)] = true
+	}
 	a.writes = append(a.writes, w)
 	if cur, ok := a.now[w.key]; !ok || w.counter > cur.counter || w.counter == cur.counter && w.op == "handoff" {
 		a.now[w.key] = w
@@ -199,8 +220,8 @@ func (d *auditDynamo) PutItem(ctx context.Context, in *dynamodb.PutItemInput, o 
 }
 
 func (d *auditDynamo) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
-	if strings.Contains(avString(in.Key["lease_key"]), ":@") {
-		return d.DynamoDBAPI.UpdateItem(ctx, in, o...) // a worker row, not a lease
+	if isSpecialKey(avString(in.Key["lease_key"])) {
+		return d.DynamoDBAPI.UpdateItem(ctx, in, o...) // a worker row, the fence floor: not a lease
 	}
 	vals := in.ExpressionAttributeValues
 	op := "acquire"
@@ -253,7 +274,7 @@ func (d *auditDynamo) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInp
 // of its caller's whose reply was lost.
 func (d *auditDynamo) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
 	out, err := d.DynamoDBAPI.GetItem(ctx, in, o...)
-	if err == nil && len(out.Item) > 0 && !strings.Contains(avString(out.Item["lease_key"]), ":@") {
+	if err == nil && len(out.Item) > 0 && !isSpecialKey(avString(out.Item["lease_key"])) {
 		d.a.observe(out.Item, d.by)
 	}
 	return out, err
@@ -276,7 +297,7 @@ func (d *auditDynamo) Scan(ctx context.Context, in *dynamodb.ScanInput, o ...fun
 // observeAll records the lease rows of a listing; worker rows are not leases.
 func (a *auditor) observeAll(rows []map[string]dynamotypes.AttributeValue, by string) {
 	for _, row := range rows {
-		if !strings.Contains(avString(row["lease_key"]), ":@") {
+		if !isSpecialKey(avString(row["lease_key"])) {
 			a.observe(row, by)
 		}
 	}
@@ -285,7 +306,7 @@ func (a *auditor) observeAll(rows []map[string]dynamotypes.AttributeValue, by st
 // observe records a row as it was read: the owner its counter goes with.
 func (a *auditor) observe(row map[string]dynamotypes.AttributeValue, by string) {
 	n, err := strconv.ParseInt(avNumber(row["lease_counter"]), 10, 64)
-	if err != nil || !strings.Contains(avString(row["lease_key"]), ":") {
+	if err != nil || isSpecialKey(avString(row["lease_key"])) {
 		return
 	}
 	a.record(write{key: avString(row["lease_key"]), op: "observed", by: by, claimCtr: -1,

@@ -48,7 +48,8 @@ type Result struct {
 	RunErrors                  int // Run returned an error for a worker that was not crashed
 	Unknown                    int // handled records never produced
 	AppliedTwice               int // effects the fenced sink holds more than once
-	StaleSinkAccepted          int // sink writes accepted below a token accepted before
+	StaleSinkAccepted          int // sink writes accepted below a token, or after a later holding's write, accepted before
+	LiveRefused                int // sink refusals of a write by the latest holding of its shard (the table's order)
 	SinkMissing                int // records handled whose effect is not in the sink
 	SinkRefused, SinkSkipped   int // writes the sink refused for their token; records it passed over as applied
 	Drained                    bool
@@ -330,6 +331,7 @@ func (r *Result) Table() string {
 	row("held shards showing lag once drained (Status, rows)", r.StalledAtRest, ok(r.StalledAtRest == 0))
 	row("fenced sink: effects applied twice", r.AppliedTwice, ok(r.AppliedTwice == 0))
 	row("  stale sink writes accepted (token below one accepted)", r.StaleSinkAccepted, ok(r.StaleSinkAccepted == 0))
+	row("  live holder refused (latest holding of the shard)", r.LiveRefused, ok(r.LiveRefused == 0))
 	row("  records handled whose effect is missing", r.SinkMissing, ok(r.SinkMissing == 0))
 	row("  writes refused for their token (a newer holder wrote)", r.SinkRefused, "")
 	row("  records passed over as applied already", r.SinkSkipped, "")
@@ -338,8 +340,8 @@ func (r *Result) Table() string {
 	if r.Unknown > 0 {
 		row("handled records never produced (failed puts that landed)", r.Unknown, "")
 	}
-	fmt.Fprintf(&b, "\nsummary: produced %d, lost %d, overlaps %d, untaken max %v (bound %v), effects applied twice %d, stale sink writes accepted %d\n", r.Produced, r.Lost, r.Overlaps,
-		r.UntakenMax.Round(10*time.Millisecond), r.UntakenBound, r.AppliedTwice, r.StaleSinkAccepted)
+	fmt.Fprintf(&b, "\nsummary: produced %d, lost %d, overlaps %d, untaken max %v (bound %v), effects applied twice %d, stale sink writes accepted %d, live holder refused %d\n", r.Produced, r.Lost, r.Overlaps,
+		r.UntakenMax.Round(10*time.Millisecond), r.UntakenBound, r.AppliedTwice, r.StaleSinkAccepted, r.LiveRefused)
 	r.streamsSummary(&b)
 	fmt.Fprintf(&b, "\nresult: %s", ok(r.OK()))
 	if !r.OK() {
