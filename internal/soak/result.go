@@ -41,6 +41,7 @@ type Result struct {
 	FrozenOverlaps             int // left out: the other side's worker was frozen (a pause)
 	DupDeaf                    int // duplicates after a handler that ignored its context
 	DupLanes                   int // duplicates above the watermark of a worker with lanes
+	DupRewind                  int // duplicates read again after a rewind to a time before them
 	Keys, KeysOutOfOrder       int
 	HeldAtEnd                  int // leases still held after every worker stopped
 	BuffersAtEnd               int // workers whose readers still hold records once Run returned
@@ -184,6 +185,8 @@ func (s *soak) recordAudit(r *Result, ids []string, problem func(string, ...any)
 			troubled := first.by.troubled[first.stream+":"+first.shard]
 			first.by.mu.Unlock()
 			switch {
+			case s.rewoundAgain(id, h.stream, h.at):
+				r.DupRewind++ // an operator moved the stream back before it
 			case h.afterPause || first.afterPause:
 				r.DupPause++ // a frozen worker went on with its batch in hand
 			case first.deaf || h.deaf:
@@ -316,6 +319,7 @@ func (r *Result) Table() string {
 	row("  explained: producer retried the put", r.DupProducer, "")
 	row("  explained: first handler ignored its context (abandoned)", r.DupDeaf, "")
 	row("  explained: above the lanes' watermark at a stop", r.DupLanes, "")
+	row("  explained: read again after a rewind to before it", r.DupRewind, "")
 	row("  unexplained", r.DupUnexplained, ok(r.DupUnexplained == 0))
 	row("checkpoints moved backwards", r.Regressions, ok(r.Regressions == 0))
 	row("holder writes audited (renew, checkpoint, release)", r.WritesAudited, "")

@@ -292,10 +292,12 @@ type soak struct {
 	produced  []string              // ids in write order
 	keyOf     map[string]string     // id → partition key
 	seqOf     map[string]string
-	retried   map[string]bool // ids whose put was retried
-	nonHolder []string        // batches handed to a worker not holding the lease
-	badDead   []string        // records dead-lettered that are not poison
-	unknown   int             // handled records with an id never produced
+	retried   map[string]bool      // ids whose put was retried
+	putAt     map[string]time.Time // id → when its put returned
+	rewinds   []rewound            // the operator's rewinds (rewind.go)
+	nonHolder []string             // batches handed to a worker not holding the lease
+	badDead   []string             // records dead-lettered that are not poison
+	unknown   int                  // handled records with an id never produced
 
 	// running handler calls by row ("stream:shard"); overlaps counts calls
 	// entered while another one of the same shard of the same stream ran (deafOverlaps: one of them ignored
@@ -319,7 +321,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, 0x50a4)),
 		audit:   newAuditor(cfg.Lease),
 		handled: map[string][]handling{}, keyOrder: map[string][]string{}, running: map[string][]*running{},
-		keyOf: map[string]string{}, seqOf: map[string]string{}, retried: map[string]bool{}, overlapsOf: map[string]int{},
+		keyOf: map[string]string{}, seqOf: map[string]string{}, retried: map[string]bool{}, overlapsOf: map[string]int{}, putAt: map[string]time.Time{},
 	}
 	if cfg.Group {
 		return s.runGroup(ctx)
@@ -804,6 +806,7 @@ func (s *soak) putRetrying(ctx context.Context, stream, id, key, data string, ev
 			s.mu.Lock()
 			s.produced = append(s.produced, id)
 			s.seqOf[id] = aws.ToString(out.SequenceNumber)
+			s.putAt[id] = time.Now()
 			landed(out)
 			s.mu.Unlock()
 			return
@@ -871,8 +874,8 @@ type event struct {
 
 // faultEvents draws the faults of both modes over window: crashes and
 // coordinator crashes, the mode's own from extra (given the number of
-// crashes), pauses and drains, and a split at a third of the window and a
-// merge at two thirds. extra draws from s.rng between the crashes and the
+// crashes), pauses, drains and rewinds, and a split at a third of the
+// window and a merge at two thirds. extra draws from s.rng between the crashes and the
 // pauses: the order of the draws is the schedule a seed makes.
 func (s *soak) faultEvents(window time.Duration, extra func(n int) []event) []event {
 	cfg := s.cfg
@@ -891,6 +894,7 @@ func (s *soak) faultEvents(window time.Duration, extra func(n int) []event) []ev
 	for range max(1, n/3) {
 		evs = append(evs, event{at: s.jitter(window), kind: EvDrain, slot: s.rng.IntN(cfg.Workers), d: cfg.Lease/2 + time.Duration(s.rng.Float64()*float64(cfg.Lease))})
 	}
+	evs = append(evs, s.rewindEvents(window, n)...)
 	return append(evs, event{at: window / 3, kind: EvSplit}, event{at: window * 2 / 3, kind: EvMerge})
 }
 
@@ -917,6 +921,8 @@ func (s *soak) inject(ctx context.Context, evs []event, own func(ev event)) {
 			}
 		case EvDrain:
 			s.drainForRestart(ctx, ev.slot, ev.d)
+		case EvRewind:
+			s.operator.Go(func() { s.rewind(ctx, ev) })
 		case EvPause:
 			s.mu.Lock()
 			inc := s.slots[ev.slot]
