@@ -32,6 +32,7 @@ type write struct {
 	counter    int64
 	checkpoint string
 	at         time.Time // when the audit saw the store accept it
+	gen        int       // the row's generation: how often it was deleted before
 }
 
 // auditor keeps the store's record of every accepted write, the writes it
@@ -51,14 +52,28 @@ type auditor struct {
 	// key/counter of every write recorded but reads (holdings.go).
 	starts map[string][]start
 	known  map[string]bool
+	// gens counts the deletions of each row: a row made again may start
+	// its counter again, so the audit keys counters by generation too.
+	gens map[string]int
 }
 
 func newAuditor(lease time.Duration) *auditor {
 	return &auditor{lease: lease, refused: map[string]int64{}, now: map[string]write{}, hook: map[string]shardlease.Lease{},
-		starts: map[string][]start{}, known: map[string]bool{}}
+		starts: map[string][]start{}, known: map[string]bool{}, gens: map[string]int{}}
 }
 
-func hookKey(key string, counter int64) string { return key + "#" + strconv.FormatInt(counter, 10) }
+// hookKey names the write of a row's generation gen that produced counter.
+func hookKey(key string, gen int, counter int64) string {
+	return key + "#" + strconv.Itoa(gen) + "#" + strconv.FormatInt(counter, 10)
+}
+
+// deleted records that key's row was deleted: its next writes are of a new
+// generation.
+func (a *auditor) deleted(key string) {
+	a.mu.Lock()
+	a.gens[key]++
+	a.mu.Unlock()
+}
 
 // onWrite is MemoryStore's OnWrite hook (fake world).
 func (a *auditor) onWrite(op string, before, after shardlease.Lease) {
@@ -67,7 +82,7 @@ func (a *auditor) onWrite(op string, before, after shardlease.Lease) {
 	if op == "request handoff" || op == "withdraw handoff" || op == "note" || isSpecialKey(after.Key.String()) {
 		return // does not bump the counter, or no lease row
 	}
-	a.hook[hookKey(after.Key.String(), after.Counter)] = before
+	a.hook[hookKey(after.Key.String(), a.gens[after.Key.String()], after.Counter)] = before
 }
 
 // isSpecialKey reports whether key names a row that is no lease: a worker
@@ -86,12 +101,13 @@ func (a *auditor) record(w write) {
 	w.at = time.Now()
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	w.gen = a.gens[w.key]
 	a.began(w)
 	if w.op != "observed" && w.op != "handoff" {
-		a.known[hookKey(w.key, w.counter)] = true
+		a.known[hookKey(w.key, w.gen, w.counter)] = true
 	}
 	a.writes = append(a.writes, w)
-	if cur, ok := a.now[w.key]; !ok || w.counter > cur.counter || w.counter == cur.counter && w.op == "handoff" {
+	if cur, ok := a.now[w.key]; !ok || w.gen > cur.gen || w.gen == cur.gen && (w.counter > cur.counter || w.counter == cur.counter && w.op == "handoff") {
 		a.now[w.key] = w
 	}
 }
@@ -339,7 +355,7 @@ func (a *auditor) fencing(fake bool) (checked, stale int, examples []string) {
 	ownerAt := map[string]string{} // key#counter → owner after the write
 	for _, w := range a.writes {
 		if w.op != "handoff" {
-			ownerAt[hookKey(w.key, w.counter)] = w.owner
+			ownerAt[hookKey(w.key, w.gen, w.counter)] = w.owner
 		}
 	}
 	for _, w := range a.writes {
@@ -347,11 +363,11 @@ func (a *auditor) fencing(fake bool) (checked, stale int, examples []string) {
 			continue
 		}
 		checked++
-		prev, ok := ownerAt[hookKey(w.key, w.claimCtr)]
+		prev, ok := ownerAt[hookKey(w.key, w.gen, w.claimCtr)]
 		bad := !ok || prev != w.claimOwner || w.counter != w.claimCtr+1
 		if fake {
 			// MemoryStore's own record of the row before the write.
-			before, ok := a.hook[hookKey(w.key, w.counter)]
+			before, ok := a.hook[hookKey(w.key, w.gen, w.counter)]
 			bad = bad || !ok || before.Owner != w.claimOwner || before.Counter != w.claimCtr
 		}
 		if bad {
@@ -369,10 +385,11 @@ func (a *auditor) fencing(fake bool) (checked, stale int, examples []string) {
 // write that may move it back.
 func (a *auditor) regressions() (n int, examples []string) {
 	a.mu.Lock()
-	byKey := map[string][]write{}
+	byKey := map[string][]write{} // by row and generation
 	for _, w := range a.writes {
 		if w.op != "handoff" && w.op != "observed" {
-			byKey[w.key] = append(byKey[w.key], w)
+			k := w.key + "#" + strconv.Itoa(w.gen)
+			byKey[k] = append(byKey[k], w)
 		}
 	}
 	a.mu.Unlock()

@@ -43,7 +43,7 @@ func (a *auditor) began(w write) {
 	switch w.op {
 	case "acquire":
 	case "observed":
-		if w.owner == "" || a.known[hookKey(w.key, w.counter)] {
+		if w.owner == "" || a.known[hookKey(w.key, a.gens[w.key], w.counter)] {
 			return
 		}
 		if n := len(starts); n > 0 && starts[n-1].owner == w.owner {
