@@ -42,6 +42,7 @@ type Result struct {
 	DupDeaf                    int // duplicates after a handler that ignored its context
 	DupLanes                   int // duplicates above the watermark of a worker with lanes
 	DupRewind                  int // duplicates read again after a rewind to a time before them
+	DupReadded                 int // duplicates read again once their stream was added back, its rows deleted
 	Keys, KeysOutOfOrder       int
 	HeldAtEnd                  int // leases still held after every worker stopped
 	BuffersAtEnd               int // workers whose readers still hold records once Run returned
@@ -187,6 +188,8 @@ func (s *soak) recordAudit(r *Result, ids []string, problem func(string, ...any)
 			switch {
 			case s.rewoundAgain(id, h.stream, h.at):
 				r.DupRewind++ // an operator moved the stream back before it
+			case s.readAgain(first, h):
+				r.DupReadded++ // its stream was added back, its rows deleted
 			case h.afterPause || first.afterPause:
 				r.DupPause++ // a frozen worker went on with its batch in hand
 			case first.deaf || h.deaf:
@@ -320,6 +323,9 @@ func (r *Result) Table() string {
 	row("  explained: first handler ignored its context (abandoned)", r.DupDeaf, "")
 	row("  explained: above the lanes' watermark at a stop", r.DupLanes, "")
 	row("  explained: read again after a rewind to before it", r.DupRewind, "")
+	if r.Group {
+		row("  explained: read again, its stream added back (rows deleted)", r.DupReadded, "")
+	}
 	row("  unexplained", r.DupUnexplained, ok(r.DupUnexplained == 0))
 	row("checkpoints moved backwards", r.Regressions, ok(r.Regressions == 0))
 	row("holder writes audited (renew, checkpoint, release)", r.WritesAudited, "")

@@ -38,6 +38,9 @@ func checkRan(t *testing.T, res *soak.Result, err error) {
 	if res.Overlaps != 0 {
 		t.Fatalf("overlaps %d", res.Overlaps)
 	}
+	if res.AppliedTwice != 0 || res.StaleSinkAccepted != 0 || res.LiveRefused != 0 {
+		t.Fatalf("fenced sink: effects applied twice %d, stale writes accepted %d, live holder refused %d", res.AppliedTwice, res.StaleSinkAccepted, res.LiveRefused)
+	}
 }
 
 func check(t *testing.T, res *soak.Result, err error) {
@@ -47,7 +50,7 @@ func check(t *testing.T, res *soak.Result, err error) {
 		t.Fatalf("untaken max %v, bound %v", res.UntakenMax, res.UntakenBound)
 	}
 	for _, kind := range []string{soak.EvCrash, soak.EvCrashCoordinator, soak.EvDrain, soak.EvRestart, soak.EvSplit, soak.EvMerge, soak.EvDeleteFinished, soak.EvSlow, soak.EvShared, soak.EvMixed,
-		soak.EvCrashJoint, soak.EvListsFail, soak.EvJointLeave, soak.EvCapped} {
+		soak.EvCrashJoint, soak.EvListsFail, soak.EvJointLeave, soak.EvCapped, soak.EvRewind, soak.EvDescribeDenied, soak.EvNoDescribe} {
 		if res.Injected[kind] == 0 {
 			t.Errorf("no %q was injected", kind)
 		}
@@ -148,11 +151,17 @@ func checkGroup(t *testing.T, res *soak.Result, err error) {
 	if added.Audited != added.Produced {
 		t.Errorf("added stream %s: %d records audited of %d produced", added.Name, added.Audited, added.Produced)
 	}
-	if removed.AfterRemoval == 0 || removed.HeldAfterRemoval != 0 || removed.EnteredAfterRemoval != 0 {
-		t.Errorf("removed stream %s: %d records after its removal, %d leases held and %d handlers entered past %v",
-			removed.Name, removed.AfterRemoval, removed.HeldAfterRemoval, removed.EnteredAfterRemoval, removed.RemovalBound)
+	if removed.HeldAfterRemoval != 0 || removed.EnteredAfterRemoval != 0 {
+		t.Errorf("removed stream %s: %d leases held and %d handlers entered past %v",
+			removed.Name, removed.HeldAfterRemoval, removed.EnteredAfterRemoval, removed.RemovalBound)
 	}
-	for _, kind := range []string{soak.EvStreamAdded, soak.EvStreamRemoved, soak.EvCrash, soak.EvRestart, soak.EvDrain, soak.EvSplit, soak.EvMerge, soak.EvShared, soak.EvMixed} {
+	// Added back once its rows were deleted, it is read from its start
+	// again: every record it was written is audited.
+	if !removed.Readded || removed.Audited != removed.Produced {
+		t.Errorf("removed stream %s: added back %v, %d records audited of %d produced", removed.Name, removed.Readded, removed.Audited, removed.Produced)
+	}
+	for _, kind := range []string{soak.EvStreamAdded, soak.EvStreamRemoved, soak.EvStreamReadded, soak.EvCrash, soak.EvRestart, soak.EvDrain, soak.EvSplit, soak.EvMerge, soak.EvShared, soak.EvMixed,
+		soak.EvRewind, soak.EvDescribeDenied, soak.EvNoDescribe} {
 		if res.Injected[kind] == 0 {
 			t.Errorf("no %q was injected", kind)
 		}
