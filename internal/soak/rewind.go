@@ -2,7 +2,9 @@ package soak
 
 // Rewinds with handover on the live fleet: an operator moves a stream's
 // progress a few lease durations back (shardlease.Rewind with
-// WithRewindHandover) while every worker reads it, a few times per run. The
+// WithRewindHandover) while every worker reads it, a few times per run,
+// never past a record not handled yet (a rewind moves a shard that has not
+// reached its time forward, skipping records, by design). The
 // leases are taken from their live holders: no two handlers of one shard
 // may run at once (overlaps), no batch may be handed to a worker that no
 // longer holds the lease, and the records that arrived at or after the time
@@ -51,11 +53,8 @@ func (s *soak) rewind(ctx context.Context, ev event) {
 	if s.grp != nil {
 		stream = s.grp.streams[ev.slot]
 	}
-	to := time.Now().Add(-ev.d)
-	if first := s.start.Add(s.cfg.Lease); to.Before(first) {
-		to = first
-	}
 	s.mu.Lock()
+	to := s.rewindTime(stream, time.Now().Add(-ev.d))
 	s.rewinds = append(s.rewinds, rewound{stream: stream, to: to, began: time.Now()})
 	s.mu.Unlock()
 	for attempt := 1; attempt <= rewindAttempts; attempt++ {
@@ -83,6 +82,31 @@ func (s *soak) rewind(ctx context.Context, ev event) {
 		case <-t.C:
 		}
 	}
+}
+
+// rewindTime returns the time a rewind of stream goes back to: back, or
+// earlier when a record of the stream put before it (less a lease, for
+// the time between a put's arrival and its return) was not handled yet. A
+// rewind moves a shard forward too, past the records up to the time, and
+// the soak means to move every shard back only. s.mu is held.
+func (s *soak) rewindTime(stream string, back time.Time) time.Time {
+	for _, id := range s.produced { // in write order
+		if s.streamOfID(id) == stream && len(s.handled[id]) == 0 {
+			if at := s.putAt[id].Add(-s.cfg.Lease); at.Before(back) {
+				back = at
+			}
+			break
+		}
+	}
+	return later(back, s.start) // the stream was made before the start
+}
+
+// later returns the later of a and b.
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // rewindStore returns the store an operator's command writes through: the
