@@ -21,6 +21,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -93,14 +94,6 @@ func (g *groupState) source() []shardlease.StreamSpec {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return slices.Clone(g.specs)
-}
-
-// removedSince returns when the removed stream left the source (zero:
-// not yet).
-func (g *groupState) removedSince() time.Time {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.removeAt
 }
 
 // removalBound is how long after the removal a live worker may still hold
@@ -495,32 +488,7 @@ func (s *soak) groupResult(ctx context.Context, drained bool) *Result {
 		case s.grp.added:
 			sr.Role = fmt.Sprintf("added at %.1fs, from TRIM_HORIZON", s.grp.addedAt.Sub(s.start).Seconds())
 		case s.grp.removed:
-			sr.Role = fmt.Sprintf("removed at %.1fs", s.grp.removeAt.Sub(s.start).Seconds())
-			sr.PastCheckpoint, sr.AfterRemoval = pastCp, afterRm
-			sr.RemovalBound = s.cfg.removalBound()
-			sr.HeldAfterRemoval = len(s.grp.lateHeld)
-			sr.EnteredAfterRemoval = len(s.grp.lateEntered)
-			for _, e := range slices.Sorted(func(yield func(string) bool) {
-				for k := range s.grp.lateHeld {
-					if !yield(k) {
-						return
-					}
-				}
-			}) {
-				problem("lease of the removed stream held %v after its removal: %s", sr.RemovalBound, e)
-			}
-			for i, e := range s.grp.lateEntered {
-				if i < 5 {
-					problem("handler of the removed stream entered past the bound: %s", e)
-				}
-			}
-			if s.grp.removeAt.IsZero() {
-				problem("stream %s was never removed", name)
-			}
-			if !s.grp.readdAt.IsZero() {
-				sr.Role += fmt.Sprintf(", its rows deleted, added back at %.1fs from TRIM_HORIZON", s.grp.readdAt.Sub(s.start).Seconds())
-				sr.Readded = true
-			}
+			s.removedResult(&sr, pastCp, afterRm, problem)
 		}
 		// A removed stream's row may keep the owner of a worker that
 		// crashed holding it: nobody takes it again. A worker that
@@ -546,6 +514,32 @@ func (s *soak) groupResult(ctx context.Context, drained bool) *Result {
 		problem("stream %s was never added", s.grp.added)
 	}
 	return r
+}
+
+// removedResult fills in the removed stream's own figures: its records
+// not audited, and the leases held and handlers entered past the removal
+// bound; and whether it was added back. s.mu is held.
+func (s *soak) removedResult(sr *StreamResult, pastCp, afterRm int, problem func(string, ...any)) {
+	sr.Role = fmt.Sprintf("removed at %.1fs", s.grp.removeAt.Sub(s.start).Seconds())
+	sr.PastCheckpoint, sr.AfterRemoval = pastCp, afterRm
+	sr.RemovalBound = s.cfg.removalBound()
+	sr.HeldAfterRemoval = len(s.grp.lateHeld)
+	sr.EnteredAfterRemoval = len(s.grp.lateEntered)
+	for _, e := range slices.Sorted(maps.Keys(s.grp.lateHeld)) {
+		problem("lease of the removed stream held %v after its removal: %s", sr.RemovalBound, e)
+	}
+	for i, e := range s.grp.lateEntered {
+		if i < 5 {
+			problem("handler of the removed stream entered past the bound: %s", e)
+		}
+	}
+	if s.grp.removeAt.IsZero() {
+		problem("stream %s was never removed", sr.Name)
+	}
+	if !s.grp.readdAt.IsZero() {
+		sr.Role += fmt.Sprintf(", its rows deleted, added back at %.1fs from TRIM_HORIZON", s.grp.readdAt.Sub(s.start).Seconds())
+		sr.Readded = true
+	}
 }
 
 // crashedOwner reports whether an incarnation with that owner id crashed.

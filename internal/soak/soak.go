@@ -471,18 +471,7 @@ func (s *soak) launch(slot int) {
 	mk := func(service string, stream uint64) *injector {
 		return &injector{service: service, rate: rate, counts: &s.counts, rng: rand.New(rand.NewPCG(cfg.Seed^stream, uint64(slot)<<32|uint64(gen))), crashed: &inc.crashed, freeze: &inc.freeze, scansFail: &inc.scansFail}
 	}
-	var store shardlease.LeaseStore
-	if cfg.Dynamo != nil {
-		audited := &auditDynamo{DynamoDBAPI: cfg.Dynamo, a: s.audit, by: inc.id}
-		ds, err := shardlease.NewDynamoStore(&faultDynamo{next: audited, in: mk("dynamodb", 1)}, cfg.Table)
-		if err != nil {
-			panic(err) // the table name was validated by CreateTable
-		}
-		store = ds
-	} else {
-		store = &faultStore{next: &auditStore{LeaseStore: s.memory, WorkerStore: s.memory, a: s.audit, by: inc.id}, in: mk("dynamodb", 1)}
-	}
-	store = &troubleStore{LeaseStore: store, inc: inc}
+	store := s.storeFor(inc, mk("dynamodb", 1))
 	s.attachSink(inc, mk("sink dynamodb", 3))
 	kin, mode := s.kinesisFor(&faultKinesis{next: cfg.Kinesis, in: mk("kinesis", 2)}, slot, gen)
 	lease := cfg.Lease
@@ -538,6 +527,23 @@ func (s *soak) launch(slot int) {
 		s.counts.add(EvRestart, 1)
 	}
 	fmt.Fprintf(s.cfg.Events, "%6.1fs start %s (wall clock %+v)\n", s.since(), inc.id, inc.skew.Round(time.Second))
+}
+
+// storeFor returns the lease store of an incarnation: the world's store,
+// through the audit, then the faults of in, then the record of trouble.
+func (s *soak) storeFor(inc *incarnation, in *injector) shardlease.LeaseStore {
+	var store shardlease.LeaseStore
+	if s.cfg.Dynamo != nil {
+		audited := &auditDynamo{DynamoDBAPI: s.cfg.Dynamo, a: s.audit, by: inc.id}
+		ds, err := shardlease.NewDynamoStore(&faultDynamo{next: audited, in: in}, s.cfg.Table)
+		if err != nil {
+			panic(err) // the table name was validated by CreateTable
+		}
+		store = ds
+	} else {
+		store = &faultStore{next: &auditStore{LeaseStore: s.memory, WorkerStore: s.memory, a: s.audit, by: inc.id}, in: in}
+	}
+	return &troubleStore{LeaseStore: store, inc: inc}
 }
 
 // troubleStore marks the shards on which a write of the incarnation failed:
@@ -671,20 +677,27 @@ func (s *soak) handler(inc *incarnation) shardlease.Handler {
 		if err := s.applyToSink(ctx, inc, b); err != nil {
 			return err // refused: a newer holder wrote; not handled here
 		}
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		for _, r := range b.Records {
-			id := string(r.Data)
-			if _, ok := s.keyOf[id]; !ok {
-				s.unknown++
-				continue
-			}
-			if len(s.handled[id]) == 0 {
-				s.keyOrder[r.PartitionKey] = append(s.keyOrder[r.PartitionKey], id)
-			}
-			s.handled[id] = append(s.handled[id], handling{by: inc, stream: b.Stream, shard: b.ShardID, seq: r.SequenceNumber, at: at, afterPause: woke, deaf: deaf})
-		}
+		s.handledBatch(b, handling{by: inc, stream: b.Stream, shard: b.ShardID, at: at, afterPause: woke, deaf: deaf})
 		return nil
+	}
+}
+
+// handledBatch records the records of b as handled, each as h with its
+// sequence number.
+func (s *soak) handledBatch(b *shardlease.Batch, h handling) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, r := range b.Records {
+		id := string(r.Data)
+		if _, ok := s.keyOf[id]; !ok {
+			s.unknown++
+			continue
+		}
+		if len(s.handled[id]) == 0 {
+			s.keyOrder[r.PartitionKey] = append(s.keyOrder[r.PartitionKey], id)
+		}
+		h.seq = r.SequenceNumber
+		s.handled[id] = append(s.handled[id], h)
 	}
 }
 
