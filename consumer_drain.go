@@ -2,7 +2,6 @@ package shardlease
 
 import (
 	"context"
-	"strings"
 	"time"
 
 	"github.com/shardlease/shardlease/internal/balance"
@@ -26,9 +25,6 @@ import (
 // A drain is asked for by Drain, or through the table: a `drain` note on a
 // row this worker holds (the CLI's drain command writes one on each row of
 // the worker), which its next renewal returns.
-
-// noteDrain starts the note that asks the holder to drain.
-const noteDrain = "drain"
 
 // drainer carries drain requests to Run's scheduler. Made by NewConsumer.
 type drainer struct {
@@ -73,13 +69,6 @@ func (c *Consumer) Drain(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-}
-
-// isDrainNote reports whether a note a renewal returned asks this worker to
-// drain.
-func isDrainNote(note string) bool {
-	f := strings.Fields(note)
-	return len(f) > 0 && f[0] == noteDrain
 }
 
 // drainAll is a drain (see the top of this file), bounded by the shutdown

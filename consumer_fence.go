@@ -3,23 +3,23 @@ package shardlease
 // This file is the fencing token a handler hands to its sink, so that the
 // sink itself can refuse the writes of a holder that lost its lease.
 //
-// The source is the lease counter. Every write to a row bumps it, and a
-// taker's acquire is conditional on the counter it observed, so the counter
-// an acquire writes is above every counter any earlier holder wrote. A
-// holding's token is the counter of the acquire that began it (a lease
-// received by handoff begins with one too): fixed for the holding, and
-// strictly greater for every later holding of the row.
-//
-// Counters restart where a row is made again. A re-created stream's rows
-// are deleted by adopt-stream (ResetStream) and made anew, so the token
-// leads with the stream's incarnation: its creation time, which a
-// re-created stream has later. Rewind and the imports write through the
-// fenced writes, bumping the counter, so tokens keep growing across them.
-// What no token can survive is a row deleted by hand, or a new lease table,
-// within one incarnation of the stream: the counter starts again at zero,
-// the new holder's tokens are lower than those a sink kept, and the sink
-// refuses them until an operator clears the shard's fence there. That
-// errs on the safe side (the shard stalls, no effect is applied twice).
+// A holding's token is the counter of the acquire that began it (a lease
+// received by handoff begins with one too), led by the stream's epoch:
+// fixed for the holding. Both come from the lease table alone. The stores
+// of this package reserve every acquire's counter from the stream's fence
+// floor row, which only grows and which no deletion removes, and write the
+// floor's epoch beside it (see lease_floor.go); so every later holding of a
+// shard has a greater token than every earlier one, whichever worker holds
+// it and whatever that worker could learn from Kinesis, across handoffs,
+// rewinds and imports (fenced writes that bump the counter), rows deleted
+// and made again, and re-created streams (whose later creation time the
+// floor's epoch takes). What no token survives is a new lease table (or the
+// floor row deleted by hand): counters start again at zero, the new holder's
+// tokens are lower than those a sink kept, and the sink refuses them until
+// an operator clears the shard's fence there. That errs on the safe side
+// (the shard stalls, no effect is applied twice). Over a store that keeps
+// no floor, a token is the row's counter led by the epoch the worker learnt
+// itself, and orders only while the row lives.
 
 import (
 	"cmp"
@@ -71,7 +71,7 @@ func (s *ShardStop) Fence() FenceToken { return s.r.fence() }
 // fence returns the runner's token: the stream's incarnation and the
 // counter of the acquire that made the lease the runner's.
 func (r *leaseRunner) fence() FenceToken {
-	return FenceToken{stream: r.key.Stream, shard: r.shard, epoch: r.m.epoch.Load(), counter: r.taken.counter}
+	return FenceToken{stream: r.key.Stream, shard: r.shard, epoch: r.taken.epoch, counter: r.taken.counter}
 }
 
 // Stream returns the stream of the token's shard.
@@ -179,9 +179,12 @@ func (r Record) FencePosition() string {
 // epochOf is a stream incarnation as a token leads with it.
 func epochOf(id StreamIdentity) int64 { return max(id.Created.UnixMilli(), 0) }
 
-// fenceEpoch is the stream's incarnation for the tokens of a consumer's
-// holdings: set by the scheduler once it checked the stream's identity at
-// start, before any lease is taken; zero when the identity is not known.
+// fenceEpoch is the stream's incarnation as this worker learnt it: set by
+// the scheduler once it checked the stream's identity at start, before any
+// lease is taken; zero when the identity is not known. A holding's token
+// leads with the fence floor's epoch its acquire read, which is at least
+// this (see holdingEpoch); this one counts alone only over a store that
+// keeps no floor.
 type fenceEpoch struct{ atomic.Int64 }
 
 // learn records the stream's identity as checked.

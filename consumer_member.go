@@ -306,3 +306,13 @@ func (sc *scheduler) stopStreams(stop func(stream string) bool, cause stopCause,
 		r.stopFor(cause)
 	}
 }
+
+// learntEpoch is the epoch m's worker learnt from Kinesis (0 when it could
+// not, or for a nil member): an acquire raises the stream's fence floor to
+// it (see withKnownEpoch).
+func (m *member) learntEpoch() int64 {
+	if m == nil {
+		return 0
+	}
+	return m.epoch.Load()
+}

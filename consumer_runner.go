@@ -119,7 +119,7 @@ func newLeaseRunner(c *Consumer, l Lease, fromStart bool, written time.Time) *le
 	}
 	r := &leaseRunner{
 		c: c, m: c.set.of(id), id: id, shard: key.Shard, key: key, fromStart: fromStart,
-		taken:    taken{checkpoint: l.Checkpoint, sub: l.SubSequence, start: l.Start, counter: l.Counter},
+		taken:    taken{checkpoint: l.Checkpoint, sub: l.SubSequence, start: l.Start, counter: l.Counter, epoch: holdingEpoch(l, c.set.of(id).learntEpoch())},
 		log:      log,
 		leaseCtx: ctx, leaseCancel: cancel,
 		k:        newKeeper(l, c.cfg.cutoff(written), written),
@@ -263,4 +263,5 @@ type taken struct {
 	sub        int64
 	start      Start
 	counter    int64 // the acquire's: the holding's fencing token
+	epoch      int64 // the stream epoch the token leads with
 }

@@ -189,7 +189,7 @@ func (sc *scheduler) loop(ctx context.Context) error {
 				return err
 			}
 		case n := <-c.notes:
-			if isDrainNote(n.text) { // asked through the table (shardlease drain)
+			if balance.IsDrainNote(n.text) { // asked through the table (shardlease drain)
 				return sc.drained(ctx, nil)
 			}
 			sc.onNote(n)
@@ -675,7 +675,7 @@ func (sc *scheduler) take(ctx context.Context, l Lease, asked bool, byShard map[
 	c := sc.c
 	me := c.cfg.identity
 	sent := time.Now()
-	actx, cancel := c.storeCtx(WithHolderLeaseDuration(ctx, c.cfg.leaseDuration))
+	actx, cancel := c.storeCtx(withKnownEpoch(WithHolderLeaseDuration(ctx, c.cfg.leaseDuration), c.set.of(l.Key.Shard).learntEpoch()))
 	got, err := c.store.Acquire(actx, l.Key, me, l.Counter)
 	cancel()
 	if err != nil {

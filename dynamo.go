@@ -54,6 +54,8 @@ type DynamoStore struct {
 
 	bareMu sync.Mutex
 	bare   map[string]bool // shard ids of bare rows; nil until read (see bareShards)
+
+	floors floorSteps // the fence floors as the table last showed them
 }
 
 var (
@@ -395,6 +397,7 @@ func (s *DynamoStore) scanRows(ctx context.Context, what, named, workersOf strin
 		for _, item := range page.Items {
 			k, _ := item[attrKey].(*types.AttributeValueMemberS)
 			if k != nil && isIdentityKey(k.Value) {
+				s.sawFloorRow(k.Value, item)
 				continue
 			}
 			if w, ok, err := decodeWorker(item, workersOf); ok {
@@ -509,32 +512,60 @@ func (s *DynamoStore) update(ctx context.Context, key LeaseKey, in *dynamodb.Upd
 	return row, false, exists, err
 }
 
-// Acquire implements LeaseStore. When the acquired row has no checkpoint,
-// the shard's bare row of an earlier release is consulted (see
-// WithLegacyStream): its checkpoint is adopted into the returned lease, or
-// the lease is released again and an UnattributedLegacyRowError returned.
+// Acquire implements LeaseStore. It first reserves the counter it writes
+// from the stream's fence floor row (see lease_floor.go): one UpdateItem
+// there, then the conditional UpdateItem on the lease row. A free row is
+// taken whatever counter was observed, as long as its counter is below the
+// one reserved; a free row whose counter passed it is read again and
+// tried once more. When the acquired row has no checkpoint, the shard's
+// bare row of an earlier release is consulted (see WithLegacyStream): its
+// checkpoint is adopted into the returned lease, or the lease is released
+// again and an UnattributedLegacyRowError returned.
 func (s *DynamoStore) Acquire(ctx context.Context, key LeaseKey, owner string, observed int64) (Lease, error) {
-	vals := map[string]types.AttributeValue{":owner": str(owner), ":observed": num(observed), ":one": num(1)}
-	update := "SET lease_owner = :owner, lease_counter = lease_counter + :one REMOVE handoff_to, lease_expiry, lease_duration, lease_note"
+	if owner == "" {
+		return Lease{}, s.fail("acquire", key, errorf("%w: owner id is empty", ErrInvalidConfig))
+	}
+	for attempt := 1; ; attempt++ {
+		f, err := s.reserve(ctx, key, observed)
+		if err != nil {
+			return Lease{}, s.fail("acquire", key, err)
+		}
+		var seen Lease
+		l, err := s.acquire(ctx, key, owner, f.counter, s.acquireInput(ctx, owner, observed, f), func(row Lease) error {
+			seen = row
+			return errorf("%w: held by %q at counter %d, observed %d", ErrLeaseHeld, row.Owner, row.Counter, observed)
+		})
+		if err == nil || attempt == 2 || seen.Owner != "" || seen.Key != key {
+			return l, err
+		}
+		observed = seen.Counter // free, its counter moved past the reservation
+	}
+}
+
+// acquireInput is the UpdateItem of an acquire observed at observed that
+// writes the reserved floor f.
+func (s *DynamoStore) acquireInput(ctx context.Context, owner string, observed int64, f fenceFloor) *dynamodb.UpdateItemInput {
+	vals := map[string]types.AttributeValue{":owner": str(owner), ":observed": num(observed), ":c": num(f.counter), ":e": num(f.epoch)}
+	set := "SET lease_owner = :owner, lease_counter = :c, " + attrFenceEpoch + " = :e"
+	remove := " REMOVE handoff_to, lease_expiry, lease_duration, lease_note"
 	if d := HolderLeaseDuration(ctx); d > 0 {
-		update = "SET lease_owner = :owner, lease_counter = lease_counter + :one, lease_duration = :dur REMOVE handoff_to, lease_expiry, lease_note"
+		set += ", lease_duration = :dur"
+		remove = " REMOVE handoff_to, lease_expiry, lease_note"
 		vals[":dur"] = durationAttr(d)
 	}
-	return s.acquire(ctx, key, owner, observed, &dynamodb.UpdateItemInput{
-		ConditionExpression:       aws.String("attribute_exists(lease_key) AND (attribute_not_exists(lease_owner) OR lease_counter = :observed)"),
-		UpdateExpression:          aws.String(update),
+	return &dynamodb.UpdateItemInput{
+		ConditionExpression:       aws.String("attribute_exists(lease_key) AND ((attribute_not_exists(lease_owner) AND lease_counter < :c) OR lease_counter = :observed)"),
+		UpdateExpression:          aws.String(set + remove),
 		ExpressionAttributeValues: vals,
-	}, func(row Lease) error {
-		return errorf("%w: held by %q at counter %d, observed %d", ErrLeaseHeld, row.Owner, row.Counter, observed)
-	})
+	}
 }
 
 // acquire runs in, an UpdateItem that makes owner the holder of key's row
-// and moves its counter from observed to observed+1 when its condition
-// holds, and passes the row it wrote to adoptAfterAcquire. A failed
-// condition whose row shows that very write (its reply was lost and its
-// retry failed) counts as done; any other fails with held(row).
-func (s *DynamoStore) acquire(ctx context.Context, key LeaseKey, owner string, observed int64, in *dynamodb.UpdateItemInput, held func(row Lease) error) (Lease, error) {
+// and moves its counter to wrote when its condition holds, and passes the
+// row it wrote to adoptAfterAcquire. A failed condition whose row shows
+// that very write (its reply was lost and its retry failed) counts as done;
+// any other fails with held(row).
+func (s *DynamoStore) acquire(ctx context.Context, key LeaseKey, owner string, wrote int64, in *dynamodb.UpdateItemInput, held func(row Lease) error) (Lease, error) {
 	if owner == "" {
 		return Lease{}, s.fail("acquire", key, errorf("%w: owner id is empty", ErrInvalidConfig))
 	}
@@ -546,7 +577,7 @@ func (s *DynamoStore) acquire(ctx context.Context, key LeaseKey, owner string, o
 		return s.adoptAfterAcquire(ctx, row)
 	case !exists:
 		return Lease{}, s.fail("acquire", key, ErrLeaseNotFound)
-	case row.Owner == owner && row.Counter == observed+1:
+	case row.Owner == owner && row.Counter == wrote:
 		// Our own write, whose reply was lost and whose retry failed.
 		return s.adoptAfterAcquire(ctx, row)
 	}
@@ -558,9 +589,10 @@ func (s *DynamoStore) acquire(ctx context.Context, key LeaseKey, owner string, o
 // ErrLeaseHeld (ErrLeaseNotFound for a missing row). Operators' tools use it
 // so that they change exactly the row they showed: a free row that a
 // consumer took and released meanwhile (its counter moved, and perhaps its
-// checkpoint) is not taken.
+// checkpoint) is not taken. Its holding hands no fence token to a handler,
+// so it reserves none: it moves the counter by one.
 func (s *DynamoStore) AcquireAt(ctx context.Context, key LeaseKey, owner string, counter int64) (Lease, error) {
-	return s.acquire(ctx, key, owner, counter, &dynamodb.UpdateItemInput{
+	return s.acquire(ctx, key, owner, counter+1, &dynamodb.UpdateItemInput{
 		ConditionExpression:       aws.String("lease_counter = :observed"),
 		UpdateExpression:          aws.String("SET lease_owner = :owner, lease_counter = lease_counter + :one REMOVE handoff_to, lease_expiry, lease_duration, lease_note"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{":owner": str(owner), ":observed": num(counter), ":one": num(1)},

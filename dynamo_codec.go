@@ -41,6 +41,8 @@ const (
 	attrStartTime    = "start_timestamp" // N: unix ms, with AT_TIMESTAMP
 	attrStreamARN    = "stream_arn"      // S, on the identity row
 	attrStreamCreate = "stream_created"  // N: unix ns, on the identity row
+	attrFenceCounter = "fence_counter"   // N: the last counter reserved, on the floor row
+	attrFenceEpoch   = "fence_epoch"     // N: unix ms, on the floor row and on each lease row its acquire wrote
 )
 
 // keyAttr is the key of key's row.
@@ -162,7 +164,7 @@ func decodeLease(item map[string]types.AttributeValue) (Lease, error) {
 	r := leaseRow{key: key, item: item}
 	l := Lease{Key: key, SubSequence: -1}
 	for _, decode := range []func(leaseRow, *Lease) error{
-		decodeHolder, decodeProgress, decodeParents, decodeTerms, decodeStart, decodeDuration, decodeLag,
+		decodeHolder, decodeProgress, decodeParents, decodeTerms, decodeStart, decodeDuration, decodeLag, decodeFenceEpoch,
 	} {
 		if err := decode(r, &l); err != nil {
 			return Lease{}, err
@@ -356,6 +358,19 @@ func decodeDuration(r leaseRow, l *Lease) error {
 	}
 	if present {
 		l.Duration = time.Duration(ms) * time.Millisecond
+	}
+	return nil
+}
+
+// decodeFenceEpoch reads the floor epoch the row's last acquire wrote
+// (absent on rows an earlier release acquired: zero).
+func decodeFenceEpoch(r leaseRow, l *Lease) error {
+	e, present, err := r.nonNegativeAttr(attrFenceEpoch, "a non-negative number of milliseconds")
+	if err != nil {
+		return err
+	}
+	if present {
+		l.fenceEpoch = e
 	}
 	return nil
 }

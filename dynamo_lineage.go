@@ -119,14 +119,21 @@ func (s *DynamoStore) RecordStreamIdentity(ctx context.Context, id StreamIdentit
 		Item:                identityItem(id),
 		ConditionExpression: aws.String("attribute_not_exists(lease_key)"),
 	})
-	if err == nil {
-		return StreamIdentity{Stream: id.Stream, ARN: id.ARN, Created: time.Unix(0, id.Created.UnixNano())}, true, nil
-	}
-	if _, ok := condFailed(err); !ok {
+	created := err == nil
+	if _, ok := condFailed(err); err != nil && !ok {
 		return StreamIdentity{}, false, s.fail("record stream identity", key, err)
 	}
-	have, err := s.StreamIdentity(ctx, id.Stream)
-	return have, false, err
+	have := StreamIdentity{Stream: id.Stream, ARN: id.ARN, Created: time.Unix(0, id.Created.UnixNano())}
+	if !created {
+		if have, err = s.StreamIdentity(ctx, id.Stream); err != nil {
+			return StreamIdentity{}, false, err
+		}
+	}
+	// The fence floor's epoch follows the recorded incarnation.
+	if _, err := s.raiseEpoch(ctx, id.Stream, epochOf(have)); err != nil {
+		return StreamIdentity{}, false, s.fail("record stream identity", key, err)
+	}
+	return have, created, nil
 }
 
 // ResetStream implements IdentityStore: a Scan, a DeleteItem per row of the
@@ -142,6 +149,9 @@ func (s *DynamoStore) ResetStream(ctx context.Context, id StreamIdentity) (int, 
 	}
 	n := 0
 	for _, k := range keys {
+		if k == floorKey(id.Stream).String() {
+			continue // the fence floor outlives every incarnation
+		}
 		if _, err := s.client.DeleteItem(ctx, &dynamodb.DeleteItemInput{
 			TableName: aws.String(s.table),
 			Key:       rawKeyAttr(k),
@@ -153,6 +163,9 @@ func (s *DynamoStore) ResetStream(ctx context.Context, id StreamIdentity) (int, 
 		}
 	}
 	if _, err := s.client.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(s.table), Item: identityItem(id)}); err != nil {
+		return n, s.fail("reset stream", key, err)
+	}
+	if _, err := s.raiseEpoch(ctx, id.Stream, epochOf(id)); err != nil {
 		return n, s.fail("reset stream", key, err)
 	}
 	return n, nil

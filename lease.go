@@ -123,6 +123,11 @@ type Lease struct {
 	// Lag is the holder's lag as its last renewal or checkpoint wrote it
 	// (see HolderLag); nil when the last write to the row carried none.
 	Lag *Lag
+
+	// fenceEpoch is the stream epoch of the fence floor the row's last
+	// acquire read (see lease_floor.go); 0 on rows of stores that keep no
+	// floor.
+	fenceEpoch int64
 }
 
 // Held reports whether somebody holds the lease.

@@ -111,9 +111,11 @@ type LineageStore interface {
 }
 
 // LeaseStore keeps the lease rows. Every method takes a context first and
-// honours its cancellation. Every successful write bumps the fencing counter
-// by one and returns the lease as written; the returned lease is the handle
-// for the next write.
+// honours its cancellation. Every successful write moves the fencing
+// counter up (by one, except that an Acquire may move it further, as the
+// stores of this package do to pass the stream's fence floor) and returns
+// the lease as written; the returned lease is the handle for the next
+// write.
 //
 // The context of Acquire, Renew and Checkpoint carries the writer's lease
 // duration (HolderLeaseDuration). A store writes a positive one on the row
@@ -141,7 +143,10 @@ type LeaseStore interface {
 	// or when its counter still equals observed (the counter the caller saw
 	// unchanged for a whole lease duration, or saw when it was asked to take
 	// over). Otherwise it fails with ErrLeaseHeld. A missing row fails with
-	// ErrLeaseNotFound.
+	// ErrLeaseNotFound. The counter it writes is above the row's; the stores
+	// of this package reserve it from the stream's fence floor, so that it is
+	// also above every counter an earlier acquire of the stream wrote, on
+	// any row (see FenceToken).
 	Acquire(ctx context.Context, key LeaseKey, owner string, observed int64) (Lease, error)
 
 	// Renew extends held. It succeeds only while the row's owner and counter

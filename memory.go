@@ -19,6 +19,9 @@ type MemoryStore struct {
 	workers map[string]map[string]int64
 	// identities holds the stream identities, by stream.
 	identities map[string]StreamIdentity
+	// floors holds the fence floors, by stream (see lease_floor.go); no
+	// deletion removes one.
+	floors map[string]fenceFloor
 	// hook, when set, sees every successful write (for tests that audit who
 	// wrote what).
 	hook func(op string, before, after Lease)
@@ -33,7 +36,7 @@ var (
 
 // NewMemoryStore returns an empty store.
 func NewMemoryStore() *MemoryStore {
-	return &MemoryStore{rows: make(map[LeaseKey]Lease), workers: make(map[string]map[string]int64), identities: make(map[string]StreamIdentity)}
+	return &MemoryStore{rows: make(map[LeaseKey]Lease), workers: make(map[string]map[string]int64), identities: make(map[string]StreamIdentity), floors: make(map[string]fenceFloor)}
 }
 
 // OnWrite is a test hook: services do not need it. It registers fn to be
@@ -189,7 +192,9 @@ func (m *MemoryStore) RemoveWorker(ctx context.Context, w Worker) (bool, error) 
 	return true, nil
 }
 
-// Acquire implements LeaseStore.
+// Acquire implements LeaseStore. The counter it writes is reserved from the
+// stream's fence floor (see lease_floor.go): above every counter an earlier
+// acquire of any row of the stream wrote, and above the row's own.
 func (m *MemoryStore) Acquire(ctx context.Context, key LeaseKey, owner string, observed int64) (Lease, error) {
 	if err := ctx.Err(); err != nil {
 		return Lease{}, memErr("acquire", key, err)
@@ -207,8 +212,10 @@ func (m *MemoryStore) Acquire(ctx context.Context, key LeaseKey, owner string, o
 		return Lease{}, memErr("acquire", key, errorf("%w: held by %q at counter %d, observed %d", ErrLeaseHeld, row.Owner, row.Counter, observed))
 	}
 	before := row
+	f := m.reserve(ctx, key.Stream, row.Counter)
 	row.Owner = owner
-	row.Counter++
+	row.Counter = f.counter
+	row.fenceEpoch = f.epoch
 	row.HandoffTo = ""
 	row.Note = ""
 	row.Expiry = time.Time{}
@@ -216,6 +223,29 @@ func (m *MemoryStore) Acquire(ctx context.Context, key LeaseKey, owner string, o
 	row.Lag = nil
 	m.wrote("acquire", before, row)
 	return cloneLease(row), nil
+}
+
+// reserve reserves, under the lock, the counter an acquire of a row of
+// stream at counter writes: above the stream's fence floor and the row's
+// counter. The floor's epoch is raised first to what the acquiring worker
+// knows, or, while it is zero, to the recorded identity's.
+func (m *MemoryStore) reserve(ctx context.Context, stream string, counter int64) fenceFloor {
+	f := m.floors[stream]
+	want := knownEpoch(ctx)
+	if id, ok := m.identities[stream]; ok && want == 0 && f.epoch == 0 {
+		want = epochOf(id)
+	}
+	f.epoch = max(f.epoch, want)
+	f.counter = max(f.counter, counter) + 1
+	m.floors[stream] = f
+	return f
+}
+
+// raiseEpoch raises stream's floor epoch to epoch, under the lock.
+func (m *MemoryStore) raiseEpoch(stream string, epoch int64) {
+	f := m.floors[stream]
+	f.epoch = max(f.epoch, epoch)
+	m.floors[stream] = f
 }
 
 // holds checks the renew/checkpoint/release condition under the lock.
@@ -503,9 +533,11 @@ func (m *MemoryStore) RecordStreamIdentity(ctx context.Context, id StreamIdentit
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if have, ok := m.identities[id.Stream]; ok {
+		m.raiseEpoch(id.Stream, epochOf(have))
 		return have, false, nil
 	}
 	m.identities[id.Stream] = id
+	m.raiseEpoch(id.Stream, epochOf(id))
 	return id, true, nil
 }
 
@@ -529,6 +561,7 @@ func (m *MemoryStore) ResetStream(ctx context.Context, id StreamIdentity) (int, 
 	}
 	delete(m.workers, id.Stream)
 	m.identities[id.Stream] = id
+	m.raiseEpoch(id.Stream, epochOf(id))
 	return n, nil
 }
 

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/shardlease/shardlease"
+	"github.com/shardlease/shardlease/internal/balance"
 )
 
 func init() { commands = append(commands, drainCommand) }
@@ -351,11 +352,11 @@ func (d *drainer) noteHeld(ctx context.Context, res *drainResult) ([]string, err
 		if !slices.Contains(res.Shards, l.Key.Shard) {
 			res.Shards = append(res.Shards, l.Key.Shard)
 		}
-		if strings.HasPrefix(l.Note, "drain") {
+		if balance.IsDrainNote(l.Note) {
 			continue
 		}
 		d.nonceCounter++
-		_, err := d.store.Note(ctx, l, fmt.Sprintf("drain cli-%d", d.nonceCounter))
+		_, err := d.store.Note(ctx, l, balance.DrainNoteText(fmt.Sprintf("cli-%d", d.nonceCounter)))
 		if err != nil && !errors.Is(err, shardlease.ErrLeaseHeld) && !errors.Is(err, shardlease.ErrLeaseNotFound) {
 			return nil, err
 		}

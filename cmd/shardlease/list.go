@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/shardlease/shardlease"
+	"github.com/shardlease/shardlease/internal/balance"
 )
 
 var listCommand = &command{
@@ -521,7 +522,7 @@ func roles(leases []shardlease.Lease) (first shardlease.Lease, deputy string, ok
 			continue
 		}
 		for _, d := range leases {
-			if f := strings.Fields(d.Note); len(f) >= 2 && f[0] == "deputy" && f[1] == l.Key.Shard && d.Owner != "" {
+			if first, ok := balance.DeputyFirst(d.Note); ok && first == l.Key.Shard && d.Owner != "" {
 				return l, d.Owner, true
 			}
 		}

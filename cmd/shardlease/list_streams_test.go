@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -64,12 +65,14 @@ func TestListEveryStream(t *testing.T) {
 		lines := strings.Split(strings.TrimRight(r.stdout, "\n"), "\n")
 		require.Len(t, lines, 11, r.stdout)
 		assert.Equal(t, []string{"STREAM", "SHARD", "OWNER", "COUNTER", "CHECKPOINT", "PARENTS", "HANDOFF", "EXPIRY", "(HOLDER'S", "CLOCK)"}, strings.Fields(lines[0]))
+		// An acquire's counter comes from its stream's fence floor: read it.
+		counter := func(stream string, n int) string { return strconv.FormatInt(f.get(t, key(stream, n)).Counter, 10) }
 		want := [][]string{
-			{a, shard(0), "worker-a", "1", "-", "-", "-", "-"},
+			{a, shard(0), "worker-a", counter(a, 0), "-", "-", "-", "-"},
 			{a, shard(1), "free", "0", "-", "-", "-", "-"},
-			{b, shard(0), "worker-b", "1", "-", "-", "-", "-"},
-			{b, shard(1), "worker-a", "1", "-", "-", "-", "-"},
-			{b, shard(2), "worker-b", "1", "-", "-", "-", "-"},
+			{b, shard(0), "worker-b", counter(b, 0), "-", "-", "-", "-"},
+			{b, shard(1), "worker-a", counter(b, 1), "-", "-", "-", "-"},
+			{b, shard(2), "worker-b", counter(b, 2), "-", "-", "-", "-"},
 			{c, shard(0), "free", "0", "-", shard(9), "-", "-"},
 		}
 		for i, w := range want {
@@ -113,7 +116,7 @@ func TestListEveryStream(t *testing.T) {
 		require.Len(t, lines, 5, r.stdout)
 		assert.Equal(t, "SHARD", strings.Fields(lines[0])[0])
 		for i, owner := range []string{"worker-b", "worker-a", "worker-b"} {
-			assert.Equal(t, []string{shard(i), owner, "1", "-", "-", "-", "-"}, strings.Fields(lines[i+1]))
+			assert.Equal(t, []string{shard(i), owner, strconv.FormatInt(f.get(t, key(b, i)).Counter, 10), "-", "-", "-", "-"}, strings.Fields(lines[i+1]))
 		}
 		assert.Equal(t, "coordinating: worker-b (holds "+shard(0)+", the first readable lease)", lines[4])
 		assert.NotContains(t, r.stdout, a)
@@ -135,7 +138,7 @@ func TestListEveryStream(t *testing.T) {
 		frame := text[strings.LastIndex(text, "every stream, table "):]
 		lines := strings.Split(frame, "\n")
 		assert.Equal(t, []string{"STREAM", "SHARD", "OWNER", "COUNTER", "CHECKPOINT", "BEHIND", "CHECKPOINT", "AGE", "HANDOFF"}, strings.Fields(lines[1]))
-		assert.Equal(t, []string{b, shard(1), "worker-a", "1", "-", "-", "-", "-"}, strings.Fields(lines[5]))
+		assert.Equal(t, []string{b, shard(1), "worker-a", strconv.FormatInt(f.get(t, key(b, 1)).Counter, 10), "-", "-", "-", "-"}, strings.Fields(lines[5]))
 		assert.Equal(t, "stream "+c+": 1 lease, 0 held, owners: -", lines[10])
 	})
 }

@@ -3,8 +3,10 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -206,10 +208,12 @@ func TestList(t *testing.T) {
 		assert.Equal(t, "workers holding no lease: worker-d (counter 2)", lines[7])
 		lines = lines[:5]
 		assert.Equal(t, []string{"SHARD", "OWNER", "COUNTER", "CHECKPOINT", "PARENTS", "HANDOFF", "EXPIRY", "(HOLDER'S", "CLOCK)"}, strings.Fields(lines[0]))
+		// An acquire's counter comes from the stream's fence floor: read it.
+		counter := func(n int) string { return strconv.FormatInt(f.get(t, key(n)).Counter, 10) }
 		want := [][]string{
-			{shard(0), "worker-a", "2", "123/4", "-", "-", "2030-01-02T03:04:05.678Z"},
-			{shard(1), "free", "3", "SHARD_END", "-", "-", "-"},
-			{shard(2), "worker-b", "2", "-", "-", "worker-c", "2030-01-02T03:04:05.678Z"},
+			{shard(0), "worker-a", counter(0), "123/4", "-", "-", "2030-01-02T03:04:05.678Z"},
+			{shard(1), "free", counter(1), "SHARD_END", "-", "-", "-"},
+			{shard(2), "worker-b", counter(2), "-", "-", "worker-c", "2030-01-02T03:04:05.678Z"},
 			{shard(3), "free", "0", "-", shard(0) + "," + shard(1), "-", "-"},
 		}
 		for i, w := range want {
@@ -228,11 +232,11 @@ func TestList(t *testing.T) {
 		require.Equal(t, 0, r.code, r.stderr)
 		s, k := stream, func(n int) string { return stream + ":" + shard(n) }
 		assert.JSONEq(t, `[
-			{"stream":"`+s+`","shard":"`+shard(0)+`","lease_key":"`+k(0)+`","owner":"worker-a","held":true,"counter":2,
+			{"stream":"`+s+`","shard":"`+shard(0)+`","lease_key":"`+k(0)+`","owner":"worker-a","held":true,"counter":`+jsonInt(f.get(t, key(0)).Counter)+`,
 			 "checkpoint":"123","sub_sequence":4,"parents":[],"handoff_to":"","note":"","holder_expiry":"2030-01-02T03:04:05.678Z","start":"","waiting_for_cleanup":false},
-			{"stream":"`+s+`","shard":"`+shard(1)+`","lease_key":"`+k(1)+`","owner":"","held":false,"counter":3,
+			{"stream":"`+s+`","shard":"`+shard(1)+`","lease_key":"`+k(1)+`","owner":"","held":false,"counter":`+jsonInt(f.get(t, key(1)).Counter)+`,
 			 "checkpoint":"SHARD_END","sub_sequence":null,"parents":[],"handoff_to":"","note":"","holder_expiry":null,"start":"","waiting_for_cleanup":true},
-			{"stream":"`+s+`","shard":"`+shard(2)+`","lease_key":"`+k(2)+`","owner":"worker-b","held":true,"counter":2,
+			{"stream":"`+s+`","shard":"`+shard(2)+`","lease_key":"`+k(2)+`","owner":"worker-b","held":true,"counter":`+jsonInt(f.get(t, key(2)).Counter)+`,
 			 "checkpoint":"","sub_sequence":null,"parents":[],"handoff_to":"worker-c","note":"deputy `+shard(0)+` 1","holder_expiry":"2030-01-02T03:04:05.678Z","start":"","waiting_for_cleanup":false},
 			{"stream":"`+s+`","shard":"`+shard(3)+`","lease_key":"`+k(3)+`","owner":"","held":false,"counter":0,
 			 "checkpoint":"","sub_sequence":null,"parents":["`+shard(0)+`","`+shard(1)+`"],"handoff_to":"","note":"","holder_expiry":null,"start":"","waiting_for_cleanup":false}
@@ -377,7 +381,7 @@ func TestRelease(t *testing.T) {
 		close(finished)
 		require.NoError(t, <-renewed)
 		assert.Equal(t, 1, r.code, r.stdout)
-		assert.Contains(t, r.stderr, "counter moved from 1 to 2")
+		assert.Contains(t, r.stderr, fmt.Sprintf("counter moved from %d to %d", held.Counter, held.Counter+1))
 		assert.Contains(t, r.stderr, "holder is alive")
 		assert.Contains(t, r.stderr, "-force")
 
@@ -406,7 +410,7 @@ func TestRelease(t *testing.T) {
 		watched := false
 		r := f.run(t, env{watching: func(shardlease.Lease) { watched = true }}, "release", "-stream", stream, "-shard", shard(2))
 		require.Equal(t, 0, r.code, r.stderr)
-		assert.Equal(t, stream+":"+shard(2)+" is free already (counter 3); nothing changed\n", r.stdout)
+		assert.Equal(t, fmt.Sprintf("%s:%s is free already (counter %d); nothing changed\n", stream, shard(2), f.get(t, key(2)).Counter), r.stdout)
 		assert.NotContains(t, r.stderr, "watching")
 		assert.False(t, watched)
 	})

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/shardlease/shardlease"
+	"github.com/shardlease/shardlease/internal/balance"
 )
 
 var statusCommand = &command{
@@ -198,7 +199,7 @@ func (w *workerStatus) add(l shardlease.Lease) {
 			w.MaxCheckpointMs = &age
 		}
 	}
-	w.Draining = w.Draining || strings.HasPrefix(l.Note, "drain")
+	w.Draining = w.Draining || balance.IsDrainNote(l.Note)
 	if l.HandoffTo != "" {
 		w.HandingOff++
 	}

@@ -20,7 +20,21 @@ const (
 	NoteDeputy = "deputy"
 	NoteLead   = "lead"
 	NoteWatch  = "watch"
+	// NoteDrain starts the note that asks a holder to drain: hand every
+	// lease it holds to the other workers ("drain <nonce>"); the CLI's
+	// drain command writes one on each row of the worker.
+	NoteDrain = "drain"
 )
+
+// DrainNoteText returns the text of a drain note; nonce tells one from the
+// one before.
+func DrainNoteText(nonce string) string { return NoteDrain + " " + nonce }
+
+// IsDrainNote reports whether note asks its reader to drain.
+func IsDrainNote(note string) bool {
+	f := strings.Fields(note)
+	return len(f) > 0 && f[0] == NoteDrain
+}
 
 // Deputies is how many workers watch the first lease, each on a row of
 // its own: any two workers that fail together leave one of the

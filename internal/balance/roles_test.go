@@ -54,6 +54,17 @@ func TestWakeNote(t *testing.T) {
 	}
 }
 
+// The drain note is read by the worker and the CLI through one codec.
+func TestDrainNote(t *testing.T) {
+	assert.True(t, IsDrainNote(DrainNoteText("cli-1")))
+	assert.Equal(t, "drain cli-1", DrainNoteText("cli-1"))
+	for _, note := range []string{"", "wake 1f", "deputy s00 1f", "lead 1f", "drained", " drainage"} {
+		assert.False(t, IsDrainNote(note), "%q", note)
+	}
+	drain, _ := WakeNote(DrainNoteText("x"))
+	assert.False(t, drain, "a drain note wakes nobody to list")
+}
+
 func TestFirstReadable(t *testing.T) {
 	_, ok := FirstReadable(nil)
 	assert.False(t, ok)

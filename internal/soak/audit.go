@@ -312,7 +312,8 @@ func (d *auditDynamo) Scan(ctx context.Context, in *dynamodb.ScanInput, o ...fun
 	return out, err
 }
 
-// observeAll records the lease rows of a listing; worker rows are not leases.
+// observeAll records the lease rows of a listing; worker, identity and
+// fence floor rows are not leases.
 func (a *auditor) observeAll(rows []map[string]dynamotypes.AttributeValue, by string) {
 	for _, row := range rows {
 		if !isSpecialKey(avString(row["lease_key"])) {

@@ -1,0 +1,96 @@
+package shardlease
+
+// This file is the fence floor: one row per stream, "stream:#fence", that
+// orders the fencing tokens of every holding of the stream's shards by the
+// lease table alone.
+//
+// A holding's token is the counter its acquire wrote, led by an epoch. The
+// counter of one row only grows, but a row can be deleted and made again
+// (by hand, by a Group's DeleteRemovedAfter, by adopt-stream), and its
+// counter would start again below the tokens sinks keep. So every acquire
+// of the stores of this package first reserves a counter from the stream's
+// floor row, with one atomic add that returns the floor's new value, and
+// writes that value as the lease's counter. Every reservation is above every
+// earlier one, so a later holding's token is above an earlier holding's on
+// whichever row, made whenever. The floor row is never deleted: ResetStream
+// and DeleteStreamRows keep it.
+//
+// The epoch is the stream's creation time as the table knows it, kept on the
+// floor row and raised, never lowered: by RecordStreamIdentity and
+// ResetStream, by an acquire whose worker knows the stream's identity
+// (passed in the acquire's context), and, while it is zero, from the
+// stream's identity row. So a worker that cannot call DescribeStreamSummary
+// carries the same epoch as one that can; and the epoch of a holding is the
+// one its acquire read, fixed for the holding.
+//
+// The one thing no floor survives is a new lease table (or the floor row
+// deleted by hand): counters start again at zero there.
+
+import (
+	"context"
+	"sync"
+)
+
+// fenceFloor is a stream's floor as one reservation returned it.
+type fenceFloor struct {
+	epoch   int64 // the stream's creation time (unix ms); 0 when the table does not know it
+	counter int64 // the counter reserved: above every earlier reservation
+}
+
+// floorKey is the key of stream's floor row, "stream:#fence". Like the
+// identity row's, its shard part starts with identityMark, so listings
+// never take it for a lease.
+func floorKey(stream string) LeaseKey { return LeaseKey{Stream: stream, Shard: identityMark + "fence"} }
+
+// knownEpochKey carries, in an acquire's context, the stream epoch the
+// acquiring worker learnt from Kinesis.
+type knownEpochKey struct{}
+
+// withKnownEpoch returns ctx carrying epoch, which an acquire raises the
+// stream's floor epoch to when the floor has less.
+func withKnownEpoch(ctx context.Context, epoch int64) context.Context {
+	if epoch <= 0 {
+		return ctx
+	}
+	return context.WithValue(ctx, knownEpochKey{}, epoch)
+}
+
+// knownEpoch returns the epoch withKnownEpoch put in ctx, or 0.
+func knownEpoch(ctx context.Context) int64 {
+	e, _ := ctx.Value(knownEpochKey{}).(int64)
+	return e
+}
+
+// floorSteps remembers the floor counter each stream's floor row last
+// showed this store, so that a reservation adds just enough to pass the
+// row it is for: the reserved counter must be at least observed+1 (a row's
+// counter only grows) and above the floor. A stale memory only makes the
+// add larger than needed; it never makes a reservation smaller than the
+// floor's, which the add itself guarantees.
+type floorSteps struct {
+	mu   sync.Mutex
+	seen map[string]int64 // by stream
+}
+
+// step is what a reservation for a row observed at observed adds to the
+// floor of stream.
+func (f *floorSteps) step(stream string, observed int64) int64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return max(1, observed+1-f.seen[stream])
+}
+
+// saw records a floor counter of stream read from the table.
+func (f *floorSteps) saw(stream string, counter int64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.seen == nil {
+		f.seen = make(map[string]int64)
+	}
+	f.seen[stream] = max(f.seen[stream], counter)
+}
+
+// holdingEpoch is the epoch of the token of a holding that began with l:
+// the floor epoch its acquire read, or, from a store that keeps no floor
+// (its rows carry none), the epoch the worker learnt itself.
+func holdingEpoch(l Lease, learnt int64) int64 { return max(l.fenceEpoch, learnt) }
