@@ -72,14 +72,14 @@ func (s *soak) readdOnceDeleted(ctx context.Context) {
 }
 
 // readAgain reports whether h, a further handling of a record of the
-// removed stream, came after the stream was added back and the first one
+// removed stream, came once the stream was added back and the first one
 // before: the stream is read from its start again, by design. s.mu is held.
 func (s *soak) readAgain(first, h handling) bool {
 	if s.grp == nil || h.stream != s.grp.removed {
 		return false
 	}
 	at := s.grp.readdedAt()
-	return !at.IsZero() && first.at.Before(at) && h.at.After(at)
+	return !at.IsZero() && first.at.Before(at) && !h.at.Before(at) // at once under fake time
 }
 
 // DeleteStreamRows passes a Group's deletion of a removed stream's rows on
