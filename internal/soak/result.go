@@ -179,7 +179,11 @@ func (s *soak) recordAudit(r *Result, ids []string, problem func(string, ...any)
 	}
 	r.Lost = len(lost)
 	if r.Lost > 0 {
-		problem("%d records never handled, e.g. %v", r.Lost, lost[:min(5, len(lost))])
+		byShard := map[string]int{}
+		for _, id := range lost {
+			byShard[s.shardOfID[id]]++
+		}
+		problem("%d records never handled, e.g. %v; by shard %v", r.Lost, lost[:min(5, len(lost))], byShard)
 	}
 
 	// Per partition key, first handlings follow write order.

@@ -35,11 +35,20 @@ type rewound struct {
 }
 
 // rewindEvents draws the run's rewinds over window: how far back each goes
-// (d), and for a group which of the two streams read throughout (slot).
+// (d), and for a group which of the two streams read throughout (slot). In
+// the emulator world they all come before the split (at a third of the
+// window): kinesalite ignores ListShards' ShardFilter, so Rewind starts
+// every shard, closed ones included, at AT_TIMESTAMP, and kinesalite never
+// answers a GetShardIterator AT_TIMESTAMP past a shard's last record: the
+// closed parent would never finish, and its children never start.
 func (s *soak) rewindEvents(window time.Duration, n int) []event {
+	within := window
+	if s.cfg.Dynamo != nil {
+		within = max(window/3-s.cfg.Lease, 2*s.cfg.Lease)
+	}
 	var evs []event
 	for range max(2, n/4) {
-		evs = append(evs, event{at: s.jitter(window), kind: EvRewind, slot: s.rng.IntN(2),
+		evs = append(evs, event{at: s.jitter(within), kind: EvRewind, slot: s.rng.IntN(2),
 			d: s.cfg.Lease/2 + time.Duration(s.rng.Float64()*float64(5*s.cfg.Lease/2))})
 	}
 	return evs

@@ -294,6 +294,7 @@ type soak struct {
 	seqOf     map[string]string
 	retried   map[string]bool      // ids whose put was retried
 	putAt     map[string]time.Time // id → when its put returned
+	shardOfID map[string]string    // id → the shard its put went to
 	rewinds   []rewound            // the operator's rewinds (rewind.go)
 	nonHolder []string             // batches handed to a worker not holding the lease
 	badDead   []string             // records dead-lettered that are not poison
@@ -321,7 +322,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, 0x50a4)),
 		audit:   newAuditor(cfg.Lease),
 		handled: map[string][]handling{}, keyOrder: map[string][]string{}, running: map[string][]*running{},
-		keyOf: map[string]string{}, seqOf: map[string]string{}, retried: map[string]bool{}, overlapsOf: map[string]int{}, putAt: map[string]time.Time{},
+		keyOf: map[string]string{}, seqOf: map[string]string{}, retried: map[string]bool{}, overlapsOf: map[string]int{}, putAt: map[string]time.Time{}, shardOfID: map[string]string{},
 	}
 	if cfg.Group {
 		return s.runGroup(ctx)
@@ -820,6 +821,7 @@ func (s *soak) putRetrying(ctx context.Context, stream, id, key, data string, ev
 			s.produced = append(s.produced, id)
 			s.seqOf[id] = aws.ToString(out.SequenceNumber)
 			s.putAt[id] = time.Now()
+			s.shardOfID[id] = aws.ToString(out.ShardId)
 			landed(out)
 			s.mu.Unlock()
 			return
