@@ -175,14 +175,33 @@ func TestFenceTokenGrowsWithEachHolder(t *testing.T) {
 
 // A holder paused past its lease writes to the sink after the next holder
 // did: the sink refuses it by its token, and every effect is applied once.
+// It holds whichever of the two can describe the stream (the stale one, the
+// live one, or both), so that it does not rest on the stale holder's
+// token leading with the zero epoch.
 func TestFenceStaleHolderRefusedBySink(t *testing.T) {
 	t.Parallel()
+	for _, c := range []struct{ stale, live knowledge }{
+		{describes, describes},
+		{noDescribe, describes},
+		{describes, noDescribe},
+	} {
+		t.Run(fmt.Sprintf("stale %s, live %s", c.stale, c.live), func(t *testing.T) {
+			t.Parallel()
+			staleHolderRefusedBySink(t, c.stale, c.live)
+		})
+	}
+}
+
+// staleHolderRefusedBySink is TestFenceStaleHolderRefusedBySink with the
+// stale holder's and the live holder's knowledge of the stream.
+func staleHolderRefusedBySink(t *testing.T, stale, live knowledge) {
 	worlds(t, 1, func(t *testing.T, w *world) {
 		p := &produced{}
 		sink := newFencedSink()
 		entered, wake := make(chan struct{}), make(chan struct{})
 		var woke atomic.Value
 		var first atomic.Bool
+		var wakeOnce sync.Once
 		sw := &crash.Switch{}
 		aHandler := func(ctx context.Context, b *shardlease.Batch) error {
 			if first.CompareAndSwap(false, true) {
@@ -195,13 +214,15 @@ func TestFenceStaleHolderRefusedBySink(t *testing.T) {
 			return sink.write(b)
 		}
 		w.put(t, p, 20, 4)
-		a := startWorker(t, w, crash.Kinesis(w.kin, sw), crash.Store(w.store, sw), aHandler, w.opts("a")...)
+		a := startWorker(t, w, fenceClient(w, stale, sw), crash.Store(w.store, sw), aHandler, w.opts("a")...)
+		t.Cleanup(func() { wakeOnce.Do(func() { close(wake) }) }) // before a stops, should the test end early
 		<-entered
 		sw.Crash() // a's writes stop landing: its lease expires for b
 
-		b := startWorker(t, w, w.kin, w.store, func(ctx context.Context, bt *shardlease.Batch) error { return sink.write(bt) }, w.opts("b")...)
-		waitFor(t, 30*w.lease, "b applies every record", func() bool { return sink.count() == 20 })
-		close(wake)
+		b := startWorker(t, w, fenceClient(w, live, nil), w.store, func(ctx context.Context, bt *shardlease.Batch) error { return sink.write(bt) }, w.opts("b")...)
+		waitFor(t, 30*w.lease, "b applies every record", func() bool { return sink.count() == 20 || sink.staleRefused() > 0 })
+		require.Zero(t, sink.staleRefused(), "the sink refused the live holder b")
+		wakeOnce.Do(func() { close(wake) })
 		waitFor(t, 10*w.lease, "a's late write", func() bool { return woke.Load() != nil })
 		require.NoError(t, b.stop(t))
 		_ = a.stop(t)
@@ -291,6 +312,7 @@ func TestFenceEpochSurvivesRecreatedStream(t *testing.T) {
 		c, err := last.Compare(old)
 		require.NoError(t, err)
 		assert.Equal(t, 1, c, "the new stream's token %s is above the old stream's %s", last, old)
+		assert.True(t, last.Epoch().After(old.Epoch()), "the new stream's token leads with its later creation time: %s, %s", last, old)
 		assert.Greater(t, last.Counter(), old.Counter(), "the counter kept growing: the fence floor outlives adopt-stream")
 	})
 }

@@ -675,7 +675,7 @@ func (sc *scheduler) take(ctx context.Context, l Lease, asked bool, byShard map[
 	c := sc.c
 	me := c.cfg.identity
 	sent := time.Now()
-	actx, cancel := c.storeCtx(withKnownEpoch(WithHolderLeaseDuration(ctx, c.cfg.leaseDuration), c.set.of(l.Key.Shard).learntEpoch()))
+	actx, cancel := c.storeCtx(withObservedRow(withKnownEpoch(WithHolderLeaseDuration(ctx, c.cfg.leaseDuration), c.set.of(l.Key.Shard).learntEpoch()), l))
 	got, err := c.store.Acquire(actx, l.Key, me, l.Counter)
 	cancel()
 	if err != nil {

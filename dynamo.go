@@ -543,7 +543,8 @@ func (s *DynamoStore) Acquire(ctx context.Context, key LeaseKey, owner string, o
 }
 
 // acquireInput is the UpdateItem of an acquire observed at observed that
-// writes the reserved floor f.
+// writes the reserved floor f; on the row's incarnation too when ctx
+// carries the one observed (see withObservedRow).
 func (s *DynamoStore) acquireInput(ctx context.Context, owner string, observed int64, f fenceFloor) *dynamodb.UpdateItemInput {
 	vals := map[string]types.AttributeValue{":owner": str(owner), ":observed": num(observed), ":c": num(f.counter), ":e": num(f.epoch)}
 	set := "SET lease_owner = :owner, lease_counter = :c, " + attrFenceEpoch + " = :e"
@@ -553,8 +554,16 @@ func (s *DynamoStore) acquireInput(ctx context.Context, owner string, observed i
 		remove = " REMOVE handoff_to, lease_expiry, lease_note"
 		vals[":dur"] = durationAttr(d)
 	}
+	cond := "attribute_exists(lease_key) AND ((attribute_not_exists(lease_owner) AND lease_counter < :c) OR lease_counter = :observed)"
+	switch inc, ok := observedIncarnation(ctx); {
+	case ok && inc != "":
+		cond += " AND " + attrIncarnation + " = :inc"
+		vals[":inc"] = str(inc)
+	case ok:
+		cond += " AND attribute_not_exists(" + attrIncarnation + ")"
+	}
 	return &dynamodb.UpdateItemInput{
-		ConditionExpression:       aws.String("attribute_exists(lease_key) AND ((attribute_not_exists(lease_owner) AND lease_counter < :c) OR lease_counter = :observed)"),
+		ConditionExpression:       aws.String(cond),
 		UpdateExpression:          aws.String(set + remove),
 		ExpressionAttributeValues: vals,
 	}

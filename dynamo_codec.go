@@ -37,12 +37,13 @@ const (
 
 // Attribute names of the lineage and identity rows.
 const (
-	attrStart        = "start_position"  // S: TRIM_HORIZON, LATEST or AT_TIMESTAMP
-	attrStartTime    = "start_timestamp" // N: unix ms, with AT_TIMESTAMP
-	attrStreamARN    = "stream_arn"      // S, on the identity row
-	attrStreamCreate = "stream_created"  // N: unix ns, on the identity row
-	attrFenceCounter = "fence_counter"   // N: the last counter reserved, on the floor row
-	attrFenceEpoch   = "fence_epoch"     // N: unix ms, on the floor row and on each lease row its acquire wrote
+	attrStart        = "start_position"    // S: TRIM_HORIZON, LATEST or AT_TIMESTAMP
+	attrStartTime    = "start_timestamp"   // N: unix ms, with AT_TIMESTAMP
+	attrStreamARN    = "stream_arn"        // S, on the identity row
+	attrStreamCreate = "stream_created"    // N: unix ns, on the identity row
+	attrFenceCounter = "fence_counter"     // N: the last counter reserved, on the floor row
+	attrFenceEpoch   = "fence_epoch"       // N: unix ms, on the floor row and on each lease row its acquire wrote
+	attrIncarnation  = "lease_incarnation" // S: the random id a lease row was made with
 )
 
 // keyAttr is the key of key's row.
@@ -79,6 +80,7 @@ func parentsAttr(parents []string) types.AttributeValue {
 func newRowItem(key LeaseKey, parents []string, start Start) map[string]types.AttributeValue {
 	item := keyAttr(key)
 	item[attrCounter] = num(0)
+	item[attrIncarnation] = str(newRowIncarnation())
 	if len(parents) > 0 {
 		item[attrParents] = parentsAttr(parents)
 	}
@@ -363,7 +365,8 @@ func decodeDuration(r leaseRow, l *Lease) error {
 }
 
 // decodeFenceEpoch reads the floor epoch the row's last acquire wrote
-// (absent on rows an earlier release acquired: zero).
+// (absent on rows an earlier release acquired: zero) and the row's
+// incarnation.
 func decodeFenceEpoch(r leaseRow, l *Lease) error {
 	e, present, err := r.nonNegativeAttr(attrFenceEpoch, "a non-negative number of milliseconds")
 	if err != nil {
@@ -371,6 +374,9 @@ func decodeFenceEpoch(r leaseRow, l *Lease) error {
 	}
 	if present {
 		l.fenceEpoch = e
+	}
+	if inc, ok := r.item[attrIncarnation].(*types.AttributeValueMemberS); ok {
+		l.incarnation = inc.Value
 	}
 	return nil
 }

@@ -67,6 +67,13 @@ func FuzzDecodeLease(f *testing.F) {
 func encodeLease(l Lease) map[string]types.AttributeValue {
 	item := newRowItem(l.Key, l.Parents, l.Start)
 	item[attrCounter] = num(l.Counter)
+	delete(item, attrIncarnation) // newRowItem makes a fresh one
+	if l.incarnation != "" {
+		item[attrIncarnation] = str(l.incarnation)
+	}
+	if l.fenceEpoch != 0 {
+		item[attrFenceEpoch] = num(l.fenceEpoch)
+	}
 	if l.Owner != "" {
 		item[attrOwner] = str(l.Owner)
 	}

@@ -7,3 +7,6 @@ func FenceEpochOf(l Lease) int64 { return l.fenceEpoch }
 
 // WithKnownEpoch is withKnownEpoch, for store tests.
 var WithKnownEpoch = withKnownEpoch
+
+// WithObservedRow is withObservedRow, for store tests.
+var WithObservedRow = withObservedRow

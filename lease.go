@@ -128,6 +128,10 @@ type Lease struct {
 	// acquire read (see lease_floor.go); 0 on rows of stores that keep no
 	// floor.
 	fenceEpoch int64
+	// incarnation is the random id the row was made with, so that a row
+	// deleted and made again is not taken for the one observed before; ""
+	// on rows made by earlier releases.
+	incarnation string
 }
 
 // Held reports whether somebody holds the lease.

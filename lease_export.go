@@ -8,8 +8,8 @@ package shardlease
 // it lives here and not among the other libraries' layouts in
 // internal/foreign; its shards become foreign rows to pass the same checks.
 //
-// ImportCheckpoints writes with the holder's fenced writes on every store:
-// acquire on the counter listed, write, release. By default it only fills
+// ImportCheckpoints writes with the fenced edit of lease_edit.go on every
+// store: acquire on the counter listed, write, release. By default it only fills
 // rows without progress, as Import does; with WithImportOverwrite it puts a
 // row back to the exported progress whatever it holds, which is how an
 // operator returns a stream to an earlier state.
@@ -399,40 +399,34 @@ func (imp *checkpointsImport) create(ctx context.Context, key LeaseKey, parents 
 	return nil
 }
 
-// write puts r's progress into own's row with the holder's writes: acquire
-// on the counter listed, checkpoint (or rewind, for no checkpoint), release.
-// Without overwrite, a row that got a checkpoint meanwhile is left as it is.
+// write puts r's progress into own's row with the fenced edit of
+// lease_edit.go: acquire on the counter listed, checkpoint (or rewind, for
+// no checkpoint), release. A row a worker took meanwhile is refused; without
+// overwrite, a row that got a checkpoint meanwhile is left as it is.
 func (imp *checkpointsImport) write(ctx context.Context, own Lease, exists bool, r foreign.Row, start Start) (ImportAction, string, error) {
-	held, err := imp.to.Acquire(ctx, own.Key, imp.owner, own.Counter)
+	edit := leaseEdit{store: imp.to, owner: imp.owner}
+	h, err := edit.take(ctx, own.Key, own)
 	if err != nil {
 		if errors.Is(err, ErrLeaseHeld) {
 			err = errorf("taken by a worker while the import ran; stop every consumer of stream %s and import again: %w", own.Key.Stream, err)
 		}
 		return "", "", err
 	}
-	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rewindWriteTimeout)
-	defer cancel()
-	before := held
-	var wErr error
+	before := h.lease
+	left, err := edit.finish(ctx, h, "write the row", func(ctx context.Context, held Lease) (Lease, error) {
+		switch {
+		case !imp.overwrite && held.Checkpoint != "":
+			return held, errSavedMeanwhile
+		case r.Checkpoint != "":
+			return imp.to.Checkpoint(ctx, held, r.Checkpoint, r.SubSequence, time.Now())
+		}
+		return imp.to.(Rewinder).RewindRow(ctx, held, "", start)
+	})
 	switch {
-	case !imp.overwrite && held.Checkpoint != "":
-		wErr = errSavedMeanwhile
-	case r.Checkpoint != "":
-		held, wErr = imp.to.Checkpoint(fctx, held, r.Checkpoint, r.SubSequence, time.Now())
-	default:
-		held, wErr = imp.to.(Rewinder).RewindRow(fctx, held, "", start)
-	}
-	if wErr != nil {
-		held = before
-	}
-	if _, err := imp.to.Release(fctx, held); err != nil {
-		return "", "", errorf("release the row (it stays held by %s at counter %d until a consumer takes it after its lease duration): %w", held.Owner, held.Counter, err)
-	}
-	switch {
-	case errors.Is(wErr, errSavedMeanwhile):
+	case errors.Is(err, errSavedMeanwhile) && left.Owner == "":
 		return ImportSkipped, alreadyHas(before, r.Checkpoint, ", saved while the import ran"), nil
-	case wErr != nil:
-		return "", "", errorf("write the row (it was released unchanged): %w", wErr)
+	case err != nil:
+		return "", "", err
 	}
 	return ImportCopied, imp.wrote(own, before, exists, r, start), nil
 }

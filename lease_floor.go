@@ -28,6 +28,8 @@ package shardlease
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"sync"
 )
 
@@ -59,6 +61,38 @@ func withKnownEpoch(ctx context.Context, epoch int64) context.Context {
 func knownEpoch(ctx context.Context) int64 {
 	e, _ := ctx.Value(knownEpochKey{}).(int64)
 	return e
+}
+
+// A reservation is safe only for the row it was made after observing: a
+// worker paused between its reservation and its acquire could otherwise
+// find the row deleted, held by others with greater tokens and made again,
+// and take the new row with its older reservation. So every row is made
+// with a random incarnation, and a consumer's acquire is conditional on the
+// incarnation it observed (withObservedRow) as well as on the counter.
+
+// newRowIncarnation returns the incarnation of a row being made.
+func newRowIncarnation() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// observedRowKey carries, in an acquire's context, the incarnation of the
+// row as the acquiring worker observed it.
+type observedRowKey struct{}
+
+// withObservedRow returns ctx carrying l's incarnation: the acquire then
+// takes the row only while it is that incarnation.
+func withObservedRow(ctx context.Context, l Lease) context.Context {
+	return context.WithValue(ctx, observedRowKey{}, l.incarnation)
+}
+
+// observedIncarnation returns the incarnation withObservedRow put in ctx,
+// and false when ctx carries none (an operator's tool, which hands no
+// token out).
+func observedIncarnation(ctx context.Context) (string, bool) {
+	inc, ok := ctx.Value(observedRowKey{}).(string)
+	return inc, ok
 }
 
 // floorSteps remembers the floor counter each stream's floor row last

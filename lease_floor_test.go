@@ -191,3 +191,31 @@ func TestFenceFloorEpochFromTheTable(t *testing.T) {
 		assert.Equal(t, created+9, shardlease.FenceEpochOf(l), "the identity row's epoch, read by the acquire")
 	})
 }
+
+// A consumer's acquire is conditional on the row it observed: a row deleted
+// and made again meanwhile (here at the very counter observed) is not taken
+// with a reservation made for the old one; observed anew, it is.
+func TestFenceFloorAcquireRefusesARowMadeAgain(t *testing.T) {
+	t.Parallel()
+	floorStores(t, func(t *testing.T, s floorStore) {
+		ctx := t.Context()
+		k := shardlease.LeaseKey{Stream: "orders", Shard: "shardId-000000000000"}
+		_, err := s.Create(ctx, k, nil)
+		require.NoError(t, err)
+		seen, err := s.Get(ctx, k)
+		require.NoError(t, err)
+		s.deleteRow(t, k)
+		_, err = s.Create(ctx, k, nil)
+		require.NoError(t, err)
+
+		_, err = s.Acquire(shardlease.WithObservedRow(ctx, seen), k, "a", seen.Counter)
+		require.ErrorIs(t, err, shardlease.ErrLeaseHeld, "the row observed is gone")
+		now, err := s.Get(ctx, k)
+		require.NoError(t, err)
+		assert.False(t, now.Held(), "the refused acquire wrote nothing")
+
+		l, err := s.Acquire(shardlease.WithObservedRow(ctx, now), k, "a", now.Counter)
+		require.NoError(t, err)
+		assert.Equal(t, "a", l.Owner)
+	})
+}

@@ -15,12 +15,14 @@ package shardlease
 // both times: every shard then starts AT_TIMESTAMP, which reads the same
 // records, only reading each closed parent to its end first.
 //
-// Every row is changed by the fenced writes a holder makes: acquire on the
-// counter read, RewindRow, release. Rows are changed in shard id order,
-// which puts every parent before its children, so a child released with its
-// new start waits for its parent's new progress. A row a worker holds is
-// refused before anything is written, unless the caller asked to take the
-// leases from their holders (WithRewindHandover), as a forced reset does.
+// Every row is changed by the fenced edit of lease_edit.go: acquire on the
+// counter read, RewindRow, then release, or, for a row taken from a live
+// holder, leave it held for the holder's lease duration. Rows are changed
+// in shard id order, which puts every parent before its children, so a
+// child released with its new start waits for its parent's new progress. A
+// row a worker holds is refused before anything is written, unless the
+// caller asked to take the leases from their holders (WithRewindHandover),
+// as a forced reset does.
 
 import (
 	"context"
@@ -78,7 +80,14 @@ type RewindShard struct {
 	// made.
 	Created bool
 	// TakenFrom is the holder the lease was taken from (WithRewindHandover).
+	// Such a row is left held by Rewind's identity, so that consumers take
+	// it only once the holder has stopped (see ResumeAfter).
 	TakenFrom string
+	// ResumeAfter is, with TakenFrom, how long the row must stand still
+	// before a consumer takes it: the holder's lease duration as its row
+	// carried it, or zero when it carried none (the consumers' own lease
+	// duration then applies).
+	ResumeAfter time.Duration
 }
 
 // RewindReport is the outcome of one Rewind: one entry per shard the stream
@@ -109,8 +118,10 @@ func WithRewindDryRun() RewindOption { return func(c *rewindConfig) { c.dryRun =
 // instead of refusing. A holder's next renewal or checkpoint then fails
 // with ErrLeaseLost and it stops reading the shard; a batch it was handling
 // may be handed to a handler again (at-least-once), as after a forced
-// reset. Its workers take the rewound leases again as they take any free
-// lease.
+// reset. A rewound row taken from a holder is left held by Rewind's
+// identity: consumers take it as any expired lease, once it has stood still
+// for the holder's lease duration (RewindShard.ResumeAfter), when the
+// holder has stopped, so that no two handlers run on one shard.
 func WithRewindHandover() RewindOption { return func(c *rewindConfig) { c.handover = true } }
 
 // WithRewindOwner sets the identity Rewind's writes carry (see
@@ -119,11 +130,6 @@ func WithRewindHandover() RewindOption { return func(c *rewindConfig) { c.handov
 func WithRewindOwner(identity string) RewindOption {
 	return func(c *rewindConfig) { c.owner = identity }
 }
-
-// rewindWriteTimeout bounds the writes that finish a shard once Rewind
-// holds its lease; they run even when ctx ends, so as not to leave the
-// lease held.
-const rewindWriteTimeout = 30 * time.Second
 
 // Rewind moves the progress of every shard of stream to the time to, so
 // that consumers read again every record that arrived at or after it, and
@@ -177,6 +183,7 @@ type rewindRun struct {
 	lineage  LineageStore // nil when the store keeps no lineage
 	rep      *RewindReport
 	rows     map[string]Lease // the stream's rows as listed, by shard id
+	edit     leaseEdit
 }
 
 // newRewindRun checks Rewind's arguments.
@@ -192,7 +199,7 @@ func newRewindRun(store LeaseStore, kin KinesisAPI, stream string, to time.Time,
 	if err := ValidateStreamName(stream); err != nil {
 		return nil, errorf("shardlease: rewind: %w", err)
 	}
-	run := &rewindRun{store: store, kin: kin, cfg: cfg}
+	run := &rewindRun{store: store, kin: kin, cfg: cfg, edit: leaseEdit{store: store, owner: cfg.owner, handover: cfg.handover}}
 	caps := resolveCaps(store)
 	run.table, run.lineage = caps.tableName, caps.lineage
 	where := run.where(stream)
@@ -341,8 +348,9 @@ func (run *rewindRun) carryOut(ctx context.Context) error {
 	return nil
 }
 
-// rewindShard makes e's row if it is missing, takes its lease, rewinds it
-// and releases it.
+// rewindShard makes e's row if it is missing, and rewinds it with the
+// fenced edit (see lease_edit.go): a row taken from its holder is left held
+// for the holder's lease duration.
 func (run *rewindRun) rewindShard(ctx context.Context, e *RewindShard) error {
 	key := LeaseKey{Stream: run.rep.Stream, Shard: e.Shard}
 	if e.Created {
@@ -350,31 +358,20 @@ func (run *rewindRun) rewindShard(ctx context.Context, e *RewindShard) error {
 			return err
 		}
 	}
-	held, from, err := run.take(ctx, key)
-	if err != nil {
-		return err
-	}
-	if from != "" {
-		e.TakenFrom = from
-	}
-	// The row as acquired is the one replaced.
-	e.Checkpoint, e.SubSequence, e.Start = held.Checkpoint, held.SubSequence, held.Start
-	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rewindWriteTimeout)
-	defer cancel()
-	rewound, rwErr := run.rewinder.RewindRow(fctx, held, e.checkpoint(), e.To)
-	if rwErr == nil {
-		held = rewound
-	}
-	_, relErr := run.store.Release(fctx, held)
+	h, err := run.edit.take(ctx, key, run.rows[key.Shard])
 	switch {
-	case rwErr != nil && relErr != nil:
-		return errorf("rewind the row: %w; then release it: %w (the lease stays with %s at counter %d until a consumer takes it after its lease duration)", rwErr, relErr, held.Owner, held.Counter)
-	case rwErr != nil:
-		return errorf("rewind the row: %w (the lease was released unchanged)", rwErr)
-	case relErr != nil:
-		return errorf("the row was rewound, but its release failed: %w (the lease stays with %s at counter %d until a consumer takes it after its lease duration)", relErr, held.Owner, held.Counter)
+	case errors.Is(err, ErrLeaseHeld) && !run.edit.handover:
+		return errorf("taken by a worker while the rewind ran; stop the consumers of stream %s, or pass WithRewindHandover (the CLI's -handover): %w", key.Stream, err)
+	case err != nil:
+		return errorf("take the lease: %w", err)
 	}
-	return nil
+	e.TakenFrom, e.ResumeAfter = h.from, h.resumeAfter()
+	// The row as acquired is the one replaced.
+	e.Checkpoint, e.SubSequence, e.Start = h.lease.Checkpoint, h.lease.SubSequence, h.lease.Start
+	_, err = run.edit.finish(ctx, h, "rewind the row", func(ctx context.Context, held Lease) (Lease, error) {
+		return run.rewinder.RewindRow(ctx, held, e.checkpoint(), e.To)
+	})
+	return err
 }
 
 // create makes key's missing row, with parents.
@@ -383,34 +380,6 @@ func (run *rewindRun) create(ctx context.Context, key LeaseKey, parents []string
 		return errorf("create the row: %w", err)
 	}
 	return nil
-}
-
-// rewindTakeAttempts is how often Rewind with handover reads a row again
-// whose holder wrote to it between the read and the acquire.
-const rewindTakeAttempts = 5
-
-// take acquires key on the counter listed (a free row whatever its
-// counter), and returns the owner it took the row from, if any. A row a
-// worker took meanwhile is refused, or with handover read again and taken
-// from its holder.
-func (run *rewindRun) take(ctx context.Context, key LeaseKey) (Lease, string, error) {
-	seen := run.rows[key.Shard]
-	for attempt := 1; ; attempt++ {
-		held, err := run.store.Acquire(ctx, key, run.cfg.owner, seen.Counter)
-		switch {
-		case err == nil:
-			return held, seen.Owner, nil
-		case !errors.Is(err, ErrLeaseHeld):
-			return Lease{}, "", errorf("take the lease: %w", err)
-		case !run.cfg.handover:
-			return Lease{}, "", errorf("taken by a worker while the rewind ran; stop the consumers of stream %s, or pass WithRewindHandover (the CLI's -handover): %w", key.Stream, err)
-		case attempt == rewindTakeAttempts:
-			return Lease{}, "", errorf("its holder kept writing to it between read and acquire %d times: %w", rewindTakeAttempts, err)
-		}
-		if seen, err = run.store.Get(ctx, key); err != nil {
-			return Lease{}, "", errorf("read the row again: %w", err)
-		}
-	}
 }
 
 // listShardIDs returns the ids of the shards of stream that ListShards

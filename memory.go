@@ -211,6 +211,9 @@ func (m *MemoryStore) Acquire(ctx context.Context, key LeaseKey, owner string, o
 	if row.Owner != "" && row.Counter != observed {
 		return Lease{}, memErr("acquire", key, errorf("%w: held by %q at counter %d, observed %d", ErrLeaseHeld, row.Owner, row.Counter, observed))
 	}
+	if inc, ok := observedIncarnation(ctx); ok && inc != row.incarnation {
+		return Lease{}, memErr("acquire", key, errorf("%w: the row was made again since it was read", ErrLeaseHeld))
+	}
 	before := row
 	f := m.reserve(ctx, key.Stream, row.Counter)
 	row.Owner = owner
@@ -444,7 +447,7 @@ func (m *MemoryStore) CreateAt(ctx context.Context, key LeaseKey, parents []stri
 	if _, ok := m.rows[key]; ok {
 		return false, nil
 	}
-	row := Lease{Key: key, SubSequence: -1, Parents: ps, Start: normalStart(start)}
+	row := Lease{Key: key, SubSequence: -1, Parents: ps, Start: normalStart(start), incarnation: newRowIncarnation()}
 	m.wrote("create", Lease{Key: key}, row)
 	return true, nil
 }
@@ -622,6 +625,7 @@ func (m *MemoryStore) RewindRow(ctx context.Context, held Lease, checkpoint stri
 	if d := HolderLeaseDuration(ctx); d > 0 {
 		row.Duration = d
 	}
+	row.Lag = holderLag(ctx) // the counter moved: an earlier write's lag is no longer the row's
 	m.wrote("rewind", before, row)
 	return cloneLease(row), nil
 }

@@ -32,10 +32,12 @@ const firstShard = "shardId-000000000000"
 //
 // It checks the contract [shardlease.LeaseStore] documents: idempotent
 // creation, the fencing counter on every write, stale holders refused,
-// checkpoints, handoffs and cancelled contexts. Subtests of an optional
-// capability (WorkerStore, NoteStore, LineageStore, IdentityStore) skip a
-// store that does not implement it. Run one subtest with
-// go test -run 'TestName/AcquireFree'.
+// checkpoints, handoffs and cancelled contexts. Each optional capability a
+// store may implement has subtests of its own (WorkerStore, EventualLister,
+// NoteStore, LineageStore, IdentityStore, Rewinder, GroupLister,
+// StreamRemover, HandoffWithdrawer, TableChecker), and so has the lag a
+// holder's writes carry (HolderLag); each skips, saying why, a store without
+// its capability. Run one subtest with go test -run 'TestName/AcquireFree'.
 func RunStoreConformance(t *testing.T, newStore func(t *testing.T) shardlease.LeaseStore) {
 	tests := []struct {
 		name string
@@ -82,6 +84,7 @@ func RunStoreConformance(t *testing.T, newStore func(t *testing.T) shardlease.Le
 	tests = append(tests, lineageTests...)
 	tests = append(tests, noteTests...)
 	tests = append(tests, rewindTests...)
+	tests = append(tests, capTests...)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -72,13 +72,16 @@
 //
 // # Writes are fenced
 //
-// reset and release change a lease row only through the lease store's
-// conditional writes, as a consumer would: they acquire the lease with the
-// counter they just read (under the owner id "shardlease-cli@HOSTNAME"),
-// write, and release it. If a consumer writes to the row in between, the
-// acquire fails and nothing is changed. A holder that was fenced out with
-// -force finds its next renewal or checkpoint refused (lease lost) and stops
-// reading the shard.
+// reset, release and rewind change a lease row only through the lease
+// store's conditional writes, as a consumer would: they acquire the lease
+// with the counter they just read (under the owner id
+// "shardlease-cli@HOSTNAME"), write, and release it. If a consumer writes to
+// the row in between, the acquire fails and nothing is changed. A holder
+// that was fenced out with -force (rewind: -handover) finds its next renewal
+// or checkpoint refused (lease lost) and stops reading the shard; the lease
+// it held is not released but left held by the command, so that consumers
+// take it only once it has stood still for the holder's lease duration, when
+// the holder has stopped: no two handlers run on one shard.
 //
 // Clocks are not trusted: the expiry list prints is the holder's own
 // estimate, shown for information only. release proves that a holder is dead

@@ -282,8 +282,9 @@ func TestReset(t *testing.T) {
 		require.Equal(t, 0, r.code, r.stderr)
 		now := f.get(t, key)
 		assert.JSONEq(t, `{"table":"`+f.table+`","stream":"`+stream+`","shard":"`+shard(1)+`","action":"reset",
-			"previous_owner":"worker-a","previous_checkpoint":"100","checkpoint":"42","counter":`+jsonInt(now.Counter)+`,"forced":true}`, r.stdout)
-		assert.Equal(t, "", now.Owner)
+			"previous_owner":"worker-a","previous_checkpoint":"100","checkpoint":"42","counter":`+jsonInt(now.Counter)+`,"forced":true,
+			"owner":"`+now.Owner+`","resume_after_ms":0}`, r.stdout)
+		assert.Equal(t, "shardlease-cli@ops-box", shardlease.OwnerName(now.Owner), "left held by the command until the holder has stopped")
 		assert.Equal(t, "42", now.Checkpoint)
 		assert.Equal(t, int64(-1), now.SubSequence)
 
@@ -391,13 +392,33 @@ func TestRelease(t *testing.T) {
 	})
 
 	t.Run("force", func(t *testing.T) {
-		held := f.held(t, key(2), "worker-live")
-		r := f.run(t, env{}, "release", "-stream", stream, "-shard", shard(2), "-force")
+		held := f.held(t, key(3), "worker-live")
+		held, err := f.store.Checkpoint(shardlease.WithHolderLeaseDuration(ctx, 7*time.Second), held, "88", -1, time.Now())
+		require.NoError(t, err)
+		r := f.run(t, env{}, "release", "-stream", stream, "-shard", shard(3), "-force")
 		require.Equal(t, 0, r.code, r.stderr)
-		assert.Contains(t, r.stdout, "released from worker-live (forced)")
-		assert.False(t, f.get(t, key(2)).Held())
-		_, err := f.store.Renew(ctx, held, time.Now())
+		assert.Contains(t, r.stdout, "taken from worker-live (forced), which can no longer write to it")
+		assert.Contains(t, r.stdout, "stood still for the holder's lease duration (7s)")
+		now := f.get(t, key(3))
+		assert.True(t, strings.HasPrefix(now.Owner, "shardlease-cli@"), "left held by the command until the holder has stopped: %q", now.Owner)
+		assert.Equal(t, 7*time.Second, now.Duration, "with the holder's lease duration")
+		assert.Equal(t, "88", now.Checkpoint, "the checkpoint is kept")
+		_, err = f.store.Renew(ctx, held, time.Now())
 		assert.ErrorIs(t, err, shardlease.ErrLeaseLost)
+	})
+
+	t.Run("force on a dead holder", func(t *testing.T) {
+		f.held(t, key(2), "worker-dead")
+		r := f.run(t, env{}, "release", "-stream", stream, "-shard", shard(2), "-force", "-json")
+		require.Equal(t, 0, r.code, r.stderr)
+		var res releaseResult
+		require.NoError(t, json.Unmarshal([]byte(r.stdout), &res))
+		assert.Equal(t, "taken", res.Action, "a holder not watched may be alive")
+		assert.Equal(t, "worker-dead", res.PreviousOwner)
+		assert.Equal(t, f.get(t, key(2)).Owner, res.Owner)
+		// Free it for the cases below, as the command would have.
+		_, err := f.store.Release(ctx, f.get(t, key(2)))
+		require.NoError(t, err)
 	})
 
 	t.Run("already free", func(t *testing.T) {

@@ -32,14 +32,18 @@ counter. If the counter stays still, the holder is dead and the lease is
 released; if it moves, the command refuses and changes nothing. Make -wait
 longer than the consumers' lease duration (default 10s).
 
-With -force the lease is released at once, without watching (so -wait and
--force exclude each other). A live holder then finds its next renewal or
-checkpoint refused ("lease lost") and stops reading the shard. A lease that
-is free already is reported as such, and nothing is watched or written.
+With -force the lease is taken from its holder at once, without watching
+(so -wait and -force exclude each other). A live holder then finds its next
+renewal or checkpoint refused ("lease lost") and stops reading the shard.
+The lease is left held by the command, so that no consumer reads the shard
+before the old holder has stopped: consumers take it as any expired lease,
+once it has stood still for the holder's lease duration (10s by default).
+A lease that is free already is reported as such, and nothing is watched
+or written.
 
 The release is two fenced writes: acquire with the counter watched (under
-the owner id shardlease-cli@HOSTNAME), then release. If the holder writes in
-between, nothing is changed.
+the owner id shardlease-cli@HOSTNAME), then release (with -force: renew once
+and leave it). If the holder writes in between, nothing is changed.
 
 Example:
 
@@ -99,6 +103,8 @@ Example:
 				fmt.Fprintf(st.stdout, "%s is free already (counter %d); nothing changed\n", key, res.Counter)
 			case "released_by_holder":
 				fmt.Fprintf(st.stdout, "%s was released by its holder %s during the wait (counter %d); nothing changed\n", key, res.PreviousOwner, res.Counter)
+			case "taken":
+				fmt.Fprintf(st.stdout, "%s taken from %s (forced), which can no longer write to it; %s\n", key, res.PreviousOwner, stays(res.Owner, res.Counter, res.ResumeAfterMillis))
 			default:
 				how := fmt.Sprintf("its counter stayed at %d for %v", res.ObservedCounter, time.Duration(res.WaitMillis)*time.Millisecond)
 				if *force {
@@ -116,8 +122,10 @@ type releaseResult struct {
 	Table  string `json:"table"`
 	Stream string `json:"stream"`
 	Shard  string `json:"shard"`
-	// Action is "released", "already_free" (nothing to do) or
-	// "released_by_holder" (the holder released it during the wait).
+	// Action is "released", "already_free" (nothing to do),
+	// "released_by_holder" (the holder released it during the wait) or
+	// "taken" (-force took it from its holder and left it held by the
+	// command: Owner, ResumeAfterMillis).
 	Action          string `json:"action"`
 	PreviousOwner   string `json:"previous_owner"`
 	ObservedCounter int64  `json:"observed_counter"`
@@ -128,6 +136,12 @@ type releaseResult struct {
 	// WaitMillis is how long the counter had to stay still: the longer of
 	// -wait and the holder's lease duration written on the row.
 	WaitMillis int64 `json:"wait_ms"`
+	// Owner is the lease's owner as the command left it: empty (free), or
+	// the command's own id when -force took it from a holder.
+	Owner string `json:"owner"`
+	// ResumeAfterMillis is, for a lease taken from a holder, how long it
+	// must stand still before a consumer takes it (see resetResult).
+	ResumeAfterMillis int64 `json:"resume_after_ms"`
 }
 
 // releaser frees a lease whose counter stays still for wait (0: at once).
@@ -174,18 +188,17 @@ func (r releaser) release(ctx context.Context, key shardlease.LeaseKey) (release
 			return res, nil
 		}
 	}
-	var held shardlease.Lease
 	if force {
-		l, held, err = take(ctx, r.store, key, r.owner, true, r.acquiring)
-		res.PreviousOwner, res.ObservedCounter = l.Owner, l.Counter
-	} else {
-		if r.acquiring != nil {
-			r.acquiring(l)
-		}
-		held, err = r.store.AcquireAt(ctx, key, r.owner, l.Counter)
-		if errors.Is(err, shardlease.ErrLeaseHeld) {
-			err = fmt.Errorf("%s: its holder %s wrote to it at the end of the wait, so it is alive; nothing was changed: stop that worker, or pass -force: %w", key, l.Owner, err)
-		}
+		return r.force(ctx, res)
+	}
+	// The counter stood still for the holder's lease duration: the holder
+	// has stopped, and the lease is freed at once.
+	if r.acquiring != nil {
+		r.acquiring(l)
+	}
+	held, err := r.store.AcquireAt(ctx, key, r.owner, l.Counter)
+	if errors.Is(err, shardlease.ErrLeaseHeld) {
+		err = fmt.Errorf("%s: its holder %s wrote to it at the end of the wait, so it is alive; nothing was changed: stop that worker, or pass -force: %w", key, l.Owner, err)
 	}
 	if err != nil {
 		return res, err
@@ -197,6 +210,24 @@ func (r releaser) release(ctx context.Context, key shardlease.LeaseKey) (release
 		return res, fmt.Errorf("release: %w (the lease stays with %s at counter %d until a consumer takes it after its lease duration)", err, r.owner, held.Counter)
 	}
 	res.Action, res.Counter, res.Checkpoint = "released", rel.Counter, rel.Checkpoint
+	return res, nil
+}
+
+// force takes the lease of res from its holder at once with
+// shardlease.ResetCheckpoint, keeping its progress: the lease is left held
+// by the command for the holder's lease duration (a lease freed meanwhile
+// is released at once).
+func (r releaser) force(ctx context.Context, res releaseResult) (releaseResult, error) {
+	key := shardlease.LeaseKey{Stream: res.Stream, Shard: res.Shard}
+	rep, err := shardlease.ResetCheckpoint(ctx, hooked(r.store, r.acquiring), key, "", shardlease.WithResetHandover(), shardlease.WithResetOwner(r.owner))
+	if err != nil {
+		return res, err
+	}
+	res.Action, res.PreviousOwner, res.ObservedCounter = "released", rep.TakenFrom, rep.Previous.Counter
+	res.Counter, res.Checkpoint, res.Owner, res.ResumeAfterMillis = rep.Lease.Counter, rep.Lease.Checkpoint, rep.Lease.Owner, rep.ResumeAfter.Milliseconds()
+	if rep.Lease.Owner != "" {
+		res.Action = "taken"
+	}
 	return res, nil
 }
 

@@ -35,12 +35,17 @@ pass the sequence number of the record before it (for example from
 The lease must be free: stop the consumer holding it first. With -force the
 lease is taken from a live holder instead: its next renewal or checkpoint
 fails with "lease lost" and it stops reading the shard; records it was
-handling are handed to a handler again later (at-least-once).
+handling are handed to a handler again later (at-least-once). A lease taken
+from a holder is left held by the command after the change, so that no
+consumer reads the shard before the old holder has stopped: consumers take
+it as any expired lease, once it has stood still for the holder's lease
+duration (10s by default). A free lease is released at once.
 
-The change is three fenced writes: acquire the lease with the counter just
-read (under the owner id shardlease-cli@HOSTNAME), write the checkpoint,
-release. If a consumer writes to the lease in between, nothing is changed.
-The previous checkpoint is printed so that the change can be undone.
+The change is fenced writes: acquire the lease with the counter just read
+(under the owner id shardlease-cli@HOSTNAME), write the checkpoint, then
+release it (or, taken from a holder, renew it once and leave it). If a
+consumer writes to the lease in between, nothing is changed. The previous
+checkpoint is printed so that the change can be undone.
 
 Example:
 
@@ -69,7 +74,7 @@ Example:
 			if err != nil {
 				return err
 			}
-			res, err := reset(ctx, store, key, *to, *force, st.env.ownerID(), st.env.acquiring)
+			res, err := reset(ctx, store, key, *to, *force, st.env)
 			if err != nil {
 				return err
 			}
@@ -78,7 +83,8 @@ Example:
 			}
 			fmt.Fprintf(st.stdout, "%s: checkpoint moved from %s to %s", key, dash(res.PreviousCheckpoint), res.Checkpoint)
 			if res.PreviousOwner != "" {
-				fmt.Fprintf(st.stdout, "; took the lease from %s, which can no longer write to it", res.PreviousOwner)
+				fmt.Fprintf(st.stdout, "; took the lease from %s, which can no longer write to it; %s\n", res.PreviousOwner, stays(res.Owner, res.Counter, res.ResumeAfterMillis))
+				return nil
 			}
 			fmt.Fprintf(st.stdout, "; the lease is free (counter %d)\n", res.Counter)
 			return nil
@@ -111,71 +117,80 @@ type resetResult struct {
 	Checkpoint         string `json:"checkpoint"`
 	Counter            int64  `json:"counter"`
 	Forced             bool   `json:"forced"`
+	// Owner is the lease's owner as the command left it: empty (free), or
+	// the command's own id when it took the lease from a holder.
+	Owner string `json:"owner"`
+	// ResumeAfterMillis is, for a lease taken from a holder, how long it
+	// must stand still before a consumer takes it: the holder's lease
+	// duration, or 0 when its row carried none (the consumers' own).
+	ResumeAfterMillis int64 `json:"resume_after_ms"`
 }
 
-// forceAttempts is how often reset -force and release -force re-read a
-// lease whose holder renewed it between the read and the acquire.
-const forceAttempts = 5
-
-// reset moves key's checkpoint to pos with fenced writes.
-func reset(ctx context.Context, store *shardlease.DynamoStore, key shardlease.LeaseKey, pos string, force bool, owner string, acquiring func(shardlease.Lease)) (resetResult, error) {
-	before, held, err := take(ctx, store, key, owner, force, acquiring)
+// reset moves key's checkpoint to pos with shardlease.ResetCheckpoint, after
+// refusing a held lease without force with the command's own hint.
+func reset(ctx context.Context, store *shardlease.DynamoStore, key shardlease.LeaseKey, pos string, force bool, e env) (resetResult, error) {
+	before, err := getLease(ctx, store, key)
 	if err != nil {
 		return resetResult{}, err
 	}
-	res := resetResult{
-		Table: store.Table(), Stream: key.Stream, Shard: key.Shard, Action: "reset",
-		// The checkpoint replaced is the acquired row's.
-		PreviousOwner: before.Owner, PreviousCheckpoint: held.Checkpoint, Checkpoint: pos, Forced: force,
+	if before.Held() && !force {
+		return resetResult{}, fmt.Errorf("%s is held by %s (counter %d): stop that worker and run this again once the lease is free, or pass -force to take it from the holder", key, before.Owner, before.Counter)
 	}
-	// From here on the command holds the lease: finish even if interrupted,
-	// so as not to leave it held.
-	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalWriteTimeout)
-	defer cancel()
-	cp, cpErr := store.Checkpoint(fctx, held, pos, -1, time.Now())
-	if cpErr == nil {
-		held = cp
+	opts := []shardlease.ResetOption{shardlease.WithResetOwner(e.ownerID())}
+	if force {
+		opts = append(opts, shardlease.WithResetHandover())
 	}
-	rel, relErr := store.Release(fctx, held)
-	switch {
-	case cpErr != nil && relErr != nil:
-		return res, fmt.Errorf("write checkpoint: %w; then release: %w (the lease stays with %s at counter %d until a consumer takes it after its lease duration)", cpErr, relErr, owner, held.Counter)
-	case cpErr != nil:
-		return res, fmt.Errorf("write checkpoint: %w (the lease was released unchanged)", cpErr)
-	case relErr != nil:
-		return res, fmt.Errorf("checkpoint moved to %s, but release failed: %w (the lease stays with %s at counter %d until a consumer takes it after its lease duration)", pos, relErr, owner, held.Counter)
+	rep, err := shardlease.ResetCheckpoint(ctx, hooked(store, e.acquiring), key, pos, opts...)
+	if err != nil {
+		if errors.Is(err, shardlease.ErrLeaseNotFound) {
+			err = fmt.Errorf("%w; check -stream and -shard ('shardlease list -table %s -stream %s' shows the stream's shards)", err, store.Table(), key.Stream)
+		}
+		return resetResult{}, err
 	}
-	res.Counter = rel.Counter
-	return res, nil
+	return resetResult{
+		Table: rep.Table, Stream: key.Stream, Shard: key.Shard, Action: "reset",
+		PreviousOwner: rep.TakenFrom, PreviousCheckpoint: rep.Previous.Checkpoint, Checkpoint: pos,
+		Counter: rep.Lease.Counter, Forced: force, Owner: rep.Lease.Owner, ResumeAfterMillis: rep.ResumeAfter.Milliseconds(),
+	}, nil
 }
 
-// take acquires key for owner with the counter just read. A held lease is
-// taken only with force; otherwise the error names the holder. It returns the
-// lease as read and the handle to write with.
-func take(ctx context.Context, store *shardlease.DynamoStore, key shardlease.LeaseKey, owner string, force bool, acquiring func(shardlease.Lease)) (before, held shardlease.Lease, err error) {
-	for attempt := 1; ; attempt++ {
-		before, err = getLease(ctx, store, key)
-		if err != nil {
-			return before, held, err
-		}
-		if before.Held() && !force {
-			return before, held, fmt.Errorf("%s is held by %s (counter %d): stop that worker and run this again once the lease is free, or pass -force to take it from the holder", key, before.Owner, before.Counter)
-		}
-		if acquiring != nil {
-			acquiring(before)
-		}
-		// On the exact counter read, free or held: the row changed is the
-		// row shown.
-		held, err = store.AcquireAt(ctx, key, owner, before.Counter)
-		switch {
-		case err == nil:
-			return before, held, nil
-		case !errors.Is(err, shardlease.ErrLeaseHeld):
-			return before, held, err
-		case !force:
-			return before, held, fmt.Errorf("%s was taken by a consumer while this command ran; nothing was changed: %w", key, err)
-		case attempt == forceAttempts:
-			return before, held, fmt.Errorf("%s: its holder kept writing to it between read and acquire %d times; nothing was changed: %w", key, forceAttempts, err)
-		}
+// stays says that a lease taken from a holder stays with owner at counter
+// until consumers take it, after resumeMillis (0: their own lease duration).
+func stays(owner string, counter, resumeMillis int64) string {
+	wait := "the consumers' lease duration"
+	if resumeMillis > 0 {
+		wait = fmt.Sprintf("the holder's lease duration (%v)", time.Duration(resumeMillis)*time.Millisecond)
 	}
+	return fmt.Sprintf("the lease stays with %s (counter %d): a consumer takes it once it has stood still for %s, when the old holder has stopped", owner, counter, wait)
+}
+
+// hookedStore calls acquiring with the row last read before each
+// AcquireAt: tests write to the row between the command's read and its
+// acquire with it. One goroutine, the command's, uses it.
+type hookedStore struct {
+	*shardlease.DynamoStore
+	acquiring func(shardlease.Lease)
+	last      shardlease.Lease
+}
+
+// hooked returns store, or store with acquiring called before each
+// acquire when acquiring is set.
+func hooked(store *shardlease.DynamoStore, acquiring func(shardlease.Lease)) shardlease.LeaseStore {
+	if acquiring == nil {
+		return store
+	}
+	return &hookedStore{DynamoStore: store, acquiring: acquiring}
+}
+
+// Get reads the row and remembers it.
+func (s *hookedStore) Get(ctx context.Context, key shardlease.LeaseKey) (shardlease.Lease, error) {
+	l, err := s.DynamoStore.Get(ctx, key)
+	s.last = l
+	return l, err
+}
+
+// AcquireAt calls acquiring with the row last read, then acquires.
+func (s *hookedStore) AcquireAt(ctx context.Context, key shardlease.LeaseKey, owner string, counter int64) (shardlease.Lease, error) {
+	s.acquiring(s.last)
+	return s.DynamoStore.AcquireAt(ctx, key, owner, counter)
 }

@@ -37,12 +37,15 @@ Shards the stream no longer lists are left as they are.
 While workers hold leases of the stream, nothing is changed and the error
 names the held shards: stop the consumers first. With -handover the leases
 are taken from the workers instead, as 'reset -force' does: their next
-renewal fails with "lease lost", they stop reading, take the leases again
-and read from TIME; a batch a worker was handling may be handed to a
-handler again (at-least-once).
+renewal fails with "lease lost" and they stop reading; a batch a worker was
+handling may be handed to a handler again (at-least-once). A lease taken
+from a worker is left held by the command, so that no two handlers run on
+one shard: consumers take it as any expired lease, once it has stood still
+for the worker's lease duration (10s by default), and read from TIME.
 
 Each shard is changed with fenced writes under the owner id
-shardlease-cli@HOSTNAME: acquire on the counter just read, rewind, release.
+shardlease-cli@HOSTNAME: acquire on the counter just read, rewind, then
+release (or, taken from a worker, renew once and leave it).
 -dry-run prints what the real run would do, per shard, and writes nothing:
 "would be rewound", or "would be refused: held by OWNER" where workers hold
 leases (without -handover). It exits as the real run would: 0, or 1 when
@@ -170,9 +173,18 @@ func rewindChange(s shardlease.RewindShard, dryRun, handover bool) string {
 		}
 	}
 	if s.TakenFrom != "" {
-		change += "; taken from " + s.TakenFrom
+		change += "; taken from " + s.TakenFrom + ", held until it has stood still for " + resumeText(s.ResumeAfter)
 	}
 	return change
+}
+
+// resumeText names how long a row taken from a holder stands still before
+// consumers take it: the holder's lease duration, or the consumers' own.
+func resumeText(d time.Duration) string {
+	if d <= 0 {
+		return "the consumers' lease duration"
+	}
+	return fmt.Sprintf("the holder's lease duration (%v)", d)
 }
 
 // pluralBe is n and noun with "is" or "are": "1 shard is", "2 shards are".
@@ -218,14 +230,18 @@ type rewindShardJSON struct {
 	Changed            bool     `json:"changed"`
 	Created            bool     `json:"created"`
 	TakenFrom          string   `json:"taken_from"`
-	Refused            bool     `json:"refused"`
+	// ResumeAfterMillis is, with TakenFrom, how long the row, left held by
+	// the command, stands still before a consumer takes it (0: the
+	// consumers' own lease duration).
+	ResumeAfterMillis int64 `json:"resume_after_ms"`
+	Refused           bool  `json:"refused"`
 }
 
 func toRewindJSON(rep *shardlease.RewindReport, refused bool) rewindJSON {
 	j := rewindJSON{Table: rep.Table, Stream: rep.Stream, To: rep.To.UTC(), DryRun: rep.DryRun, Changed: rep.Changed, Refused: refused, Shards: []rewindShardJSON{}}
 	for _, s := range rep.Shards {
 		j.Shards = append(j.Shards, rewindShardJSON{Shard: s.Shard, Parents: append([]string{}, s.Parents...), Action: string(s.Action),
-			PreviousOwner: s.Owner, PreviousCheckpoint: s.Checkpoint, Starts: startText(s), Changed: s.Changed, Created: s.Created, TakenFrom: s.TakenFrom,
+			PreviousOwner: s.Owner, PreviousCheckpoint: s.Checkpoint, Starts: startText(s), Changed: s.Changed, Created: s.Created, TakenFrom: s.TakenFrom, ResumeAfterMillis: s.ResumeAfter.Milliseconds(),
 			Refused: refused && s.Changed && s.Owner != ""})
 	}
 	return j

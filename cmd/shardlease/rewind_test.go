@@ -105,8 +105,10 @@ func TestRewindCommand(t *testing.T) {
 	require.Equal(t, 0, r.code, r.stderr)
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &rep))
 	assert.Equal(t, "pod-1#0123456789abcdef", rep.Shards[0].TakenFrom)
-	assert.Empty(t, f.get(t, key).Checkpoint)
-	assert.False(t, f.get(t, key).Held())
+	row = f.get(t, key)
+	assert.Empty(t, row.Checkpoint)
+	assert.True(t, strings.HasPrefix(row.Owner, "shardlease-cli@"), "taken from a holder, the row is left held by the command until the holder has stopped: %q", row.Owner)
+	assert.Zero(t, rep.Shards[0].ResumeAfterMillis, "pod-1's row carried no lease duration: the consumers' own applies")
 }
 
 // TestRewindUsage covers what rewind checks before it calls AWS.
