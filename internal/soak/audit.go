@@ -33,6 +33,12 @@ type write struct {
 	checkpoint string
 	at         time.Time // when the audit saw the store accept it
 	gen        int       // the row's generation: how often it was deleted before
+	// takenFrom is, while an operator's tool holds the row, the owner it
+	// took the row from (with handover): the owner of the row's write just
+	// below the tool's acquire (at counter takenCtr); takenAt is when.
+	takenFrom string
+	takenCtr  int64
+	takenAt   time.Time
 }
 
 // auditor keeps the store's record of every accepted write, the writes it
@@ -106,8 +112,13 @@ func (a *auditor) record(w write) {
 	if w.op != "observed" && w.op != "handoff" {
 		a.known[hookKey(w.key, w.gen, w.counter)] = true
 	}
+	cur, ok := a.now[w.key]
+	if ok && cur.gen == w.gen {
+		a.taken(&w, cur)
+	}
 	a.writes = append(a.writes, w)
-	if cur, ok := a.now[w.key]; !ok || w.gen > cur.gen || w.gen == cur.gen && (w.counter > cur.counter || w.counter == cur.counter && w.op == "handoff") {
+	cur, ok = a.now[w.key]
+	if !ok || w.gen > cur.gen || w.gen == cur.gen && (w.counter > cur.counter || w.counter == cur.counter && w.op == "handoff") {
 		a.now[w.key] = w
 	}
 }
@@ -131,13 +142,33 @@ func (a *auditor) skew(expiry time.Time) {
 	a.mu.Unlock()
 }
 
-// mayHand reports whether owner holds key (or is being handed it) as far as
-// the store's accepted writes say.
-func (a *auditor) holder(key string) (owner, handoffTo string) {
+// taken keeps the owner an operator's tool took a row from, w being the
+// write recorded and cur the row's latest write before it: the tool's later
+// writes, and the handoffs others ask of it, carry it on. Writes are
+// recorded as their calls return, so the holder's last write may be
+// recorded after the tool's acquire: the write with the highest counter
+// below the acquire's wins. a.mu is held.
+func (a *auditor) taken(w *write, cur write) {
+	tool := !cur.takenAt.IsZero() // the tool holds the row
+	switch {
+	case w.by == operator && w.op == "acquire" && w.owner != cur.owner && cur.counter < w.counter:
+		w.takenFrom, w.takenCtr, w.takenAt = cur.owner, cur.counter, w.at
+	case tool && w.owner == cur.owner:
+		w.takenFrom, w.takenCtr, w.takenAt = cur.takenFrom, cur.takenCtr, cur.takenAt
+	case tool && w.op != "handoff" && w.counter < cur.counter && w.counter > cur.takenCtr:
+		cur.takenFrom, cur.takenCtr = w.owner, w.counter
+		a.now[w.key] = cur
+	}
+}
+
+// holder returns key's owner, and the owner it is being handed to, as far
+// as the store's accepted writes say; while an operator's tool holds it,
+// the owner the tool took it from, and when.
+func (a *auditor) holder(key string) (owner, handoffTo, takenFrom string, takenAt time.Time) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	w := a.now[key]
-	return w.owner, w.handoffTo
+	return w.owner, w.handoffTo, w.takenFrom, w.takenAt
 }
 
 // auditStore sits between a worker's fault injector and the MemoryStore
@@ -382,8 +413,8 @@ func (a *auditor) fencing(fake bool) (checked, stale int, examples []string) {
 }
 
 // regressions counts, per row, accepted writes whose checkpoint is behind
-// the one before them (in counter order); an operator's rewind is the one
-// write that may move it back.
+// the one before them (in counter order); an operator's rewind or reset is
+// the one write that may move it back.
 func (a *auditor) regressions() (n int, examples []string) {
 	a.mu.Lock()
 	byKey := map[string][]write{} // by row and generation
@@ -397,7 +428,7 @@ func (a *auditor) regressions() (n int, examples []string) {
 	for key, ws := range byKey {
 		slices.SortFunc(ws, func(x, y write) int { return int(x.counter - y.counter) })
 		for i := 1; i < len(ws); i++ {
-			if ws[i].op != "rewind" && seqnum.Compare(ws[i].checkpoint, ws[i-1].checkpoint) < 0 {
+			if ws[i].by != operator && seqnum.Compare(ws[i].checkpoint, ws[i-1].checkpoint) < 0 {
 				n++
 				if len(examples) < 5 {
 					examples = append(examples, fmt.Sprintf("%s: checkpoint %s at counter %d after %s at counter %d", key, ws[i].checkpoint, ws[i].counter, ws[i-1].checkpoint, ws[i-1].counter))

@@ -37,12 +37,13 @@ type Result struct {
 	StaleRefused               int // writes refused by the condition (stale or repeated)
 	Regressions                int // checkpoints that moved backwards
 	NonHolder                  int // batches handed to a worker not holding the lease
+	ToolHeld                   int // left out: by the holder an operator's tool took the row from, before its cut-off
 	Overlaps                   int // handler calls entered while another of the shard ran
 	DeafOverlaps               int // of those left out, one side ignored its context
 	FrozenOverlaps             int // left out: the other side's worker was frozen (a pause)
 	DupDeaf                    int // duplicates after a handler that ignored its context
 	DupLanes                   int // duplicates above the watermark of a worker with lanes
-	DupRewind                  int // duplicates read again after a rewind to a time before them
+	DupRewind                  int // duplicates read again after a rewind or a reset to before them
 	DupReadded                 int // duplicates read again once their stream was added back, its rows deleted
 	Keys, KeysOutOfOrder       int
 	HeldAtEnd                  int // leases still held after every worker stopped
@@ -103,7 +104,7 @@ func (s *soak) result(ctx context.Context, drained bool) *Result {
 	for _, inc := range s.all {
 		r.Subscriptions += inc.consumer.Stats().Subscriptions
 	}
-	r.NonHolder = len(s.nonHolder)
+	r.NonHolder, r.ToolHeld = len(s.nonHolder), s.toolHeld
 	r.Overlaps, r.DeafOverlaps, r.FrozenOverlaps = len(s.overlaps), s.deafOverlaps, s.frozenOverlaps
 	for i, e := range s.overlaps {
 		if i < 5 {
@@ -344,7 +345,7 @@ func (r *Result) Table() string {
 	row("  explained: producer retried the put", r.DupProducer, "")
 	row("  explained: first handler ignored its context (abandoned)", r.DupDeaf, "")
 	row("  explained: above the lanes' watermark at a stop", r.DupLanes, "")
-	row("  explained: read again after a rewind to before it", r.DupRewind, "")
+	row("  explained: read again after a rewind or reset to before it", r.DupRewind, "")
 	if r.Group {
 		row("  explained: read again, its stream added back (rows deleted)", r.DupReadded, "")
 	}
@@ -354,6 +355,7 @@ func (r *Result) Table() string {
 	row("  accepted from a worker not holding the lease", r.StaleAccepted, ok(r.StaleAccepted == 0))
 	row("  refused by the fencing condition", r.StaleRefused, "")
 	row("batches handed to a worker not holding the lease", r.NonHolder, ok(r.NonHolder == 0))
+	row("  left out: by the holder a tool took it from, before its cut-off", r.ToolHeld, "")
 	row("overlaps: handlers of one shard running at once", r.Overlaps, ok(r.Overlaps == 0))
 	row("  left out: one of them ignored its context", r.DeafOverlaps, "")
 	row("  left out: the earlier one's worker was frozen (a pause)", r.FrozenOverlaps, "")

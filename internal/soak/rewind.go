@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/shardlease/shardlease"
+	"github.com/shardlease/shardlease/internal/seqnum"
 )
 
 // EvRewind is an operator's rewind with handover on the live fleet.
@@ -27,10 +28,13 @@ const EvRewind = "rewind with handover on the live fleet (a few leases back)"
 // shards before the failure rewound, and the next run does the rest.
 const rewindAttempts = 5
 
-// rewound is one rewind: of stream, to the time to, begun at began.
+// rewound is one rewind, of stream to the time to, or one reset, of the
+// stream's shard to just after the sequence number after; begun at began.
 type rewound struct {
 	stream string
 	to     time.Time
+	shard  string // a reset's; "" for a rewind
+	after  string
 	began  time.Time
 }
 
@@ -118,13 +122,16 @@ func later(a, b time.Time) time.Time {
 	return b
 }
 
+// operator is who the audit records an operator's writes by.
+const operator = "operator"
+
 // rewindStore returns the store an operator's command writes through: the
 // table as it is, without faults, through the audit.
 func (s *soak) rewindStore() shardlease.LeaseStore {
 	if s.memory != nil {
-		return &auditStore{LeaseStore: s.memory, WorkerStore: s.memory, a: s.audit, by: "operator"}
+		return &auditStore{LeaseStore: s.memory, WorkerStore: s.memory, a: s.audit, by: operator}
 	}
-	ds, err := shardlease.NewDynamoStore(&auditDynamo{DynamoDBAPI: s.cfg.Dynamo, a: s.audit, by: "operator"}, s.cfg.Table)
+	ds, err := shardlease.NewDynamoStore(&auditDynamo{DynamoDBAPI: s.cfg.Dynamo, a: s.audit, by: operator}, s.cfg.Table)
 	if err != nil {
 		panic(err) // the table name was validated by CreateTable
 	}
@@ -139,16 +146,23 @@ func (s *auditStore) RewindRow(ctx context.Context, held shardlease.Lease, check
 }
 
 // rewoundAgain reports whether a rewind of stream begun before at went back
-// to a time the record id arrived at or after: handled again at at, by
-// design. A second of slack covers an emulator that keeps arrival times to
-// the second. s.mu is held.
+// to a time the record id arrived at or after, or a reset of its shard to
+// a sequence number before it: handled again at at, by design. A second of
+// slack covers an emulator that keeps arrival times to the second. s.mu is
+// held.
 func (s *soak) rewoundAgain(id, stream string, at time.Time) bool {
 	put, ok := s.putAt[id]
 	if !ok {
 		return false
 	}
 	for _, rw := range s.rewinds {
-		if rw.stream == stream && rw.began.Before(at) && !put.Before(rw.to.Add(-time.Second)) {
+		switch {
+		case rw.stream != stream || !rw.began.Before(at):
+		case rw.shard != "":
+			if s.shardOfID[id] == rw.shard && seqnum.Compare(s.seqOf[id], rw.after) > 0 {
+				return true
+			}
+		case !put.Before(rw.to.Add(-time.Second)):
 			return true
 		}
 	}

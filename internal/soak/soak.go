@@ -297,6 +297,7 @@ type soak struct {
 	shardOfID map[string]string    // id → the shard its put went to
 	rewinds   []rewound            // the operator's rewinds (rewind.go)
 	nonHolder []string             // batches handed to a worker not holding the lease
+	toolHeld  int                  // of those left out: by the holder an operator's tool took the row from, before its cut-off
 	badDead   []string             // records dead-lettered that are not poison
 	unknown   int                  // handled records with an id never produced
 
@@ -475,7 +476,7 @@ func (s *soak) launch(slot int) {
 	store := s.storeFor(inc, mk("dynamodb", 1))
 	s.attachSink(inc, mk("sink dynamodb", 3))
 	kin, mode := s.kinesisFor(&faultKinesis{next: cfg.Kinesis, in: mk("kinesis", 2)}, slot, gen)
-	lease := cfg.Lease
+	lease := cfg.leaseOf(slot)
 	owner := inc.id
 	switch {
 	case slot == 1:
@@ -483,10 +484,7 @@ func (s *soak) launch(slot int) {
 		// reused name would be.
 		owner = fmt.Sprintf("w0-%d", gen)
 		s.counts.add(EvShared, 1)
-	case slot >= 2 && slot == cfg.Workers-1:
-		// The last slot runs with twice the lease duration, as a rolling
-		// deploy that changes it would.
-		lease *= 2
+	case lease != cfg.Lease:
 		s.counts.add(EvMixed, 1)
 	}
 	mode = append(mode, s.capped(slot)...)
@@ -528,6 +526,15 @@ func (s *soak) launch(slot int) {
 		s.counts.add(EvRestart, 1)
 	}
 	fmt.Fprintf(s.cfg.Events, "%6.1fs start %s (wall clock %+v)\n", s.since(), inc.id, inc.skew.Round(time.Second))
+}
+
+// leaseOf returns the lease duration of slot's workers: the last slot runs
+// with twice the lease duration, as a rolling deploy that changes it would.
+func (c *Config) leaseOf(slot int) time.Duration {
+	if slot >= 2 && slot == c.Workers-1 {
+		return 2 * c.Lease
+	}
+	return c.Lease
 }
 
 // storeFor returns the lease store of an incarnation: the world's store,
@@ -616,11 +623,7 @@ func (s *soak) handler(inc *incarnation) shardlease.Handler {
 			return errCrashed
 		}
 		key := shardlease.LeaseKey{Stream: b.Stream, Shard: b.ShardID}.String()
-		if owner, to := s.audit.holder(key); owner != inc.consumer.OwnerID() && to != inc.consumer.OwnerID() {
-			s.mu.Lock()
-			s.nonHolder = append(s.nonHolder, fmt.Sprintf("%s handed %d records of %s from %s while the row's owner was %q", inc.id, len(b.Records), b.ShardID, b.Records[0].SequenceNumber, owner))
-			s.mu.Unlock()
-		}
+		s.checkHolder(inc, key, b)
 		for _, r := range b.Records {
 			if strings.HasSuffix(string(r.Data), poisonMark) {
 				return fmt.Errorf("record %s: %w", r.SequenceNumber, errPoison)
@@ -699,6 +702,27 @@ func (s *soak) handledBatch(b *shardlease.Batch, h handling) {
 		}
 		h.seq = r.SequenceNumber
 		s.handled[id] = append(s.handled[id], h)
+	}
+}
+
+// checkHolder records a batch of key handed to inc while the row names
+// another owner. A holder an operator's tool took the row from (rewind or
+// reset with handover) goes on until its next write fails, at the latest
+// its cut-off, a lease duration after the take: its batches until then are
+// counted apart. The tool leaves the row held that long, so no other
+// handler runs meanwhile (overlaps).
+func (s *soak) checkHolder(inc *incarnation, key string, b *shardlease.Batch) {
+	me := inc.consumer.OwnerID()
+	owner, to, taken, at := s.audit.holder(key)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case owner == me || to == me:
+	case taken == me && time.Since(at) <= s.cfg.leaseOf(inc.slot):
+		s.toolHeld++
+	default:
+		s.nonHolder = append(s.nonHolder, fmt.Sprintf("%s handed %d records of %s from %s while the row's owner was %q (%s)",
+			inc.id, len(b.Records), b.ShardID, b.Records[0].SequenceNumber, owner, s.audit.lastWrites(key, 3)))
 	}
 }
 
@@ -889,8 +913,8 @@ type event struct {
 
 // faultEvents draws the faults of both modes over window: crashes and
 // coordinator crashes, the mode's own from extra (given the number of
-// crashes), pauses, drains and rewinds, and a split at a third of the
-// window and a merge at two thirds. extra draws from s.rng between the crashes and the
+// crashes), pauses, drains, rewinds and resets, and a split at a third of
+// the window and a merge at two thirds. extra draws from s.rng between the crashes and the
 // pauses: the order of the draws is the schedule a seed makes.
 func (s *soak) faultEvents(window time.Duration, extra func(n int) []event) []event {
 	cfg := s.cfg
@@ -910,6 +934,7 @@ func (s *soak) faultEvents(window time.Duration, extra func(n int) []event) []ev
 		evs = append(evs, event{at: s.jitter(window), kind: EvDrain, slot: s.rng.IntN(cfg.Workers), d: cfg.Lease/2 + time.Duration(s.rng.Float64()*float64(cfg.Lease))})
 	}
 	evs = append(evs, s.rewindEvents(window, n)...)
+	evs = append(evs, s.resetEvents(window, n)...)
 	return append(evs, event{at: window / 3, kind: EvSplit}, event{at: window * 2 / 3, kind: EvMerge})
 }
 
@@ -938,6 +963,8 @@ func (s *soak) inject(ctx context.Context, evs []event, own func(ev event)) {
 			s.drainForRestart(ctx, ev.slot, ev.d)
 		case EvRewind:
 			s.operator.Go(func() { s.rewind(ctx, ev) })
+		case EvReset:
+			s.operator.Go(func() { s.reset(ctx, ev) })
 		case EvPause:
 			s.mu.Lock()
 			inc := s.slots[ev.slot]

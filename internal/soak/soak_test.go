@@ -50,7 +50,7 @@ func check(t *testing.T, res *soak.Result, err error) {
 		t.Fatalf("untaken max %v, bound %v", res.UntakenMax, res.UntakenBound)
 	}
 	for _, kind := range []string{soak.EvCrash, soak.EvCrashCoordinator, soak.EvDrain, soak.EvRestart, soak.EvSplit, soak.EvMerge, soak.EvDeleteFinished, soak.EvSlow, soak.EvShared, soak.EvMixed,
-		soak.EvCrashJoint, soak.EvListsFail, soak.EvJointLeave, soak.EvCapped, soak.EvRewind, soak.EvDescribeDenied, soak.EvNoDescribe} {
+		soak.EvCrashJoint, soak.EvListsFail, soak.EvJointLeave, soak.EvCapped, soak.EvRewind, soak.EvReset, soak.EvDescribeDenied, soak.EvNoDescribe} {
 		if res.Injected[kind] == 0 {
 			t.Errorf("no %q was injected", kind)
 		}
@@ -165,7 +165,7 @@ func checkGroup(t *testing.T, res *soak.Result, err error, readd bool) {
 		t.Errorf("removed stream %s: added back %v, %d records audited of %d produced", removed.Name, removed.Readded, removed.Audited, removed.Produced)
 	}
 	for _, kind := range []string{soak.EvStreamAdded, soak.EvStreamRemoved, soak.EvCrash, soak.EvRestart, soak.EvDrain, soak.EvSplit, soak.EvMerge, soak.EvShared, soak.EvMixed,
-		soak.EvRewind, soak.EvDescribeDenied, soak.EvNoDescribe} {
+		soak.EvRewind, soak.EvReset, soak.EvDescribeDenied, soak.EvNoDescribe} {
 		if res.Injected[kind] == 0 {
 			t.Errorf("no %q was injected", kind)
 		}
