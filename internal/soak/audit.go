@@ -54,8 +54,9 @@ type auditor struct {
 	// hook is the fake world's MemoryStore.OnWrite record: key/counter →
 	// the row before the write that produced that counter.
 	hook map[string]shardlease.Lease
-	// starts holds each row's holdings in the order they began, known the
-	// key/counter of every write recorded but reads (holdings.go).
+	// starts holds each row's holdings in the order they began; known
+	// names every write recorded other than reads and handoff requests,
+	// by row, generation and counter (holdings.go).
 	starts map[string][]start
 	known  map[string]bool
 	// gens counts the deletions of each row: a row made again may start
