@@ -194,3 +194,29 @@ func TestAuditKnowsRowsMadeAgain(t *testing.T) {
 		t.Fatalf("%d checkpoints moved backwards: %v", n, examples)
 	}
 }
+
+// An operator's tool that takes a row from its holder with handover
+// (rewind, reset) leaves it held for the holder's lease duration, and the
+// holder may hand batches until its cut-off: the audit must name that
+// holder as the one the tool took the row from, even when the holder's
+// last write is recorded after the tool's acquire (writes are recorded as
+// their calls return), and through a handoff another worker asks of the
+// tool meanwhile.
+func TestAuditKnowsWhoAToolTookTheRowFrom(t *testing.T) {
+	a := newAuditor(2 * time.Second)
+	key := "orders:shardId-000000000000"
+	holder, tool := shardlease.NewOwnerIdentity("w0"), shardlease.NewOwnerIdentity("soak-rewind")
+	a.record(write{key: key, op: "release", by: "w2-1", claimOwner: "w2", claimCtr: 3, counter: 4})
+	a.record(write{key: key, op: "acquire", by: operator, claimCtr: -1, owner: tool, counter: 9})
+	a.record(write{key: key, op: "acquire", by: "w0-1", claimCtr: -1, owner: holder, counter: 5}) // landed first
+	a.record(write{key: key, op: "renew", by: operator, claimOwner: tool, claimCtr: 9, owner: tool, counter: 10})
+	a.record(write{key: key, op: "handoff", by: "w1-1", claimCtr: -1, owner: tool, handoffTo: "w1", counter: 10})
+	owner, _, from, at := a.holder(key)
+	if owner != tool || from != holder || at.IsZero() {
+		t.Fatalf("row held by %q, taken from %q at %v; want the tool, taken from %q", owner, from, at, holder)
+	}
+	a.record(write{key: key, op: "acquire", by: "w1-1", claimCtr: -1, owner: "w1", counter: 11})
+	if _, _, from, at := a.holder(key); from != "" || !at.IsZero() {
+		t.Fatalf("a worker's acquire after the tool's: taken from %q at %v; want none", from, at)
+	}
+}
