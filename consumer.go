@@ -120,6 +120,13 @@ type Stats struct {
 	// CoordinationStalls counts the stalls this worker saw and could not
 	// end (see docs/coordination.md#stalls), each also logged at Error.
 	CoordinationStalls int64
+	// CorruptRows counts the rows this worker left alone because they
+	// cannot be decoded, once per row and run, each also logged at Error.
+	CorruptRows int64
+	// SourceFailures counts, in a Group, the calls of its stream source that
+	// failed or returned a stream that could not be read yet (see
+	// Group.SourceFailures); 0 for a Consumer.
+	SourceFailures int64
 	// RecordsBuffered and BytesBuffered are the records and payload bytes
 	// the readers hold now: each shard's batch in hand and the one read
 	// ahead (see docs/handlers.md#memory).
@@ -141,8 +148,8 @@ func (c *Consumer) Stats() Stats {
 		FinishedRowsDeleted: s.cleaned.Load(), CheckpointsRejected: s.rejected.Load(),
 		Subscriptions: s.subscriptions.Load(),
 		TableListings: s.listings.Load(), Coordinating: s.coordinating.Load(),
-		CoordinationStalls: s.stalls.Load(),
-		RecordsBuffered:    c.buffers.records.Load(), BytesBuffered: c.buffers.bytes.Load(),
+		CoordinationStalls: s.stalls.Load(), CorruptRows: s.corruptRows.Load(), SourceFailures: s.sourceErrs.Load(),
+		RecordsBuffered: c.buffers.records.Load(), BytesBuffered: c.buffers.bytes.Load(),
 	}
 }
 
@@ -275,7 +282,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 		refused: make(map[string]time.Time),
 		rng:     rand.New(rand.NewPCG(ownerSeed(c.cfg.identity), 1)),
 	}
-	sc.cd = newCoordination(c)
+	sc.cd = newCoordination(sc)
 	defer sc.cd.lookTimer.Stop()
 	defer sc.cd.expiry.Stop()
 	// Show this worker to the others before anything else, so that workers

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
-	"strings"
 	"time"
 
 	"github.com/shardlease/shardlease/internal/balance"
@@ -42,24 +41,32 @@ import (
 // the counter a listing showed, so a coordinator that is wrong, late or two
 // at once costs writes that fail, never a second reader.
 //
-// The role (type role) is one explicit state of Run's goroutine, changed
-// only by become; quiet, watching and deputy are the resting roles:
+// The role (type role) is one explicit state of Run's goroutine, kept by
+// the coordination type, which the scheduler holds and calls; quiet,
+// watching and deputy are the resting roles:
 //
 //	catchingUp  -> resting       a round left nothing to do (the watch picks which)
-//	resting     -> catchingUp    a wake or lead note; a shard of its own ended
+//	resting     -> catchingUp    a wake or lead note; a shard of its own ended; the first lease adopted
 //	resting     -> deputy        a deputy note names it
+//	deputy      -> resting       its naming ended (it watches on for R + T)
 //	watching    -> quiet         the watch ran out
 //	any         -> alarmed       a look saw the first row stand still or free
 //	alarmed     -> catchingUp    a round saw the first row move again (or resting)
 //	any         -> coordinator   a round ended with it holding the first lease
 //	coordinator -> catchingUp    a round ended with the first lease elsewhere (or resting)
+//	coordinator -> resting       it gave the first lease up (it cannot list)
+//	any         -> quiet         it stopped (shutdown or drain)
 //
-// uncoordinated (no notes) never changes. What differs by role is in one
-// function per event: onTakeTick (and listsNow), onLook, onExpiry, onNote
-// and afterRound. The state one role needs is rebuilt when it is entered:
-// the coordinator's wake backoff (leadState), the deadlines of the roles
-// that take on expiry. The deputy's naming (watch) outlives catching up and
-// the alarm, not the coordinator's role. Package balance makes every pick.
+// uncoordinated (no notes) never changes. The transition is a pure
+// function, balance.NextRole, with its table test; every event reaches it
+// through on, and only become writes the role. What differs by role is in
+// one function per event: onTakeTick (and listsNow), onLook, onExpiry,
+// onNote and afterRound. The state a role keeps is rebuilt by become as the
+// role is entered: the coordinator's wake backoff (leadState), and a watch
+// it starts without; the deadlines of the roles that take on expiry; the
+// ask to lead (led), which lasts until the next round's end. The deputy's
+// naming (watch) outlives catching up and the alarm. Notes are read only
+// through balance.ParseNote. Package balance makes every pick.
 
 // noteSeen is a note a renewal returned: shard is the row it is on.
 type noteSeen struct {
@@ -77,72 +84,62 @@ func (c *Consumer) sendNote(shard, text string) {
 }
 
 // role is what this worker does for coordination (see the top of this
-// file). It changes on the events of Run's loop: a take round's end (the
-// first lease moved, the round left work, the alarm cleared), a note, a
-// look at the first lease, a runner that ended its shard.
-type role int
+// file, and balance.Role for the transitions). It changes only in become,
+// on the events of Run's loop: a take round's end, a note, a look at the
+// first lease, a runner that ended its shard, a stop.
+type role = balance.Role
 
+// The roles, as this file names them (see balance.Role for each).
 const (
-	// uncoordinated: the store carries no notes, so nobody could wake this
-	// worker: it lists at every take tick.
-	uncoordinated role = iota
-	// quiet: it renews only, lists while it holds nothing, and now and then
-	// looks at the first lease (backstop).
-	quiet
-	// watching: quiet, but it watches the first lease as a deputy would
-	// until watch.until, because its last listing showed no deputy.
-	watching
-	// deputy: a note names it deputy (watch.row): it watches the
-	// coordinator's row.
-	deputy
-	// catchingUp: it lists at every take tick until a round leaves it
-	// nothing to do: at start, when woken, after a round that took or
-	// asked, when one of its shards ended.
-	catchingUp
-	// alarmed: it saw the coordinator's row stand still or free: it lists,
-	// and takes the leases it saw stand still the moment they expire,
-	// until the row moves again or it takes the lease.
-	alarmed
-	// coordinator: it holds the first readable lease: it lists, takes
-	// every free lease at once and expired ones at their deadline, names
-	// the deputy and wakes the workers below their share.
-	coordinator
+	uncoordinated = balance.RoleUncoordinated
+	quiet         = balance.RoleQuiet
+	watching      = balance.RoleWatching
+	deputy        = balance.RoleDeputy
+	catchingUp    = balance.RoleCatchingUp
+	alarmed       = balance.RoleAlarmed
+	coordinator   = balance.RoleCoordinator
 )
 
-var roleNames = [...]string{"uncoordinated", "quiet", "watching", "deputy", "catching up", "alarmed", "coordinator"}
-
-// String returns the role's name.
-func (r role) String() string {
-	if r < 0 || int(r) >= len(roleNames) {
-		return "unknown"
-	}
-	return roleNames[r]
-}
-
-// resting reports whether r lists only while this worker holds nothing.
-func (r role) resting() bool { return r == quiet || r == watching || r == deputy }
-
-// takesOnExpiry reports whether r takes leases at their deadline.
-func (r role) takesOnExpiry() bool { return r == coordinator || r == alarmed }
-
-// coordination is the coordination state of Run's goroutine, which alone
-// reads and writes it (see the top of this file).
+// coordination is this worker's part in coordinating the stream's leases:
+// its role, the role's state and the events that change them (see the top
+// of this file). Run's goroutine alone calls its methods and reads and
+// writes its fields. The scheduler holds it and lends it what it needs:
+// the observations of the rows' counters, the handoffs asked for, the take
+// and the channel that asks for a take round.
 type coordination struct {
+	c *Consumer
+	// obs is the scheduler's observations of the rows' counters, which
+	// lookAtFirst adds to; pending is the scheduler's handoff requests,
+	// read only.
+	obs     map[string]observation
+	pending map[string]time.Time
+	// take takes one lease (scheduler.take); wake asks Run's loop for a
+	// take round.
+	take func(ctx context.Context, l Lease, asked bool, byShard map[string]Lease, now time.Time) (bool, error)
+	wake chan struct{}
 	// ns is the store's notes; nil when it has none (uncoordinated).
 	ns   NoteStore
 	role role
 	// first is the first readable lease's shard, as the last listing or a
 	// deputy note showed it.
 	first string
-	// watch is the deputy's naming, kept in every role but the
-	// coordinator's; lookTimer fires its looks.
+	// The state of the role being played, rebuilt by become as it enters
+	// a role (see become):
+	//
+	// watch is the deputy's naming and the watch of a worker that saw no
+	// deputy, kept in every role but the coordinator's, which starts
+	// without one; lookTimer fires its looks.
 	watch     watch
 	lookTimer *time.Timer
 	// lead is the coordinator's own state, made anew each time this worker
 	// becomes the coordinator; nil in every other role.
 	lead *leadState
+	// led is set while a lead note asks this worker to take as the
+	// coordinator does in its round: until its next round ends or its
+	// role changes (balance.AskedToLead).
+	led bool
 	// expiry takes leases at their deadline, as the coordinator or an
-	// alarmed worker; emptied whenever the role changes.
+	// alarmed worker; emptied as either role is entered or left.
 	expiry deadlines
 	nonce  uint64
 	// backstop times a resting worker's looks at the first lease;
@@ -199,17 +196,6 @@ func (w watch) looks(now time.Time, holds func(string) bool) bool {
 	return holds(w.row)
 }
 
-// rest returns the resting role the watch leaves this worker in.
-func (w watch) rest(now time.Time) role {
-	switch {
-	case w.row != "":
-		return deputy
-	case now.Before(w.until):
-		return watching
-	}
-	return quiet
-}
-
 // deadlines is the rule of the expiry timer: the leases held by others
 // whose lease duration, timed from when this worker first saw their
 // counter, runs out before its next listing (due, with their rows as
@@ -259,8 +245,11 @@ func (b *backstop) due(now time.Time, period time.Duration) bool {
 	return !first
 }
 
-func newCoordination(c *Consumer) coordination {
-	cd := coordination{ns: c.caps.notes, role: catchingUp}
+// newCoordination returns the coordination of sc's worker, in the role it
+// starts in.
+func newCoordination(sc *scheduler) coordination {
+	c := sc.c
+	cd := coordination{c: c, obs: sc.obs, pending: sc.pending, take: sc.take, wake: sc.wake, ns: c.caps.notes, role: catchingUp}
 	if cd.ns == nil {
 		cd.role = uncoordinated
 	}
@@ -275,41 +264,61 @@ func stoppedTimer() *time.Timer {
 	return t
 }
 
-// become moves this worker to role r, rebuilding the state of the role it
-// enters: the coordinator's wake backoff, the deadlines of a role that
-// takes on expiry. Stats().Coordinating follows.
-func (sc *scheduler) become(r role) {
-	cd := &sc.cd
-	sc.c.seeRole(r, cd.recent, cd.recentAt)
-	if r == cd.role {
+// on is an event of Run's loop that may change the role: balance.NextRole
+// picks the role it leaves this worker in, from the watch as it is now and
+// f (which on fills in with the watch).
+func (cd *coordination) on(e balance.RoleEvent, f balance.RoleFacts) {
+	now := time.Now()
+	f.Named, f.Watching = cd.watch.row != "", now.Before(cd.watch.until)
+	cd.become(balance.NextRole(cd.role, e, f), e)
+}
+
+// become moves this worker to role r on event e, rebuilding the state of
+// the role it enters: the coordinator's wake backoff, and a watch it
+// starts without; the deadlines of the roles that take on expiry; the ask
+// to lead, which a lead note sets and a round's end or a role change
+// clears. Stats().Coordinating follows. It is the only writer of role.
+func (cd *coordination) become(r role, e balance.RoleEvent) {
+	cd.c.seeRole(r, cd.recent, cd.recentAt)
+	was := cd.role
+	cd.led = balance.AskedToLead(was, r, e, cd.led)
+	if r == was {
 		return
 	}
-	was := cd.role
 	cd.role = r
-	sc.c.log.Debug("coordination role", "was", was.String(), "now", r.String())
-	if was.takesOnExpiry() || r.takesOnExpiry() {
+	cd.c.log.Debug("coordination role", "was", was.String(), "now", r.String())
+	if was.TakesOnExpiry() || r.TakesOnExpiry() {
 		cd.expiry.clear()
 	}
 	cd.lead = nil
 	if r == coordinator {
 		cd.lead = &leadState{woken: map[string]balance.Woken{}}
+		cd.watch = watch{}
 	}
-	sc.c.stats.coordinating.Store(r == coordinator)
+	cd.c.stats.coordinating.Store(r == coordinator)
+}
+
+// roundNow asks Run's loop for a take round; one asked for already is
+// enough.
+func (cd *coordination) roundNow() {
+	select {
+	case cd.wake <- struct{}{}:
+	default:
+	}
 }
 
 // catchUp makes a resting worker list until a round leaves it nothing to
-// do; a worker that lists already goes on as it is.
-func (sc *scheduler) catchUp() {
-	if sc.cd.role.resting() {
-		sc.become(catchingUp)
-	}
+// do (a shard of its own ended, it adopted the first lease); a worker that
+// lists already goes on as it is.
+func (cd *coordination) catchUp() {
+	cd.on(balance.WokenUp, balance.RoleFacts{})
 }
 
 // listsNow reports whether this worker lists the table at a take tick: a
 // resting worker lists only while it holds nothing, and then rarely (see
 // idleLists).
-func (sc *scheduler) listsNow() bool {
-	return !sc.cd.role.resting() || sc.c.heldCount() == 0 && sc.idleLists(time.Now())
+func (cd *coordination) listsNow() bool {
+	return !cd.role.Resting() || cd.c.heldCount() == 0 && cd.idleLists(time.Now())
 }
 
 // holds reports whether this worker runs shard.
@@ -327,36 +336,29 @@ func (c *Consumer) heldCount() int {
 }
 
 // onNote handles a note one of this worker's renewals returned.
-func (sc *scheduler) onNote(n noteSeen) {
-	cd := &sc.cd
-	if n.shard == cd.watch.row {
-		if _, ok := balance.DeputyFirst(n.text); !ok {
-			sc.c.log.Debug("no longer the deputy")
-			sc.unnamed(time.Now())
-		}
+func (cd *coordination) onNote(n noteSeen) {
+	note := balance.ParseNote(n.text)
+	if n.shard == cd.watch.row && note.Kind != balance.NoteDeputy {
+		cd.c.log.Debug("no longer the deputy")
+		cd.unnamed(time.Now())
 	}
-	wake, watch := balance.WakeNote(n.text)
-	switch f := strings.Fields(n.text); {
-	case len(f) == 0:
-	case f[0] == balance.NoteWake || f[0] == balance.NoteLead:
-		sc.c.log.Debug("woken by the coordinator: listing", "shard", n.shard, "note", n.text)
-		cd.live.led = cd.live.led || f[0] == balance.NoteLead
-		sc.woken(time.Now(), watch)
-	case f[0] == balance.NoteDeputy && len(f) >= 2:
+	switch note.Kind {
+	case balance.NoteWake, balance.NoteLead:
+		cd.c.log.Debug("woken by the coordinator: listing", "shard", n.shard, "note", n.text)
+		cd.woken(time.Now(), note)
+	case balance.NoteDeputy:
 		if cd.role == uncoordinated {
 			return // it cannot read the coordinator's row
 		}
 		if cd.watch.row == "" {
-			sc.c.log.Info("named deputy: watching the coordinator's lease", "lease", f[1])
+			cd.c.log.Info("named deputy: watching the coordinator's lease", "lease", note.First)
 		}
-		cd.watch.row, cd.first = n.shard, f[1]
-		if cd.role.resting() {
-			sc.become(deputy)
-		}
-		sc.armWatch()
-		if wake {
-			sc.c.log.Debug("woken by the coordinator: listing", "shard", n.shard, "note", n.text)
-			sc.woken(time.Now(), watch)
+		cd.watch.row, cd.first = n.shard, note.First
+		cd.on(balance.Named, balance.RoleFacts{})
+		cd.armWatch()
+		if note.Wake {
+			cd.c.log.Debug("woken by the coordinator: listing", "shard", n.shard, "note", n.text)
+			cd.woken(time.Now(), note)
 		}
 	}
 }
@@ -365,83 +367,76 @@ func (sc *scheduler) onNote(n noteSeen) {
 // interval, less up to a fifth so that deputies do not move in step, or
 // the moment the row as last seen would have stood still long enough for
 // the alarm (watch.stallAt), if that comes first.
-func (sc *scheduler) armWatch() {
-	t := sc.c.cfg.takeInterval
+func (cd *coordination) armWatch() {
+	t := cd.c.cfg.takeInterval
 	d := t - rand.N(t/5+1)
-	if until := time.Until(sc.cd.watch.stallAt); until > 0 {
+	if until := time.Until(cd.watch.stallAt); until > 0 {
 		d = min(d, until)
 	}
-	sc.cd.lookTimer.Reset(d)
+	cd.lookTimer.Reset(d)
 }
 
 // watches reports whether this worker watches the coordinator now (see
 // watch): never as the coordinator, nor before it knows the first lease.
-func (sc *scheduler) watches() bool {
-	cd := &sc.cd
-	return cd.role != coordinator && cd.first != "" && cd.watch.looks(time.Now(), sc.c.holds)
+func (cd *coordination) watches() bool {
+	return cd.role != coordinator && cd.first != "" && cd.watch.looks(time.Now(), cd.c.holds)
 }
 
 // onTakeTick is a take tick for a worker that does not list now: a
 // resting role's look at the first lease, when its rule says so.
-func (sc *scheduler) onTakeTick(ctx context.Context) {
-	cd := &sc.cd
-	sc.idleBeat(ctx)
+func (cd *coordination) onTakeTick(ctx context.Context) {
 	switch cd.role {
 	case watching:
-		if !sc.watches() {
-			sc.become(quiet) // the watch ran out
-			sc.lookNowAndThen(ctx)
+		if !cd.watches() {
+			cd.on(balance.WatchEnded, balance.RoleFacts{}) // the watch ran out
+			cd.lookNowAndThen(ctx)
 		}
 	case deputy:
-		if !sc.watches() {
-			sc.unnamed(time.Now()) // the row that named it moved on
+		if !cd.watches() {
+			cd.unnamed(time.Now()) // the row that named it moved on
 		}
 	case quiet:
-		sc.lookNowAndThen(ctx)
+		cd.lookNowAndThen(ctx)
 	}
 }
 
 // lookNowAndThen is the backstop's look at the first lease, when due.
-func (sc *scheduler) lookNowAndThen(ctx context.Context) {
-	cd := &sc.cd
+func (cd *coordination) lookNowAndThen(ctx context.Context) {
 	if cd.first == "" {
 		return
 	}
-	c := sc.c
+	c := cd.c
 	h := max(1, c.heldCount())
 	period := c.cfg.takeInterval * time.Duration(backstopFactor*max(cd.readable, h)/h)
 	if cd.backstop.due(time.Now(), period) {
-		sc.lookAtFirst(ctx)
+		cd.lookAtFirst(ctx)
 	}
 }
 
 // onLook is the look timer: the watch's look at the coordinator's row
 // (see lookAtFirst), every half take interval while it watches.
-func (sc *scheduler) onLook(ctx context.Context) {
-	cd := &sc.cd
+func (cd *coordination) onLook(ctx context.Context) {
 	if cd.role == uncoordinated {
 		return
 	}
-	if cd.watch.row != "" && !sc.c.holds(cd.watch.row) {
-		sc.unnamed(time.Now()) // the row that named it moved on
+	if cd.watch.row != "" && !cd.c.holds(cd.watch.row) {
+		cd.unnamed(time.Now()) // the row that named it moved on
 	}
-	if !sc.watches() {
-		if cd.role == watching {
-			sc.become(quiet)
-		}
+	if !cd.watches() {
+		cd.on(balance.WatchEnded, balance.RoleFacts{})
 		return
 	}
-	defer sc.armWatch()
-	sc.lookAtFirst(ctx)
+	defer cd.armWatch()
+	cd.lookAtFirst(ctx)
 }
 
 // onExpiry is the expiry timer: the coordinator and an alarmed worker take
 // the leases whose deadline passed.
-func (sc *scheduler) onExpiry(ctx context.Context) error {
-	if !sc.cd.role.takesOnExpiry() {
+func (cd *coordination) onExpiry(ctx context.Context) error {
+	if !cd.role.TakesOnExpiry() {
 		return nil
 	}
-	return sc.takeExpired(ctx)
+	return cd.takeExpired(ctx)
 }
 
 // lookAtFirst reads the first lease's row, eventually consistent, and
@@ -449,9 +444,8 @@ func (sc *scheduler) onExpiry(ctx context.Context) error {
 // (or is gone: its shard finished and was cleaned up), this worker (it
 // holds the lease without coordinating yet), or a counter that stood still
 // longer than a renewal. A read that fails otherwise changes nothing.
-func (sc *scheduler) lookAtFirst(ctx context.Context) {
-	cd := &sc.cd
-	c := sc.c
+func (cd *coordination) lookAtFirst(ctx context.Context) {
+	c := cd.c
 	gctx, cancel := c.storeCtx(ctx)
 	l, err := cd.ns.GetEventually(gctx, LeaseKey{Stream: c.stream, Shard: cd.first})
 	cancel()
@@ -466,41 +460,40 @@ func (sc *scheduler) lookAtFirst(ctx context.Context) {
 		l = Lease{}
 	}
 	now := time.Now()
-	o := observeRow(sc.obs, cd.first, l.Counter, l.Owner, now)
-	cd.watch.stallAt = o.changed.Add(sc.stall(l))
-	if sc.adoptFirst(ctx, l) || sc.yielded(l, now) {
+	o := observeRow(cd.obs, cd.first, l.Counter, l.Owner, now)
+	cd.watch.stallAt = o.changed.Add(cd.stall(l))
+	if cd.adoptFirst(ctx, l) || cd.yielded(l, now) {
 		return
 	}
-	if l.Owner == "" || l.Owner == c.cfg.identity || now.Sub(o.changed) >= sc.stall(l) {
+	if l.Owner == "" || l.Owner == c.cfg.identity || now.Sub(o.changed) >= cd.stall(l) {
 		if cd.role != alarmed {
 			c.log.Info("the coordinator's lease stands still or is free: listing", "lease", cd.first, "owner", l.Owner, "counter", l.Counter)
 		}
-		sc.become(alarmed)
-		sc.poke(sc.wake)
+		cd.on(balance.Alarm, balance.RoleFacts{})
+		cd.roundNow()
 	}
 }
 
 // stall is how long a lease's counter may stand still before its holder
 // looks late: a renewal interval (the longer of this worker's and a third of
 // the holder's lease duration) and half a take interval.
-func (sc *scheduler) stall(l Lease) time.Duration {
-	cfg := sc.c.cfg
+func (cd *coordination) stall(l Lease) time.Duration {
+	cfg := cd.c.cfg
 	return max(cfg.renewInterval, expiresAfter(l, cfg.leaseDuration)/3) + cfg.takeInterval/2
 }
 
 // afterRound updates the role from a take round: tl is its listing, r the
 // round as carried out. The coordinator then writes its notes.
-func (sc *scheduler) afterRound(ctx context.Context, tl *takeListing, r *balance.Round, now time.Time) {
-	cd := &sc.cd
+func (cd *coordination) afterRound(ctx context.Context, tl *takeListing, r *balance.Round, now time.Time) {
 	if cd.role == uncoordinated {
 		return
 	}
-	c := sc.c
+	c := cd.c
 	in, first := tl.in, tl.first
-	moreToDo := r.Busy() || len(sc.pending) > 0 || balance.MayTakeSoon(in, r.Plan()) || now.Before(cd.live.listUntil)
+	moreToDo := r.Busy() || len(cd.pending) > 0 || balance.MayTakeSoon(in, r.Plan()) || now.Before(cd.live.listUntil)
 	was := cd.role
 	if in.First == "" {
-		sc.become(sc.nextRole(false, was == alarmed, moreToDo, now))
+		cd.on(balance.RoundEnded, balance.RoleFacts{Alarm: was == alarmed, MoreToDo: moreToDo})
 		return
 	}
 	cd.first, cd.readable = in.First, len(in.Rows)
@@ -516,7 +509,6 @@ func (sc *scheduler) afterRound(ctx context.Context, tl *takeListing, r *balance
 	// shard before it finished, or the deputy's alarm was false): tell it.
 	handOver := was == coordinator && !leading
 	alarm := was == alarmed
-	cd.live.led = false
 	if alarm {
 		switch {
 		case leading || first.Owner != "" && !in.Expired[in.First] && !in.Stalled[in.First]:
@@ -527,69 +519,52 @@ func (sc *scheduler) afterRound(ctx context.Context, tl *takeListing, r *balance
 			// (WithMaxLeases): the alarm would keep it listing for
 			// nothing. It wakes workers that may take the leases instead.
 			alarm = false
-			sc.yieldAlarm(ctx, suspect(tl), r, held, now)
+			cd.yieldAlarm(ctx, suspect(tl), r, held, now)
 		}
 	}
 	if it, ok := balance.HandOverLead(in, rowOf(first)); ok && handOver {
-		sc.writeNote(ctx, tl.byShard, it)
+		cd.writeNote(ctx, tl.byShard, it)
 	}
 	// A worker that stops listing while no deputy is named for the first
 	// lease watches it in the meantime: a coordinator that crashes in its
 	// first moments is then noticed as quickly as later on.
 	if !leading && !moreToDo && cd.watch.row == "" && first.Owner != "" && len(balance.DeputiesFor(in.Rows, in.First)) == 0 {
 		cd.watch.until = now.Add(c.cfg.renewInterval + c.cfg.takeInterval)
-		sc.armWatch()
+		cd.armWatch()
 	}
-	sc.become(sc.nextRole(leading, alarm, moreToDo, now))
+	cd.on(balance.RoundEnded, balance.RoleFacts{Leading: leading, Alarm: alarm, MoreToDo: moreToDo})
 	switch cd.role {
 	case coordinator:
-		sc.coordinate(ctx, tl, r, held, now)
+		cd.coordinate(ctx, tl, r, held, now)
 	case alarmed:
 		// A deputy whose coordinator stopped takes the leases it watched
 		// stand still the moment they expire, as the coordinator would,
 		// the first one (and with it coordination) included; the workers
 		// that may take those it has no room for are woken now.
-		sc.scheduleExpiry(tl, now)
-		sc.alarmWakes(ctx, suspect(tl), r, held, now)
+		cd.scheduleExpiry(tl, now)
+		cd.alarmWakes(ctx, suspect(tl), r, held, now)
 	}
-}
-
-// nextRole returns the role a take round leaves this worker in: it leads
-// when it holds the first lease, else it stays alarmed while the alarm
-// holds, else it catches up while the round left work, else it rests.
-func (sc *scheduler) nextRole(leading, alarm, moreToDo bool, now time.Time) role {
-	switch {
-	case leading:
-		return coordinator
-	case alarm:
-		return alarmed
-	case moreToDo:
-		return catchingUp
-	}
-	return sc.cd.watch.rest(now)
 }
 
 // coordinate is the coordinator's work after its round: it takes the
 // leases of others at their deadline, keeps a deputy named, and wakes the
 // workers below their share. held is what it runs after the round.
-func (sc *scheduler) coordinate(ctx context.Context, tl *takeListing, r *balance.Round, held map[string]bool, now time.Time) {
-	cd := &sc.cd
-	cd.watch.row = ""
-	sc.scheduleExpiry(tl, now)
-	notes, woken := balance.CoordinatorNotes(tl.in, r.Plan(), held, cd.lead.woken, now, sc.c.cfg.leaseDuration)
+func (cd *coordination) coordinate(ctx context.Context, tl *takeListing, r *balance.Round, held map[string]bool, now time.Time) {
+	cd.scheduleExpiry(tl, now)
+	notes, woken := balance.CoordinatorNotes(tl.in, r.Plan(), held, cd.lead.woken, now, cd.c.cfg.leaseDuration)
 	cd.lead.woken = woken
 	for _, it := range notes {
-		sc.writeNote(ctx, tl.byShard, it)
+		cd.writeNote(ctx, tl.byShard, it)
 	}
 }
 
 // scheduleExpiry arms the expiry timer for the leases of others whose
 // lease duration, timed from when this worker first saw their counter,
 // runs out before its next listing: each is taken at that moment instead.
-func (sc *scheduler) scheduleExpiry(tl *takeListing, now time.Time) {
-	d := &sc.cd.expiry
+func (cd *coordination) scheduleExpiry(tl *takeListing, now time.Time) {
+	d := &cd.expiry
 	d.clear()
-	d.due = balance.DueBefore(tl.in, tl.expiresAt, now.Add(sc.c.cfg.takeInterval))
+	d.due = balance.DueBefore(tl.in, tl.expiresAt, now.Add(cd.c.cfg.takeInterval))
 	d.leases = make(map[string]Lease, len(d.due))
 	for _, due := range d.due {
 		d.leases[due.Row.Shard] = tl.byShard[due.Row.Shard]
@@ -600,25 +575,24 @@ func (sc *scheduler) scheduleExpiry(tl *takeListing, now time.Time) {
 // takeExpired takes the due leases whose lease duration has run out, each
 // with an acquire on the counter this worker saw stand still: a holder
 // that renewed meanwhile makes it fail.
-func (sc *scheduler) takeExpired(ctx context.Context) error {
-	cd := &sc.cd
+func (cd *coordination) takeExpired(ctx context.Context) error {
 	d := &cd.expiry
 	now := time.Now()
-	skip := sc.c.stuckSet()
+	skip := cd.c.stuckSet()
 	for _, due := range d.due {
-		if o, ok := sc.obs[due.Row.Shard]; !ok || o.counter != due.Row.Counter {
+		if o, ok := cd.obs[due.Row.Shard]; !ok || o.counter != due.Row.Counter {
 			skip[due.Row.Shard] = true // the row moved since
 		}
 	}
-	takes, ahead := balance.TakeDue(d.due, now, cd.first, skip, sc.c.heldCount(), sc.c.cfg.maxLeases)
+	takes, ahead := balance.TakeDue(d.due, now, cd.first, skip, cd.c.heldCount(), cd.c.cfg.maxLeases)
 	d.due = ahead
 	for {
 		row, ok := takes.Next()
 		if !ok {
 			break
 		}
-		_, asked := sc.pending[row.Shard]
-		took, err := sc.take(ctx, d.leases[row.Shard], asked, cd.recentByShard, now)
+		_, asked := cd.pending[row.Shard]
+		took, err := cd.take(ctx, d.leases[row.Shard], asked, cd.recentByShard, now)
 		if err != nil || ctx.Err() != nil {
 			return err
 		}
@@ -628,21 +602,21 @@ func (sc *scheduler) takeExpired(ctx context.Context) error {
 	return nil
 }
 
-func (sc *scheduler) nextNonce() uint64 {
-	sc.cd.nonce++
-	return sc.cd.nonce<<16 | uint64(rand.N(1<<16))
+func (cd *coordination) nextNonce() uint64 {
+	cd.nonce++
+	return cd.nonce<<16 | uint64(rand.N(1<<16))
 }
 
 // writeNote carries out a note intent on the row of tl it names.
-func (sc *scheduler) writeNote(ctx context.Context, byShard map[string]Lease, it balance.Intent) {
-	sc.note(ctx, byShard[it.Row.Shard], balance.NoteText(it, sc.cd.first, sc.nextNonce()))
+func (cd *coordination) writeNote(ctx context.Context, byShard map[string]Lease, it balance.Intent) {
+	cd.note(ctx, byShard[it.Row.Shard], balance.NoteText(it, cd.first, cd.nextNonce()))
 }
 
 // note writes a note; a failure is logged (the next listing tries again).
-func (sc *scheduler) note(ctx context.Context, l Lease, text string) {
-	c := sc.c
+func (cd *coordination) note(ctx context.Context, l Lease, text string) {
+	c := cd.c
 	nctx, cancel := c.storeCtx(ctx)
-	_, err := sc.cd.ns.Note(nctx, l, text)
+	_, err := cd.ns.Note(nctx, l, text)
 	cancel()
 	if err != nil {
 		if ctx.Err() == nil {
@@ -657,12 +631,11 @@ func (sc *scheduler) note(ctx context.Context, l Lease, text string) {
 // released their leases: it tells two other workers (its deputies if it
 // named them) to list, so that those leases are taken even when a deputy
 // had not learnt of its naming yet, or leaves at the same time.
-func (sc *scheduler) passLead(ctx context.Context) {
-	cd := &sc.cd
+func (cd *coordination) passLead(ctx context.Context) {
 	if cd.role != coordinator {
 		return
 	}
-	for _, it := range balance.PassLead(cd.recentRows(), sc.c.cfg.identity, cd.first) {
-		sc.writeNote(ctx, cd.recentByShard, it)
+	for _, it := range balance.PassLead(cd.recentRows(), cd.c.cfg.identity, cd.first) {
+		cd.writeNote(ctx, cd.recentByShard, it)
 	}
 }

@@ -1,7 +1,11 @@
 package shardlease
 
 import (
+	"context"
 	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
 
 	"github.com/shardlease/shardlease/internal/balance"
 )
@@ -30,4 +34,114 @@ func TestPassLeadSkipsFinishedRows(t *testing.T) {
 	if len(owners) != 2 || owners[0] != "w1" || owners[1] != "w2" {
 		t.Fatalf("lead passed to %v; want [w1 w2], not the finished row's owner", owners)
 	}
+}
+
+// idleKinesis is a Kinesis client no test here calls.
+type idleKinesis struct{ KinesisAPI }
+
+// newTestCoordination returns the coordination of a worker that has not
+// run, in role r, and its scheduler's wake channel.
+func newTestCoordination(t *testing.T, r role) (*coordination, chan struct{}) {
+	t.Helper()
+	c, err := NewConsumer(idleKinesis{}, NewMemoryStore(), "orders", func(context.Context, *Batch) error { return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := &scheduler{c: c, obs: map[string]observation{}, pending: map[string]time.Time{}, wake: make(chan struct{}, 1)}
+	sc.cd = newCoordination(sc)
+	t.Cleanup(func() { sc.cd.lookTimer.Stop(); sc.cd.expiry.Stop() })
+	if sc.cd.role != catchingUp {
+		t.Fatalf("a worker with notes starts %v; want catching up", sc.cd.role)
+	}
+	sc.cd.become(r, balance.RoundEnded)
+	return &sc.cd, sc.wake
+}
+
+// Entering the coordinator's role rebuilds its state: a fresh wake backoff,
+// no watch, no ask to lead, Stats().Coordinating; its next rounds keep the
+// backoff; leaving it drops the backoff.
+func TestBecomeCoordinatorRebuildsItsState(t *testing.T) {
+	t.Parallel()
+	cd, _ := newTestCoordination(t, catchingUp)
+	cd.watch = watch{row: "shardId-1", until: time.Now().Add(time.Hour), stallAt: time.Now()}
+	cd.led = true
+	cd.on(balance.RoundEnded, balance.RoleFacts{Leading: true})
+	assert.Equal(t, coordinator, cd.role)
+	assert.Equal(t, watch{}, cd.watch, "the coordinator starts without a watch")
+	assert.False(t, cd.led, "a round's end ends the ask to lead")
+	assert.NotNil(t, cd.lead)
+	assert.Empty(t, cd.lead.woken)
+	assert.True(t, cd.c.Stats().Coordinating)
+
+	cd.lead.woken["w1"] = balance.Woken{Load: 1}
+	cd.on(balance.RoundEnded, balance.RoleFacts{Leading: true})
+	assert.Equal(t, 1, len(cd.lead.woken), "a coordinator's next round keeps its wake backoff")
+
+	cd.on(balance.RoundEnded, balance.RoleFacts{MoreToDo: true})
+	assert.Equal(t, catchingUp, cd.role)
+	assert.Nil(t, cd.lead)
+	assert.False(t, cd.c.Stats().Coordinating)
+	cd.on(balance.RoundEnded, balance.RoleFacts{Leading: true})
+	assert.Empty(t, cd.lead.woken, "a coordinator anew starts with no backoff")
+}
+
+// A lead note makes a resting worker list and take as the coordinator
+// does, until its next round ends; a wake note meanwhile keeps the ask, a
+// wake note alone never makes it.
+func TestLeadNoteAsksUntilTheRoundEnds(t *testing.T) {
+	t.Parallel()
+	cd, wake := newTestCoordination(t, quiet)
+	cd.onNote(noteSeen{shard: "shardId-2", text: "wake 1"})
+	assert.Equal(t, catchingUp, cd.role)
+	assert.False(t, cd.leads(), "a wake asks nobody to lead")
+	assert.Len(t, wake, 1, "a wake asks for a round")
+	<-wake
+
+	cd.on(balance.RoundEnded, balance.RoleFacts{})
+	assert.Equal(t, quiet, cd.role)
+	cd.onNote(noteSeen{shard: "shardId-2", text: balance.NoteText(balance.Intent{Kind: balance.Lead}, "", 7)})
+	assert.Equal(t, catchingUp, cd.role)
+	assert.True(t, cd.leads())
+	assert.True(t, cd.live.listUntil.After(time.Now()), "a lead lists on until it can judge what stands still")
+	cd.onNote(noteSeen{shard: "shardId-2", text: "wake 2"})
+	assert.True(t, cd.leads(), "a wake keeps the ask to lead")
+	cd.on(balance.RoundEnded, balance.RoleFacts{MoreToDo: true})
+	assert.Equal(t, catchingUp, cd.role)
+	assert.False(t, cd.leads(), "the ask ends with the round")
+}
+
+// A deputy note makes a resting worker the deputy of the first lease it
+// names; a note that replaces it on that row ends the naming, and the
+// worker watches on for a while; a deputy note with a wake makes it list.
+func TestDeputyNoteNamesAndUnnames(t *testing.T) {
+	t.Parallel()
+	cd, wake := newTestCoordination(t, quiet)
+	cd.onNote(noteSeen{shard: "shardId-5", text: balance.NoteText(balance.Intent{Kind: balance.Deputy}, "shardId-0", 3)})
+	assert.Equal(t, deputy, cd.role)
+	assert.Equal(t, "shardId-5", cd.watch.row)
+	assert.Equal(t, "shardId-0", cd.first)
+	assert.Empty(t, wake)
+
+	cd.onNote(noteSeen{shard: "shardId-5", text: "please hand this over"})
+	assert.Equal(t, watching, cd.role, "the naming ended: it watches on")
+	assert.Empty(t, cd.watch.row)
+	assert.True(t, cd.watch.until.After(time.Now()))
+
+	cd.onNote(noteSeen{shard: "shardId-6", text: balance.NoteText(balance.Intent{Kind: balance.WakeDeputy}, "shardId-0", 4)})
+	assert.Equal(t, catchingUp, cd.role, "named with a wake: it lists")
+	assert.Equal(t, "shardId-6", cd.watch.row)
+	assert.Len(t, wake, 1)
+	cd.on(balance.RoundEnded, balance.RoleFacts{})
+	assert.Equal(t, deputy, cd.role, "its round rests it as the deputy")
+}
+
+// A worker whose store carries no notes never changes role.
+func TestUncoordinatedNeverChanges(t *testing.T) {
+	t.Parallel()
+	cd, _ := newTestCoordination(t, uncoordinated)
+	cd.onNote(noteSeen{shard: "shardId-1", text: "lead 1"})
+	cd.on(balance.RoundEnded, balance.RoleFacts{Leading: true})
+	cd.on(balance.Alarm, balance.RoleFacts{})
+	assert.Equal(t, uncoordinated, cd.role)
+	assert.False(t, cd.leads(), "nobody can ask it to lead")
 }

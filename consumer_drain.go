@@ -128,7 +128,7 @@ func (sc *scheduler) wakeCoordinator(ctx context.Context) {
 	}
 	for _, l := range cd.recent {
 		if l.Key.Shard == cd.first && l.Owner != "" && l.Owner != sc.c.cfg.identity && l.HandoffTo == "" {
-			sc.note(ctx, l, balance.NoteText(balance.Intent{Kind: balance.Wake}, cd.first, sc.nextNonce()))
+			cd.note(ctx, l, balance.NoteText(balance.Intent{Kind: balance.Wake}, cd.first, cd.nextNonce()))
 			return
 		}
 	}

@@ -68,12 +68,6 @@ func (b *Batch) Fence() FenceToken {
 // hook that flushes buffered records to a sink.
 func (s *ShardStop) Fence() FenceToken { return s.r.fence() }
 
-// fence returns the runner's token: the stream's incarnation and the
-// counter of the acquire that made the lease the runner's.
-func (r *leaseRunner) fence() FenceToken {
-	return FenceToken{stream: r.key.Stream, shard: r.shard, epoch: r.taken.epoch, counter: r.taken.counter}
-}
-
 // Stream returns the stream of the token's shard.
 func (t FenceToken) Stream() string { return t.stream }
 

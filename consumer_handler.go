@@ -273,7 +273,7 @@ func (r *leaseRunner) recoverHook(name string) {
 // which it finishes or abandons before it returns. It reports true when it
 // rested (see consumer_processor.go) rather than ended.
 func (r *leaseRunner) process(batches <-chan *Batch) (rested bool) {
-	ln := r.startLanes()
+	ln := startLanes(r)
 	defer ln.close()
 	next := r.source(batches)
 	for {

@@ -196,7 +196,7 @@ func (r *leaseRunner) nextWrite() (Lease, attempt) {
 func (r *leaseRunner) send(ctx context.Context, held Lease, a attempt) (Lease, error) {
 	var next Lease
 	var err error
-	ctx = r.withLag(ctx)
+	ctx = r.lag.withLag(ctx)
 	if a.dirty {
 		next, err = r.c.store.Checkpoint(ctx, held, a.pos.seq, a.pos.sub, a.expiry)
 	} else {

@@ -92,10 +92,10 @@ func (c *lagClock) lag(now time.Time) (l Lag, ok bool) {
 	return l, true
 }
 
-// withLag returns ctx carrying the runner's lag for the store to write on
-// the row, once its reader has read.
-func (r *leaseRunner) withLag(ctx context.Context) context.Context {
-	if l, ok := r.lag.lag(time.Now()); ok {
+// withLag returns ctx carrying the lag for the store to write on the row,
+// once the reader has read.
+func (c *lagClock) withLag(ctx context.Context) context.Context {
+	if l, ok := c.lag(time.Now()); ok {
 		return WithHolderLag(ctx, l)
 	}
 	return ctx

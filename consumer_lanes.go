@@ -43,8 +43,8 @@ type laneItem struct {
 	behind int64 // MillisBehindLatest of its batch
 }
 
-// startLanes starts the lanes of WithKeyConcurrency; nil without it.
-func (r *leaseRunner) startLanes() *lanes {
+// startLanes starts the lanes of WithKeyConcurrency for r; nil without it.
+func startLanes(r *leaseRunner) *lanes {
 	n := r.c.cfg.keyConcurrency
 	if n <= 1 {
 		return nil
@@ -103,7 +103,7 @@ func (ln *lanes) run(lane int) {
 				break more
 			}
 		}
-		if !r.handleFrom(b, r.mayFinish) {
+		if !r.handleFrom(b, ln.mayFinish) {
 			return
 		}
 		ln.wm.done(b.Records)
@@ -112,7 +112,8 @@ func (ln *lanes) run(lane int) {
 
 // mayFinish reports whether a lane may hand records it has queued: while
 // the lease is surely held, even once a stop was asked for.
-func (r *leaseRunner) mayFinish() bool {
+func (ln *lanes) mayFinish() bool {
+	r := ln.r
 	return r.leaseCtx.Err() == nil && !r.isAbandoned() && r.valid()
 }
 

@@ -48,16 +48,10 @@ const idleFactor = 4
 
 // liveness is the state of these rules, written by Run's goroutine only.
 type liveness struct {
-	// led is set by a lead note since the last take round: this worker was
-	// asked to coordinate.
-	led bool
 	// failingSince is when this worker's listings began to fail; zero
 	// while they succeed. reported is set once that was logged.
 	failingSince time.Time
 	reported     bool
-	// gifted is set when this worker adopted the first lease from a
-	// coordinator that gave it up, until it lists.
-	gifted bool
 	// yield is the first lease as this worker last saw it when it stopped
 	// listing for it (it may hold no more); woken its wake backoff.
 	yield yieldMark
@@ -81,22 +75,28 @@ type yieldMark struct {
 
 // leads reports whether this worker takes as the coordinator does in its
 // round: it coordinates, was alarmed, or was asked to lead.
-func (sc *scheduler) leads() bool {
-	r := sc.cd.role
-	return r == coordinator || r == alarmed || sc.cd.live.led
+func (cd *coordination) leads() bool {
+	r := cd.role
+	return r == coordinator || r == alarmed || cd.led
 }
 
-// woken is a wake or lead note: this worker lists now. When watch is set
-// (a lead, or a wake for leases that must expire) it goes on for a
-// renewal and a take interval, so that it sees for itself which leases
-// stand still (and then lists on until they expire); otherwise it stops
-// once a round leaves it nothing to do.
-func (sc *scheduler) woken(now time.Time, watch bool) {
-	if watch {
-		sc.cd.live.listUntil = now.Add(sc.c.cfg.renewInterval + sc.c.cfg.takeInterval)
+// woken is a note that wakes this worker (a wake, a lead, a deputy naming
+// with a wake): it lists now, and a lead asks it to take as the
+// coordinator does in its round. When the note says watch (a lead, or a
+// wake for leases that must expire) it goes on for a renewal and a take
+// interval, so that it sees for itself which leases stand still (and then
+// lists on until they expire); otherwise it stops once a round leaves it
+// nothing to do.
+func (cd *coordination) woken(now time.Time, note balance.Note) {
+	if note.Watch {
+		cd.live.listUntil = now.Add(cd.c.cfg.renewInterval + cd.c.cfg.takeInterval)
 	}
-	sc.catchUp()
-	sc.poke(sc.wake)
+	e := balance.WokenUp
+	if note.Kind == balance.NoteLead {
+		e = balance.Led
+	}
+	cd.on(e, balance.RoleFacts{})
+	cd.roundNow()
 }
 
 // suspect returns tl with every row of the first lease's holder judged as
@@ -120,21 +120,18 @@ func suspect(tl *takeListing) *takeListing {
 // unnamed is a deputy's naming that ended (its row moved, or the note
 // changed): it watches on for R + T, time for the coordinator to name
 // another deputy and for it to read its naming.
-func (sc *scheduler) unnamed(now time.Time) {
-	cd := &sc.cd
+func (cd *coordination) unnamed(now time.Time) {
 	cd.watch.row = ""
-	cd.watch.until = now.Add(sc.c.cfg.renewInterval + sc.c.cfg.takeInterval)
-	if cd.role == deputy {
-		sc.become(cd.watch.rest(now))
-	}
-	sc.armWatch()
+	cd.watch.until = now.Add(cd.c.cfg.renewInterval + cd.c.cfg.takeInterval)
+	cd.on(balance.Unnamed, balance.RoleFacts{})
+	cd.armWatch()
 }
 
 // idleLists reports whether a resting worker that holds nothing lists at
 // this take tick (see idleFactor).
-func (sc *scheduler) idleLists(now time.Time) bool {
-	live := &sc.cd.live
-	period := sc.c.cfg.takeInterval * time.Duration(idleFactor*max(1, live.idlers))
+func (cd *coordination) idleLists(now time.Time) bool {
+	live := &cd.live
+	period := cd.c.cfg.takeInterval * time.Duration(idleFactor*max(1, live.idlers))
 	if live.idle.lookAt.IsZero() {
 		live.idle.lookAt = now.Add(rand.N(period))
 	}
@@ -142,42 +139,32 @@ func (sc *scheduler) idleLists(now time.Time) bool {
 }
 
 // countIdlers records how many live owners held nothing at a listing.
-func (sc *scheduler) countIdlers(p balance.Plan) {
+func (cd *coordination) countIdlers(p balance.Plan) {
 	n := 0
 	for _, load := range p.Load {
 		if load == 0 {
 			n++
 		}
 	}
-	sc.cd.live.idlers = n
-}
-
-// idleBeat keeps the worker row of a worker that holds nothing moving
-// between its listings.
-func (sc *scheduler) idleBeat(ctx context.Context) {
-	if sc.c.heldCount() > 0 || sc.row != nil && time.Since(sc.beat) < sc.c.cfg.renewInterval {
-		return
-	}
-	if err := sc.heartbeat(ctx); err != nil {
-		sc.c.log.Error("writing the worker row failed", "err", err)
-	}
+	cd.live.idlers = n
 }
 
 // listingWorked records a listing that succeeded.
-func (sc *scheduler) listingWorked() {
-	live := &sc.cd.live
-	live.failingSince, live.reported, live.gifted = time.Time{}, false, false
+func (cd *coordination) listingWorked() {
+	live := &cd.live
+	live.failingSince, live.reported = time.Time{}, false
 }
 
 // listFailed records a listing that failed. Once they have failed for a
 // lease duration it is a stall: logged at Error and counted; a coordinator
-// then gives its role up (unless it was handed the role by one that gave
-// it up: both cannot list).
-func (sc *scheduler) listFailed(ctx context.Context) {
+// then gives its role up. A worker handed the role by one that gave it up
+// does not hand it on while it cannot list: it coordinates only from the
+// end of a round, whose listing worked.
+func (cd *coordination) listFailed(ctx context.Context) {
 	if ctx.Err() != nil {
 		return
 	}
-	live, c := &sc.cd.live, sc.c
+	live, c := &cd.live, cd.c
 	now := time.Now()
 	if live.failingSince.IsZero() {
 		live.failingSince = now
@@ -187,17 +174,17 @@ func (sc *scheduler) listFailed(ctx context.Context) {
 	}
 	live.reported = true
 	c.log.Error("listing the stream's rows has failed for a lease duration: this worker takes no lease and coordinates nothing until it lists again; check the table's read capacity and dynamodb:Scan permission",
-		"since", now.Sub(live.failingSince).Round(time.Millisecond), "role", sc.cd.role.String())
+		"since", now.Sub(live.failingSince).Round(time.Millisecond), "role", cd.role.String())
 	c.count(evStall, 1, attribute.String("why", "listing"))
-	if sc.cd.role == coordinator && !live.gifted {
-		sc.giveUp(ctx, now)
+	if cd.role == coordinator {
+		cd.giveUp(ctx, now)
 	}
 }
 
 // giveUp hands the first lease, and with it coordination, to a deputy (or
 // another worker) with a fenced handoff, and tells it to lead.
-func (sc *scheduler) giveUp(ctx context.Context, now time.Time) {
-	cd, c := &sc.cd, sc.c
+func (cd *coordination) giveUp(ctx context.Context, now time.Time) {
+	c := cd.c
 	to := balance.PassLead(cd.recentRows(), c.cfg.identity, cd.first)
 	first, ok := cd.recentByShard[cd.first]
 	if len(to) == 0 || !ok || first.Owner != c.cfg.identity {
@@ -213,26 +200,25 @@ func (sc *scheduler) giveUp(ctx context.Context, now time.Time) {
 	}
 	c.log.Warn("handing coordination over: this worker cannot list", "lease", cd.first, "to", taker)
 	c.answerHandoff(cd.first, taker)
-	sc.writeNote(ctx, cd.recentByShard, to[0])
-	sc.become(cd.watch.rest(now))
+	cd.writeNote(ctx, cd.recentByShard, to[0])
+	cd.on(balance.GaveUp, balance.RoleFacts{})
 }
 
 // adoptFirst takes the first lease when its row names this worker but this
 // worker does not run it (a coordinator that could not list handed it
 // over), with an acquire on the counter the look showed. It reports
 // whether it did.
-func (sc *scheduler) adoptFirst(ctx context.Context, l Lease) bool {
-	c := sc.c
-	if l.Owner != c.cfg.identity || l.HandoffTo != "" || c.holds(l.Key.Shard) || sc.cd.role == uncoordinated {
+func (cd *coordination) adoptFirst(ctx context.Context, l Lease) bool {
+	c := cd.c
+	if l.Owner != c.cfg.identity || l.HandoffTo != "" || c.holds(l.Key.Shard) || cd.role == uncoordinated {
 		return false
 	}
-	took, err := sc.take(ctx, l, true, sc.cd.recentByShard, time.Now())
+	took, err := cd.take(ctx, l, true, cd.recentByShard, time.Now())
 	if err != nil || !took {
 		return false
 	}
-	sc.cd.live.gifted = true
-	sc.catchUp()
-	sc.poke(sc.wake)
+	cd.catchUp()
+	cd.roundNow()
 	return true
 }
 
@@ -240,31 +226,31 @@ func (sc *scheduler) adoptFirst(ctx context.Context, l Lease) bool {
 // listing until a lease it cannot take expires, it wakes the workers below
 // their share, which list and take it, and remembers the first lease as
 // it saw it so that its looks do not raise the same alarm again.
-func (sc *scheduler) yieldAlarm(ctx context.Context, tl *takeListing, r *balance.Round, held map[string]bool, now time.Time) {
-	live := &sc.cd.live
+func (cd *coordination) yieldAlarm(ctx context.Context, tl *takeListing, r *balance.Round, held map[string]bool, now time.Time) {
+	live := &cd.live
 	if m := live.yield; m.shard != tl.first.Key.Shard || m.counter != tl.first.Counter || m.owner != tl.first.Owner {
 		live.yield = yieldMark{shard: tl.first.Key.Shard, owner: tl.first.Owner, counter: tl.first.Counter, at: now}
 	}
-	n := sc.alarmWakes(ctx, tl, r, held, now)
-	sc.c.log.Info("the coordinator's lease stands still or is free, and this worker may hold no more: waking others", "lease", tl.first.Key.Shard, "woken", n)
+	n := cd.alarmWakes(ctx, tl, r, held, now)
+	cd.c.log.Info("the coordinator's lease stands still or is free, and this worker may hold no more: waking others", "lease", tl.first.Key.Shard, "woken", n)
 }
 
 // alarmWakes is an alarmed worker with a cap: it wakes the workers below
 // their share for the leases it will have no room for, as the coordinator
 // does (balance.Wakes), so that they watch those leases from now on and
 // take them when they expire. It returns how many it woke.
-func (sc *scheduler) alarmWakes(ctx context.Context, tl *takeListing, r *balance.Round, held map[string]bool, now time.Time) int {
-	live := &sc.cd.live
+func (cd *coordination) alarmWakes(ctx context.Context, tl *takeListing, r *balance.Round, held map[string]bool, now time.Time) int {
+	live := &cd.live
 	if tl.in.MaxLeases == 0 {
 		return 0
 	}
 	if live.woken == nil {
 		live.woken = map[string]balance.Woken{}
 	}
-	wakes, woken := balance.Wakes(tl.in, r.Plan(), held, nil, live.woken, now, sc.c.cfg.leaseDuration)
+	wakes, woken := balance.Wakes(tl.in, r.Plan(), held, nil, live.woken, now, cd.c.cfg.leaseDuration)
 	live.woken = woken
 	for _, it := range wakes {
-		sc.writeNote(ctx, tl.byShard, it)
+		cd.writeNote(ctx, tl.byShard, it)
 	}
 	return len(wakes)
 }
@@ -273,16 +259,16 @@ func (sc *scheduler) alarmWakes(ctx context.Context, tl *takeListing, r *balance
 // it yielded its alarm: the same stall, so no new alarm. Once it has
 // stood so for two lease durations it is a stall nobody ends: logged at
 // Error and counted.
-func (sc *scheduler) yielded(l Lease, now time.Time) bool {
-	m := &sc.cd.live.yield
+func (cd *coordination) yielded(l Lease, now time.Time) bool {
+	m := &cd.live.yield
 	if m.shard != l.Key.Shard || m.counter != l.Counter || m.owner != l.Owner {
 		*m = yieldMark{}
 		return false
 	}
-	if !m.reported && now.Sub(m.at) >= 2*sc.c.cfg.leaseDuration {
+	if !m.reported && now.Sub(m.at) >= 2*cd.c.cfg.leaseDuration {
 		m.reported = true
-		sc.c.log.Error("the coordinator's lease has stood still or free for two lease durations and no worker took it: raise WithMaxLeases or add workers", "lease", l.Key.Shard, "owner", l.Owner)
-		sc.c.count(evStall, 1, attribute.String("why", "untaken"))
+		cd.c.log.Error("the coordinator's lease has stood still or free for two lease durations and no worker took it: raise WithMaxLeases or add workers", "lease", l.Key.Shard, "owner", l.Owner)
+		cd.c.count(evStall, 1, attribute.String("why", "untaken"))
 	}
 	return true
 }

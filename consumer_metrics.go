@@ -41,6 +41,8 @@ const meterName = "github.com/shardlease/shardlease"
 //	shardlease.behind_latest.max          gauge      ms, the largest behind_latest of this worker's held shards (observed)
 //	shardlease.workers.wanted             gauge      workers the stream needs, by the coordinator only (observed; see docs/operating.md)
 //	shardlease.coordination.stalls        counter    stalls this worker could not end; attribute why=listing|untaken
+//	shardlease.rows.corrupt               counter    rows left alone because they cannot be decoded, once per row and run; attribute row
+//	shardlease.source.failures            counter    a Group's stream source calls that failed, or returned a stream not yet readable
 //
 // Every instrument carries the stream and owner attributes; per-shard ones
 // carry the shard too.
@@ -66,6 +68,8 @@ type instruments struct {
 	stalls        metric.Int64Counter
 	meter         metric.Meter
 	corrupt       metric.Int64Counter
+	corruptRows   metric.Int64Counter
+	sourceErrs    metric.Int64Counter
 	retryInstruments
 	lineageInstruments
 	lagInstruments
@@ -77,7 +81,7 @@ func newInstruments(mp metric.MeterProvider, stream, owner string) (*instruments
 	}
 	m := mp.Meter(meterName)
 	in := &instruments{base: attribute.NewSet(attribute.String("stream", stream), attribute.String("owner", owner))}
-	var errs [15]error
+	var errs [17]error
 	in.meter = m
 	in.held, errs[0] = m.Int64ObservableGauge("shardlease.leases.held", metric.WithDescription("Leases this worker holds."))
 	in.taken, errs[1] = m.Int64Counter("shardlease.leases.taken", metric.WithDescription("Leases acquired."))
@@ -96,6 +100,8 @@ func newInstruments(mp metric.MeterProvider, stream, owner string) (*instruments
 	in.listings, errs[12] = m.Int64Counter("shardlease.table.listings", metric.WithDescription("Listings of the stream's lease rows."))
 	in.coordinating, errs[13] = m.Int64ObservableGauge("shardlease.coordinating", metric.WithDescription("1 while this worker coordinates the stream's leases."))
 	in.stalls, errs[14] = m.Int64Counter("shardlease.coordination.stalls", metric.WithDescription("Coordination stalls this worker could not end."))
+	in.corruptRows, errs[15] = m.Int64Counter("shardlease.rows.corrupt", metric.WithDescription("Rows left alone because they cannot be decoded, counted once per row and run."))
+	in.sourceErrs, errs[16] = m.Int64Counter("shardlease.source.failures", metric.WithDescription("Calls of a Group's stream source that failed, or returned a stream not yet readable."))
 	for _, err := range errs {
 		if err != nil {
 			return nil, err
@@ -234,31 +240,13 @@ func newLineageInstruments(m metric.Meter) (lineageInstruments, error) {
 	return li, err2
 }
 
-// count counts n of e for r: in a Group, its metric carries r's stream
-// (which replaces the group's name in the stream attribute).
-func (r *leaseRunner) count(e event, n int64, kv ...attribute.KeyValue) {
-	r.c.count(e, n, append(kv, r.c.set.attrs(r.id)...)...)
-}
-
-// shardAttrs are the attributes of r's per-shard metrics: its shard, and in
-// a Group its stream.
-func (r *leaseRunner) shardAttrs() []attribute.KeyValue {
-	return []attribute.KeyValue{attribute.String("stream", r.key.Stream), shardAttr(r.shard)}
-}
-
-// attrs are the attributes of r's measurements with kv: in a Group, its
-// stream in place of the group's name.
-func (r *leaseRunner) attrs(kv ...attribute.KeyValue) metric.MeasurementOption {
-	return r.c.ins.attrs(append(kv, r.c.set.attrs(r.id)...)...)
-}
-
 type counters struct {
 	records, batches, handlerErrors, panics, corruptAggregates atomic.Int64
 	taken, handedIn, lost, released, writeFailures, asked      atomic.Int64
 	deadLettered                                               atomic.Int64
 	cleaned, rejected                                          atomic.Int64
 	subscriptions                                              atomic.Int64
-	listings, stalls                                           atomic.Int64
+	listings, stalls, corruptRows, sourceErrs                  atomic.Int64
 	coordinating                                               atomic.Bool
 }
 
@@ -284,6 +272,8 @@ const (
 	evSubscribed
 	evListed
 	evStall
+	evRowCorrupt
+	evSourceFailure
 )
 
 // meters returns the Stats counter of e and its metric (nil when it has
@@ -326,6 +316,10 @@ func (c *Consumer) meters(e event) (*atomic.Int64, metric.Int64Counter) {
 		return &s.listings, in.listings
 	case evStall:
 		return &s.stalls, in.stalls
+	case evRowCorrupt:
+		return &s.corruptRows, in.corruptRows
+	case evSourceFailure:
+		return &s.sourceErrs, in.sourceErrs
 	}
 	panic("shardlease: unknown event")
 }

@@ -1,6 +1,9 @@
 package shardlease
 
-import "sync"
+import (
+	"sync"
+	"time"
+)
 
 // The processor runs only while there is work for it. A held shard that
 // reads nothing costs two goroutines, the keeper and the reader; the
@@ -144,5 +147,40 @@ func (r *leaseRunner) receiveOrRest(batches <-chan *Batch) (b *Batch, ok, rest b
 			return b, ok, false
 		case <-r.proc.sent:
 		}
+	}
+}
+
+// source returns the function the processor takes its next batch from; it
+// reports false when the runner must stop or the reader ended, and rest
+// when the processor rests instead of waiting (see consumer_processor.go).
+func (r *leaseRunner) source(batches <-chan *Batch) func() (b *Batch, ok, rest bool) {
+	switch {
+	case r.mayRest():
+		return func() (*Batch, bool, bool) { return r.receiveOrRest(batches) }
+	case r.c.cfg.windowRecords == 0:
+		return func() (*Batch, bool, bool) {
+			b, ok := r.receive(batches, nil)
+			return b, ok, false
+		}
+	}
+	w := &window{r: r, batches: batches}
+	return func() (*Batch, bool, bool) {
+		b, ok := w.next()
+		return b, ok, false
+	}
+}
+
+// receive waits for the reader's next batch, or for due to fire (nil: never).
+// It returns nil and true when due fired.
+func (r *leaseRunner) receive(batches <-chan *Batch, due <-chan time.Time) (*Batch, bool) {
+	select {
+	case <-r.quit:
+		return nil, false
+	case <-r.leaseCtx.Done():
+		return nil, false
+	case <-due:
+		return nil, true
+	case b, ok := <-batches:
+		return b, ok
 	}
 }

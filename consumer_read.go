@@ -75,10 +75,23 @@ func (s readSink) Behind(ms int64) { s.r.lag.reportBehind(ms) }
 // Subscribed counts a subscription opened.
 func (s readSink) Subscribed() { s.r.count(evSubscribed, 1) }
 
-// CheckpointRejected handles a refused checkpoint (see
-// leaseRunner.checkpointRejected).
+// CheckpointRejected handles a GetShardIterator or SubscribeToShard error
+// for a reader positioned at the checkpoint (seq, sub): if Kinesis refused the sequence
+// number, it logs and counts the refusal, marks the runner so that its
+// shard is not taken again until the next shard sync interval, and reports
+// true (the reader stops and the lease is released with its checkpoint).
 func (s readSink) CheckpointRejected(err error, seq string, sub int64) bool {
-	return s.r.checkpointRejected(err, seq, sub)
+	r := s.r
+	var inv *types.InvalidArgumentException
+	if seq == "" || seq == ShardEnd || !errors.As(err, &inv) {
+		return false
+	}
+	r.rejected.Store(true)
+	r.count(evCheckpointRejected, 1, r.shardAttrs()...)
+	err = errorf("%w: stream %s shard %s: Kinesis refused to read after checkpoint %s (sub-sequence %d): %w",
+		ErrCheckpointRejected, r.key.Stream, r.shard, seq, sub, err)
+	r.log.Error("checkpoint rejected; the shard is not read until an operator acts: if the stream was re-created, stop the consumers and run 'shardlease adopt-stream'; if the row was edited, move its checkpoint with 'shardlease reset'. Retried after a shard sync interval", "err", err)
+	return true
 }
 
 // listShards pages through ListShards (see kinesisread.ListShards), with
@@ -171,24 +184,6 @@ func (c *Consumer) convert(in []types.Record, after string, afterSub int64, log 
 		}
 	}
 	return out
-}
-
-// checkpointRejected handles a GetShardIterator or SubscribeToShard error
-// for a reader positioned at the checkpoint (seq, sub): if Kinesis refused the sequence
-// number, it logs and counts the refusal, marks the runner so that its
-// shard is not taken again until the next shard sync interval, and reports
-// true (the reader stops and the lease is released with its checkpoint).
-func (r *leaseRunner) checkpointRejected(err error, seq string, sub int64) bool {
-	var inv *types.InvalidArgumentException
-	if seq == "" || seq == ShardEnd || !errors.As(err, &inv) {
-		return false
-	}
-	r.rejected.Store(true)
-	r.count(evCheckpointRejected, 1, r.shardAttrs()...)
-	err = errorf("%w: stream %s shard %s: Kinesis refused to read after checkpoint %s (sub-sequence %d): %w",
-		ErrCheckpointRejected, r.key.Stream, r.shard, seq, sub, err)
-	r.log.Error("checkpoint rejected; the shard is not read until an operator acts: if the stream was re-created, stop the consumers and run 'shardlease adopt-stream'; if the row was edited, move its checkpoint with 'shardlease reset'. Retried after a shard sync interval", "err", err)
-	return true
 }
 
 // readPosition is where r's reader starts: the lease as taken (checkpoint,

@@ -6,6 +6,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
 )
 
 // A lease runner holds one lease, from the write that made it this worker's
@@ -264,4 +267,46 @@ type taken struct {
 	start      Start
 	counter    int64 // the acquire's: the holding's fencing token
 	epoch      int64 // the stream epoch the token leads with
+}
+
+// fence returns the runner's token: the stream's incarnation and the
+// counter of the acquire that made the lease the runner's.
+func (r *leaseRunner) fence() FenceToken {
+	return FenceToken{stream: r.key.Stream, shard: r.shard, epoch: r.taken.epoch, counter: r.taken.counter}
+}
+
+// status is r's part of a Status at now.
+func (r *leaseRunner) status(now time.Time) ShardStatus {
+	r.k.mu.Lock()
+	sh := ShardStatus{Shard: r.id, Counter: r.k.lease.Counter, HandoffTo: r.k.lease.HandoffTo,
+		Checkpoint: r.k.pending.seq, SubSequence: r.k.pending.sub}
+	r.k.mu.Unlock()
+	var lag Lag
+	lag, sh.Read = r.lag.lag(now)
+	sh.BehindLatest, sh.CheckpointAge = lag.BehindLatest, lag.CheckpointAge
+	if stuckFor, left, knowLeft, ok := r.stuck(now); ok {
+		r.h.stuckMu.Lock()
+		seq := r.h.stuck.seq
+		r.h.stuckMu.Unlock()
+		sh.Stuck = &StuckRetry{For: stuckFor, Sequence: seq, AgesOutIn: left, AgesOutKnown: knowLeft}
+	}
+	return sh
+}
+
+// count counts n of e for r: in a Group, its metric carries r's stream
+// (which replaces the group's name in the stream attribute).
+func (r *leaseRunner) count(e event, n int64, kv ...attribute.KeyValue) {
+	r.c.count(e, n, append(kv, r.c.set.attrs(r.id)...)...)
+}
+
+// shardAttrs are the attributes of r's per-shard metrics: its shard, and in
+// a Group its stream.
+func (r *leaseRunner) shardAttrs() []attribute.KeyValue {
+	return []attribute.KeyValue{attribute.String("stream", r.key.Stream), shardAttr(r.shard)}
+}
+
+// attrs are the attributes of r's measurements with kv: in a Group, its
+// stream in place of the group's name.
+func (r *leaseRunner) attrs(kv ...attribute.KeyValue) metric.MeasurementOption {
+	return r.c.ins.attrs(append(kv, r.c.set.attrs(r.id)...)...)
 }

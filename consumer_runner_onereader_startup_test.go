@@ -172,6 +172,8 @@ func TestOneReaderCorruptRowWhileRunning(t *testing.T) {
 
 		waitFor(t, 5*w.lease, "b takes the lease a released", func() bool { return slices.Contains(b.c.Held(), held[1]) })
 		assert.NotContains(t, b.c.Held(), held[0], "the corrupt row is left alone")
+		waitFor(t, 5*w.lease, "b counts the corrupt row", func() bool { return b.c.Stats().CorruptRows >= 1 })
 		require.NoError(t, b.stop(t))
+		assert.EqualValues(t, 1, b.c.Stats().CorruptRows, "counted once per row and run")
 	})
 }

@@ -150,6 +150,17 @@ func (sc *scheduler) removeRow(ctx context.Context) {
 	sc.row = nil
 }
 
+// idleBeat keeps the worker row of a worker that holds nothing moving
+// between its listings.
+func (sc *scheduler) idleBeat(ctx context.Context) {
+	if sc.c.heldCount() > 0 || sc.row != nil && time.Since(sc.beat) < sc.c.cfg.renewInterval {
+		return
+	}
+	if err := sc.heartbeat(ctx); err != nil {
+		sc.c.log.Error("writing the worker row failed", "err", err)
+	}
+}
+
 // loop is the worker's Run loop, until ctx ends: take rounds at each take
 // tick (or a resting role's look, see onTakeTick), when woken and as a
 // follow-up of pending requests; the coordination role's timers and notes;
@@ -181,8 +192,9 @@ func (sc *scheduler) loop(ctx context.Context) error {
 		case r := <-sc.exited:
 			sc.forget(r)
 		case <-take.C:
-			if !sc.listsNow() {
-				sc.onTakeTick(ctx)
+			if !sc.cd.listsNow() {
+				sc.idleBeat(ctx)
+				sc.cd.onTakeTick(ctx)
 				continue
 			}
 			if err := round(); err != nil {
@@ -192,13 +204,13 @@ func (sc *scheduler) loop(ctx context.Context) error {
 			if balance.IsDrainNote(n.text) { // asked through the table (shardlease drain)
 				return sc.drained(ctx, nil)
 			}
-			sc.onNote(n)
+			sc.cd.onNote(n)
 		case reply := <-c.drain.requests:
 			return sc.drained(ctx, reply)
 		case <-sc.cd.lookTimer.C:
-			sc.onLook(ctx)
+			sc.cd.onLook(ctx)
 		case <-sc.cd.expiry.C:
-			if err := sc.onExpiry(ctx); err != nil {
+			if err := sc.cd.onExpiry(ctx); err != nil {
 				return err
 			}
 		case <-followUp:
@@ -276,7 +288,7 @@ func (sc *scheduler) forget(r *leaseRunner) {
 	if cause := r.end.get(); cause == stopShardEnd {
 		// The children's rows are made and taken now, not at the
 		// coordinator's next shard sync: this worker lists until done.
-		sc.catchUp()
+		sc.cd.catchUp()
 		sc.poke(sc.resync)
 	} else if cause == stopLost {
 		sc.poke(sc.wake)
@@ -305,11 +317,9 @@ func (sc *scheduler) shutdown(ctx context.Context) {
 func (sc *scheduler) handBack(ctx context.Context) {
 	sc.withdraw(ctx)
 	sc.stopRunners()
-	sc.passLead(ctx)
+	sc.cd.passLead(ctx)
 	sc.wakeCoordinator(ctx)
-	if sc.cd.role != uncoordinated {
-		sc.become(quiet)
-	}
+	sc.cd.on(balance.Stopped, balance.RoleFacts{})
 	sc.releaseLate(ctx)
 	sc.removeRow(ctx)
 	sc.handedBack = true
@@ -407,11 +417,11 @@ func (sc *scheduler) takeRound(ctx context.Context) error {
 	c := sc.c
 	leases, workers, ok, err := sc.list(ctx)
 	if !ok {
-		sc.listFailed(ctx)
+		sc.cd.listFailed(ctx)
 		return err
 	}
 	now := time.Now()
-	sc.listingWorked()
+	sc.cd.listingWorked()
 	c.count(evListed, 1)
 	sc.observe(leases, now)
 	// Workers that hold nothing yet count too, while their rows move.
@@ -422,12 +432,12 @@ func (sc *scheduler) takeRound(ctx context.Context) error {
 	r := balance.NewRound(tl.in, sc.rng)
 	defer sc.rememberTakable(r.Plan(), now)
 	p := r.Plan()
-	sc.countIdlers(p)
+	sc.cd.countIdlers(p)
 	c.log.Debug("take round", "leases", len(tl.in.Rows), "owners", len(p.Load), "target", p.Target, "ceiling", p.Ceiling, "held", len(tl.in.Held))
 	if done, err := sc.carryOut(ctx, r, tl, asked, now); !done {
 		return err
 	}
-	sc.afterRound(ctx, tl, r, now)
+	sc.cd.afterRound(ctx, tl, r, now)
 	// A worker that holds a lease is seen through it; one that holds none
 	// keeps its row moving.
 	switch {
@@ -512,7 +522,7 @@ func (sc *scheduler) listingOf(leases []Lease, live []string, now time.Time) *ta
 		Pending:  make(map[string]bool, len(sc.pending)),
 		Leftover: make(map[string]bool), Refused: make(map[string]bool),
 		MaxLeases: c.cfg.maxLeases, MaxSteals: c.cfg.maxStealsPerTake,
-		Coordinated: sc.leads(),
+		Coordinated: sc.cd.leads(),
 	}
 	// Work that can be read now: not finished, and every parent finished.
 	for _, l := range leases {
@@ -526,7 +536,7 @@ func (sc *scheduler) listingOf(leases []Lease, live []string, now time.Time) *ta
 		// row.
 		tl.expiresAt[id] = sc.obs[id].changed.Add(expiresAfter(l, c.cfg.leaseDuration))
 		in.Expired[id] = l.Owner != "" && l.Owner != me && !now.Before(tl.expiresAt[id])
-		in.Stalled[id] = l.Owner != "" && now.Sub(sc.obs[id].changed) >= sc.stall(l)
+		in.Stalled[id] = l.Owner != "" && now.Sub(sc.obs[id].changed) >= sc.cd.stall(l)
 		if since, ok := sc.takable[id]; ok && now.Sub(since) >= c.cfg.takeInterval {
 			in.Leftover[id] = true
 		}

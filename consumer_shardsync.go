@@ -11,7 +11,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 	"github.com/shardlease/shardlease/internal/kinesisread"
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/metric"
 )
 
 // shardView is what one ListShards pass told about the stream's shards.
@@ -106,7 +105,7 @@ func (sc *scheduler) syncShardsWith(ctx context.Context, running bool) error {
 	// listed (it costs a round trip or two), and before any row is made.
 	identity := make(chan error, 1)
 	go func() { identity <- sc.checkStreamIdentity(ctx, running) }()
-	quiet := running && !sc.listsNow()
+	quiet := running && !sc.cd.listsNow()
 	shards, existing, reused, err := sc.listBoth(ctx, running, quiet)
 	if idErr := <-identity; idErr != nil {
 		return idErr
@@ -449,16 +448,13 @@ func (sc *scheduler) tolerateCorrupt(ctx context.Context, err error) bool {
 	if sc.corruptSeen == nil {
 		sc.corruptSeen = make(map[string]bool)
 	}
-	counter, _ := c.ins.meter.Int64Counter("shardlease.rows.corrupt", metric.WithDescription("Rows left alone because they cannot be decoded, counted once per row and run."))
 	for _, r := range cre.Rows {
 		if sc.corruptSeen[r.Key] {
 			continue
 		}
 		sc.corruptSeen[r.Key] = true
 		c.log.Error("a row cannot be decoded; it is left alone while the others are balanced: fix it by hand or delete it", "row", r.Key, "err", r.Err)
-		if counter != nil {
-			counter.Add(ctx, 1, c.ins.attrs(attribute.String("row", r.Key)))
-		}
+		c.count(evRowCorrupt, 1, attribute.String("row", r.Key))
 	}
 	return true
 }

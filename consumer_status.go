@@ -129,24 +129,6 @@ func (c *Consumer) Status() Status {
 	return s
 }
 
-// status is r's part of a Status at now.
-func (r *leaseRunner) status(now time.Time) ShardStatus {
-	r.k.mu.Lock()
-	sh := ShardStatus{Shard: r.id, Counter: r.k.lease.Counter, HandoffTo: r.k.lease.HandoffTo,
-		Checkpoint: r.k.pending.seq, SubSequence: r.k.pending.sub}
-	r.k.mu.Unlock()
-	var lag Lag
-	lag, sh.Read = r.lag.lag(now)
-	sh.BehindLatest, sh.CheckpointAge = lag.BehindLatest, lag.CheckpointAge
-	if stuckFor, left, knowLeft, ok := r.stuck(now); ok {
-		r.h.stuckMu.Lock()
-		seq := r.h.stuck.seq
-		r.h.stuckMu.Unlock()
-		sh.Stuck = &StuckRetry{For: stuckFor, Sequence: seq, AgesOutIn: left, AgesOutKnown: knowLeft}
-	}
-	return sh
-}
-
 // StatusVersion is the version of Status's JSON form.
 const StatusVersion = 1
 

@@ -1,49 +1,15 @@
 package shardlease
 
-// This file is the processor's source of batches: the reader's batches as
-// they come, or held back by the batching window (WithBatchWindow) until
-// enough records are held or the oldest has waited long enough. The window
+// This file is the batching window (WithBatchWindow): the reader's batches
+// held back until enough records are held or the oldest has waited long
+// enough (the processor's source, in consumer_processor.go, takes its
+// batches through it when a window is set). The window
 // lives on the processor's goroutine, between the reader and the handler:
 // the keeper renews on its own, so renewals never wait for it; a stop or a
 // lost lease ends the wait at once, dropping what is held; and records held
 // back were never handed, so no checkpoint covers them.
 
 import "time"
-
-// source returns the function the processor takes its next batch from; it
-// reports false when the runner must stop or the reader ended, and rest
-// when the processor rests instead of waiting (see consumer_processor.go).
-func (r *leaseRunner) source(batches <-chan *Batch) func() (b *Batch, ok, rest bool) {
-	switch {
-	case r.mayRest():
-		return func() (*Batch, bool, bool) { return r.receiveOrRest(batches) }
-	case r.c.cfg.windowRecords == 0:
-		return func() (*Batch, bool, bool) {
-			b, ok := r.receive(batches, nil)
-			return b, ok, false
-		}
-	}
-	w := &window{r: r, batches: batches}
-	return func() (*Batch, bool, bool) {
-		b, ok := w.next()
-		return b, ok, false
-	}
-}
-
-// receive waits for the reader's next batch, or for due to fire (nil: never).
-// It returns nil and true when due fired.
-func (r *leaseRunner) receive(batches <-chan *Batch, due <-chan time.Time) (*Batch, bool) {
-	select {
-	case <-r.quit:
-		return nil, false
-	case <-r.leaseCtx.Done():
-		return nil, false
-	case <-due:
-		return nil, true
-	case b, ok := <-batches:
-		return b, ok
-	}
-}
 
 // window holds records back for WithBatchWindow; the processor's alone.
 type window struct {

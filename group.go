@@ -88,8 +88,6 @@ type Group struct {
 	// scheduler (buffered: one pending change is enough).
 	changed chan struct{}
 	running atomic.Bool // set by Run: a Group runs once
-	// sourceErrs counts failed source calls (SourceFailures).
-	sourceErrs atomic.Int64
 	// rowsSeen is what settleRemoved last saw of the held rows of removed
 	// streams, by key, with when they last moved. Written by the source's
 	// goroutine only.
@@ -309,7 +307,7 @@ func (g *Group) follow(ctx context.Context) {
 			err = g.apply(ctx, specs)
 		}
 		if err != nil {
-			g.sourceErrs.Add(1)
+			g.c.count(evSourceFailure, 1)
 			g.c.log.Warn("the stream source failed, or a stream it returned cannot be read yet; the group reads the streams it read and tries again at the next poll", "err", err)
 		}
 		g.settleRemoved(ctx, false)
@@ -557,4 +555,4 @@ func (g *Group) Drain(ctx context.Context) error { return g.c.Drain(ctx) }
 
 // SourceFailures counts the calls of the stream source that failed, or
 // returned streams the group refused, since Run started.
-func (g *Group) SourceFailures() int64 { return g.sourceErrs.Load() }
+func (g *Group) SourceFailures() int64 { return g.c.Stats().SourceFailures }

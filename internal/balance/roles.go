@@ -31,9 +31,46 @@ const (
 func DrainNoteText(nonce string) string { return NoteDrain + " " + nonce }
 
 // IsDrainNote reports whether note asks its reader to drain.
-func IsDrainNote(note string) bool {
+func IsDrainNote(note string) bool { return ParseNote(note).Kind == NoteDrain }
+
+// Note is a note as its reader takes it (ParseNote).
+type Note struct {
+	// Kind is NoteWake, NoteLead, NoteDeputy or NoteDrain; "" for a note
+	// that is none of them (a deputy note must name its first shard).
+	Kind string
+	// First is the shard a deputy note asks to watch.
+	First string
+	// Wake asks the reader to list now (a wake, a lead, a deputy naming
+	// with a wake); Watch to list on until it can judge which leases stand
+	// still (a wake ending in watch, and every lead).
+	Wake, Watch bool
+}
+
+// ParseNote reads a note written by NoteText or DrainNoteText; every reader
+// of notes goes through it.
+func ParseNote(note string) Note {
 	f := strings.Fields(note)
-	return len(f) > 0 && f[0] == NoteDrain
+	at := func(i int) string {
+		if i < len(f) {
+			return f[i]
+		}
+		return ""
+	}
+	switch at(0) {
+	case NoteLead:
+		return Note{Kind: NoteLead, Wake: true, Watch: true}
+	case NoteWake:
+		return Note{Kind: NoteWake, Wake: true, Watch: at(2) == NoteWatch}
+	case NoteDrain:
+		return Note{Kind: NoteDrain}
+	case NoteDeputy:
+		if len(f) < 2 {
+			return Note{}
+		}
+		wake := at(3) == NoteWake
+		return Note{Kind: NoteDeputy, First: f[1], Wake: wake, Watch: wake && at(4) == NoteWatch}
+	}
+	return Note{}
 }
 
 // Deputies is how many workers watch the first lease, each on a row of
@@ -66,28 +103,15 @@ func NoteText(it Intent, first string, nonce uint64) string {
 // a deputy naming with a wake), and whether to list on until it can judge
 // which leases stand still (a wake ending in watch, and every lead).
 func WakeNote(note string) (wake, watch bool) {
-	f := strings.Fields(note)
-	switch {
-	case len(f) == 0:
-		return false, false
-	case f[0] == NoteLead:
-		return true, true
-	case f[0] == NoteWake:
-		return true, len(f) >= 3 && f[2] == NoteWatch
-	case f[0] == NoteDeputy && len(f) >= 4 && f[3] == NoteWake:
-		return true, len(f) >= 5 && f[4] == NoteWatch
-	}
-	return false, false
+	n := ParseNote(note)
+	return n.Wake, n.Watch
 }
 
 // DeputyFirst returns the shard a deputy note asks to watch, and false for
 // any other note.
 func DeputyFirst(note string) (string, bool) {
-	f := strings.Fields(note)
-	if len(f) < 2 || f[0] != NoteDeputy {
-		return "", false
-	}
-	return f[1], true
+	n := ParseNote(note)
+	return n.First, n.Kind == NoteDeputy
 }
 
 // FirstReadable returns the row with the lowest shard id: its holder

@@ -54,6 +54,42 @@ func TestWakeNote(t *testing.T) {
 	}
 }
 
+func TestParseNote(t *testing.T) {
+	for _, tc := range []struct {
+		note string
+		want Note
+	}{
+		{"wake 1f", Note{Kind: NoteWake, Wake: true}},
+		{"wake 1f watch", Note{Kind: NoteWake, Wake: true, Watch: true}},
+		{"wake", Note{Kind: NoteWake, Wake: true}},
+		{"lead 1f", Note{Kind: NoteLead, Wake: true, Watch: true}},
+		{"deputy s00 1f", Note{Kind: NoteDeputy, First: "s00"}},
+		{"deputy s00 1f wake", Note{Kind: NoteDeputy, First: "s00", Wake: true}},
+		{"deputy s00 1f wake watch", Note{Kind: NoteDeputy, First: "s00", Wake: true, Watch: true}},
+		{"deputy s00 1f watch", Note{Kind: NoteDeputy, First: "s00"}},
+		{"deputy", Note{}},
+		{"drain cli-1", Note{Kind: NoteDrain}},
+		{"  wake   2  ", Note{Kind: NoteWake, Wake: true}},
+		{"", Note{}},
+		{"please hand this over", Note{}},
+	} {
+		assert.Equal(t, tc.want, ParseNote(tc.note), "%q", tc.note)
+	}
+	// Every note NoteText writes reads back as its intent.
+	for _, tc := range []struct {
+		it   Intent
+		want Note
+	}{
+		{Intent{Kind: Deputy}, Note{Kind: NoteDeputy, First: "s07"}},
+		{Intent{Kind: WakeDeputy, Watch: true}, Note{Kind: NoteDeputy, First: "s07", Wake: true, Watch: true}},
+		{Intent{Kind: Wake}, Note{Kind: NoteWake, Wake: true}},
+		{Intent{Kind: Lead}, Note{Kind: NoteLead, Wake: true, Watch: true}},
+	} {
+		assert.Equal(t, tc.want, ParseNote(NoteText(tc.it, "s07", 9)), "%+v", tc.it)
+	}
+	assert.Equal(t, Note{Kind: NoteDrain}, ParseNote(DrainNoteText("x")))
+}
+
 // The drain note is read by the worker and the CLI through one codec.
 func TestDrainNote(t *testing.T) {
 	assert.True(t, IsDrainNote(DrainNoteText("cli-1")))
