@@ -145,18 +145,22 @@ func (a *auditor) skew(expiry time.Time) {
 
 // taken keeps the owner an operator's tool took a row from, w being the
 // write recorded and cur the row's latest write before it: the tool's later
-// writes, and the handoffs others ask of it, carry it on. Writes are
+// writes, the handoffs others ask of it and a second tool's take carry it
+// on. Writes are
 // recorded as their calls return, so the holder's last write may be
 // recorded after the tool's acquire: the write with the highest counter
 // below the acquire's wins. a.mu is held.
 func (a *auditor) taken(w *write, cur write) {
 	tool := !cur.takenAt.IsZero() // the tool holds the row
 	switch {
-	case w.by == operator && w.op == "acquire" && w.owner != cur.owner && cur.counter < w.counter:
+	case w.by == operator && w.op == "acquire" && w.owner != cur.owner && cur.counter < w.counter && !tool:
 		w.takenFrom, w.takenCtr, w.takenAt = cur.owner, cur.counter, w.at
-	case tool && w.owner == cur.owner:
+	case tool && (w.owner == cur.owner || w.by == operator && w.op == "acquire" && cur.counter < w.counter):
+		// The tool's own writes, the handoffs asked of it, and another
+		// tool taking the row from it: the holder that may still run is
+		// the one the first tool took the row from.
 		w.takenFrom, w.takenCtr, w.takenAt = cur.takenFrom, cur.takenCtr, cur.takenAt
-	case tool && w.op != "handoff" && w.counter < cur.counter && w.counter > cur.takenCtr:
+	case tool && w.by != operator && w.op != "handoff" && w.counter < cur.counter && w.counter > cur.takenCtr:
 		cur.takenFrom, cur.takenCtr = w.owner, w.counter
 		a.now[w.key] = cur
 	}

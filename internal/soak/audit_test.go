@@ -200,8 +200,8 @@ func TestAuditKnowsRowsMadeAgain(t *testing.T) {
 // holder may hand batches until its cut-off: the audit must name that
 // holder as the one the tool took the row from, even when the holder's
 // last write is recorded after the tool's acquire (writes are recorded as
-// their calls return), and through a handoff another worker asks of the
-// tool meanwhile.
+// their calls return), through a handoff another worker asks of the tool
+// meanwhile, and when a second tool takes the row from the first.
 func TestAuditKnowsWhoAToolTookTheRowFrom(t *testing.T) {
 	a := newAuditor(2 * time.Second)
 	key := "orders:shardId-000000000000"
@@ -215,7 +215,13 @@ func TestAuditKnowsWhoAToolTookTheRowFrom(t *testing.T) {
 	if owner != tool || from != holder || at.IsZero() {
 		t.Fatalf("row held by %q, taken from %q at %v; want the tool, taken from %q", owner, from, at, holder)
 	}
-	a.record(write{key: key, op: "acquire", by: "w1-1", claimCtr: -1, owner: "w1", counter: 11})
+	second := shardlease.NewOwnerIdentity("soak-reset")
+	a.record(write{key: key, op: "acquire", by: operator, claimCtr: -1, owner: second, counter: 12})
+	a.record(write{key: key, op: "renew", by: operator, claimOwner: tool, claimCtr: 10, owner: tool, counter: 11}) // landed first
+	if owner, _, from2, at2 := a.holder(key); owner != second || from2 != holder || !at2.Equal(at) {
+		t.Fatalf("row held by %q, taken from %q at %v; want the second tool, taken from %q at %v", owner, from2, at2, holder, at)
+	}
+	a.record(write{key: key, op: "acquire", by: "w1-1", claimCtr: -1, owner: "w1", counter: 13})
 	if _, _, from, at := a.holder(key); from != "" || !at.IsZero() {
 		t.Fatalf("a worker's acquire after the tool's: taken from %q at %v; want none", from, at)
 	}
