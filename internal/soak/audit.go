@@ -32,6 +32,13 @@ type write struct {
 	counter    int64
 	checkpoint string
 	at         time.Time // when the audit saw the store accept it
+	gen        int       // the row's generation: how often it was deleted before
+	// takenFrom is, while an operator's tool holds the row, the owner it
+	// took the row from (with handover): the owner of the row's write just
+	// below the tool's acquire (at counter takenCtr); takenAt is when.
+	takenFrom string
+	takenCtr  int64
+	takenAt   time.Time
 }
 
 // auditor keeps the store's record of every accepted write, the writes it
@@ -47,30 +54,72 @@ type auditor struct {
 	// hook is the fake world's MemoryStore.OnWrite record: key/counter →
 	// the row before the write that produced that counter.
 	hook map[string]shardlease.Lease
+	// starts holds each row's holdings in the order they began; known
+	// names every write recorded other than reads and handoff requests,
+	// by row, generation and counter (holdings.go).
+	starts map[string][]start
+	known  map[string]bool
+	// gens counts the deletions of each row: a row made again may start
+	// its counter again, so the audit keys counters by generation too.
+	gens map[string]int
 }
 
 func newAuditor(lease time.Duration) *auditor {
-	return &auditor{lease: lease, refused: map[string]int64{}, now: map[string]write{}, hook: map[string]shardlease.Lease{}}
+	return &auditor{lease: lease, refused: map[string]int64{}, now: map[string]write{}, hook: map[string]shardlease.Lease{},
+		starts: map[string][]start{}, known: map[string]bool{}, gens: map[string]int{}}
 }
 
-func hookKey(key string, counter int64) string { return key + "#" + strconv.FormatInt(counter, 10) }
+// hookKey names the write of a row's generation gen that produced counter.
+func hookKey(key string, gen int, counter int64) string {
+	return key + "#" + strconv.Itoa(gen) + "#" + strconv.FormatInt(counter, 10)
+}
+
+// deleted records that key's row was deleted: its next writes are of a new
+// generation.
+func (a *auditor) deleted(key string) {
+	a.mu.Lock()
+	a.gens[key]++
+	a.mu.Unlock()
+}
 
 // onWrite is MemoryStore's OnWrite hook (fake world).
 func (a *auditor) onWrite(op string, before, after shardlease.Lease) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if op == "request handoff" || op == "withdraw handoff" || op == "note" {
-		return // does not bump the counter
+	if op == "request handoff" || op == "withdraw handoff" || op == "note" || isSpecialKey(after.Key.String()) {
+		return // does not bump the counter, or no lease row
 	}
-	a.hook[hookKey(after.Key.String(), after.Counter)] = before
+	a.hook[hookKey(after.Key.String(), a.gens[after.Key.String()], after.Counter)] = before
+}
+
+// isSpecialKey reports whether key names a row that is no lease: a worker
+// row ("stream:@owner"), or a row of the stream's own ("stream:#identity",
+// the fence floor "stream:#fence"): the part after the colon starts with
+// '@' or '#', which no shard id does.
+func isSpecialKey(key string) bool {
+	_, rest, ok := strings.Cut(key, ":")
+	return !ok || strings.HasPrefix(rest, "@") || strings.HasPrefix(rest, "#")
 }
 
 func (a *auditor) record(w write) {
+	if isSpecialKey(w.key) {
+		return
+	}
 	w.at = time.Now()
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	w.gen = a.gens[w.key]
+	a.began(w)
+	if w.op != "observed" && w.op != "handoff" {
+		a.known[hookKey(w.key, w.gen, w.counter)] = true
+	}
+	cur, ok := a.now[w.key]
+	if ok && cur.gen == w.gen {
+		a.taken(&w, cur)
+	}
 	a.writes = append(a.writes, w)
-	if cur, ok := a.now[w.key]; !ok || w.counter > cur.counter || w.counter == cur.counter && w.op == "handoff" {
+	cur, ok = a.now[w.key]
+	if !ok || w.gen > cur.gen || w.gen == cur.gen && (w.counter > cur.counter || w.counter == cur.counter && w.op == "handoff") {
 		a.now[w.key] = w
 	}
 }
@@ -94,13 +143,37 @@ func (a *auditor) skew(expiry time.Time) {
 	a.mu.Unlock()
 }
 
-// mayHand reports whether owner holds key (or is being handed it) as far as
-// the store's accepted writes say.
-func (a *auditor) holder(key string) (owner, handoffTo string) {
+// taken keeps the owner an operator's tool took a row from, w being the
+// write recorded and cur the row's latest write before it: the tool's later
+// writes, the handoffs others ask of it and a second tool's take carry it
+// on. Writes are
+// recorded as their calls return, so the holder's last write may be
+// recorded after the tool's acquire: the write with the highest counter
+// below the acquire's wins. a.mu is held.
+func (a *auditor) taken(w *write, cur write) {
+	tool := !cur.takenAt.IsZero() // the tool holds the row
+	switch {
+	case w.by == operator && w.op == "acquire" && w.owner != cur.owner && cur.counter < w.counter && !tool:
+		w.takenFrom, w.takenCtr, w.takenAt = cur.owner, cur.counter, w.at
+	case tool && (w.owner == cur.owner || w.by == operator && w.op == "acquire" && cur.counter < w.counter):
+		// The tool's own writes, the handoffs asked of it, and another
+		// tool taking the row from it: the holder that may still run is
+		// the one the first tool took the row from.
+		w.takenFrom, w.takenCtr, w.takenAt = cur.takenFrom, cur.takenCtr, cur.takenAt
+	case tool && w.by != operator && w.op != "handoff" && w.counter < cur.counter && w.counter > cur.takenCtr:
+		cur.takenFrom, cur.takenCtr = w.owner, w.counter
+		a.now[w.key] = cur
+	}
+}
+
+// holder returns key's owner, and the owner it is being handed to, as far
+// as the store's accepted writes say; while an operator's tool holds it,
+// the owner the tool took it from, and when.
+func (a *auditor) holder(key string) (owner, handoffTo, takenFrom string, takenAt time.Time) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	w := a.now[key]
-	return w.owner, w.handoffTo
+	return w.owner, w.handoffTo, w.takenFrom, w.takenAt
 }
 
 // auditStore sits between a worker's fault injector and the MemoryStore
@@ -199,8 +272,8 @@ func (d *auditDynamo) PutItem(ctx context.Context, in *dynamodb.PutItemInput, o 
 }
 
 func (d *auditDynamo) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
-	if !isLeaseKey(avString(in.Key["lease_key"])) {
-		return d.DynamoDBAPI.UpdateItem(ctx, in, o...) // a worker, identity or fence floor row, not a lease
+	if isSpecialKey(avString(in.Key["lease_key"])) {
+		return d.DynamoDBAPI.UpdateItem(ctx, in, o...) // a worker row, the fence floor: not a lease
 	}
 	vals := in.ExpressionAttributeValues
 	op := "acquire"
@@ -210,6 +283,8 @@ func (d *auditDynamo) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInp
 		claimed = true
 		update := aws.ToString(in.UpdateExpression)
 		switch {
+		case !strings.Contains(update, "lease_expiry") && !strings.Contains(update, "lease_owner"):
+			op = "rewind" // RewindRow: neither a renewal nor a release
 		case strings.Contains(update, "checkpoint ="):
 			op = "checkpoint"
 		case strings.Contains(update, "lease_expiry ="):
@@ -249,17 +324,11 @@ func (d *auditDynamo) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInp
 	return out, err
 }
 
-// isLeaseKey reports whether key is a lease row's: not a worker row
-// ("stream:@owner") nor an identity or fence floor row ("stream:#...").
-func isLeaseKey(key string) bool {
-	return !strings.Contains(key, ":@") && !strings.Contains(key, ":#")
-}
-
 // GetItem records the row read: the store reads a row to recognise a write
 // of its caller's whose reply was lost.
 func (d *auditDynamo) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
 	out, err := d.DynamoDBAPI.GetItem(ctx, in, o...)
-	if err == nil && len(out.Item) > 0 && isLeaseKey(avString(out.Item["lease_key"])) {
+	if err == nil && len(out.Item) > 0 && !isSpecialKey(avString(out.Item["lease_key"])) {
 		d.a.observe(out.Item, d.by)
 	}
 	return out, err
@@ -283,7 +352,7 @@ func (d *auditDynamo) Scan(ctx context.Context, in *dynamodb.ScanInput, o ...fun
 // fence floor rows are not leases.
 func (a *auditor) observeAll(rows []map[string]dynamotypes.AttributeValue, by string) {
 	for _, row := range rows {
-		if isLeaseKey(avString(row["lease_key"])) {
+		if !isSpecialKey(avString(row["lease_key"])) {
 			a.observe(row, by)
 		}
 	}
@@ -292,7 +361,7 @@ func (a *auditor) observeAll(rows []map[string]dynamotypes.AttributeValue, by st
 // observe records a row as it was read: the owner its counter goes with.
 func (a *auditor) observe(row map[string]dynamotypes.AttributeValue, by string) {
 	n, err := strconv.ParseInt(avNumber(row["lease_counter"]), 10, 64)
-	if err != nil || !strings.Contains(avString(row["lease_key"]), ":") {
+	if err != nil || isSpecialKey(avString(row["lease_key"])) {
 		return
 	}
 	a.record(write{key: avString(row["lease_key"]), op: "observed", by: by, claimCtr: -1,
@@ -323,7 +392,7 @@ func (a *auditor) fencing(fake bool) (checked, stale int, examples []string) {
 	ownerAt := map[string]string{} // key#counter → owner after the write
 	for _, w := range a.writes {
 		if w.op != "handoff" {
-			ownerAt[hookKey(w.key, w.counter)] = w.owner
+			ownerAt[hookKey(w.key, w.gen, w.counter)] = w.owner
 		}
 	}
 	for _, w := range a.writes {
@@ -331,11 +400,11 @@ func (a *auditor) fencing(fake bool) (checked, stale int, examples []string) {
 			continue
 		}
 		checked++
-		prev, ok := ownerAt[hookKey(w.key, w.claimCtr)]
+		prev, ok := ownerAt[hookKey(w.key, w.gen, w.claimCtr)]
 		bad := !ok || prev != w.claimOwner || w.counter != w.claimCtr+1
 		if fake {
 			// MemoryStore's own record of the row before the write.
-			before, ok := a.hook[hookKey(w.key, w.counter)]
+			before, ok := a.hook[hookKey(w.key, w.gen, w.counter)]
 			bad = bad || !ok || before.Owner != w.claimOwner || before.Counter != w.claimCtr
 		}
 		if bad {
@@ -349,20 +418,22 @@ func (a *auditor) fencing(fake bool) (checked, stale int, examples []string) {
 }
 
 // regressions counts, per row, accepted writes whose checkpoint is behind
-// the one before them (in counter order).
+// the one before them (in counter order); an operator's rewind or reset is
+// the one write that may move it back.
 func (a *auditor) regressions() (n int, examples []string) {
 	a.mu.Lock()
-	byKey := map[string][]write{}
+	byKey := map[string][]write{} // by row and generation
 	for _, w := range a.writes {
 		if w.op != "handoff" && w.op != "observed" {
-			byKey[w.key] = append(byKey[w.key], w)
+			k := w.key + "#" + strconv.Itoa(w.gen)
+			byKey[k] = append(byKey[k], w)
 		}
 	}
 	a.mu.Unlock()
 	for key, ws := range byKey {
 		slices.SortFunc(ws, func(x, y write) int { return int(x.counter - y.counter) })
 		for i := 1; i < len(ws); i++ {
-			if seqnum.Compare(ws[i].checkpoint, ws[i-1].checkpoint) < 0 {
+			if ws[i].by != operator && seqnum.Compare(ws[i].checkpoint, ws[i-1].checkpoint) < 0 {
 				n++
 				if len(examples) < 5 {
 					examples = append(examples, fmt.Sprintf("%s: checkpoint %s at counter %d after %s at counter %d", key, ws[i].checkpoint, ws[i].counter, ws[i-1].checkpoint, ws[i-1].counter))

@@ -10,7 +10,10 @@ package soak
 // their shard must have been handled; the records produced after it need
 // not be; and once SourceInterval, the longest lease duration and a grace
 // have passed since the removal, no live worker may hold one of its leases
-// or enter a handler of it. The other audits (lost, duplicates, overlaps,
+// or enter a handler of it. The groups delete a removed stream's rows
+// (DeleteRemovedAfter); once they are gone the stream is added back, read
+// from TRIM_HORIZON, and every one of its records must be handled again
+// (group_readd.go). The other audits (lost, duplicates, overlaps,
 // fencing, partition-key order, the fenced sink) run over every stream,
 // per stream and in total; overlaps are keyed by stream and shard.
 
@@ -18,6 +21,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -75,6 +79,7 @@ type groupState struct {
 	specs    []shardlease.StreamSpec
 	addedAt  time.Time
 	removeAt time.Time // zero until removed
+	readdAt  time.Time // zero until added back, its rows deleted (group_readd.go)
 
 	// under soak.mu
 	streamOf    map[string]string    // record id → stream
@@ -89,14 +94,6 @@ func (g *groupState) source() []shardlease.StreamSpec {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return slices.Clone(g.specs)
-}
-
-// removedSince returns when the removed stream left the source (zero:
-// not yet).
-func (g *groupState) removedSince() time.Time {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.removeAt
 }
 
 // removalBound is how long after the removal a live worker may still hold
@@ -126,7 +123,7 @@ func (s *soak) enteredAfterRemoval(inc *incarnation, stream, shard string, deaf 
 	if s.grp == nil || stream != s.grp.removed {
 		return
 	}
-	at := s.grp.removedSince()
+	at := s.grp.outSince()
 	if at.IsZero() || time.Since(at) <= s.cfg.removalBound() {
 		return
 	}
@@ -153,7 +150,7 @@ func (s *soak) newGroupWorker(inc *incarnation, kin shardlease.KinesisAPI, store
 		return s.grp.source(), nil
 	}
 	g, err := shardlease.NewGroup(kin, &groupListStore{troubleStore: store.(*troubleStore)}, shardlease.GroupConfig{
-		Name: s.grp.name, Source: src, SourceInterval: s.cfg.SourceInterval,
+		Name: s.grp.name, Source: src, SourceInterval: s.cfg.SourceInterval, DeleteRemovedAfter: s.cfg.SourceInterval,
 	}, s.handler(inc), opts...)
 	if err != nil {
 		return nil, err
@@ -211,7 +208,7 @@ func (s *soak) runGroup(ctx context.Context) (*Result, error) {
 	// The removal's bound must have passed before the drain ends, so that
 	// the watch sees every worker past it.
 	drained := s.drainGroup(ctx)
-	if at := g.removedSince(); !at.IsZero() {
+	if at := g.outSince(); !at.IsZero() {
 		t := time.NewTimer(time.Until(at.Add(cfg.removalBound() + cfg.Lease)))
 		select {
 		case <-t.C:
@@ -276,14 +273,15 @@ func (s *soak) put(ctx context.Context, stream string, n int, every time.Duratio
 	})
 }
 
-// chaosGroup injects the soak's crashes, pauses, drains, a split and a
-// merge (of the first and second streams), adds the fourth stream to the
-// source at a quarter of the run and removes the third at half of it.
+// chaosGroup injects the soak's crashes, pauses, drains, rewinds, a split
+// and a merge (of the first and second streams), adds the fourth stream to
+// the source at a quarter of the run and removes the third at a third of
+// it, to add it back once its rows are deleted (group_readd.go).
 func (s *soak) chaosGroup(ctx context.Context) {
 	cfg := s.cfg
 	window := cfg.Duration * 85 / 100
 	evs := s.faultEvents(window, func(int) []event { return nil })
-	evs = append(evs, event{at: cfg.Duration / 4, kind: EvStreamAdded}, event{at: cfg.Duration / 2, kind: EvStreamRemoved})
+	evs = append(evs, event{at: cfg.Duration / 4, kind: EvStreamAdded}, event{at: cfg.Duration / 3, kind: EvStreamRemoved})
 	s.inject(ctx, evs, func(ev event) {
 		switch ev.kind {
 		case EvStreamAdded:
@@ -300,6 +298,7 @@ func (s *soak) chaosGroup(ctx context.Context) {
 			s.grp.mu.Unlock()
 			s.counts.add(EvStreamRemoved, 1)
 			fmt.Fprintf(cfg.Events, "%6.1fs removed %s from the source; its leases must be free of live workers within %v\n", s.since(), s.grp.removed, cfg.removalBound())
+			s.operator.Go(func() { s.readdOnceDeleted(ctx) })
 		case EvSplit, EvMerge:
 			stream := s.grp.streams[0]
 			if ev.kind == EvMerge {
@@ -328,7 +327,7 @@ func (s *soak) watchRemoved(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		at := s.grp.removedSince()
+		at := s.grp.outSince()
 		if at.IsZero() || time.Since(at) <= s.cfg.removalBound() {
 			continue
 		}
@@ -356,7 +355,7 @@ func (s *soak) watchRemoved(ctx context.Context) {
 // table holds it; and the removed stream's records past that checkpoint
 // (before the removal) and after the removal. s.mu is held.
 func (s *soak) required(ctx context.Context) (req map[string][]string, pastCheckpoint, afterRemoval int, err error) {
-	removeAt := s.grp.removedSince()
+	removeAt := s.grp.outSince() // every record is read again once added back
 	cps := map[string]string{}
 	if !removeAt.IsZero() {
 		ls, lerr := s.memoryOrDynamo().List(ctx, s.grp.removed)
@@ -439,9 +438,10 @@ type StreamResult struct {
 	Overlaps                              int
 	Keys, KeysOutOfOrder                  int
 	HeldAtEnd                             int
-	HandedAtRemoval                       int // rows left owned by the taker of a handoff the removal overtook
-	PastCheckpoint, AfterRemoval          int // the removed stream's records not audited
-	HeldAfterRemoval, EnteredAfterRemoval int // live workers holding / handling it past the bound
+	HandedAtRemoval                       int  // rows left owned by the taker of a handoff the removal overtook
+	PastCheckpoint, AfterRemoval          int  // the removed stream's records not audited
+	HeldAfterRemoval, EnteredAfterRemoval int  // live workers holding / handling it past the bound
+	Readded                               bool // added back once its rows were deleted: every record audited
 	RemovalBound                          time.Duration
 }
 
@@ -488,34 +488,13 @@ func (s *soak) groupResult(ctx context.Context, drained bool) *Result {
 		case s.grp.added:
 			sr.Role = fmt.Sprintf("added at %.1fs, from TRIM_HORIZON", s.grp.addedAt.Sub(s.start).Seconds())
 		case s.grp.removed:
-			sr.Role = fmt.Sprintf("removed at %.1fs", s.grp.removeAt.Sub(s.start).Seconds())
-			sr.PastCheckpoint, sr.AfterRemoval = pastCp, afterRm
-			sr.RemovalBound = s.cfg.removalBound()
-			sr.HeldAfterRemoval = len(s.grp.lateHeld)
-			sr.EnteredAfterRemoval = len(s.grp.lateEntered)
-			for _, e := range slices.Sorted(func(yield func(string) bool) {
-				for k := range s.grp.lateHeld {
-					if !yield(k) {
-						return
-					}
-				}
-			}) {
-				problem("lease of the removed stream held %v after its removal: %s", sr.RemovalBound, e)
-			}
-			for i, e := range s.grp.lateEntered {
-				if i < 5 {
-					problem("handler of the removed stream entered past the bound: %s", e)
-				}
-			}
-			if s.grp.removeAt.IsZero() {
-				problem("stream %s was never removed", name)
-			}
+			s.removedResult(&sr, pastCp, afterRm, problem)
 		}
 		// A removed stream's row may keep the owner of a worker that
 		// crashed holding it: nobody takes it again. A worker that
 		// stopped gracefully released it.
 		for _, l := range ls {
-			if l.Owner == "" || name == s.grp.removed && s.crashedOwner(l.Owner) {
+			if l.Owner == "" || name == s.grp.removed && s.grp.readdAt.IsZero() && s.crashedOwner(l.Owner) {
 				continue
 			}
 			if name == s.grp.removed && s.audit.handedOver(l.Key.String(), l.Owner) {
@@ -535,6 +514,32 @@ func (s *soak) groupResult(ctx context.Context, drained bool) *Result {
 		problem("stream %s was never added", s.grp.added)
 	}
 	return r
+}
+
+// removedResult fills in the removed stream's own figures: its records
+// not audited, and the leases held and handlers entered past the removal
+// bound; and whether it was added back. s.mu is held.
+func (s *soak) removedResult(sr *StreamResult, pastCp, afterRm int, problem func(string, ...any)) {
+	sr.Role = fmt.Sprintf("removed at %.1fs", s.grp.removeAt.Sub(s.start).Seconds())
+	sr.PastCheckpoint, sr.AfterRemoval = pastCp, afterRm
+	sr.RemovalBound = s.cfg.removalBound()
+	sr.HeldAfterRemoval = len(s.grp.lateHeld)
+	sr.EnteredAfterRemoval = len(s.grp.lateEntered)
+	for _, e := range slices.Sorted(maps.Keys(s.grp.lateHeld)) {
+		problem("lease of the removed stream held %v after its removal: %s", sr.RemovalBound, e)
+	}
+	for i, e := range s.grp.lateEntered {
+		if i < 5 {
+			problem("handler of the removed stream entered past the bound: %s", e)
+		}
+	}
+	if s.grp.removeAt.IsZero() {
+		problem("stream %s was never removed", sr.Name)
+	}
+	if !s.grp.readdAt.IsZero() {
+		sr.Role += fmt.Sprintf(", its rows deleted, added back at %.1fs from TRIM_HORIZON", s.grp.readdAt.Sub(s.start).Seconds())
+		sr.Readded = true
+	}
 }
 
 // crashedOwner reports whether an incarnation with that owner id crashed.

@@ -58,6 +58,7 @@ func (s *soak) deleteOneFinished(ctx context.Context) (string, error) {
 		if children == 0 || !started {
 			continue
 		}
+		s.audit.deleted(l.Key.String()) // a row made again is a new generation
 		if s.memory != nil {
 			s.memory.Delete(l.Key)
 			return l.Key.Shard, nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -36,11 +37,14 @@ type Result struct {
 	StaleRefused               int // writes refused by the condition (stale or repeated)
 	Regressions                int // checkpoints that moved backwards
 	NonHolder                  int // batches handed to a worker not holding the lease
+	ToolHeld                   int // left out: by the holder an operator's tool took the row from, before its cut-off
 	Overlaps                   int // handler calls entered while another of the shard ran
 	DeafOverlaps               int // of those left out, one side ignored its context
 	FrozenOverlaps             int // left out: the other side's worker was frozen (a pause)
 	DupDeaf                    int // duplicates after a handler that ignored its context
 	DupLanes                   int // duplicates above the watermark of a worker with lanes
+	DupRewind                  int // duplicates read again after a rewind or a reset to before them
+	DupReadded                 int // duplicates read again once their stream was added back, its rows deleted
 	Keys, KeysOutOfOrder       int
 	HeldAtEnd                  int // leases still held after every worker stopped
 	BuffersAtEnd               int // workers whose readers still hold records once Run returned
@@ -48,7 +52,8 @@ type Result struct {
 	RunErrors                  int // Run returned an error for a worker that was not crashed
 	Unknown                    int // handled records never produced
 	AppliedTwice               int // effects the fenced sink holds more than once
-	StaleSinkAccepted          int // sink writes accepted below a token accepted before
+	StaleSinkAccepted          int // sink writes accepted below a token, or after a later holding's write, accepted before
+	LiveRefused                int // sink refusals of a write by the latest holding of its shard (the table's order)
 	SinkMissing                int // records handled whose effect is not in the sink
 	SinkRefused, SinkSkipped   int // writes the sink refused for their token; records it passed over as applied
 	Drained                    bool
@@ -99,7 +104,7 @@ func (s *soak) result(ctx context.Context, drained bool) *Result {
 	for _, inc := range s.all {
 		r.Subscriptions += inc.consumer.Stats().Subscriptions
 	}
-	r.NonHolder = len(s.nonHolder)
+	r.NonHolder, r.ToolHeld = len(s.nonHolder), s.toolHeld
 	r.Overlaps, r.DeafOverlaps, r.FrozenOverlaps = len(s.overlaps), s.deafOverlaps, s.frozenOverlaps
 	for i, e := range s.overlaps {
 		if i < 5 {
@@ -171,50 +176,15 @@ func (s *soak) recordAudit(r *Result, ids []string, problem func(string, ...any)
 		if len(hs) == 1 {
 			continue
 		}
-		// Each further handling must be explained by the first handler's
-		// crash, pause or lost lease before it checkpointed past the record.
-		// Handlings are recorded as they end: the first is the one entered
-		// first (a crashed worker's call may return after its successor's).
-		hs = slices.SortedStableFunc(slices.Values(hs), func(a, b handling) int { return a.at.Compare(b.at) })
-		first := hs[0]
-		for _, h := range hs[1:] {
-			r.Duplicates++
-			first.by.mu.Lock()
-			troubled := first.by.troubled[first.stream+":"+first.shard]
-			first.by.mu.Unlock()
-			switch {
-			case h.afterPause || first.afterPause:
-				r.DupPause++ // a frozen worker went on with its batch in hand
-			case first.deaf || h.deaf:
-				r.DupDeaf++ // abandoned: no checkpoint for its batch (the deaf call may end last)
-			case s.audit.checkpointedPast(first.stream+":"+first.shard, first.by.consumer.OwnerID(), first.seq, h.at):
-				r.DupUnexplained++
-				if r.DupUnexplained <= 5 {
-					problem("duplicate of %s: first handled by %s on %s at %v, which checkpointed past it before %s handled it again on %s at %v",
-						id, first.by.id, first.shard, first.at.Sub(s.start), h.by.id, h.shard, h.at.Sub(s.start))
-				}
-			case first.by.crashed.Load():
-				r.DupCrash++
-			case first.by.paused.Load():
-				r.DupPause++
-			case troubled:
-				r.DupLostLease++
-			case s.retried[id]:
-				r.DupProducer++
-			case withLanes(first.by.slot):
-				r.DupLanes++ // handled above its lanes' watermark when it stopped
-			default:
-				r.DupUnexplained++
-				if r.DupUnexplained <= 5 {
-					problem("duplicate of %s: first handled by %s on %s at %v, again by %s on %s at %v; the first neither crashed, paused nor lost the lease",
-						id, first.by.id, first.shard, first.at.Sub(s.start), h.by.id, h.shard, h.at.Sub(s.start))
-				}
-			}
-		}
+		s.explainDuplicates(r, id, hs, problem)
 	}
 	r.Lost = len(lost)
 	if r.Lost > 0 {
-		problem("%d records never handled, e.g. %v", r.Lost, lost[:min(5, len(lost))])
+		byShard := map[string]int{}
+		for _, id := range lost {
+			byShard[s.shardOfID[id]]++
+		}
+		problem("%d records never handled, e.g. %v; by shard %v", r.Lost, lost[:min(5, len(lost))], byShard)
 	}
 
 	// Per partition key, first handlings follow write order.
@@ -245,6 +215,56 @@ func (s *soak) recordAudit(r *Result, ids []string, problem func(string, ...any)
 
 }
 
+// explainDuplicates counts the further handlings hs[1:] of the record id
+// by what explains each, or as unexplained. s.mu is held.
+func (s *soak) explainDuplicates(r *Result, id string, hs []handling, problem func(string, ...any)) {
+	// Each further handling must be explained by a rewind, the stream
+	// added back, or the first handler's crash, pause or lost lease before
+	// it checkpointed past the record.
+	// Handlings are recorded as they end: the first is the one entered
+	// first (a crashed worker's call may return after its successor's).
+	hs = slices.SortedStableFunc(slices.Values(hs), func(a, b handling) int { return a.at.Compare(b.at) })
+	first := hs[0]
+	for _, h := range hs[1:] {
+		r.Duplicates++
+		first.by.mu.Lock()
+		troubled := first.by.troubled[first.stream+":"+first.shard]
+		first.by.mu.Unlock()
+		switch {
+		case s.rewoundAgain(id, h.stream, h.at):
+			r.DupRewind++ // an operator moved the stream back before it
+		case s.readAgain(first, h):
+			r.DupReadded++ // its stream was added back, its rows deleted
+		case h.afterPause || first.afterPause:
+			r.DupPause++ // a frozen worker went on with its batch in hand
+		case first.deaf || h.deaf:
+			r.DupDeaf++ // abandoned: no checkpoint for its batch (the deaf call may end last)
+		case s.audit.checkpointedPast(first.stream+":"+first.shard, first.by.consumer.OwnerID(), first.seq, h.at):
+			r.DupUnexplained++
+			if r.DupUnexplained <= 5 {
+				problem("duplicate of %s: first handled by %s on %s at %v, which checkpointed past it before %s handled it again on %s at %v",
+					id, first.by.id, first.shard, first.at.Sub(s.start), h.by.id, h.shard, h.at.Sub(s.start))
+			}
+		case first.by.crashed.Load():
+			r.DupCrash++
+		case first.by.paused.Load():
+			r.DupPause++
+		case troubled:
+			r.DupLostLease++
+		case s.retried[id]:
+			r.DupProducer++
+		case withLanes(first.by.slot):
+			r.DupLanes++ // handled above its lanes' watermark when it stopped
+		default:
+			r.DupUnexplained++
+			if r.DupUnexplained <= 5 {
+				problem("duplicate of %s: first handled by %s on %s at %v, again by %s on %s at %v; the first neither crashed, paused nor lost the lease",
+					id, first.by.id, first.shard, first.at.Sub(s.start), h.by.id, h.shard, h.at.Sub(s.start))
+			}
+		}
+	}
+}
+
 // buffersResult checks that a reader holds nothing once Run has returned,
 // slow batches, deaf handlers and crashes included. s.mu is held.
 func (s *soak) buffersResult(r *Result, problem func(string, ...any)) {
@@ -259,6 +279,28 @@ func (s *soak) buffersResult(r *Result, problem func(string, ...any)) {
 	}
 }
 
+// faultsTable prints the faults injected, by kind, of Table.
+func (r *Result) faultsTable(b *strings.Builder) {
+	fmt.Fprintf(b, "\n%-58s %8s\n", "faults injected", "count")
+	var total int64
+	for _, k := range slices.Sorted(maps.Keys(r.Injected)) {
+		fmt.Fprintf(b, "  %-56s %8d\n", k, r.Injected[k])
+		total += r.Injected[k]
+	}
+	fmt.Fprintf(b, "  %-56s %8s\n", "wall-clock skew between workers (max seen in expiries)", r.MaxSkewSeen.Round(time.Second))
+	fmt.Fprintf(b, "  %-56s %8d\n", "total", total)
+}
+
+// sinkRows prints the fenced sink's rows of Table.
+func (r *Result) sinkRows(row func(name string, v any, verdict string), ok func(bool) string) {
+	row("fenced sink: effects applied twice", r.AppliedTwice, ok(r.AppliedTwice == 0))
+	row("  stale sink writes accepted (token below one accepted)", r.StaleSinkAccepted, ok(r.StaleSinkAccepted == 0))
+	row("  live holder refused (latest holding of the shard)", r.LiveRefused, ok(r.LiveRefused == 0))
+	row("  records handled whose effect is missing", r.SinkMissing, ok(r.SinkMissing == 0))
+	row("  writes refused for their token (a newer holder wrote)", r.SinkRefused, "")
+	row("  records passed over as applied already", r.SinkSkipped, "")
+}
+
 // Table prints the faults injected and each invariant with its figure.
 func (r *Result) Table() string {
 	var b strings.Builder
@@ -267,19 +309,7 @@ func (r *Result) Table() string {
 	if r.Group {
 		fmt.Fprintf(&b, "group: %d streams, polled source every %v (shards= is per stream)\n", len(r.Streams), r.SourceInterval)
 	}
-	fmt.Fprintf(&b, "\n%-58s %8s\n", "faults injected", "count")
-	kinds := make([]string, 0, len(r.Injected))
-	for k := range r.Injected {
-		kinds = append(kinds, k)
-	}
-	slices.Sort(kinds)
-	var total int64
-	for _, k := range kinds {
-		fmt.Fprintf(&b, "  %-56s %8d\n", k, r.Injected[k])
-		total += r.Injected[k]
-	}
-	fmt.Fprintf(&b, "  %-56s %8s\n", "wall-clock skew between workers (max seen in expiries)", r.MaxSkewSeen.Round(time.Second))
-	fmt.Fprintf(&b, "  %-56s %8d\n", "total", total)
+	r.faultsTable(&b)
 	ok := func(good bool) string {
 		if good {
 			return "ok"
@@ -315,12 +345,17 @@ func (r *Result) Table() string {
 	row("  explained: producer retried the put", r.DupProducer, "")
 	row("  explained: first handler ignored its context (abandoned)", r.DupDeaf, "")
 	row("  explained: above the lanes' watermark at a stop", r.DupLanes, "")
+	row("  explained: read again after a rewind or reset to before it", r.DupRewind, "")
+	if r.Group {
+		row("  explained: read again, its stream added back (rows deleted)", r.DupReadded, "")
+	}
 	row("  unexplained", r.DupUnexplained, ok(r.DupUnexplained == 0))
 	row("checkpoints moved backwards", r.Regressions, ok(r.Regressions == 0))
 	row("holder writes audited (renew, checkpoint, release)", r.WritesAudited, "")
 	row("  accepted from a worker not holding the lease", r.StaleAccepted, ok(r.StaleAccepted == 0))
 	row("  refused by the fencing condition", r.StaleRefused, "")
 	row("batches handed to a worker not holding the lease", r.NonHolder, ok(r.NonHolder == 0))
+	row("  left out: by the holder a tool took it from, before its cut-off", r.ToolHeld, "")
 	row("overlaps: handlers of one shard running at once", r.Overlaps, ok(r.Overlaps == 0))
 	row("  left out: one of them ignored its context", r.DeafOverlaps, "")
 	row("  left out: the earlier one's worker was frozen (a pause)", r.FrozenOverlaps, "")
@@ -328,18 +363,14 @@ func (r *Result) Table() string {
 	row("leases still held after the graceful stop", r.HeldAtEnd, ok(r.HeldAtEnd == 0))
 	row("workers whose readers hold records after Run returned", r.BuffersAtEnd, ok(r.BuffersAtEnd == 0))
 	row("held shards showing lag once drained (Status, rows)", r.StalledAtRest, ok(r.StalledAtRest == 0))
-	row("fenced sink: effects applied twice", r.AppliedTwice, ok(r.AppliedTwice == 0))
-	row("  stale sink writes accepted (token below one accepted)", r.StaleSinkAccepted, ok(r.StaleSinkAccepted == 0))
-	row("  records handled whose effect is missing", r.SinkMissing, ok(r.SinkMissing == 0))
-	row("  writes refused for their token (a newer holder wrote)", r.SinkRefused, "")
-	row("  records passed over as applied already", r.SinkSkipped, "")
+	r.sinkRows(row, ok)
 	row("Run errors of live workers", r.RunErrors, ok(r.RunErrors == 0))
 	row(fmt.Sprintf("untaken max: a lease free or expired, a worker with room (bound %v)", r.UntakenBound), r.UntakenMax.Round(10*time.Millisecond), ok(r.UntakenMax <= r.UntakenBound))
 	if r.Unknown > 0 {
 		row("handled records never produced (failed puts that landed)", r.Unknown, "")
 	}
-	fmt.Fprintf(&b, "\nsummary: produced %d, lost %d, overlaps %d, untaken max %v (bound %v), effects applied twice %d, stale sink writes accepted %d\n", r.Produced, r.Lost, r.Overlaps,
-		r.UntakenMax.Round(10*time.Millisecond), r.UntakenBound, r.AppliedTwice, r.StaleSinkAccepted)
+	fmt.Fprintf(&b, "\nsummary: produced %d, lost %d, overlaps %d, untaken max %v (bound %v), effects applied twice %d, stale sink writes accepted %d, live holder refused %d\n", r.Produced, r.Lost, r.Overlaps,
+		r.UntakenMax.Round(10*time.Millisecond), r.UntakenBound, r.AppliedTwice, r.StaleSinkAccepted, r.LiveRefused)
 	r.streamsSummary(&b)
 	fmt.Fprintf(&b, "\nresult: %s", ok(r.OK()))
 	if !r.OK() {

@@ -38,11 +38,14 @@ var errFenced = errors.New("soak: the sink refused the write: a newer holder of 
 
 // sink is where handlers apply each record's effect.
 type sink interface {
-	// apply applies recs, handed with tok, or fails with errFenced when a
-	// newer holder wrote; records applied before are passed over.
-	apply(ctx context.Context, inc *incarnation, tok shardlease.FenceToken, recs []shardlease.Record) error
+	// apply applies recs, handed with tok by the holding numbered hold
+	// (holdings.go), or fails with errFenced when a newer holder wrote;
+	// records applied before are passed over. The sink keeps hold beside
+	// each accepted write, for the audit alone: it decides by the token.
+	apply(ctx context.Context, inc *incarnation, tok shardlease.FenceToken, hold int, recs []shardlease.Record) error
 	// audit reads the sink: the effects applied by record id, and the
-	// accepted writes whose token was below one accepted before.
+	// accepted writes whose token was below one accepted before, or whose
+	// holding began before the holding of one accepted before.
 	audit(ctx context.Context) (applied map[string]int, stale []string, err error)
 }
 
@@ -53,6 +56,7 @@ type sinkState struct {
 	done    map[string]bool // record id → its effect is in the sink
 	refused int64           // writes refused for their token
 	skipped int64           // records passed over as applied already
+	live    []string        // refusals of the latest holding of the row (holdings.go)
 	clients map[*incarnation]shardlease.DynamoDBAPI
 }
 
@@ -90,14 +94,15 @@ type memorySink struct {
 	last    map[string]string                  // scope/key → last position applied
 	applied map[string]int                     // id → effects applied
 	log     map[string][]shardlease.FenceToken // scope → tokens of accepted writes, in order
+	holds   map[string][]int                   // scope → holdings of accepted writes, in order
 }
 
 func newMemorySink(st *sinkState) *memorySink {
 	return &memorySink{st: st, token: map[string]shardlease.FenceToken{}, last: map[string]string{},
-		applied: map[string]int{}, log: map[string][]shardlease.FenceToken{}}
+		applied: map[string]int{}, log: map[string][]shardlease.FenceToken{}, holds: map[string][]int{}}
 }
 
-func (m *memorySink) apply(ctx context.Context, inc *incarnation, tok shardlease.FenceToken, recs []shardlease.Record) error {
+func (m *memorySink) apply(ctx context.Context, inc *incarnation, tok shardlease.FenceToken, hold int, recs []shardlease.Record) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	scope := tok.Scope()
@@ -113,6 +118,7 @@ func (m *memorySink) apply(ctx context.Context, inc *incarnation, tok shardlease
 	}
 	m.token[scope] = tok
 	m.log[scope] = append(m.log[scope], tok)
+	m.holds[scope] = append(m.holds[scope], hold)
 	for _, r := range recs {
 		k := scope + "/" + r.PartitionKey
 		pos := r.FencePosition()
@@ -137,6 +143,7 @@ func (m *memorySink) audit(context.Context) (map[string]int, []string, error) {
 	var stale []string
 	for scope, toks := range m.log {
 		stale = append(stale, descents(scope, toks)...)
+		stale = append(stale, holdingDescents(scope, m.holds[scope])...)
 	}
 	return applied, stale, nil
 }
@@ -160,8 +167,8 @@ func descents(scope string, toks []shardlease.FenceToken) []string {
 
 // dynamoSink is the sink on DynamoDB: an item per shard and partition key
 // ("stream:shard/key") holding the token and position of its last write
-// (tok, pos), the ids applied (ids), how many effects were applied (n) and
-// the tokens of every accepted write (toks).
+// (tok, pos), the ids applied (ids), how many effects were applied (n), the
+// tokens of every accepted write (toks) and their holdings (holds).
 type dynamoSink struct {
 	st    *sinkState
 	admin shardlease.DynamoDBAPI
@@ -181,12 +188,12 @@ func (d *dynamoSink) client(inc *incarnation) shardlease.DynamoDBAPI {
 	return d.admin
 }
 
-func (d *dynamoSink) apply(ctx context.Context, inc *incarnation, tok shardlease.FenceToken, recs []shardlease.Record) error {
+func (d *dynamoSink) apply(ctx context.Context, inc *incarnation, tok shardlease.FenceToken, hold int, recs []shardlease.Record) error {
 	db := d.client(inc)
 	for _, r := range recs {
 		var err error
 		for attempt := range sinkAttempts {
-			if err = d.write(ctx, db, tok, r); err == nil || errors.Is(err, errFenced) || errors.Is(err, errCrashed) || ctx.Err() != nil {
+			if err = d.write(ctx, db, tok, hold, r); err == nil || errors.Is(err, errFenced) || errors.Is(err, errCrashed) || ctx.Err() != nil {
 				break
 			}
 			t := time.NewTimer(time.Duration(attempt+1) * 20 * time.Millisecond)
@@ -202,17 +209,18 @@ func (d *dynamoSink) apply(ctx context.Context, inc *incarnation, tok shardlease
 // write applies one record: a conditional UpdateItem, and on a failed
 // condition a consistent read that tells a newer token from a record
 // applied already.
-func (d *dynamoSink) write(ctx context.Context, db shardlease.DynamoDBAPI, tok shardlease.FenceToken, r shardlease.Record) error {
+func (d *dynamoSink) write(ctx context.Context, db shardlease.DynamoDBAPI, tok shardlease.FenceToken, hold int, r shardlease.Record) error {
 	key := map[string]dynamotypes.AttributeValue{"lease_key": &dynamotypes.AttributeValueMemberS{Value: tok.Scope() + "/" + r.PartitionKey}}
 	id := string(r.Data)
 	_, err := db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:           aws.String(d.table),
 		Key:                 key,
 		ConditionExpression: aws.String("(attribute_not_exists(tok) OR tok <= :t) AND (attribute_not_exists(pos) OR pos < :p)"),
-		UpdateExpression:    aws.String("SET tok = :t, pos = :p, toks = list_append(if_not_exists(toks, :none), :tl) ADD ids :id, n :one"),
+		UpdateExpression:    aws.String("SET tok = :t, pos = :p, toks = list_append(if_not_exists(toks, :none), :tl), holds = list_append(if_not_exists(holds, :none), :hl) ADD ids :id, n :one"),
 		ExpressionAttributeValues: map[string]dynamotypes.AttributeValue{
 			":t": &dynamotypes.AttributeValueMemberS{Value: tok.Value()}, ":p": &dynamotypes.AttributeValueMemberS{Value: r.FencePosition()},
 			":tl":   &dynamotypes.AttributeValueMemberL{Value: []dynamotypes.AttributeValue{&dynamotypes.AttributeValueMemberS{Value: tok.Value()}}},
+			":hl":   &dynamotypes.AttributeValueMemberL{Value: []dynamotypes.AttributeValue{&dynamotypes.AttributeValueMemberN{Value: strconv.Itoa(hold)}}},
 			":none": &dynamotypes.AttributeValueMemberL{Value: []dynamotypes.AttributeValue{}},
 			":id":   &dynamotypes.AttributeValueMemberSS{Value: []string{id}}, ":one": &dynamotypes.AttributeValueMemberN{Value: "1"},
 		},
@@ -288,6 +296,25 @@ func auditItem(item map[string]dynamotypes.AttributeValue, applied map[string]in
 		}
 		high = s.Value
 	}
+	return append(out, holdingDescents(key.Value, itemHolds(item))...)
+}
+
+// itemHolds returns the holdings of a sink item's accepted writes, in order.
+func itemHolds(item map[string]dynamotypes.AttributeValue) []int {
+	l, _ := item["holds"].(*dynamotypes.AttributeValueMemberL)
+	if l == nil {
+		return nil
+	}
+	out := make([]int, 0, len(l.Value))
+	for _, v := range l.Value {
+		h := noHolding
+		if n, ok := v.(*dynamotypes.AttributeValueMemberN); ok {
+			if i, err := strconv.Atoi(n.Value); err == nil {
+				h = i
+			}
+		}
+		out = append(out, h)
+	}
 	return out
 }
 
@@ -319,9 +346,17 @@ func (s *soak) attachSink(inc *incarnation, in *injector) {
 	s.sinkSt.clients[inc] = &faultDynamo{next: s.cfg.Dynamo, in: in}
 }
 
-// applyToSink applies the records of a batch the handler accepted.
+// applyToSink applies the records of a batch the handler accepted, and
+// counts a refusal of the latest holding of the shard as the live holder
+// refused.
 func (s *soak) applyToSink(ctx context.Context, inc *incarnation, b *shardlease.Batch) error {
-	return s.sink.apply(ctx, inc, b.Fence(), b.Records)
+	tok := b.Fence()
+	hold, _ := s.audit.holding(tok.Scope(), inc.consumer.OwnerID(), tok.Counter())
+	err := s.sink.apply(ctx, inc, tok, hold, b.Records)
+	if errors.Is(err, errFenced) && s.audit.stillLatest(tok.Scope(), hold) {
+		s.sinkSt.liveRefused(fmt.Sprintf("the write of %s's holding #%d of %s (the latest) at %.1fs: %v", inc.id, hold, tok.Scope(), s.since(), err))
+	}
+	return err
 }
 
 // sinkResult fills in the sink's figures: effects applied twice, stale
@@ -334,8 +369,15 @@ func (s *soak) sinkResult(ctx context.Context, r *Result, problem func(string, .
 	}
 	s.sinkSt.mu.Lock()
 	r.SinkRefused, r.SinkSkipped = int(s.sinkSt.refused), int(s.sinkSt.skipped)
+	live := slices.Clone(s.sinkSt.live)
 	s.sinkSt.mu.Unlock()
 	r.StaleSinkAccepted = len(stale)
+	r.LiveRefused = len(live)
+	for i, e := range live {
+		if i < 5 {
+			problem("live holder refused: %s", e)
+		}
+	}
 	for i, e := range stale {
 		if i < 5 {
 			problem("stale sink write accepted: %s", e)

@@ -37,10 +37,12 @@ import (
 )
 
 // Kinesis is what the soak needs of a Kinesis client: the consumer's calls
-// plus the producer's and the resharding ones. *kinesis.Client and
+// plus the producer's, the resharding ones and DescribeStreamSummary (the
+// workers that may describe the stream do). *kinesis.Client and
 // *shardleasetest.Kinesis have them.
 type Kinesis interface {
 	shardlease.KinesisAPI
+	shardlease.StreamDescriber
 	CreateStream(ctx context.Context, params *kinesis.CreateStreamInput, optFns ...func(*kinesis.Options)) (*kinesis.CreateStreamOutput, error)
 	PutRecord(ctx context.Context, params *kinesis.PutRecordInput, optFns ...func(*kinesis.Options)) (*kinesis.PutRecordOutput, error)
 	SplitShard(ctx context.Context, params *kinesis.SplitShardInput, optFns ...func(*kinesis.Options)) (*kinesis.SplitShardOutput, error)
@@ -290,10 +292,14 @@ type soak struct {
 	produced  []string              // ids in write order
 	keyOf     map[string]string     // id → partition key
 	seqOf     map[string]string
-	retried   map[string]bool // ids whose put was retried
-	nonHolder []string        // batches handed to a worker not holding the lease
-	badDead   []string        // records dead-lettered that are not poison
-	unknown   int             // handled records with an id never produced
+	retried   map[string]bool      // ids whose put was retried
+	putAt     map[string]time.Time // id → when its put returned
+	shardOfID map[string]string    // id → the shard its put went to
+	rewinds   []rewound            // the operator's rewinds (rewind.go)
+	nonHolder []string             // batches handed to a worker not holding the lease
+	toolHeld  int                  // of those left out: by the holder an operator's tool took the row from, before its cut-off
+	badDead   []string             // records dead-lettered that are not poison
+	unknown   int                  // handled records with an id never produced
 
 	// running handler calls by row ("stream:shard"); overlaps counts calls
 	// entered while another one of the same shard of the same stream ran (deafOverlaps: one of them ignored
@@ -317,7 +323,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, 0x50a4)),
 		audit:   newAuditor(cfg.Lease),
 		handled: map[string][]handling{}, keyOrder: map[string][]string{}, running: map[string][]*running{},
-		keyOf: map[string]string{}, seqOf: map[string]string{}, retried: map[string]bool{}, overlapsOf: map[string]int{},
+		keyOf: map[string]string{}, seqOf: map[string]string{}, retried: map[string]bool{}, overlapsOf: map[string]int{}, putAt: map[string]time.Time{}, shardOfID: map[string]string{},
 	}
 	if cfg.Group {
 		return s.runGroup(ctx)
@@ -467,26 +473,10 @@ func (s *soak) launch(slot int) {
 	mk := func(service string, stream uint64) *injector {
 		return &injector{service: service, rate: rate, counts: &s.counts, rng: rand.New(rand.NewPCG(cfg.Seed^stream, uint64(slot)<<32|uint64(gen))), crashed: &inc.crashed, freeze: &inc.freeze, scansFail: &inc.scansFail}
 	}
-	var store shardlease.LeaseStore
-	if cfg.Dynamo != nil {
-		audited := &auditDynamo{DynamoDBAPI: cfg.Dynamo, a: s.audit, by: inc.id}
-		ds, err := shardlease.NewDynamoStore(&faultDynamo{next: audited, in: mk("dynamodb", 1)}, cfg.Table)
-		if err != nil {
-			panic(err) // the table name was validated by CreateTable
-		}
-		store = ds
-	} else {
-		store = &faultStore{next: &auditStore{LeaseStore: s.memory, WorkerStore: s.memory, a: s.audit, by: inc.id}, in: mk("dynamodb", 1)}
-	}
-	store = &troubleStore{LeaseStore: store, inc: inc}
+	store := s.storeFor(inc, mk("dynamodb", 1))
 	s.attachSink(inc, mk("sink dynamodb", 3))
-	var kin shardlease.KinesisAPI = &faultKinesis{next: cfg.Kinesis, in: mk("kinesis", 2)}
-	var mode []shardlease.Option
-	if cfg.FanOut != "" {
-		kin = &faultFanOut{faultKinesis: kin.(*faultKinesis), fo: cfg.Kinesis.(shardlease.FanOutAPI)}
-		mode = append(mode, shardlease.WithEnhancedFanOut(cfg.FanOut))
-	}
-	lease := cfg.Lease
+	kin, mode := s.kinesisFor(&faultKinesis{next: cfg.Kinesis, in: mk("kinesis", 2)}, slot, gen)
+	lease := cfg.leaseOf(slot)
 	owner := inc.id
 	switch {
 	case slot == 1:
@@ -494,10 +484,7 @@ func (s *soak) launch(slot int) {
 		// reused name would be.
 		owner = fmt.Sprintf("w0-%d", gen)
 		s.counts.add(EvShared, 1)
-	case slot >= 2 && slot == cfg.Workers-1:
-		// The last slot runs with twice the lease duration, as a rolling
-		// deploy that changes it would.
-		lease *= 2
+	case lease != cfg.Lease:
 		s.counts.add(EvMixed, 1)
 	}
 	mode = append(mode, s.capped(slot)...)
@@ -539,6 +526,32 @@ func (s *soak) launch(slot int) {
 		s.counts.add(EvRestart, 1)
 	}
 	fmt.Fprintf(s.cfg.Events, "%6.1fs start %s (wall clock %+v)\n", s.since(), inc.id, inc.skew.Round(time.Second))
+}
+
+// leaseOf returns the lease duration of slot's workers: the last slot runs
+// with twice the lease duration, as a rolling deploy that changes it would.
+func (c *Config) leaseOf(slot int) time.Duration {
+	if slot >= 2 && slot == c.Workers-1 {
+		return 2 * c.Lease
+	}
+	return c.Lease
+}
+
+// storeFor returns the lease store of an incarnation: the world's store,
+// through the audit, then the faults of in, then the record of trouble.
+func (s *soak) storeFor(inc *incarnation, in *injector) shardlease.LeaseStore {
+	var store shardlease.LeaseStore
+	if s.cfg.Dynamo != nil {
+		audited := &auditDynamo{DynamoDBAPI: s.cfg.Dynamo, a: s.audit, by: inc.id}
+		ds, err := shardlease.NewDynamoStore(&faultDynamo{next: audited, in: in}, s.cfg.Table)
+		if err != nil {
+			panic(err) // the table name was validated by CreateTable
+		}
+		store = ds
+	} else {
+		store = &faultStore{next: &auditStore{LeaseStore: s.memory, WorkerStore: s.memory, a: s.audit, by: inc.id}, in: in}
+	}
+	return &troubleStore{LeaseStore: store, inc: inc}
 }
 
 // troubleStore marks the shards on which a write of the incarnation failed:
@@ -610,11 +623,7 @@ func (s *soak) handler(inc *incarnation) shardlease.Handler {
 			return errCrashed
 		}
 		key := shardlease.LeaseKey{Stream: b.Stream, Shard: b.ShardID}.String()
-		if owner, to := s.audit.holder(key); owner != inc.consumer.OwnerID() && to != inc.consumer.OwnerID() {
-			s.mu.Lock()
-			s.nonHolder = append(s.nonHolder, fmt.Sprintf("%s handed %d records of %s from %s while the row's owner was %q", inc.id, len(b.Records), b.ShardID, b.Records[0].SequenceNumber, owner))
-			s.mu.Unlock()
-		}
+		s.checkHolder(inc, key, b)
 		for _, r := range b.Records {
 			if strings.HasSuffix(string(r.Data), poisonMark) {
 				return fmt.Errorf("record %s: %w", r.SequenceNumber, errPoison)
@@ -672,20 +681,48 @@ func (s *soak) handler(inc *incarnation) shardlease.Handler {
 		if err := s.applyToSink(ctx, inc, b); err != nil {
 			return err // refused: a newer holder wrote; not handled here
 		}
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		for _, r := range b.Records {
-			id := string(r.Data)
-			if _, ok := s.keyOf[id]; !ok {
-				s.unknown++
-				continue
-			}
-			if len(s.handled[id]) == 0 {
-				s.keyOrder[r.PartitionKey] = append(s.keyOrder[r.PartitionKey], id)
-			}
-			s.handled[id] = append(s.handled[id], handling{by: inc, stream: b.Stream, shard: b.ShardID, seq: r.SequenceNumber, at: at, afterPause: woke, deaf: deaf})
-		}
+		s.handledBatch(b, handling{by: inc, stream: b.Stream, shard: b.ShardID, at: at, afterPause: woke, deaf: deaf})
 		return nil
+	}
+}
+
+// handledBatch records the records of b as handled, each as h with its
+// sequence number.
+func (s *soak) handledBatch(b *shardlease.Batch, h handling) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, r := range b.Records {
+		id := string(r.Data)
+		if _, ok := s.keyOf[id]; !ok {
+			s.unknown++
+			continue
+		}
+		if len(s.handled[id]) == 0 {
+			s.keyOrder[r.PartitionKey] = append(s.keyOrder[r.PartitionKey], id)
+		}
+		h.seq = r.SequenceNumber
+		s.handled[id] = append(s.handled[id], h)
+	}
+}
+
+// checkHolder records a batch of key handed to inc while the row names
+// another owner. A holder an operator's tool took the row from (rewind or
+// reset with handover) goes on until its next write fails, at the latest
+// its cut-off, a lease duration after the take: its batches until then are
+// counted apart. The tool leaves the row held that long, so no other
+// handler runs meanwhile (overlaps).
+func (s *soak) checkHolder(inc *incarnation, key string, b *shardlease.Batch) {
+	me := inc.consumer.OwnerID()
+	owner, to, taken, at := s.audit.holder(key)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case owner == me || to == me:
+	case taken == me && time.Since(at) <= s.cfg.leaseOf(inc.slot):
+		s.toolHeld++
+	default:
+		s.nonHolder = append(s.nonHolder, fmt.Sprintf("%s handed %d records of %s from %s while the row's owner was %q (%s)",
+			inc.id, len(b.Records), b.ShardID, b.Records[0].SequenceNumber, owner, s.audit.lastWrites(key, 3)))
 	}
 }
 
@@ -807,6 +844,8 @@ func (s *soak) putRetrying(ctx context.Context, stream, id, key, data string, ev
 			s.mu.Lock()
 			s.produced = append(s.produced, id)
 			s.seqOf[id] = aws.ToString(out.SequenceNumber)
+			s.putAt[id] = time.Now()
+			s.shardOfID[id] = aws.ToString(out.ShardId)
 			landed(out)
 			s.mu.Unlock()
 			return
@@ -874,8 +913,8 @@ type event struct {
 
 // faultEvents draws the faults of both modes over window: crashes and
 // coordinator crashes, the mode's own from extra (given the number of
-// crashes), pauses and drains, and a split at a third of the window and a
-// merge at two thirds. extra draws from s.rng between the crashes and the
+// crashes), pauses, drains, rewinds and resets, and a split at a third of
+// the window and a merge at two thirds. extra draws from s.rng between the crashes and the
 // pauses: the order of the draws is the schedule a seed makes.
 func (s *soak) faultEvents(window time.Duration, extra func(n int) []event) []event {
 	cfg := s.cfg
@@ -894,6 +933,8 @@ func (s *soak) faultEvents(window time.Duration, extra func(n int) []event) []ev
 	for range max(1, n/3) {
 		evs = append(evs, event{at: s.jitter(window), kind: EvDrain, slot: s.rng.IntN(cfg.Workers), d: cfg.Lease/2 + time.Duration(s.rng.Float64()*float64(cfg.Lease))})
 	}
+	evs = append(evs, s.rewindEvents(window, n)...)
+	evs = append(evs, s.resetEvents(window, n)...)
 	return append(evs, event{at: window / 3, kind: EvSplit}, event{at: window * 2 / 3, kind: EvMerge})
 }
 
@@ -920,6 +961,10 @@ func (s *soak) inject(ctx context.Context, evs []event, own func(ev event)) {
 			}
 		case EvDrain:
 			s.drainForRestart(ctx, ev.slot, ev.d)
+		case EvRewind:
+			s.operator.Go(func() { s.rewind(ctx, ev) })
+		case EvReset:
+			s.operator.Go(func() { s.reset(ctx, ev) })
 		case EvPause:
 			s.mu.Lock()
 			inc := s.slots[ev.slot]
