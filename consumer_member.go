@@ -333,3 +333,7 @@ func (s *memberSet) registerFanOut(ctx context.Context, c *Consumer) error {
 	}
 	return nil
 }
+
+// isGone reports whether Kinesis said, at the last shard sync, that m's
+// stream does not exist (false for a nil member).
+func (m *member) isGone() bool { return m != nil && m.gone.Load() }

@@ -524,10 +524,12 @@ func (sc *scheduler) listingOf(leases []Lease, live []string, now time.Time) *ta
 		MaxLeases: c.cfg.maxLeases, MaxSteals: c.cfg.maxStealsPerTake,
 		Coordinated: sc.cd.leads(),
 	}
-	// Work that can be read now: not finished, and every parent finished.
+	// Work that can be read now: not finished, every parent finished, and
+	// of a stream Kinesis has (the rows of one it says it does not have are
+	// nobody's to take, so nobody lists on for them).
 	for _, l := range leases {
 		id := l.Key.Shard
-		if l.Checkpoint == ShardEnd || !parentsDone(l, tl.byShard, sc.listed, sc.corrupt) {
+		if l.Checkpoint == ShardEnd || !parentsDone(l, tl.byShard, sc.listed, sc.corrupt) || c.set.of(id).isGone() {
 			continue
 		}
 		in.Rows = append(in.Rows, rowOf(l))

@@ -889,3 +889,54 @@ func TestGroupTakesNothingOfAStreamDeletedWhileItRuns(t *testing.T) {
 		waitFor(t, time.Minute, "the other stream read on", func() bool { return h.distinct() == 5 })
 	})
 }
+
+// A stream deleted from Kinesis while in the set costs the fleet no more
+// listings than a stream that is there: its rows, let go by their readers,
+// cannot be read, so nobody lists on to take them.
+func TestGroupADeletedStreamCostsNoMoreListings(t *testing.T) {
+	t.Parallel()
+	worlds(t, 4, func(t *testing.T, w *world) {
+		w.timed(t)
+		names := groupStreams(t, w, 1, 4)
+		var gws []*groupWorker
+		for i := range 4 {
+			gws = append(gws, startGroup(t, w, w.kin, shardlease.GroupConfig{Name: "readers", Streams: specsOf(names...)}, func(context.Context, *shardlease.Batch) error { return nil }, w.opts(fmt.Sprintf("w%d", i))...))
+		}
+		held := func() int {
+			n := 0
+			for _, gw := range gws {
+				n += len(gw.g.Held())
+			}
+			return n
+		}
+		listings := func() int64 {
+			var n int64
+			for _, gw := range gws {
+				n += gw.g.Stats().TableListings
+			}
+			return n
+		}
+		// Listings over ten take intervals of wall time, once settled.
+		over10T := func() int64 {
+			before := listings()
+			deadline := time.Now().Add(10 * w.take)
+			waitFor(t, 11*w.take, "ten take intervals", func() bool { return !time.Now().Before(deadline) })
+			return listings() - before
+		}
+		waitFor(t, time.Minute, "every lease held", func() bool { return held() == 8 })
+		waitFor(t, 10*w.lease, "the fleet settled", func() bool { return listings() > 0 })
+		steady := over10T()
+
+		_, err := w.kin.(interface {
+			DeleteStream(context.Context, *kinesis.DeleteStreamInput, ...func(*kinesis.Options)) (*kinesis.DeleteStreamOutput, error)
+		}).DeleteStream(t.Context(), &kinesis.DeleteStreamInput{StreamName: aws.String(names[1])})
+		require.NoError(t, err)
+		waitFor(t, 2*time.Minute, "the deleted stream's leases let go", func() bool { return held() == 4 })
+		// A shard sync (every 5 take intervals here) on each worker finds it gone.
+		l0 := listings()
+		waitFor(t, 2*time.Minute, "a shard sync's worth of listings", func() bool { return listings() >= l0+6 })
+		gone := over10T()
+		t.Logf("%s: listings of 4 workers over 10 T: %d with both streams, %d with one deleted", w.name, steady, gone)
+		require.LessOrEqual(t, gone, max(steady*3/2, steady+4), "a deleted stream makes the fleet list more")
+	})
+}
