@@ -597,6 +597,10 @@ func (sc *scheduler) rememberTakable(p balance.Plan, now time.Time) {
 // outcome to it. done is false when the round stopped early: err is then
 // one that must end Run, or nil (ctx was cancelled).
 func (sc *scheduler) carryOut(ctx context.Context, r *balance.Round, tl *takeListing, asked map[string]bool, now time.Time) (done bool, err error) {
+	// The round's takes share one fence floor reservation per stream, made
+	// at the first take, after the listing they come from.
+	p := r.Plan()
+	ctx = withReservations(ctx, newReservations(len(p.Adopt)+len(p.Free)+len(p.Stale)))
 	for {
 		it, ok := r.Next()
 		if !ok {

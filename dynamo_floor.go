@@ -13,16 +13,29 @@ import (
 )
 
 // reserve reserves the counter an acquire of key observed at observed
-// writes, with one UpdateItem on the stream's floor row that adds to its
-// counter and returns it, and settles the floor's epoch (see raiseEpoch).
+// writes: the next of the take round's reservations when ctx carries them
+// (see reservations), else one of its own.
 func (s *DynamoStore) reserve(ctx context.Context, key LeaseKey, observed int64) (fenceFloor, error) {
-	fk := floorKey(key.Stream)
+	if rs := reservationsOf(ctx); rs != nil {
+		return rs.next(ctx, key.Stream, observed, s.reserveBlock)
+	}
+	return s.reserveBlock(ctx, key.Stream, 1, observed)
+}
+
+// reserveBlock reserves n counters for rows of stream observed at counters
+// up to observed, with one UpdateItem on the stream's floor row that adds
+// to its counter and returns it (the last of the n, each above observed and
+// above every earlier reservation), and settles the floor's epoch (see
+// raiseEpoch).
+func (s *DynamoStore) reserveBlock(ctx context.Context, stream string, n, observed int64) (fenceFloor, error) {
+	key := LeaseKey{Stream: stream}
+	fk := floorKey(stream)
 	out, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:        aws.String(s.table),
 		Key:              keyAttr(fk),
 		UpdateExpression: aws.String("SET " + attrFenceCounter + " = if_not_exists(" + attrFenceCounter + ", :zero) + :n, " + attrFenceEpoch + " = if_not_exists(" + attrFenceEpoch + ", :zero)"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":zero": num(0), ":n": num(s.floors.step(key.Stream, observed)),
+			":zero": num(0), ":n": num(s.floors.step(stream, n, observed)),
 		},
 		ReturnValues: types.ReturnValueAllNew,
 	})

@@ -1,5 +1,7 @@
 package shardlease
 
+import "context"
+
 // Hooks for the external tests of unexported parts.
 
 // FenceEpochOf is the floor epoch l's acquire wrote on its row.
@@ -16,4 +18,10 @@ var WithObservedRow = withObservedRow
 func Plain(l Lease) Lease {
 	l.incarnation, l.fenceEpoch = "", 0
 	return l
+}
+
+// WithRoundReservations is a take round's context: its acquires share
+// blocks of fence counters reserved for up to n takes.
+func WithRoundReservations(ctx context.Context, n int) context.Context {
+	return withReservations(ctx, newReservations(n))
 }

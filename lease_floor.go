@@ -106,12 +106,74 @@ type floorSteps struct {
 	seen map[string]int64 // by stream
 }
 
-// step is what a reservation for a row observed at observed adds to the
-// floor of stream.
-func (f *floorSteps) step(stream string, observed int64) int64 {
+// step is what a reservation of n counters for rows observed at counters
+// up to observed adds to the floor of stream: at least n, and enough that
+// the first of the n is above observed.
+func (f *floorSteps) step(stream string, n, observed int64) int64 {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return max(1, observed+1-f.seen[stream])
+	return max(n, observed+n-f.seen[stream])
+}
+
+// reservations are the fence counters one take round reserved, a block per
+// stream, so that a round that takes many leases makes one floor write per
+// stream, not one per lease. The block is reserved at the round's first
+// take of the stream, after the listing the round's takes come from, so
+// that each counter is still above every counter reserved before the rows
+// it goes to were observed (see the incarnation note above: that is what a
+// reservation must follow). A row observed at a counter the block does not
+// pass gets a block of its own.
+type reservations struct {
+	mu     sync.Mutex
+	size   int64
+	blocks map[string]*fenceBlock // by stream
+}
+
+// fenceBlock is a block of reserved counters, next to last.
+type fenceBlock struct{ epoch, next, last int64 }
+
+// newReservations returns the reservations of a round that may take up to
+// size leases.
+func newReservations(size int) *reservations {
+	return &reservations{size: int64(min(max(size, 1), maxReservedBlock)), blocks: make(map[string]*fenceBlock)}
+}
+
+// maxReservedBlock caps a round's block: counters are cheap, but a round
+// that takes few of many listed leases should not move the floor far.
+const maxReservedBlock = 256
+
+// next returns the counter for an acquire of a row of stream observed at
+// observed, reserving a block with reserve when none is left above it.
+func (rs *reservations) next(ctx context.Context, stream string, observed int64, reserve func(ctx context.Context, stream string, n, observed int64) (fenceFloor, error)) (fenceFloor, error) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	b := rs.blocks[stream]
+	if b == nil || b.next > b.last || b.next <= observed {
+		f, err := reserve(ctx, stream, rs.size, observed)
+		if err != nil {
+			return fenceFloor{}, err
+		}
+		b = &fenceBlock{epoch: f.epoch, next: f.counter - rs.size + 1, last: f.counter}
+		rs.blocks[stream] = b
+	}
+	f := fenceFloor{epoch: b.epoch, counter: b.next}
+	b.next++
+	return f, nil
+}
+
+// reservationsKey carries a take round's reservations in its acquires'
+// contexts.
+type reservationsKey struct{}
+
+// withReservations returns ctx carrying rs.
+func withReservations(ctx context.Context, rs *reservations) context.Context {
+	return context.WithValue(ctx, reservationsKey{}, rs)
+}
+
+// reservationsOf returns the reservations ctx carries, or nil.
+func reservationsOf(ctx context.Context) *reservations {
+	rs, _ := ctx.Value(reservationsKey{}).(*reservations)
+	return rs
 }
 
 // saw records a floor counter of stream read from the table.

@@ -2,6 +2,8 @@ package shardlease_test
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -218,4 +220,50 @@ func TestFenceFloorAcquireRefusesARowMadeAgain(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, "a", l.Owner)
 	})
+}
+
+// A take round reserves one block of counters per stream for its takes:
+// one floor write for many acquires, each counter still above every one
+// reserved before, and every later acquire's above the block.
+func TestFenceFloorOneReservationPerRound(t *testing.T) {
+	t.Parallel()
+	client, table := dynamoTable(t)
+	counting := &countingDynamo{DynamoDBAPI: client}
+	s, err := shardlease.NewDynamoStore(counting, table)
+	require.NoError(t, err)
+	ctx := shardlease.WithKnownEpoch(t.Context(), 1_700_000_000_000)
+	var keys []shardlease.LeaseKey
+	for i := range 5 {
+		k := shardlease.LeaseKey{Stream: "orders", Shard: fmt.Sprintf("shardId-%012d", i)}
+		_, err := s.Create(ctx, k, nil)
+		require.NoError(t, err)
+		keys = append(keys, k)
+	}
+	// An earlier holding: the floor has its epoch and a counter now.
+	first, err := s.Acquire(ctx, keys[0], "a", 0)
+	require.NoError(t, err)
+	_, err = s.Release(ctx, first)
+	require.NoError(t, err)
+
+	before := counting.Calls()
+	round := shardlease.WithRoundReservations(ctx, 5)
+	var got []int64
+	for _, k := range keys {
+		cur, err := s.Get(ctx, k)
+		require.NoError(t, err)
+		l, err := s.Acquire(round, k, "b", cur.Counter)
+		require.NoError(t, err)
+		got = append(got, l.Counter)
+	}
+	assert.Equal(t, int64(5+5+1), counting.Calls()-before, "five reads, five acquires and one reservation")
+	for i, c := range got {
+		assert.Greater(t, c, first.Counter, "take %d is above the earlier holding", i)
+		if i > 0 {
+			assert.Greater(t, c, got[i-1], "the block's counters are handed out in order")
+		}
+	}
+	_, err = s.Release(ctx, shardlease.Lease{Key: keys[4], Owner: "b", Counter: got[4]})
+	require.NoError(t, err)
+	later := holdAndRelease(t, s, keys[4], "c", 0)
+	assert.Greater(t, later.Counter, slices.Max(got), "a later acquire reserves above the block")
 }

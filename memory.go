@@ -202,6 +202,16 @@ func (m *MemoryStore) Acquire(ctx context.Context, key LeaseKey, owner string, o
 	if owner == "" {
 		return Lease{}, memErr("acquire", key, errorf("%w: owner id is empty", ErrInvalidConfig))
 	}
+	// A take round's block of counters is reserved before the lock (it
+	// takes the lock itself); the row must still be below its counter.
+	var fromRound *fenceFloor
+	if rs := reservationsOf(ctx); rs != nil {
+		f, err := rs.next(ctx, key.Stream, observed, m.reserveBlock)
+		if err != nil {
+			return Lease{}, memErr("acquire", key, err)
+		}
+		fromRound = &f
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	row, ok := m.rows[key]
@@ -214,8 +224,15 @@ func (m *MemoryStore) Acquire(ctx context.Context, key LeaseKey, owner string, o
 	if inc, ok := observedIncarnation(ctx); ok && inc != row.incarnation {
 		return Lease{}, memErr("acquire", key, errorf("%w: the row was made again since it was read", ErrLeaseHeld))
 	}
+	if fromRound != nil && row.Counter >= fromRound.counter {
+		return Lease{}, memErr("acquire", key, errorf("%w: the row's counter %d passed the one reserved, %d", ErrLeaseHeld, row.Counter, fromRound.counter))
+	}
 	before := row
-	f := m.reserve(ctx, key.Stream, row.Counter)
+	f := fromRound
+	if f == nil {
+		own := m.reserve(ctx, key.Stream, row.Counter)
+		f = &own
+	}
 	row.Owner = owner
 	row.Counter = f.counter
 	row.fenceEpoch = f.epoch
@@ -242,6 +259,21 @@ func (m *MemoryStore) reserve(ctx context.Context, stream string, counter int64)
 	f.counter = max(f.counter, counter) + 1
 	m.floors[stream] = f
 	return f
+}
+
+// reserveBlock reserves n counters of stream's floor for rows observed at
+// counters up to observed (see reservations); it takes the lock.
+func (m *MemoryStore) reserveBlock(ctx context.Context, stream string, n, observed int64) (fenceFloor, error) {
+	if err := ctx.Err(); err != nil {
+		return fenceFloor{}, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	first := m.reserve(ctx, stream, observed) // above the floor and observed
+	f := m.floors[stream]
+	f.counter = first.counter + n - 1
+	m.floors[stream] = f
+	return f, nil
 }
 
 // raiseEpoch raises stream's floor epoch to epoch, under the lock.
