@@ -195,6 +195,27 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	opts, handle := consumerOptions(s, stdout, stderr)
+	consumer, err := shardlease.NewConsumer(kin, store, s.stream, handle, opts...)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "consuming stream %s with lease table %s as owner %s; Ctrl-C to stop\n",
+		s.stream, s.table, consumer.OwnerID())
+	// Run returns when ctx is cancelled, after the final checkpoints and
+	// releases, or at once when the stream or the table is missing.
+	if err := consumer.Run(ctx); err != nil {
+		return err
+	}
+	st := consumer.Stats()
+	fmt.Fprintf(stderr, "stopped: %d records in %d batches handled; %d leases released\n",
+		st.RecordsHandled, st.BatchesHandled, st.LeasesReleased)
+	return nil
+}
+
+// consumerOptions returns the consumer's options and its handler, which
+// prints each batch (and each record with -print) to stdout.
+func consumerOptions(s settings, stdout, stderr io.Writer) ([]shardlease.Option, shardlease.Handler) {
 	opts := []shardlease.Option{
 		shardlease.WithLeaseDuration(s.lease),
 		shardlease.WithInitialPosition(s.position),
@@ -219,21 +240,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		out.write(sb.String())
 		return nil // processed: checkpoint it
 	}
-	consumer, err := shardlease.NewConsumer(kin, store, s.stream, handle, opts...)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(stderr, "consuming stream %s with lease table %s as owner %s; Ctrl-C to stop\n",
-		s.stream, s.table, consumer.OwnerID())
-	// Run returns when ctx is cancelled, after the final checkpoints and
-	// releases, or at once when the stream or the table is missing.
-	if err := consumer.Run(ctx); err != nil {
-		return err
-	}
-	st := consumer.Stats()
-	fmt.Fprintf(stderr, "stopped: %d records in %d batches handled; %d leases released\n",
-		st.RecordsHandled, st.BatchesHandled, st.LeasesReleased)
-	return nil
+	return opts, handle
 }
 
 // produce puts n test records into stream, "record 1" to "record n", with

@@ -61,31 +61,10 @@ func measureScale(ctx context.Context, e *env) error {
 	}
 	// The rows, as the consumer's shard sync would create them.
 	t0 := time.Now()
-	keys := make(chan int)
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var fillErr error
-	for range 16 {
-		wg.Go(func() {
-			for i := range keys {
-				if _, err := store.Create(ctx, shardlease.LeaseKey{Stream: stream, Shard: fmt.Sprintf("shardId-%012d", i)}, nil); err != nil {
-					mu.Lock()
-					fillErr = err
-					mu.Unlock()
-				}
-			}
-		})
-	}
-	for i := range nRows {
-		keys <- i
-	}
-	close(keys)
-	wg.Wait()
-	if fillErr != nil {
-		return fillErr
+	if err := createRows(ctx, store, stream, nRows); err != nil {
+		return err
 	}
 	e.logf("  created %d rows in %s", nRows, time.Since(t0).Round(time.Millisecond))
-
 	mem0 := heapAndStacks()
 	t1 := time.Now()
 	r, err := startConsumer(fake, store, stream, func(context.Context, *shardlease.Batch) error { return nil },
@@ -105,71 +84,18 @@ func measureScale(ctx context.Context, e *env) error {
 	// first; otherwise it lists no more once it holds its cap. Listings
 	// made here, while it renews, time the Scan a coordinator's take round
 	// makes.
-	var direct []time.Duration
-	plain, err := shardlease.NewDynamoStore(dc, table) // not counted as the worker's
+	direct, err := listBeside(ctx, dc, table, stream, defRenew*5/2+defRenew/4)
 	if err != nil {
 		return err
 	}
-	listed := make(chan struct{})
-	go func() {
-		defer close(listed)
-		for range 3 {
-			t := time.Now()
-			if _, _, err := plain.ListWithWorkersEventually(ctx, stream); err == nil {
-				direct = append(direct, time.Since(t))
-			}
-			time.Sleep(defRenew / 2)
-		}
-	}()
-	time.Sleep(defRenew*5/2 + defRenew/4)
-	<-listed
 	winEnd := time.Now()
 	mem1 := heapAndStacks()
 	if err := r.stop(); err != nil {
 		return err
 	}
 
-	counting.mu.Lock()
-	var worstGap time.Duration
-	renewed := 0
-	for _, ts := range counting.updated {
-		var in []time.Time
-		for _, t := range ts {
-			if !t.Before(winStart) && !t.After(winEnd) {
-				in = append(in, t)
-			}
-		}
-		if len(in) > 0 {
-			renewed++
-		}
-		for i := 1; i < len(in); i++ {
-			worstGap = max(worstGap, in[i].Sub(in[i-1]))
-		}
-	}
-	var rounds []time.Duration
-	pages, listings := 0, 0
-	for _, s := range counting.scanLog {
-		if s.start.After(winStart) {
-			pages++
-			if s.first {
-				listings++
-			}
-		}
-	}
-	var cur *scanCall
-	for i := range counting.scanLog {
-		s := counting.scanLog[i]
-		if s.first {
-			if cur != nil && cur.start.After(winStart) {
-				rounds = append(rounds, cur.end.Sub(cur.start))
-			}
-			c := s
-			cur = &c
-		} else if cur != nil {
-			cur.end = s.end
-		}
-	}
-	counting.mu.Unlock()
+	worstGap, renewed := renewalGaps(counting, winStart, winEnd)
+	rounds, pages, listings := scanRounds(counting, winStart)
 	e.logf("  %d listings of %d Scan pages in the window", listings, pages)
 	how := "the consumer's take rounds"
 	if len(rounds) == 0 {
@@ -195,4 +121,107 @@ func measureScale(ctx context.Context, e *env) error {
 		Shown: fmt.Sprintf("%.1f KiB", perLease/1024), Target: "none set",
 		Note: fmt.Sprintf("HeapInuse+StackInuse after the collections that shrink the stacks, with %d leases held, minus before Run; includes the goroutines of each held lease (the runner, which keeps the lease, and the reader; a processor only while there is work), the take round's view of all %d rows and the HTTP connections", nLeases, nRows)})
 	return measureLeaseMemory(ctx, e, sec)
+}
+
+// createRows makes n rows of stream with 16 writers at once, as the
+// consumer's shard sync would.
+func createRows(ctx context.Context, store *shardlease.DynamoStore, stream string, n int) error {
+	keys := make(chan int)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var fillErr error
+	for range 16 {
+		wg.Go(func() {
+			for i := range keys {
+				if _, err := store.Create(ctx, shardlease.LeaseKey{Stream: stream, Shard: fmt.Sprintf("shardId-%012d", i)}, nil); err != nil {
+					mu.Lock()
+					fillErr = err
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	for i := range n {
+		keys <- i
+	}
+	close(keys)
+	wg.Wait()
+	return fillErr
+}
+
+// renewalGaps returns the longest gap between two writes of one lease row
+// within [from, to], and how many rows were written then.
+func renewalGaps(counting *countingDynamo, from, to time.Time) (worst time.Duration, renewed int) {
+	counting.mu.Lock()
+	defer counting.mu.Unlock()
+	for _, ts := range counting.updated {
+		var in []time.Time
+		for _, t := range ts {
+			if !t.Before(from) && !t.After(to) {
+				in = append(in, t)
+			}
+		}
+		if len(in) > 0 {
+			renewed++
+		}
+		for i := 1; i < len(in); i++ {
+			worst = max(worst, in[i].Sub(in[i-1]))
+		}
+	}
+	return worst, renewed
+}
+
+// scanRounds returns how long each listing begun after from took (first
+// page's request to last page's reply), and the Scan pages and listings
+// begun after from.
+func scanRounds(counting *countingDynamo, from time.Time) (rounds []time.Duration, pages, listings int) {
+	counting.mu.Lock()
+	defer counting.mu.Unlock()
+	for _, s := range counting.scanLog {
+		if s.start.After(from) {
+			pages++
+			if s.first {
+				listings++
+			}
+		}
+	}
+	var cur *scanCall
+	for i := range counting.scanLog {
+		s := counting.scanLog[i]
+		if s.first {
+			if cur != nil && cur.start.After(from) {
+				rounds = append(rounds, cur.end.Sub(cur.start))
+			}
+			c := s
+			cur = &c
+		} else if cur != nil {
+			cur.end = s.end
+		}
+	}
+	return rounds, pages, listings
+}
+
+// listBeside times three listings of stream, half a renew interval apart,
+// made beside the worker through a store of its own (not counted as the
+// worker's), while during passes.
+func listBeside(ctx context.Context, dc shardlease.DynamoDBAPI, table, stream string, during time.Duration) ([]time.Duration, error) {
+	var direct []time.Duration
+	plain, err := shardlease.NewDynamoStore(dc, table)
+	if err != nil {
+		return nil, err
+	}
+	listed := make(chan struct{})
+	go func() {
+		defer close(listed)
+		for range 3 {
+			t := time.Now()
+			if _, _, err := plain.ListWithWorkersEventually(ctx, stream); err == nil {
+				direct = append(direct, time.Since(t))
+			}
+			time.Sleep(defRenew / 2)
+		}
+	}()
+	time.Sleep(during)
+	<-listed
+	return direct, nil
 }

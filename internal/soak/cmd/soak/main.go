@@ -63,44 +63,10 @@ func run() int {
 	if *verbose {
 		cfg.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	}
-	switch *world {
-	case "fake":
-		cfg.Kinesis = shardleasetest.NewKinesis()
-	case "emulator":
-		if *fanOut != "" {
-			fmt.Println("starting dynalite and kinesis-local (behind the fan-out shim)")
-		} else {
-			fmt.Println("starting dynalite and kinesalite")
-		}
-		db, err := emulator.StartDynalite(ctx)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 2
-		}
-		defer closeServer(db)
-		start := emulator.StartKinesalite
-		if *fanOut != "" {
-			start = emulator.StartKinesisLocal
-		}
-		ks, err := start(ctx)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 2
-		}
-		defer closeServer(ks)
-		cfg.Dynamo = emulator.NewDynamoClient(db.Endpoint)
-		cfg.Kinesis = emulator.NewKinesisClient(ks.Endpoint)
-		if *fanOut != "" {
-			shim, err := emulator.StartFanOutShim(ks.Endpoint)
-			if err != nil {
-				fmt.Fprintln(os.Stderr, err)
-				return 2
-			}
-			defer shim.Close()
-			cfg.Kinesis = shim.Client()
-		}
-	default:
-		fmt.Fprintf(os.Stderr, "soak: -world %q: use fake or emulator\n", *world)
+	closeWorld, err := startWorld(ctx, *world, *fanOut, &cfg)
+	defer closeWorld()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
 	res, err := soak.Run(ctx, cfg)
@@ -114,6 +80,58 @@ func run() int {
 	}
 	return 0
 }
+
+// startWorld sets cfg's Kinesis (and DynamoDB) for world, starting the
+// emulators it needs; the function it returns stops them.
+func startWorld(ctx context.Context, world, fanOut string, cfg *soak.Config) (func(), error) {
+	var closers []io.Closer
+	stop := func() {
+		for i := len(closers) - 1; i >= 0; i-- {
+			closeServer(closers[i])
+		}
+	}
+	switch world {
+	case "fake":
+		cfg.Kinesis = shardleasetest.NewKinesis()
+		return stop, nil
+	case "emulator":
+	default:
+		return stop, fmt.Errorf("soak: -world %q: use fake or emulator", world)
+	}
+	start := emulator.StartKinesalite
+	if fanOut != "" {
+		fmt.Println("starting dynalite and kinesis-local (behind the fan-out shim)")
+		start = emulator.StartKinesisLocal
+	} else {
+		fmt.Println("starting dynalite and kinesalite")
+	}
+	db, err := emulator.StartDynalite(ctx)
+	if err != nil {
+		return stop, err
+	}
+	closers = append(closers, db)
+	ks, err := start(ctx)
+	if err != nil {
+		return stop, err
+	}
+	closers = append(closers, ks)
+	cfg.Dynamo = emulator.NewDynamoClient(db.Endpoint)
+	cfg.Kinesis = emulator.NewKinesisClient(ks.Endpoint)
+	if fanOut != "" {
+		shim, err := emulator.StartFanOutShim(ks.Endpoint)
+		if err != nil {
+			return stop, err
+		}
+		closers = append(closers, closerFunc(func() error { shim.Close(); return nil }))
+		cfg.Kinesis = shim.Client()
+	}
+	return stop, nil
+}
+
+// closerFunc is a func as an io.Closer.
+type closerFunc func() error
+
+func (f closerFunc) Close() error { return f() }
 
 func closeServer(s io.Closer) {
 	if err := s.Close(); err != nil {
