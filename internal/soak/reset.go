@@ -58,14 +58,8 @@ func (s *soak) reset(ctx context.Context, ev event) {
 				s.since(), key, ev.d.Round(time.Millisecond), rep.TakenFrom, rep.ResumeAfter)
 			return
 		}
-		s.counts.add("reset run failed (run again)", 1)
-		fmt.Fprintf(s.cfg.Events, "%6.1fs reset of %s failed (attempt %d): %v\n", s.since(), key, attempt, err)
-		t := time.NewTimer(s.cfg.Lease / 4)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !s.editFailed(ctx, "reset", key.String(), attempt, err) {
 			return
-		case <-t.C:
 		}
 	}
 }

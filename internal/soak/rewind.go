@@ -85,15 +85,25 @@ func (s *soak) rewind(ctx context.Context, ev event) {
 				s.since(), stream, ev.d.Round(time.Millisecond), rep.Changed, taken)
 			return
 		}
-		s.counts.add("rewind run failed (run again)", 1)
-		fmt.Fprintf(s.cfg.Events, "%6.1fs rewind of %s failed (attempt %d): %v\n", s.since(), stream, attempt, err)
-		t := time.NewTimer(s.cfg.Lease / 4)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !s.editFailed(ctx, "rewind", stream, attempt, err) {
 			return
-		case <-t.C:
 		}
+	}
+}
+
+// editFailed counts and logs a failed run of an operator's edit (what:
+// "rewind" or "reset") of target, and waits a quarter lease before the next;
+// it reports false when ctx ended meanwhile.
+func (s *soak) editFailed(ctx context.Context, what, target string, attempt int, err error) bool {
+	s.counts.add(what+" run failed (run again)", 1)
+	fmt.Fprintf(s.cfg.Events, "%6.1fs %s of %s failed (attempt %d): %v\n", s.since(), what, target, attempt, err)
+	t := time.NewTimer(s.cfg.Lease / 4)
+	select {
+	case <-ctx.Done():
+		t.Stop()
+		return false
+	case <-t.C:
+		return true
 	}
 }
 
