@@ -160,8 +160,10 @@ type LeaseStore interface {
 	Checkpoint(ctx context.Context, held Lease, checkpoint string, subSequence int64, expiry time.Time) (Lease, error)
 
 	// Release frees held so that anybody may acquire it at once, keeping the
-	// checkpoint. If a handoff is pending, the row is released to the
-	// requested taker instead. It succeeds only while the row's owner and
+	// checkpoint. If held names a pending handoff (held.HandoffTo, as the
+	// renewal that carried the request returned it), the row is released to
+	// that taker instead, while the row still names it; a handle that has
+	// not seen the request frees the row. It succeeds only while the row's owner and
 	// counter equal held's; when the row is free already (released twice) it
 	// returns the row and no error. When somebody else holds it, it fails with
 	// ErrLeaseLost.
