@@ -43,6 +43,11 @@
 //     It ignores ListShards' ShardFilter and returns no ChildShards from
 //     GetRecords: a closed shard ends with a nil NextShardIterator, and its
 //     children are found with ListShards.
+//   - kinesalite never answers an AT_TIMESTAMP read of a closed shard
+//     whose records all precede the time: no records and no end, so a
+//     reader of it (after a Rewind past the shard's close, which the
+//     ignored ShardFilter cannot tell) waits for ever and its children are
+//     never read. Rewind on the emulators only to times before a reshard.
 //   - dynalite rethrows the error of a request whose client closed the
 //     connection mid-request (a cancelled context), which would end the
 //     process; the server script ignores such errors.
