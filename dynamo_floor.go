@@ -28,7 +28,6 @@ func (s *DynamoStore) reserve(ctx context.Context, key LeaseKey, observed int64)
 // above every earlier reservation), and settles the floor's epoch (see
 // raiseEpoch).
 func (s *DynamoStore) reserveBlock(ctx context.Context, stream string, n, observed int64) (fenceFloor, error) {
-	key := LeaseKey{Stream: stream}
 	fk := floorKey(stream)
 	out, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:        aws.String(s.table),
@@ -46,19 +45,35 @@ func (s *DynamoStore) reserveBlock(ctx context.Context, stream string, n, observ
 	if err != nil {
 		return fenceFloor{}, err
 	}
-	s.floors.saw(key.Stream, f.counter)
+	s.floors.saw(stream, f.counter)
 	want := knownEpoch(ctx)
 	if want == 0 && f.epoch == 0 {
-		if want, err = s.recordedEpoch(ctx, key.Stream); err != nil {
+		if want, err = s.recordedEpoch(ctx, stream); err != nil {
 			return fenceFloor{}, err
 		}
 	}
 	if want > f.epoch {
-		if f.epoch, err = s.raiseEpoch(ctx, key.Stream, want); err != nil {
+		if f.epoch, err = s.raisedEpoch(ctx, stream, want); err != nil {
 			return fenceFloor{}, err
 		}
 	}
 	return f, nil
+}
+
+// raisedEpoch raises stream's floor epoch to epoch and returns the floor's
+// epoch: epoch, or the greater one another writer raised it to first.
+func (s *DynamoStore) raisedEpoch(ctx context.Context, stream string, epoch int64) (int64, error) {
+	raised, err := s.raiseEpoch(ctx, stream, epoch)
+	if err != nil || raised {
+		return epoch, err
+	}
+	fk := floorKey(stream)
+	out, err := s.client.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(s.table), Key: keyAttr(fk), ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		return 0, errorf("read the fence floor row %s: %w", fk, err)
+	}
+	f, err := decodeFloor(fk, out.Item)
+	return f.epoch, err
 }
 
 // recordedEpoch is the epoch of stream's recorded identity, 0 when none is
@@ -79,30 +94,25 @@ func (s *DynamoStore) recordedEpoch(ctx context.Context, stream string) (int64, 
 	return epochOf(id), nil
 }
 
-// raiseEpoch raises stream's floor epoch to epoch unless it is there
-// already, and returns the floor's epoch.
-func (s *DynamoStore) raiseEpoch(ctx context.Context, stream string, epoch int64) (int64, error) {
+// raiseEpoch raises stream's floor epoch to epoch with one conditional
+// UpdateItem; raised is false when the floor's epoch was epoch or more
+// already.
+func (s *DynamoStore) raiseEpoch(ctx context.Context, stream string, epoch int64) (raised bool, err error) {
 	fk := floorKey(stream)
-	_, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+	_, err = s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 aws.String(s.table),
 		Key:                       keyAttr(fk),
 		ConditionExpression:       aws.String("attribute_not_exists(" + attrFenceEpoch + ") OR " + attrFenceEpoch + " < :e"),
 		UpdateExpression:          aws.String("SET " + attrFenceEpoch + " = :e"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{":e": num(epoch)},
 	})
-	if err == nil {
-		return epoch, nil
+	if _, ok := condFailed(err); ok {
+		return false, nil
 	}
-	if _, ok := condFailed(err); !ok {
-		return 0, errorf("raise the fence epoch on row %s: %w", fk, err)
-	}
-	// Raised past epoch already: read what it is.
-	out, err := s.client.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(s.table), Key: keyAttr(fk), ConsistentRead: aws.Bool(true)})
 	if err != nil {
-		return 0, errorf("read the fence floor row %s: %w", fk, err)
+		return false, errorf("raise the fence epoch on row %s: %w", fk, err)
 	}
-	f, err := decodeFloor(fk, out.Item)
-	return f.epoch, err
+	return true, nil
 }
 
 // decodeFloor reads a floor row.
@@ -116,15 +126,14 @@ func decodeFloor(key LeaseKey, item map[string]types.AttributeValue) (fenceFloor
 	return fenceFloor{epoch: e, counter: c}, err2
 }
 
-// sawFloorRow records the counter of a floor row a Scan returned; it
-// reports whether item is a floor row.
-func (s *DynamoStore) sawFloorRow(key string, item map[string]types.AttributeValue) bool {
+// sawFloorRow records the counter of item, a row of key a Scan returned,
+// when it is a floor row.
+func (s *DynamoStore) sawFloorRow(key string, item map[string]types.AttributeValue) {
 	stream, rest, ok := strings.Cut(key, ":")
 	if !ok || rest != floorKey(stream).Shard {
-		return false
+		return
 	}
 	if f, err := decodeFloor(floorKey(stream), item); err == nil {
 		s.floors.saw(stream, f.counter)
 	}
-	return true
 }
