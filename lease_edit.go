@@ -70,16 +70,15 @@ type leaseEdit struct {
 
 // editHold is a row an edit holds.
 type editHold struct {
-	lease Lease  // the handle for the next write
-	read  Lease  // the row as read just before the acquire
-	from  string // the holder the row was taken from; "" for a free row
+	lease Lease // the handle for the next write
+	read  Lease // the row as read just before the acquire; its owner is the holder the row was taken from ("" for a free row)
 }
 
 // resumeAfter is how long the row left held stands still before consumers
 // take it: the taken holder's lease duration, or 0 when its row carried
 // none (the consumers' own then) or the row was free.
 func (h *editHold) resumeAfter() time.Duration {
-	if h.from == "" {
+	if h.read.Owner == "" {
 		return 0
 	}
 	return h.read.Duration
@@ -96,7 +95,7 @@ func (e leaseEdit) take(ctx context.Context, key LeaseKey, seen Lease) (*editHol
 		held, err := e.acquire(ctx, key, seen)
 		switch {
 		case err == nil:
-			return &editHold{lease: held, read: seen, from: seen.Owner}, nil
+			return &editHold{lease: held, read: seen}, nil
 		case !errors.Is(err, ErrLeaseHeld) || !e.handover:
 			return nil, err
 		case attempt == editTakeAttempts:
@@ -144,7 +143,7 @@ func (e leaseEdit) finish(ctx context.Context, h *editHold, what string, write f
 	switch {
 	case wErr != nil && lErr != nil:
 		return held, errorf("%s: %w; then %s: %w (%s)", what, wErr, e.leaving(h), lErr, stays)
-	case wErr != nil && h.from == "":
+	case wErr != nil && h.read.Owner == "":
 		return left, errorf("%s: %w (the lease was released unchanged)", what, wErr)
 	case wErr != nil:
 		return left, errorf("%s: %w (the row is unchanged, and %s)", what, wErr, stays)
@@ -158,7 +157,7 @@ func (e leaseEdit) finish(ctx context.Context, h *editHold, what string, write f
 // note) with one renewal: the tool's last write, which carries the holder's
 // lease duration and an expiry for operators to read.
 func (e leaseEdit) leave(ctx context.Context, h *editHold, held Lease) (Lease, error) {
-	if h.from == "" {
+	if h.read.Owner == "" {
 		return e.store.Release(ctx, held)
 	}
 	d := h.resumeAfter()
@@ -170,7 +169,7 @@ func (e leaseEdit) leave(ctx context.Context, h *editHold, held Lease) (Lease, e
 
 // leaving names what leave does with h, for errors.
 func (e leaseEdit) leaving(h *editHold) string {
-	if h.from == "" {
+	if h.read.Owner == "" {
 		return "release the row"
 	}
 	return "leave the row held for the holder's lease duration"

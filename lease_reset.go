@@ -120,7 +120,7 @@ func (rep *ResetReport) carryOut(ctx context.Context, edit leaseEdit, seen Lease
 	case err != nil:
 		return errorf("shardlease: reset %s: nothing was changed: take the lease: %w", where, err)
 	}
-	rep.Previous, rep.TakenFrom, rep.ResumeAfter = h.read, h.from, h.resumeAfter()
+	rep.Previous, rep.TakenFrom, rep.ResumeAfter = h.read, h.read.Owner, h.resumeAfter()
 	rep.Previous.Checkpoint, rep.Previous.SubSequence, rep.Previous.Start = h.lease.Checkpoint, h.lease.SubSequence, h.lease.Start
 	var write func(context.Context, Lease) (Lease, error)
 	if rep.Checkpoint != "" {

@@ -365,7 +365,7 @@ func (run *rewindRun) rewindShard(ctx context.Context, e *RewindShard) error {
 	case err != nil:
 		return errorf("take the lease: %w", err)
 	}
-	e.TakenFrom, e.ResumeAfter = h.from, h.resumeAfter()
+	e.TakenFrom, e.ResumeAfter = h.read.Owner, h.resumeAfter()
 	// The row as acquired is the one replaced.
 	e.Checkpoint, e.SubSequence, e.Start = h.lease.Checkpoint, h.lease.SubSequence, h.lease.Start
 	_, err = run.edit.finish(ctx, h, "rewind the row", func(ctx context.Context, held Lease) (Lease, error) {
