@@ -601,10 +601,18 @@ func (s *DynamoStore) acquire(ctx context.Context, key LeaseKey, owner string, w
 // checkpoint) is not taken. Its holding hands no fence token to a handler,
 // so it reserves none: it moves the counter by one.
 func (s *DynamoStore) AcquireAt(ctx context.Context, key LeaseKey, owner string, counter int64) (Lease, error) {
+	vals := map[string]types.AttributeValue{":owner": str(owner), ":observed": num(counter), ":one": num(1)}
+	update := "SET lease_owner = :owner, lease_counter = lease_counter + :one REMOVE handoff_to, lease_expiry, lease_duration, lease_note"
+	if d := HolderLeaseDuration(ctx); d > 0 {
+		// A tool that took the row from a holder keeps the holder's lease
+		// duration on it from this write on, as Acquire does.
+		update = "SET lease_owner = :owner, lease_counter = lease_counter + :one, lease_duration = :dur REMOVE handoff_to, lease_expiry, lease_note"
+		vals[":dur"] = durationAttr(d)
+	}
 	return s.acquire(ctx, key, owner, counter+1, &dynamodb.UpdateItemInput{
 		ConditionExpression:       aws.String("lease_counter = :observed"),
-		UpdateExpression:          aws.String("SET lease_owner = :owner, lease_counter = lease_counter + :one REMOVE handoff_to, lease_expiry, lease_duration, lease_note"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":owner": str(owner), ":observed": num(counter), ":one": num(1)},
+		UpdateExpression:          aws.String(update),
+		ExpressionAttributeValues: vals,
 	}, func(row Lease) error {
 		return errorf("%w: owner %q at counter %d, expected counter %d", ErrLeaseHeld, row.Owner, row.Counter, counter)
 	})

@@ -149,3 +149,33 @@ func TestDynamoCorruptRowIsNamed(t *testing.T) {
 	assert.Contains(t, err.Error(), `row "orders:shardId-000000000007": attribute lease_counter is a string, want a number`)
 	assert.Contains(t, err.Error(), "table "+table)
 }
+
+// An operator's tool that takes a row from a holder (AcquireAt, as the
+// CLI's reset -force does) writes the holder's lease duration with that
+// very acquire: a row it leaves held after a failed later write still makes
+// consumers wait the holder's lease out.
+func TestDynamoAcquireAtWritesTheHoldersLeaseDuration(t *testing.T) {
+	t.Parallel()
+	client, table := dynamoTable(t)
+	s, err := shardlease.NewDynamoStore(client, table)
+	require.NoError(t, err)
+	ctx := t.Context()
+	k := shardlease.LeaseKey{Stream: "orders", Shard: "shardId-000000000000"}
+	_, err = s.Create(ctx, k, nil)
+	require.NoError(t, err)
+
+	held, err := s.AcquireAt(shardlease.WithHolderLeaseDuration(ctx, 7*time.Second), k, "tool", 0)
+	require.NoError(t, err)
+	got, err := s.Get(ctx, k)
+	require.NoError(t, err)
+	assert.Equal(t, 7*time.Second, got.Duration, "the acquire wrote the holder's lease duration")
+	assert.Equal(t, held.Counter, got.Counter)
+
+	_, err = s.Release(ctx, held)
+	require.NoError(t, err)
+	free, err := s.Get(ctx, k)
+	require.NoError(t, err)
+	again, err := s.AcquireAt(ctx, k, "tool", free.Counter)
+	require.NoError(t, err)
+	assert.Zero(t, again.Duration, "without one in the context, the acquire removes the row's duration, as before")
+}
