@@ -223,8 +223,15 @@ func (r releaser) force(ctx context.Context, res releaseResult) (releaseResult, 
 	if err != nil {
 		return res, err
 	}
+	res.Counter, res.Checkpoint = rep.Lease.Counter, rep.Lease.Checkpoint
+	if rep.TakenFrom == "" {
+		// Its holder released it between the command's read and the
+		// reset's: the reset took the free row and released it at once.
+		res.Action = "released_by_holder"
+		return res, nil
+	}
 	res.Action, res.PreviousOwner, res.ObservedCounter = "released", rep.TakenFrom, rep.Previous.Counter
-	res.Counter, res.Checkpoint, res.Owner, res.ResumeAfterMillis = rep.Lease.Counter, rep.Lease.Checkpoint, rep.Lease.Owner, rep.ResumeAfter.Milliseconds()
+	res.Owner, res.ResumeAfterMillis = rep.Lease.Owner, rep.ResumeAfter.Milliseconds()
 	if rep.Lease.Owner != "" {
 		res.Action = "taken"
 	}

@@ -157,10 +157,7 @@ func reset(ctx context.Context, store *shardlease.DynamoStore, key shardlease.Le
 // stays says that a lease taken from a holder stays with owner at counter
 // until consumers take it, after resumeMillis (0: their own lease duration).
 func stays(owner string, counter, resumeMillis int64) string {
-	wait := "the consumers' lease duration"
-	if resumeMillis > 0 {
-		wait = fmt.Sprintf("the holder's lease duration (%v)", time.Duration(resumeMillis)*time.Millisecond)
-	}
+	wait := resumeText(time.Duration(resumeMillis) * time.Millisecond)
 	return fmt.Sprintf("the lease stays with %s (counter %d): a consumer takes it once it has stood still for %s, when the old holder has stopped", owner, counter, wait)
 }
 
