@@ -267,8 +267,11 @@ func stoppedTimer() *time.Timer {
 // on is an event of Run's loop that may change the role: balance.NextRole
 // picks the role it leaves this worker in, from the watch as it is now and
 // f (which on fills in with the watch).
-func (cd *coordination) on(e balance.RoleEvent, f balance.RoleFacts) {
-	now := time.Now()
+func (cd *coordination) on(e balance.RoleEvent, f balance.RoleFacts) { cd.onAt(e, f, time.Now()) }
+
+// onAt is on with the watch judged at now: a round's end judges it at the
+// round's time, as its listing does.
+func (cd *coordination) onAt(e balance.RoleEvent, f balance.RoleFacts, now time.Time) {
 	f.Named, f.Watching = cd.watch.row != "", now.Before(cd.watch.until)
 	cd.become(balance.NextRole(cd.role, e, f), e)
 }
@@ -296,15 +299,6 @@ func (cd *coordination) become(r role, e balance.RoleEvent) {
 		cd.watch = watch{}
 	}
 	cd.c.stats.coordinating.Store(r == coordinator)
-}
-
-// roundNow asks Run's loop for a take round; one asked for already is
-// enough.
-func (cd *coordination) roundNow() {
-	select {
-	case cd.wake <- struct{}{}:
-	default:
-	}
 }
 
 // catchUp makes a resting worker list until a round leaves it nothing to
@@ -470,7 +464,7 @@ func (cd *coordination) lookAtFirst(ctx context.Context) {
 			c.log.Info("the coordinator's lease stands still or is free: listing", "lease", cd.first, "owner", l.Owner, "counter", l.Counter)
 		}
 		cd.on(balance.Alarm, balance.RoleFacts{})
-		cd.roundNow()
+		poke(cd.wake)
 	}
 }
 
@@ -493,7 +487,7 @@ func (cd *coordination) afterRound(ctx context.Context, tl *takeListing, r *bala
 	moreToDo := r.Busy() || len(cd.pending) > 0 || balance.MayTakeSoon(in, r.Plan()) || now.Before(cd.live.listUntil)
 	was := cd.role
 	if in.First == "" {
-		cd.on(balance.RoundEnded, balance.RoleFacts{Alarm: was == alarmed, MoreToDo: moreToDo})
+		cd.onAt(balance.RoundEnded, balance.RoleFacts{Alarm: was == alarmed, MoreToDo: moreToDo}, now)
 		return
 	}
 	cd.first, cd.readable = in.First, len(in.Rows)
@@ -532,7 +526,7 @@ func (cd *coordination) afterRound(ctx context.Context, tl *takeListing, r *bala
 		cd.watch.until = now.Add(c.cfg.renewInterval + c.cfg.takeInterval)
 		cd.armWatch()
 	}
-	cd.on(balance.RoundEnded, balance.RoleFacts{Leading: leading, Alarm: alarm, MoreToDo: moreToDo})
+	cd.onAt(balance.RoundEnded, balance.RoleFacts{Leading: leading, Alarm: alarm, MoreToDo: moreToDo}, now)
 	switch cd.role {
 	case coordinator:
 		cd.coordinate(ctx, tl, r, held, now)
@@ -646,7 +640,8 @@ func (cd *coordination) passLead(ctx context.Context) {
 // makes it list then rather than at its next take tick. A note that finds
 // the row moved on is dropped; the coordinator's next listing takes the
 // leases anyway.
-func (cd *coordination) wakeCoordinator(ctx context.Context, me string) {
+func (cd *coordination) wakeCoordinator(ctx context.Context) {
+	me := cd.c.cfg.identity
 	if cd.ns == nil || cd.role == coordinator || cd.first == "" {
 		return
 	}

@@ -96,7 +96,7 @@ func (cd *coordination) woken(now time.Time, note balance.Note) {
 		e = balance.Led
 	}
 	cd.on(e, balance.RoleFacts{})
-	cd.roundNow()
+	poke(cd.wake)
 }
 
 // suspect returns tl with every row of the first lease's holder judged as
@@ -177,13 +177,13 @@ func (cd *coordination) listFailed(ctx context.Context) {
 		"since", now.Sub(live.failingSince).Round(time.Millisecond), "role", cd.role.String())
 	c.count(evStall, 1, attribute.String("why", "listing"))
 	if cd.role == coordinator {
-		cd.giveUp(ctx, now)
+		cd.giveUp(ctx)
 	}
 }
 
 // giveUp hands the first lease, and with it coordination, to a deputy (or
 // another worker) with a fenced handoff, and tells it to lead.
-func (cd *coordination) giveUp(ctx context.Context, now time.Time) {
+func (cd *coordination) giveUp(ctx context.Context) {
 	c := cd.c
 	to := balance.PassLead(cd.recentRows(), c.cfg.identity, cd.first)
 	first, ok := cd.recentByShard[cd.first]
@@ -218,7 +218,7 @@ func (cd *coordination) adoptFirst(ctx context.Context, l Lease) bool {
 		return false
 	}
 	cd.catchUp()
-	cd.roundNow()
+	poke(cd.wake)
 	return true
 }
 

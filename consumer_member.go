@@ -230,7 +230,7 @@ func (sc *scheduler) onSetChanged(ctx context.Context) error {
 	if err := sc.boundedSync(ctx); err != nil && ctx.Err() == nil && isFatal(err) {
 		return err
 	}
-	sc.poke(sc.wake)
+	poke(sc.wake)
 	return nil
 }
 

@@ -229,7 +229,7 @@ func (sc *scheduler) loop(ctx context.Context) error {
 			if err := sc.boundedSync(ctx); err != nil && ctx.Err() == nil && isFatal(err) {
 				return err
 			}
-			sc.poke(sc.wake)
+			poke(sc.wake)
 		case <-c.setChanged():
 			if err := sc.onSetChanged(ctx); err != nil {
 				return err
@@ -268,7 +268,9 @@ func (sc *scheduler) onSyncTick(ctx context.Context) error {
 	return nil
 }
 
-func (sc *scheduler) poke(ch chan struct{}) {
+// poke asks for what ch stands for (a take round, a shard sync); one asked
+// for already is enough.
+func poke(ch chan struct{}) {
 	select {
 	case ch <- struct{}{}:
 	default:
@@ -289,9 +291,9 @@ func (sc *scheduler) forget(r *leaseRunner) {
 		// The children's rows are made and taken now, not at the
 		// coordinator's next shard sync: this worker lists until done.
 		sc.cd.catchUp()
-		sc.poke(sc.resync)
+		poke(sc.resync)
 	} else if cause == stopLost {
-		sc.poke(sc.wake)
+		poke(sc.wake)
 	}
 }
 
@@ -318,7 +320,7 @@ func (sc *scheduler) handBack(ctx context.Context) {
 	sc.withdraw(ctx)
 	sc.stopRunners()
 	sc.cd.passLead(ctx)
-	sc.cd.wakeCoordinator(ctx, sc.c.cfg.identity)
+	sc.cd.wakeCoordinator(ctx)
 	sc.cd.on(balance.Stopped, balance.RoleFacts{})
 	sc.releaseLate(ctx)
 	sc.removeRow(ctx)

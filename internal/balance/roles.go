@@ -99,14 +99,6 @@ func NoteText(it Intent, first string, nonce uint64) string {
 	return ""
 }
 
-// WakeNote reports whether note asks its reader to list now (a wake, a lead,
-// a deputy naming with a wake), and whether to list on until it can judge
-// which leases stand still (a wake ending in watch, and every lead).
-func WakeNote(note string) (wake, watch bool) {
-	n := ParseNote(note)
-	return n.Wake, n.Watch
-}
-
 // DeputyFirst returns the shard a deputy note asks to watch, and false for
 // any other note.
 func DeputyFirst(note string) (string, bool) {

@@ -34,26 +34,6 @@ func TestNoteText(t *testing.T) {
 	}
 }
 
-func TestWakeNote(t *testing.T) {
-	for _, tc := range []struct {
-		note        string
-		wake, watch bool
-	}{
-		{note: "wake 1f", wake: true},
-		{note: "wake 1f watch", wake: true, watch: true},
-		{note: "lead 1f", wake: true, watch: true},
-		{note: "deputy s00 1f"},
-		{note: "deputy s00 1f wake", wake: true},
-		{note: "deputy s00 1f wake watch", wake: true, watch: true},
-		{note: ""},
-		{note: "please hand this over"},
-	} {
-		wake, watch := WakeNote(tc.note)
-		assert.Equal(t, tc.wake, wake, "%q wakes", tc.note)
-		assert.Equal(t, tc.watch, watch, "%q watches", tc.note)
-	}
-}
-
 func TestParseNote(t *testing.T) {
 	for _, tc := range []struct {
 		note string
@@ -97,8 +77,7 @@ func TestDrainNote(t *testing.T) {
 	for _, note := range []string{"", "wake 1f", "deputy s00 1f", "lead 1f", "drained", " drainage"} {
 		assert.False(t, IsDrainNote(note), "%q", note)
 	}
-	drain, _ := WakeNote(DrainNoteText("x"))
-	assert.False(t, drain, "a drain note wakes nobody to list")
+	assert.False(t, ParseNote(DrainNoteText("x")).Wake, "a drain note wakes nobody to list")
 }
 
 func TestFirstReadable(t *testing.T) {
