@@ -58,12 +58,16 @@ func (s *soak) deleteOneFinished(ctx context.Context) (string, error) {
 		if children == 0 || !started {
 			continue
 		}
-		s.audit.deleted(l.Key.String()) // a row made again is a new generation
+		// A row made again is a new generation: the audit learns of the
+		// deletion once it happened (through auditDynamo on DynamoDB).
 		if s.memory != nil {
-			s.memory.Delete(l.Key)
+			if s.memory.Delete(l.Key) {
+				s.audit.deleted(l.Key.String())
+			}
 			return l.Key.Shard, nil
 		}
-		_, err := s.cfg.Dynamo.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+		audited := &auditDynamo{DynamoDBAPI: s.cfg.Dynamo, a: s.audit, by: operator}
+		_, err := audited.DeleteItem(ctx, &dynamodb.DeleteItemInput{
 			TableName: aws.String(s.cfg.Table),
 			Key:       map[string]types.AttributeValue{"lease_key": &types.AttributeValueMemberS{Value: l.Key.String()}},
 		})
