@@ -328,7 +328,7 @@ func (d *auditDynamo) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInp
 // of its caller's whose reply was lost.
 func (d *auditDynamo) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
 	out, err := d.DynamoDBAPI.GetItem(ctx, in, o...)
-	if err == nil && len(out.Item) > 0 && !isSpecialKey(avString(out.Item["lease_key"])) {
+	if err == nil && len(out.Item) > 0 {
 		d.a.observe(out.Item, d.by)
 	}
 	return out, err
@@ -348,20 +348,19 @@ func (d *auditDynamo) Scan(ctx context.Context, in *dynamodb.ScanInput, o ...fun
 	return out, err
 }
 
-// observeAll records the lease rows of a listing; worker, identity and
-// fence floor rows are not leases.
+// observeAll records the lease rows of a listing (record leaves the
+// others out).
 func (a *auditor) observeAll(rows []map[string]dynamotypes.AttributeValue, by string) {
 	for _, row := range rows {
-		if !isSpecialKey(avString(row["lease_key"])) {
-			a.observe(row, by)
-		}
+		a.observe(row, by)
 	}
 }
 
-// observe records a row as it was read: the owner its counter goes with.
+// observe records a row as it was read: the owner its counter goes with
+// (record leaves rows that are no leases out).
 func (a *auditor) observe(row map[string]dynamotypes.AttributeValue, by string) {
 	n, err := strconv.ParseInt(avNumber(row["lease_counter"]), 10, 64)
-	if err != nil || isSpecialKey(avString(row["lease_key"])) {
+	if err != nil {
 		return
 	}
 	a.record(write{key: avString(row["lease_key"]), op: "observed", by: by, claimCtr: -1,

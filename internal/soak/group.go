@@ -102,10 +102,7 @@ func (g *groupState) source() []shardlease.StreamSpec {
 // them for the batch in hand (a slow or deaf one takes 1.5 leases), the
 // final checkpoint and the release under faults.
 func (c *Config) removalBound() time.Duration {
-	long := c.Lease
-	if c.Workers >= 3 {
-		long = 2 * c.Lease // the last slot's
-	}
+	long := c.longestLease()
 	return c.SourceInterval + long + 2*long
 }
 

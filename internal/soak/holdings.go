@@ -36,14 +36,11 @@ const noHolding = -1
 // began notes a holding's beginning, for an accepted acquire or a read
 // that shows a write the audit missed. a.mu is held.
 func (a *auditor) began(w write) {
-	if isSpecialKey(w.key) {
-		return
-	}
 	starts := a.starts[w.key]
 	switch w.op {
 	case "acquire":
 	case "observed":
-		if w.owner == "" || a.known[hookKey(w.key, a.gens[w.key], w.counter)] {
+		if w.owner == "" || a.known[hookKey(w.key, w.gen, w.counter)] {
 			return
 		}
 		if n := len(starts); n > 0 && starts[n-1].owner == w.owner {

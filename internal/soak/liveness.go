@@ -49,11 +49,7 @@ func (c *Config) capOf(slot int) int {
 // faults, pauses and restarts on top delay the takes that follow (up to
 // 3.1 measured).
 func (c *Config) untakenBound() time.Duration {
-	long := c.Lease
-	if c.Workers >= 3 {
-		long = 2 * c.Lease
-	}
-	return 4 * long
+	return 4 * c.longestLease()
 }
 
 // deputySlots returns the slots whose live incarnations hold a row that

@@ -537,6 +537,9 @@ func (c *Config) leaseOf(slot int) time.Duration {
 	return c.Lease
 }
 
+// longestLease is the longest lease duration of the fleet: the last slot's.
+func (c *Config) longestLease() time.Duration { return c.leaseOf(c.Workers - 1) }
+
 // storeFor returns the lease store of an incarnation: the world's store,
 // through the audit, then the faults of in, then the record of trouble.
 func (s *soak) storeFor(inc *incarnation, in *injector) shardlease.LeaseStore {
