@@ -58,13 +58,15 @@ type Consumer struct {
 	// Consumer.
 	set   *memberSet
 	group *Group
+	// reader lists the set's rows and the worker rows.
+	reader tableReader
 
 	// mu guards held and stuck. held is written by Run's scheduler (launch
 	// and forget); stuck by a runner that abandons its handler and by that
 	// handler's goroutine when it returns at last.
 	mu    sync.Mutex
-	held  map[string]*leaseRunner // by shard id: the leases this worker runs
-	stuck map[string]*leaseRunner // by shard id: abandoned runners whose handler still runs
+	held  map[string]*leaseRunner // by row key: the leases this worker runs
+	stuck map[string]*leaseRunner // by row key: abandoned runners whose handler still runs
 	// abandoned lists every lease whose handler was abandoned; added to by
 	// markStuck, read when Run returns.
 	abandoned abandonedShards
@@ -199,7 +201,8 @@ func checkStreamArg(stream string) error {
 }
 
 // newConsumer returns a consumer of the streams of set, through store,
-// named stream (its stream, or a Group's name).
+// named stream (its stream, or a Group's name, which its worker rows
+// carry). NewConsumer and NewGroup both make their engine with it.
 func newConsumer(store LeaseStore, stream string, cfg config, set *memberSet) (*Consumer, error) {
 	ins, err := newInstruments(cfg.meterProvider, stream, cfg.ownerID)
 	if err != nil {
@@ -209,10 +212,12 @@ func newConsumer(store LeaseStore, stream string, cfg config, set *memberSet) (*
 	if set.grouped {
 		named = "group" // a runner's logs name its stream
 	}
+	caps := resolveCaps(store)
 	return &Consumer{
-		caps: resolveCaps(store), store: store, stream: stream, cfg: cfg, ins: ins,
-		log:  cfg.logger.With(named, stream, "owner", cfg.identity),
-		held: make(map[string]*leaseRunner), stuck: make(map[string]*leaseRunner),
+		caps: caps, store: store, stream: stream, cfg: cfg, ins: ins,
+		reader: tableReader{store: store, caps: caps, set: set, workersOf: stream},
+		log:    cfg.logger.With(named, stream, "owner", cfg.identity),
+		held:   make(map[string]*leaseRunner), stuck: make(map[string]*leaseRunner),
 		notes: make(chan noteSeen, 64), drain: newDrainer(),
 		set: set,
 	}, nil
@@ -229,13 +234,23 @@ func (c *Consumer) Stream() string { return c.stream }
 
 // Held returns the shard ids whose leases this consumer holds now, sorted.
 func (c *Consumer) Held() []string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	out := make([]string, 0, len(c.held))
-	for id := range c.held {
-		out = append(out, id)
+	keys := c.heldKeys()
+	out := make([]string, len(keys))
+	for i, k := range keys {
+		out[i] = c.set.publicID(k.String())
 	}
-	slices.Sort(out)
+	return out
+}
+
+// heldKeys returns the keys of the leases this consumer runs now, sorted.
+func (c *Consumer) heldKeys() []LeaseKey {
+	c.mu.Lock()
+	out := make([]LeaseKey, 0, len(c.held))
+	for id := range c.held {
+		out = append(out, keyOf(id))
+	}
+	c.mu.Unlock()
+	slices.SortFunc(out, func(a, b LeaseKey) int { return strings.Compare(a.String(), b.String()) })
 	return out
 }
 

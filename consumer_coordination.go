@@ -146,7 +146,7 @@ type coordination struct {
 	// readable is how many leases the last listing could read.
 	backstop backstop
 	readable int
-	// recent is the last listing's rows (also by shard id) and when it was
+	// recent is the last listing's rows (also by row key) and when it was
 	// made, for shard syncs to reuse instead of listing again, and for the
 	// notes and takes made between listings.
 	recent        []Lease
@@ -345,9 +345,9 @@ func (cd *coordination) onNote(n noteSeen) {
 			return // it cannot read the coordinator's row
 		}
 		if cd.watch.row == "" {
-			cd.c.log.Info("named deputy: watching the coordinator's lease", "lease", note.First)
+			cd.c.log.Info("named deputy: watching the coordinator's lease", "lease", note.FirstOn(keyOf(n.shard).Stream))
 		}
-		cd.watch.row, cd.first = n.shard, note.First
+		cd.watch.row, cd.first = n.shard, note.FirstOn(keyOf(n.shard).Stream)
 		cd.on(balance.Named, balance.RoleFacts{})
 		cd.armWatch()
 		if note.Wake {
@@ -441,7 +441,7 @@ func (cd *coordination) onExpiry(ctx context.Context) error {
 func (cd *coordination) lookAtFirst(ctx context.Context) {
 	c := cd.c
 	gctx, cancel := c.storeCtx(ctx)
-	l, err := cd.ns.GetEventually(gctx, LeaseKey{Stream: c.stream, Shard: cd.first})
+	l, err := cd.ns.GetEventually(gctx, keyOf(cd.first))
 	cancel()
 	if err != nil {
 		if ctx.Err() != nil {
@@ -614,11 +614,11 @@ func (cd *coordination) note(ctx context.Context, l Lease, text string) {
 	cancel()
 	if err != nil {
 		if ctx.Err() == nil {
-			c.log.Debug("writing a note failed", "shard", l.Key.Shard, "holder", l.Owner, "err", err)
+			c.log.Debug("writing a note failed", "lease", l.Key.String(), "holder", l.Owner, "err", err)
 		}
 		return
 	}
-	c.log.Debug("note written", "shard", l.Key.Shard, "holder", l.Owner, "note", text)
+	c.log.Debug("note written", "lease", l.Key.String(), "holder", l.Owner, "note", text)
 }
 
 // passLead is a leaving coordinator's last act, once its runners have
@@ -646,7 +646,7 @@ func (cd *coordination) wakeCoordinator(ctx context.Context) {
 		return
 	}
 	for _, l := range cd.recent {
-		if l.Key.Shard == cd.first && l.Owner != "" && l.Owner != me && l.HandoffTo == "" {
+		if l.Key.String() == cd.first && l.Owner != "" && l.Owner != me && l.HandoffTo == "" {
 			cd.note(ctx, l, balance.NoteText(balance.Intent{Kind: balance.Wake}, cd.first, cd.nextNonce()))
 			return
 		}

@@ -63,7 +63,7 @@ func newTestCoordination(t *testing.T, r role) (*coordination, chan struct{}) {
 func TestBecomeCoordinatorRebuildsItsState(t *testing.T) {
 	t.Parallel()
 	cd, _ := newTestCoordination(t, catchingUp)
-	cd.watch = watch{row: "shardId-1", until: time.Now().Add(time.Hour), stallAt: time.Now()}
+	cd.watch = watch{row: "s:shardId-1", until: time.Now().Add(time.Hour), stallAt: time.Now()}
 	cd.led = true
 	cd.on(balance.RoundEnded, balance.RoleFacts{Leading: true})
 	assert.Equal(t, coordinator, cd.role)
@@ -91,7 +91,7 @@ func TestBecomeCoordinatorRebuildsItsState(t *testing.T) {
 func TestLeadNoteAsksUntilTheRoundEnds(t *testing.T) {
 	t.Parallel()
 	cd, wake := newTestCoordination(t, quiet)
-	cd.onNote(noteSeen{shard: "shardId-2", text: "wake 1"})
+	cd.onNote(noteSeen{shard: "s:shardId-2", text: "wake 1"})
 	assert.Equal(t, catchingUp, cd.role)
 	assert.False(t, cd.leads(), "a wake asks nobody to lead")
 	assert.Len(t, wake, 1, "a wake asks for a round")
@@ -99,11 +99,11 @@ func TestLeadNoteAsksUntilTheRoundEnds(t *testing.T) {
 
 	cd.on(balance.RoundEnded, balance.RoleFacts{})
 	assert.Equal(t, quiet, cd.role)
-	cd.onNote(noteSeen{shard: "shardId-2", text: balance.NoteText(balance.Intent{Kind: balance.Lead}, "", 7)})
+	cd.onNote(noteSeen{shard: "s:shardId-2", text: balance.NoteText(balance.Intent{Kind: balance.Lead}, "", 7)})
 	assert.Equal(t, catchingUp, cd.role)
 	assert.True(t, cd.leads())
 	assert.True(t, cd.live.listUntil.After(time.Now()), "a lead lists on until it can judge what stands still")
-	cd.onNote(noteSeen{shard: "shardId-2", text: "wake 2"})
+	cd.onNote(noteSeen{shard: "s:shardId-2", text: "wake 2"})
 	assert.True(t, cd.leads(), "a wake keeps the ask to lead")
 	cd.on(balance.RoundEnded, balance.RoleFacts{MoreToDo: true})
 	assert.Equal(t, catchingUp, cd.role)
@@ -116,30 +116,38 @@ func TestLeadNoteAsksUntilTheRoundEnds(t *testing.T) {
 func TestDeputyNoteNamesAndUnnames(t *testing.T) {
 	t.Parallel()
 	cd, wake := newTestCoordination(t, quiet)
-	cd.onNote(noteSeen{shard: "shardId-5", text: balance.NoteText(balance.Intent{Kind: balance.Deputy}, "shardId-0", 3)})
+	cd.onNote(noteSeen{shard: "s:shardId-5", text: balance.NoteText(balance.Intent{Kind: balance.Deputy}, "s:shardId-0", 3)})
 	assert.Equal(t, deputy, cd.role)
-	assert.Equal(t, "shardId-5", cd.watch.row)
-	assert.Equal(t, "shardId-0", cd.first)
+	assert.Equal(t, "s:shardId-5", cd.watch.row)
+	assert.Equal(t, "s:shardId-0", cd.first)
 	assert.Empty(t, wake)
 
-	cd.onNote(noteSeen{shard: "shardId-5", text: "please hand this over"})
+	cd.onNote(noteSeen{shard: "s:shardId-5", text: "please hand this over"})
 	assert.Equal(t, watching, cd.role, "the naming ended: it watches on")
 	assert.Empty(t, cd.watch.row)
 	assert.True(t, cd.watch.until.After(time.Now()))
 
-	cd.onNote(noteSeen{shard: "shardId-6", text: balance.NoteText(balance.Intent{Kind: balance.WakeDeputy}, "shardId-0", 4)})
+	cd.onNote(noteSeen{shard: "s:shardId-6", text: balance.NoteText(balance.Intent{Kind: balance.WakeDeputy}, "s:shardId-0", 4)})
 	assert.Equal(t, catchingUp, cd.role, "named with a wake: it lists")
-	assert.Equal(t, "shardId-6", cd.watch.row)
+	assert.Equal(t, "s:shardId-6", cd.watch.row)
 	assert.Len(t, wake, 1)
 	cd.on(balance.RoundEnded, balance.RoleFacts{})
 	assert.Equal(t, deputy, cd.role, "its round rests it as the deputy")
+
+	// Notes of an earlier release named the first lease by its shard id
+	// (a Consumer's) or as "stream/shard" (a Group's): both name its row.
+	for _, first := range []string{"shardId-0", "s/shardId-0"} {
+		cd.first = ""
+		cd.onNote(noteSeen{shard: "s:shardId-6", text: "deputy " + first + " 5"})
+		assert.Equal(t, "s:shardId-0", cd.first, first)
+	}
 }
 
 // A worker whose store carries no notes never changes role.
 func TestUncoordinatedNeverChanges(t *testing.T) {
 	t.Parallel()
 	cd, _ := newTestCoordination(t, uncoordinated)
-	cd.onNote(noteSeen{shard: "shardId-1", text: "lead 1"})
+	cd.onNote(noteSeen{shard: "s:shardId-1", text: "lead 1"})
 	cd.on(balance.RoundEnded, balance.RoleFacts{Leading: true})
 	cd.on(balance.Alarm, balance.RoleFacts{})
 	assert.Equal(t, uncoordinated, cd.role)

@@ -3,7 +3,6 @@ package shardlease_test
 import (
 	"context"
 	"fmt"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/shardlease/shardlease"
+	"github.com/shardlease/shardlease/internal/balance"
 	"github.com/shardlease/shardlease/internal/crash"
 )
 
@@ -121,7 +121,7 @@ func coordinatorOf(fleet []*coordWorker) *coordWorker {
 // hasDeputy reports whether a row names a deputy for the first shard.
 func hasDeputy(t *testing.T, w *world) bool {
 	for _, l := range w.leases(t) {
-		if strings.HasPrefix(l.Note, "deputy shardId-000000000000 ") {
+		if n := balance.ParseNote(l.Note); n.Kind == balance.NoteDeputy && n.FirstOn(l.Key.Stream) == l.Key.Stream+":shardId-000000000000" {
 			return true
 		}
 	}

@@ -156,7 +156,7 @@ func lagSamples(leases []Lease, at time.Time) (map[string]scaling.Sample, scalin
 		}
 		owners[l.Owner] = true
 		if l.Lag != nil {
-			out[l.Key.Shard] = scaling.Sample{Owner: l.Owner, Behind: l.Lag.BehindLatest, At: at}
+			out[l.Key.String()] = scaling.Sample{Owner: l.Owner, Behind: l.Lag.BehindLatest, At: at}
 		}
 	}
 	in.Workers = len(owners)

@@ -210,7 +210,7 @@ func (cd *coordination) giveUp(ctx context.Context) {
 // whether it did.
 func (cd *coordination) adoptFirst(ctx context.Context, l Lease) bool {
 	c := cd.c
-	if l.Owner != c.cfg.identity || l.HandoffTo != "" || c.holds(l.Key.Shard) || cd.role == uncoordinated {
+	if l.Owner != c.cfg.identity || l.HandoffTo != "" || c.holds(l.Key.String()) || cd.role == uncoordinated {
 		return false
 	}
 	took, err := cd.take(ctx, l, true, cd.recentByShard, time.Now())
@@ -228,11 +228,11 @@ func (cd *coordination) adoptFirst(ctx context.Context, l Lease) bool {
 // it saw it so that its looks do not raise the same alarm again.
 func (cd *coordination) yieldAlarm(ctx context.Context, tl *takeListing, r *balance.Round, held map[string]bool, now time.Time) {
 	live := &cd.live
-	if m := live.yield; m.shard != tl.first.Key.Shard || m.counter != tl.first.Counter || m.owner != tl.first.Owner {
-		live.yield = yieldMark{shard: tl.first.Key.Shard, owner: tl.first.Owner, counter: tl.first.Counter, at: now}
+	if m := live.yield; m.shard != tl.first.Key.String() || m.counter != tl.first.Counter || m.owner != tl.first.Owner {
+		live.yield = yieldMark{shard: tl.first.Key.String(), owner: tl.first.Owner, counter: tl.first.Counter, at: now}
 	}
 	n := cd.alarmWakes(ctx, tl, r, held, now)
-	cd.c.log.Info("the coordinator's lease stands still or is free, and this worker may hold no more: waking others", "lease", tl.first.Key.Shard, "woken", n)
+	cd.c.log.Info("the coordinator's lease stands still or is free, and this worker may hold no more: waking others", "lease", tl.first.Key.String(), "woken", n)
 }
 
 // alarmWakes is an alarmed worker with a cap: it wakes the workers below
@@ -261,13 +261,13 @@ func (cd *coordination) alarmWakes(ctx context.Context, tl *takeListing, r *bala
 // Error and counted.
 func (cd *coordination) yielded(l Lease, now time.Time) bool {
 	m := &cd.live.yield
-	if m.shard != l.Key.Shard || m.counter != l.Counter || m.owner != l.Owner {
+	if m.shard != l.Key.String() || m.counter != l.Counter || m.owner != l.Owner {
 		*m = yieldMark{}
 		return false
 	}
 	if !m.reported && now.Sub(m.at) >= 2*cd.c.cfg.leaseDuration {
 		m.reported = true
-		cd.c.log.Error("the coordinator's lease has stood still or free for two lease durations and no worker took it: raise WithMaxLeases or add workers", "lease", l.Key.Shard, "owner", l.Owner)
+		cd.c.log.Error("the coordinator's lease has stood still or free for two lease durations and no worker took it: raise WithMaxLeases or add workers", "lease", l.Key.String(), "owner", l.Owner)
 		cd.c.count(evStall, 1, attribute.String("why", "untaken"))
 	}
 	return true

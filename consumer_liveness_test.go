@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/shardlease/shardlease"
+	"github.com/shardlease/shardlease/internal/balance"
 	"github.com/shardlease/shardlease/internal/crash"
 )
 
@@ -168,7 +169,7 @@ func liveCoordinator(fleet []*liveWorker) *liveWorker {
 func deputiesOf(t *testing.T, w *world, fleet []*liveWorker) []*liveWorker {
 	owners := map[string]bool{}
 	for _, l := range w.leases(t) {
-		if strings.HasPrefix(l.Note, "deputy shardId-000000000000 ") {
+		if n := balance.ParseNote(l.Note); n.Kind == balance.NoteDeputy && n.FirstOn(l.Key.Stream) == l.Key.Stream+":shardId-000000000000" {
 			owners[l.Owner] = true
 		}
 	}

@@ -33,12 +33,12 @@ type member struct {
 	identity   *StreamIdentity
 	noIdentity bool
 	// registered is set by the scheduler once the fan-out consumer is
-	// registered (at once when fanOut is nil); until then a Group's store
-	// does not list the stream's rows, so none of its leases is taken.
+	// registered (at once when fanOut is nil); until then take rounds do
+	// not list the stream's rows, so none of its leases is taken.
 	registered atomic.Bool
 	// gone is set by the scheduler while Kinesis says the stream does not
-	// exist (its last shard listing); a Group's store takes none of its
-	// leases meanwhile, so that readers are not started only to end.
+	// exist (its last shard listing); none of its leases is taken
+	// meanwhile, so that readers are not started only to end.
 	gone atomic.Bool
 }
 
@@ -63,17 +63,20 @@ func (m *member) knownARN() string {
 	return ""
 }
 
-// memberSet is the set of streams a consumer reads, and how a shard's id
-// inside the consumer (its scheduler's, its runners') names the stream and
-// shard of a row. A Consumer's set holds its one stream and ids are shard
-// ids. A Group's ids are "stream/shard" (a '/' is in no stream name or shard
-// id), so that one scheduler lists, balances and coordinates the leases of
-// every stream in the set at once; its store (groupStore) translates them.
+// memberSet is the set of streams a consumer reads. Inside the consumer
+// (its scheduler, its runners) a lease is named by its row's key,
+// "stream:shard" (LeaseKey.String; a ':' is in no stream name or shard id),
+// for a Consumer as for a Group: one scheduler lists, balances and
+// coordinates the leases of every stream in the set at once, and every
+// store call names the row it writes.
 type memberSet struct {
+	// grouped is set for a Group's set: its logs and metrics name each
+	// lease's stream, and its public names of a lease are "stream/shard"
+	// (a Consumer's are shard ids).
 	grouped bool
 
 	// mu guards byName and removed. They are written by Run's scheduler
-	// (the group's stream source) and read by the store's listings and by
+	// (the group's stream source) and read by the listings and by
 	// runners. byName keeps the streams that left the set too (a runner
 	// launched just before may still read one until it stops); removed
 	// holds them, with when this worker saw them leave.
@@ -90,36 +93,41 @@ func newMemberSet(grouped bool, ms ...*member) *memberSet {
 	return s
 }
 
-// idOf returns the consumer's id of stream's shard.
-func (s *memberSet) idOf(stream, shard string) string {
-	if !s.grouped {
-		return shard
-	}
-	return stream + "/" + shard
+// idOf returns the consumer's id of stream's shard: its row's key.
+func idOf(stream, shard string) string { return stream + ":" + shard }
+
+// keyOf returns the row key of the consumer's id.
+func keyOf(id string) LeaseKey {
+	stream, shard, _ := strings.Cut(id, ":")
+	return LeaseKey{Stream: stream, Shard: shard}
 }
 
-// split returns the stream and shard of an id ("" stream in a Consumer's
-// set, which names its one stream).
-func (s *memberSet) split(id string) (stream, shard string) {
-	if !s.grouped {
-		return "", id
+// parentIDs returns the consumer's ids of l's parents (a row names its
+// parents by shard id, in its own stream).
+func parentIDs(l Lease) []string {
+	out := make([]string, len(l.Parents))
+	for i, p := range l.Parents {
+		out[i] = idOf(l.Key.Stream, p)
 	}
-	stream, shard, _ = strings.Cut(id, "/")
-	return stream, shard
+	return out
+}
+
+// publicID returns how the public API names the lease of id: its shard id
+// for a Consumer, "stream/shard" for a Group.
+func (s *memberSet) publicID(id string) string {
+	k := keyOf(id)
+	if !s.grouped {
+		return k.Shard
+	}
+	return k.Stream + "/" + k.Shard
 }
 
 // of returns the member reading the shard of id (also when its stream left
 // the set), or nil when the set never had its stream.
 func (s *memberSet) of(id string) *member {
-	stream, _ := s.split(id)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !s.grouped {
-		for _, m := range s.byName {
-			return m
-		}
-	}
-	return s.byName[stream]
+	return s.byName[keyOf(id).Stream]
 }
 
 // all returns the members in the set (not those that left it), ordered by
@@ -247,22 +255,17 @@ func (s *memberSet) attrs(id string) []attribute.KeyValue {
 	if !s.grouped {
 		return nil
 	}
-	stream, _ := s.split(id)
-	return []attribute.KeyValue{attribute.String("stream", stream)}
+	return []attribute.KeyValue{attribute.String("stream", keyOf(id).Stream)}
 }
 
-// idOfKey returns the consumer's id of a row's key ("stream:shard"), when
-// the row is of a stream in the set.
-func (s *memberSet) idOfKey(key string) (string, bool) {
-	stream, shard, ok := strings.Cut(key, ":")
-	if !ok || shard == "" {
-		return "", false
-	}
-	if !s.grouped {
-		m := s.of(shard)
-		return shard, m != nil && m.name == stream
-	}
-	return s.idOf(stream, shard), s.has(stream)
+// readable reports whether the lease of id may be taken now: its stream is
+// in the set, its fan-out consumer registered, and Kinesis did not say at
+// the last shard sync that it has no such stream. A take (or handoff
+// request) decided from a listing older than a change of the set is
+// refused by it, so that it starts no reader of a stream that left.
+func (s *memberSet) readable(id string) bool {
+	m := s.of(id)
+	return m != nil && s.has(m.name) && m.registered.Load() && !m.gone.Load()
 }
 
 // withdrawRemoved withdraws the handoff requests this worker made for rows of
@@ -272,8 +275,7 @@ func (sc *scheduler) withdrawRemoved(ctx context.Context) {
 	c := sc.c
 	hw := c.caps.withdraws
 	for id := range sc.pending {
-		stream, _ := c.set.split(id)
-		if c.set.has(stream) {
+		if c.set.has(keyOf(id).Stream) {
 			continue
 		}
 		delete(sc.pending, id)
@@ -281,7 +283,7 @@ func (sc *scheduler) withdrawRemoved(ctx context.Context) {
 			continue
 		}
 		wctx, cancel := c.storeCtx(ctx)
-		_, err := hw.WithdrawHandoff(wctx, LeaseKey{Stream: c.stream, Shard: id}, c.cfg.identity)
+		_, err := hw.WithdrawHandoff(wctx, keyOf(id), c.cfg.identity)
 		cancel()
 		if err != nil {
 			c.log.Warn("withdrawing a handoff request for a removed stream's row failed; the row is released if it is handed over", "shard", id, "err", err)

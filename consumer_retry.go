@@ -229,7 +229,7 @@ func (r *leaseRunner) callDeadLetter(recs []Record, cause error) (err error) {
 			err = errorf("dead-letter callback panicked on stream %s shard %s: %v", r.key.Stream, r.shard, v)
 		}
 	}()
-	return r.c.cfg.deadLetter(r.leaseCtx, r.id, recs, cause)
+	return r.c.cfg.deadLetter(r.leaseCtx, r.c.set.publicID(r.id), recs, cause)
 }
 
 var _ StreamDescriber = (*kinesis.Client)(nil)

@@ -112,10 +112,7 @@ func (e *ending) get() stopCause { return stopCause(e.cause.Load()) }
 // written made its own: the lease is ours for a lease duration from then.
 func newLeaseRunner(c *Consumer, l Lease, fromStart bool, written time.Time) *leaseRunner {
 	ctx, cancel := context.WithCancel(context.Background())
-	id, key := l.Key.Shard, l.Key
-	if stream, shard := c.set.split(id); stream != "" {
-		key = LeaseKey{Stream: stream, Shard: shard}
-	}
+	id, key := l.Key.String(), l.Key
 	log := c.log.With("shard", key.Shard)
 	if c.set.grouped {
 		log = c.log.With("stream", key.Stream, "shard", key.Shard)
@@ -278,7 +275,7 @@ func (r *leaseRunner) fence() FenceToken {
 // status is r's part of a Status at now.
 func (r *leaseRunner) status(now time.Time) ShardStatus {
 	r.k.mu.Lock()
-	sh := ShardStatus{Shard: r.id, Counter: r.k.lease.Counter, HandoffTo: r.k.lease.HandoffTo,
+	sh := ShardStatus{Shard: r.c.set.publicID(r.id), Counter: r.k.lease.Counter, HandoffTo: r.k.lease.HandoffTo,
 		Checkpoint: r.k.pending.seq, SubSequence: r.k.pending.sub}
 	r.k.mu.Unlock()
 	var lag Lag

@@ -61,7 +61,7 @@ type scheduler struct {
 	wake   chan struct{} // run a take round now
 	resync chan struct{} // list shards now
 	wg     sync.WaitGroup
-	// pending handoff requests this worker made, by shard id, with when.
+	// pending handoff requests this worker made, by row key, with when.
 	pending map[string]time.Time
 	rng     *rand.Rand
 	// refused holds shards the store refused to hand out until an operator
@@ -369,7 +369,7 @@ func (sc *scheduler) withdraw(ctx context.Context) {
 	}
 	for id := range sc.pending {
 		cctx, cancel := c.storeCtx(ctx)
-		withdrawn, err := hw.WithdrawHandoff(cctx, LeaseKey{Stream: c.stream, Shard: id}, c.cfg.identity)
+		withdrawn, err := hw.WithdrawHandoff(cctx, keyOf(id), c.cfg.identity)
 		cancel()
 		switch {
 		case err != nil:
@@ -387,7 +387,7 @@ func (sc *scheduler) withdraw(ctx context.Context) {
 func (sc *scheduler) releaseLate(ctx context.Context) {
 	c := sc.c
 	lctx, cancel := c.storeCtx(ctx)
-	leases, err := c.store.List(lctx, c.stream)
+	leases, err := c.reader.rows(lctx)
 	cancel()
 	if err != nil {
 		c.log.Warn("listing leases at shutdown failed; leases handed to this worker late expire after a lease duration", "err", err)
@@ -395,18 +395,19 @@ func (sc *scheduler) releaseLate(ctx context.Context) {
 	}
 	held, stuck := c.heldSet(), c.stuckSet()
 	for _, l := range leases {
-		if l.Owner != c.cfg.identity || held[l.Key.Shard] || stuck[l.Key.Shard] {
+		id := l.Key.String()
+		if l.Owner != c.cfg.identity || held[id] || stuck[id] {
 			continue
 		}
 		rctx, cancel := c.storeCtx(ctx)
 		_, err := c.store.Release(rctx, l)
 		cancel()
 		if err != nil {
-			c.log.Warn("releasing a lease handed over at shutdown failed; it expires after a lease duration", "shard", l.Key.Shard, "err", err)
+			c.log.Warn("releasing a lease handed over at shutdown failed; it expires after a lease duration", "lease", id, "err", err)
 			continue
 		}
-		c.count(evReleased, 1, c.set.attrs(l.Key.Shard)...)
-		c.log.Info("lease handed over at shutdown released", "shard", l.Key.Shard, "counter", l.Counter)
+		c.count(evReleased, 1, c.set.attrs(id)...)
+		c.log.Info("lease handed over at shutdown released", "lease", id, "counter", l.Counter)
 	}
 }
 
@@ -460,14 +461,7 @@ func (sc *scheduler) list(ctx context.Context) (leases []Lease, workers []Worker
 	// the listing shows, and expiry is timed from the first listing that
 	// showed a counter: a listing a moment old is safe, and costs half.
 	lctx, cancel := c.storeCtx(ctx)
-	switch {
-	case c.caps.eventual != nil:
-		leases, workers, err = c.caps.eventual.ListWithWorkersEventually(lctx, c.stream)
-	case c.caps.workers != nil:
-		leases, workers, err = c.caps.workers.ListWithWorkers(lctx, c.stream)
-	default:
-		leases, err = c.store.List(lctx, c.stream)
-	}
+	leases, workers, err = c.reader.forRound(lctx)
 	cancel()
 	if sc.tolerateCorrupt(ctx, err) {
 		err = nil
@@ -489,8 +483,9 @@ func (sc *scheduler) list(ctx context.Context) (leases []Lease, workers []Worker
 func (sc *scheduler) observe(leases []Lease, now time.Time) {
 	seen := make(map[string]bool, len(leases))
 	for _, l := range leases {
-		seen[l.Key.Shard] = true
-		observeRow(sc.obs, l.Key.Shard, l.Counter, l.Owner, now)
+		id := l.Key.String()
+		seen[id] = true
+		observeRow(sc.obs, id, l.Counter, l.Owner, now)
 	}
 	forgetUnseen(sc.obs, seen)
 }
@@ -516,7 +511,7 @@ func (sc *scheduler) listingOf(leases []Lease, live []string, now time.Time) *ta
 	me := c.cfg.identity
 	tl := &takeListing{byShard: make(map[string]Lease, len(leases)), expiresAt: make(map[string]time.Time)}
 	for _, l := range leases {
-		tl.byShard[l.Key.Shard] = l
+		tl.byShard[l.Key.String()] = l
 	}
 	in := balance.Listing{
 		Me: me, Held: c.heldSet(), Skip: c.stuckSet(), Workers: live,
@@ -530,7 +525,7 @@ func (sc *scheduler) listingOf(leases []Lease, live []string, now time.Time) *ta
 	// of a stream Kinesis has (the rows of one it says it does not have are
 	// nobody's to take, so nobody lists on for them).
 	for _, l := range leases {
-		id := l.Key.Shard
+		id := l.Key.String()
 		if l.Checkpoint == ShardEnd || !parentsDone(l, tl.byShard, sc.listed, sc.corrupt) || c.set.of(id).isGone() {
 			continue
 		}
@@ -639,6 +634,11 @@ func (sc *scheduler) carryOut(ctx context.Context, r *balance.Round, tl *takeLis
 // moved since the listing); stop is set when ctx was cancelled.
 func (sc *scheduler) ask(ctx context.Context, l Lease, now time.Time) (made, stop bool) {
 	c := sc.c
+	id := l.Key.String()
+	if !c.set.readable(id) {
+		c.log.Debug("handoff not requested: the lease's stream left the set, or is not ready to read", "lease", id)
+		return false, false
+	}
 	rctx, cancel := c.storeCtx(ctx)
 	_, err := c.store.RequestHandoff(rctx, l, c.cfg.identity)
 	cancel()
@@ -646,12 +646,12 @@ func (sc *scheduler) ask(ctx context.Context, l Lease, now time.Time) (made, sto
 		if ctx.Err() != nil {
 			return false, true
 		}
-		c.log.Debug("handoff request refused", "shard", l.Key.Shard, "holder", l.Owner, "err", err)
+		c.log.Debug("handoff request refused", "lease", id, "holder", l.Owner, "err", err)
 		return false, false
 	}
-	c.log.Info("handoff requested", "shard", l.Key.Shard, "holder", l.Owner, "counter", l.Counter)
-	c.count(evHandoffAsked, 1, c.set.attrs(l.Key.Shard)...)
-	sc.pending[l.Key.Shard] = now
+	c.log.Info("handoff requested", "lease", id, "holder", l.Owner, "counter", l.Counter)
+	c.count(evHandoffAsked, 1, c.set.attrs(id)...)
+	sc.pending[id] = now
 	return true, false
 }
 
@@ -692,8 +692,15 @@ func (sc *scheduler) liveWorkers(ctx context.Context, workers []Worker, now time
 func (sc *scheduler) take(ctx context.Context, l Lease, asked bool, byShard map[string]Lease, now time.Time) (bool, error) {
 	c := sc.c
 	me := c.cfg.identity
+	id := l.Key.String()
+	if !c.set.readable(id) {
+		// Decided from a listing or a deadline older than a change of the
+		// set, or before Kinesis said the stream is gone: start no reader.
+		c.log.Debug("not taken: the lease's stream left the set, or is not ready to read", "lease", id)
+		return false, nil
+	}
 	sent := time.Now()
-	actx, cancel := c.storeCtx(withObservedRow(withKnownEpoch(WithHolderLeaseDuration(ctx, c.cfg.leaseDuration), c.set.of(l.Key.Shard).learntEpoch()), l))
+	actx, cancel := c.storeCtx(withObservedRow(withKnownEpoch(WithHolderLeaseDuration(ctx, c.cfg.leaseDuration), c.set.of(id).learntEpoch()), l))
 	got, err := c.store.Acquire(actx, l.Key, me, l.Counter)
 	cancel()
 	if err != nil {
@@ -702,16 +709,16 @@ func (sc *scheduler) take(ctx context.Context, l Lease, asked bool, byShard map[
 		case isFatal(err):
 			return false, err
 		case errors.Is(err, ErrLegacyRow) || errors.Is(err, ErrCorruptLease):
-			sc.refused[l.Key.Shard] = now
-			c.log.Error("shard not read until an operator acts", "shard", l.Key.Shard, "err", err)
+			sc.refused[id] = now
+			c.log.Error("shard not read until an operator acts", "lease", id, "err", err)
 		case !errors.Is(err, ErrLeaseHeld) && !errors.Is(err, ErrLeaseNotFound):
-			c.log.Warn("acquire failed", "shard", l.Key.Shard, "err", err)
+			c.log.Warn("acquire failed", "lease", id, "err", err)
 		default:
-			c.log.Debug("lease taken by another worker first", "shard", l.Key.Shard, "err", err)
+			c.log.Debug("lease taken by another worker first", "lease", id, "err", err)
 		}
 		return false, nil
 	}
-	delete(sc.pending, l.Key.Shard)
+	delete(sc.pending, id)
 	how, kind := "taken", "free"
 	switch {
 	case l.Owner == me && asked && l.HandoffTo == "" && l.Expiry.IsZero():
@@ -729,20 +736,20 @@ func (sc *scheduler) take(ctx context.Context, l Lease, asked bool, byShard map[
 	if kind == "handoff" {
 		ev = evHandedIn
 	}
-	c.count(ev, 1, append(c.set.attrs(l.Key.Shard), attribute.String("how", kind))...)
+	c.count(ev, 1, append(c.set.attrs(id), attribute.String("how", kind))...)
 	sc.launch(ctx, got, how, hasTrackedParent(l, byShard), sent)
 	return true, nil
 }
 
 // rowOf returns the plan's view of l.
 func rowOf(l Lease) balance.Row {
-	return balance.Row{Shard: l.Key.Shard, Owner: l.Owner, Counter: l.Counter, HandoffTo: l.HandoffTo, Note: l.Note, Renewed: !l.Expiry.IsZero(), Finished: l.Finished()}
+	return balance.Row{Shard: l.Key.String(), Owner: l.Owner, Counter: l.Counter, HandoffTo: l.HandoffTo, Note: l.Note, Renewed: !l.Expiry.IsZero(), Finished: l.Finished()}
 }
 
 // hasTrackedParent reports whether any parent of l has a row: the parent was
 // read by this application, so l must be read from its start.
 func hasTrackedParent(l Lease, byShard map[string]Lease) bool {
-	for _, p := range l.Parents {
+	for _, p := range parentIDs(l) {
 		if _, ok := byShard[p]; ok {
 			return true
 		}
@@ -757,9 +764,9 @@ func (sc *scheduler) launch(ctx context.Context, l Lease, how string, fromStart 
 	c := sc.c
 	r := newLeaseRunner(c, l, fromStart, written)
 	c.mu.Lock()
-	c.held[l.Key.Shard] = r
+	c.held[r.id] = r
 	c.mu.Unlock()
-	c.log.Info("lease "+how, "shard", l.Key.Shard, "counter", l.Counter, "checkpoint", l.Checkpoint)
+	r.log.Info("lease "+how, "counter", l.Counter, "checkpoint", l.Checkpoint)
 	sc.wg.Go(func() {
 		r.run(ctx)
 		sc.exited <- r

@@ -130,7 +130,7 @@ func (sc *scheduler) syncShardsWith(ctx context.Context, running bool) error {
 	sc.listed = view.listed
 	rows := make(map[string]Lease, len(existing))
 	for _, l := range existing {
-		rows[l.Key.Shard] = l
+		rows[l.Key.String()] = l
 	}
 	ls := c.caps.lineage
 	firstSync := sc.firstSyncs(existing, corrupt)
@@ -144,18 +144,18 @@ func (sc *scheduler) syncShardsWith(ctx context.Context, running bool) error {
 			continue
 		}
 		if closed(s) && finishedByChildren(id, view, rows) {
-			c.log.Debug("not re-creating the row of a finished shard: its children are being read", "shard", id)
+			c.log.Debug("not re-creating the row of a finished shard: its children are being read", "lease", id)
 			continue
 		}
-		parents := shardParents(s)
-		key := LeaseKey{Stream: c.stream, Shard: id}
+		key := keyOf(id)
+		parents := shardsOf(shardParents(s))
 		start := startFor(s, firstSync[m.name], m.cfg)
 		created, err := createRow(ctx, c.store, ls, key, parents, start)
 		if err != nil {
-			return errorf("shardlease: stream %s: create lease for shard %s: %w", c.stream, id, err)
+			return errorf("shardlease: stream %s: create lease for shard %s: %w", key.Stream, key.Shard, err)
 		}
 		if created {
-			c.log.Info("lease created", "shard", id, "parents", parents, "start", start.String(), "counter", 0)
+			c.log.Info("lease created", "lease", id, "parents", parents, "start", start.String(), "counter", 0)
 		}
 	}
 	if ls == nil {
@@ -181,7 +181,7 @@ func (sc *scheduler) listBoth(ctx context.Context, running, quiet bool) (shards 
 	if running && sc.cd.ns != nil && sc.cd.recentAt.After(time.Now().Add(-2*c.cfg.takeInterval)) {
 		return shards, sc.cd.recent, true, nil
 	}
-	existing, err = c.store.List(ctx, c.stream)
+	existing, err = c.reader.rows(ctx)
 	return shards, existing, false, err
 }
 
@@ -192,11 +192,11 @@ func (sc *scheduler) listBoth(ctx context.Context, running, quiet bool) (shards 
 func (sc *scheduler) fillLineage(ctx context.Context, ls LineageStore, existing []Lease, v shardView) {
 	c := sc.c
 	for _, l := range existing {
-		s, ok := v.listed[l.Key.Shard]
+		s, ok := v.listed[l.Key.String()]
 		if !ok || l.Owner != "" || l.Checkpoint != "" {
 			continue
 		}
-		parents := shardParents(s)
+		parents := shardsOf(shardParents(s))
 		slices.Sort(parents)
 		if len(l.Parents) > 0 || len(parents) == 0 {
 			continue
@@ -204,7 +204,7 @@ func (sc *scheduler) fillLineage(ctx context.Context, ls LineageStore, existing 
 		start := l.Start
 		if start.IsZero() {
 			cfg := c.cfg
-			if m := c.set.of(l.Key.Shard); m != nil {
+			if m := c.set.of(l.Key.String()); m != nil {
 				cfg = m.cfg
 			}
 			start = startFor(s, false, cfg)
@@ -212,13 +212,13 @@ func (sc *scheduler) fillLineage(ctx context.Context, ls LineageStore, existing 
 		got, err := ls.SetLineage(ctx, l, parents, start)
 		switch {
 		case err == nil:
-			c.log.Info("parents recorded on a row made without them", "shard", l.Key.Shard, "parents", parents, "start", start.String(), "counter", got.Counter)
+			c.log.Info("parents recorded on a row made without them", "lease", l.Key.String(), "parents", parents, "start", start.String(), "counter", got.Counter)
 		case ctx.Err() != nil:
 			return
 		case errors.Is(err, ErrLeaseHeld) || errors.Is(err, ErrLeaseNotFound):
-			c.log.Debug("row moved before its parents were recorded", "shard", l.Key.Shard, "err", err)
+			c.log.Debug("row moved before its parents were recorded", "lease", l.Key.String(), "err", err)
 		default:
-			c.log.Warn("recording the parents of a row failed; retrying at the next shard sync", "shard", l.Key.Shard, "err", err)
+			c.log.Warn("recording the parents of a row failed; retrying at the next shard sync", "lease", l.Key.String(), "err", err)
 		}
 	}
 }
@@ -232,7 +232,7 @@ func (sc *scheduler) fillLineage(ctx context.Context, ls LineageStore, existing 
 // and it is read first. A parent whose row cannot be decoded (corrupt) is
 // not finished either, whatever Kinesis lists.
 func parentsDone(l Lease, byShard map[string]Lease, listed map[string]types.Shard, corrupt map[string]bool) bool {
-	for _, p := range l.Parents {
+	for _, p := range parentIDs(l) {
 		if corrupt[p] {
 			return false
 		}
@@ -253,7 +253,7 @@ func parentsDone(l Lease, byShard map[string]Lease, listed map[string]types.Shar
 // started.
 func childStarted(parent string, byShard map[string]Lease) bool {
 	for _, c := range byShard {
-		if wasRead(c) && slices.Contains(c.Parents, parent) {
+		if wasRead(c) && slices.Contains(parentIDs(c), parent) {
 			return true
 		}
 	}
@@ -384,13 +384,14 @@ func cleanable(l Lease, v shardView, rows map[string]Lease) bool {
 	if !l.Finished() {
 		return false
 	}
-	if _, listed := v.listed[l.Key.Shard]; listed {
+	id := l.Key.String()
+	if _, listed := v.listed[id]; listed {
 		return false
 	}
-	children := slices.Clone(v.children[l.Key.Shard])
+	children := slices.Clone(v.children[id])
 	for _, r := range rows {
-		if slices.Contains(r.Parents, l.Key.Shard) {
-			children = append(children, r.Key.Shard)
+		if slices.Contains(parentIDs(r), id) {
+			children = append(children, r.Key.String())
 		}
 	}
 	for _, child := range children {
@@ -417,10 +418,10 @@ func (sc *scheduler) cleanup(ctx context.Context, ls LineageStore, existing []Le
 			if ctx.Err() != nil {
 				return
 			}
-			c.log.Warn("deleting the row of a finished shard failed; retrying at the next shard sync", "shard", l.Key.Shard, "err", err)
+			c.log.Warn("deleting the row of a finished shard failed; retrying at the next shard sync", "lease", l.Key.String(), "err", err)
 		case deleted:
-			c.count(evRowCleaned, 1, c.set.attrs(l.Key.Shard)...)
-			c.log.Info("deleted the row of a finished shard that Kinesis no longer lists", "shard", l.Key.Shard, "counter", l.Counter)
+			c.count(evRowCleaned, 1, c.set.attrs(l.Key.String())...)
+			c.log.Info("deleted the row of a finished shard that Kinesis no longer lists", "lease", l.Key.String(), "counter", l.Counter)
 		}
 	}
 }
@@ -441,8 +442,8 @@ func (sc *scheduler) tolerateCorrupt(ctx context.Context, err error) bool {
 	c := sc.c
 	sc.corrupt = make(map[string]bool, len(cre.Rows))
 	for _, r := range cre.Rows {
-		if id, ok := c.set.idOfKey(r.Key); ok {
-			sc.corrupt[id] = true
+		if k := keyOf(r.Key); k.Shard != "" && c.set.has(k.Stream) {
+			sc.corrupt[r.Key] = true
 		}
 	}
 	if sc.corruptSeen == nil {
@@ -469,16 +470,9 @@ func (sc *scheduler) firstSyncs(existing []Lease, corrupt map[string]bool) map[s
 	for _, m := range set.all() {
 		first[m.name] = true
 	}
-	seen := func(id string) {
-		stream, _ := set.split(id)
-		if stream == "" {
-			clear(first)
-			return
-		}
-		delete(first, stream)
-	}
+	seen := func(id string) { delete(first, keyOf(id).Stream) }
 	for _, l := range existing {
-		seen(l.Key.Shard)
+		seen(l.Key.String())
 	}
 	for id := range corrupt {
 		seen(id)
@@ -487,7 +481,7 @@ func (sc *scheduler) firstSyncs(existing []Lease, corrupt map[string]bool) map[s
 }
 
 // listMemberShards lists the shards of every stream in the set, with their
-// ids (and their parents') as the consumer names them (see memberSet). While
+// ids (and their parents') as the consumer names them: their rows' keys. While
 // a Group runs, a stream whose listing fails (Kinesis does not know it, the
 // role may no longer read it, the call keeps failing) is logged at Error
 // with its name and keeps the shards its last listing showed, so that no
@@ -509,7 +503,7 @@ func (sc *scheduler) listMemberShards(ctx context.Context, running bool) ([]type
 		if err != nil && set.grouped && running && ctx.Err() == nil {
 			c.log.Error("listing a stream's shards failed; its shards are read as last listed until a listing succeeds (remove it from the group if it is gone)", "stream", m.name, "err", err)
 			for id, s := range sc.listed {
-				if stream, _ := set.split(id); stream == m.name {
+				if keyOf(id).Stream == m.name {
 					out = append(out, s)
 				}
 			}
@@ -518,18 +512,28 @@ func (sc *scheduler) listMemberShards(ctx context.Context, running bool) ([]type
 		if err != nil {
 			return nil, err
 		}
-		if !set.grouped {
-			return shards, nil
-		}
 		for _, s := range shards {
-			s.ShardId = aws.String(set.idOf(m.name, aws.ToString(s.ShardId)))
+			s.ShardId = aws.String(idOf(m.name, aws.ToString(s.ShardId)))
 			for _, p := range []**string{&s.ParentShardId, &s.AdjacentParentShardId} {
 				if *p != nil && **p != "" {
-					*p = aws.String(set.idOf(m.name, **p))
+					*p = aws.String(idOf(m.name, **p))
 				}
 			}
 			out = append(out, s)
 		}
 	}
 	return out, nil
+}
+
+// shardsOf returns the shard ids of ids (the consumer's ids of one
+// stream's shards), as a row names its parents.
+func shardsOf(ids []string) []string {
+	if ids == nil {
+		return nil
+	}
+	out := make([]string, len(ids))
+	for i, id := range ids {
+		out[i] = keyOf(id).Shard
+	}
+	return out
 }

@@ -14,9 +14,9 @@ func TestParentsDoneCorruptParent(t *testing.T) {
 	t.Parallel()
 	child := Lease{Key: LeaseKey{Stream: "s", Shard: "c1"}, Parents: []string{"p"}}
 	sibling := Lease{Key: LeaseKey{Stream: "s", Shard: "c2"}, Parents: []string{"p"}, Checkpoint: "49"}
-	rows := map[string]Lease{"c1": child, "c2": sibling}
-	listed := map[string]types.Shard{"p": {ShardId: aws.String("p")}}
-	corrupt := map[string]bool{"p": true}
+	rows := map[string]Lease{"s:c1": child, "s:c2": sibling}
+	listed := map[string]types.Shard{"s:p": {ShardId: aws.String("s:p")}}
+	corrupt := map[string]bool{"s:p": true}
 	for name, l := range map[string]map[string]types.Shard{"listed": listed, "aged out": {}} {
 		if parentsDone(child, rows, l, corrupt) {
 			t.Errorf("%s corrupt parent: the child may start", name)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -24,7 +23,7 @@ type StreamSpec struct {
 	ARN string
 	// Client reads the stream (a client of another region, or with other
 	// credentials); nil reads it with the group's. The lease table is
-	// always reached through the group's store.
+	// always reached through the store given to NewGroup.
 	Client KinesisAPI
 	// Handler handles the stream's batches; nil uses the group's.
 	Handler Handler
@@ -78,7 +77,6 @@ type GroupConfig struct {
 // writes it. Create one with NewGroup and call Run.
 type Group struct {
 	c       *Consumer
-	gs      *groupStore
 	cfg     GroupConfig
 	client  KinesisAPI
 	handler Handler
@@ -138,15 +136,12 @@ func NewGroup(client KinesisAPI, store LeaseStore, cfg GroupConfig, handler Hand
 			return nil, err
 		}
 	}
-	// The consumer reads through the group's store; its stream is the
-	// group's name (its worker rows, logs and Status).
-	set := newMemberSet(true, ms...)
-	g.gs = &groupStore{inner: store, caps: resolveCaps(store), name: cfg.Name, set: set}
-	c, err := newConsumer(g.gs, cfg.Name, base, set)
+	// The engine is a Consumer's, over the group's set; its worker rows,
+	// logs and Status carry the group's name.
+	c, err := newConsumer(store, cfg.Name, base, newMemberSet(true, ms...))
 	if err != nil {
 		return nil, err
 	}
-	c.caps = groupCaps(g.gs)
 	c.group = g
 	g.c = c
 	return g, nil
@@ -409,7 +404,7 @@ func (g *Group) settleRemoved(ctx context.Context, final bool) {
 			continue
 		}
 		lctx, cancel := g.c.storeCtx(ctx)
-		rows, err := g.gs.inner.List(lctx, stream)
+		rows, err := g.c.store.List(lctx, stream)
 		cancel()
 		if err != nil {
 			g.c.log.Warn("listing a removed stream's rows failed; retrying at the next poll", "stream", stream, "err", err)
@@ -440,7 +435,7 @@ func (g *Group) releaseOrphans(ctx context.Context, rows []Lease, final bool) {
 	stuck := g.c.stuckSet()
 	for _, l := range rows {
 		key := l.Key.String()
-		if l.Owner != me || g.c.runsKey(l.Key) || stuck[g.c.set.idOf(l.Key.Stream, l.Key.Shard)] {
+		if l.Owner != me || g.c.runsKey(l.Key) || stuck[key] {
 			delete(g.orphans, key)
 			continue
 		}
@@ -450,7 +445,7 @@ func (g *Group) releaseOrphans(ctx context.Context, rows []Lease, final bool) {
 		}
 		delete(g.orphans, key)
 		rctx, cancel := g.c.storeCtx(ctx)
-		_, err := g.gs.inner.Release(rctx, l)
+		_, err := g.c.store.Release(rctx, l)
 		cancel()
 		if err != nil {
 			g.c.log.Warn("releasing a removed stream's row handed to this worker failed; retrying at the next poll", "lease", l.Key.String(), "err", err)
@@ -470,7 +465,7 @@ func (g *Group) deleteRows(ctx context.Context, stream string, rows []Lease, now
 	if g.c.holdsStream(stream) {
 		return // its runners have not released yet
 	}
-	sr := g.gs.caps.remover
+	sr := g.c.caps.remover
 	if sr == nil {
 		g.c.log.Warn("the lease store cannot delete a removed stream's rows (it is no StreamRemover); they are kept", "stream", stream)
 		g.c.set.forget(stream)
@@ -521,16 +516,7 @@ func (g *Group) Streams() []string { return g.c.set.names() }
 
 // Held returns the leases this worker holds now, by stream and shard,
 // sorted.
-func (g *Group) Held() []LeaseKey {
-	ids := g.c.Held()
-	out := make([]LeaseKey, 0, len(ids))
-	for _, id := range ids {
-		stream, shard := g.c.set.split(id)
-		out = append(out, LeaseKey{Stream: stream, Shard: shard})
-	}
-	slices.SortFunc(out, func(a, b LeaseKey) int { return strings.Compare(a.String(), b.String()) })
-	return out
-}
+func (g *Group) Held() []LeaseKey { return g.c.heldKeys() }
 
 // OwnerID returns the identity this worker writes into the rows it holds
 // (see Consumer.OwnerID).

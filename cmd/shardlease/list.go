@@ -522,7 +522,7 @@ func roles(leases []shardlease.Lease) (first shardlease.Lease, deputy string, ok
 			continue
 		}
 		for _, d := range leases {
-			if first, ok := balance.DeputyFirst(d.Note); ok && first == l.Key.Shard && d.Owner != "" {
+			if n := balance.ParseNote(d.Note); n.Kind == balance.NoteDeputy && n.FirstOn(d.Key.Stream) == l.Key.String() && d.Owner != "" {
 				return l, d.Owner, true
 			}
 		}

@@ -38,7 +38,8 @@ type Note struct {
 	// Kind is NoteWake, NoteLead, NoteDeputy or NoteDrain; "" for a note
 	// that is none of them (a deputy note must name its first shard).
 	Kind string
-	// First is the shard a deputy note asks to watch.
+	// First is the lease a deputy note asks to watch, as written (see
+	// FirstOn).
 	First string
 	// Wake asks the reader to list now (a wake, a lead, a deputy naming
 	// with a wake); Watch to list on until it can judge which leases stand
@@ -99,11 +100,26 @@ func NoteText(it Intent, first string, nonce uint64) string {
 	return ""
 }
 
-// DeputyFirst returns the shard a deputy note asks to watch, and false for
+// DeputyFirst returns the lease a deputy note asks to watch, and false for
 // any other note.
 func DeputyFirst(note string) (string, bool) {
 	n := ParseNote(note)
 	return n.First, n.Kind == NoteDeputy
+}
+
+// FirstOn returns the row key ("stream:shard") of the lease a deputy note
+// on a row of stream asks to watch. Notes name it by its key; a note of an
+// earlier release named it by its shard id alone (a Consumer's, in the
+// note's own stream) or as "stream/shard" (a Group's), and is read the
+// same way.
+func (n Note) FirstOn(stream string) string {
+	switch {
+	case n.First == "" || strings.Contains(n.First, ":"):
+		return n.First
+	case strings.Contains(n.First, "/"):
+		return strings.Replace(n.First, "/", ":", 1)
+	}
+	return stream + ":" + n.First
 }
 
 // FirstReadable returns the row with the lowest shard id: its holder

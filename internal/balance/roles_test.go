@@ -70,6 +70,20 @@ func TestParseNote(t *testing.T) {
 	assert.Equal(t, Note{Kind: NoteDrain}, ParseNote(DrainNoteText("x")))
 }
 
+// A deputy note names the first lease by its row key; notes of earlier
+// releases named it by shard id, or "stream/shard", and read the same.
+func TestNoteFirstOn(t *testing.T) {
+	for written, want := range map[string]string{
+		"deputy orders:shardId-1 1f":   "orders:shardId-1",
+		"deputy orders-b:shardId-1 1f": "orders-b:shardId-1",
+		"deputy shardId-1 1f":          "orders:shardId-1",
+		"deputy orders-b/shardId-1 1f": "orders-b:shardId-1",
+		"wake 1f":                      "",
+	} {
+		assert.Equal(t, want, ParseNote(written).FirstOn("orders"), "%q", written)
+	}
+}
+
 // The drain note is read by the worker and the CLI through one codec.
 func TestDrainNote(t *testing.T) {
 	assert.True(t, IsDrainNote(DrainNoteText("cli-1")))
