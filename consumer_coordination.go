@@ -490,9 +490,10 @@ func (cd *coordination) afterRound(ctx context.Context, tl *takeListing, r *bala
 		cd.onAt(balance.RoundEnded, balance.RoleFacts{Alarm: was == alarmed, MoreToDo: moreToDo}, now)
 		return
 	}
-	cd.first, cd.readable = in.First, len(in.Rows)
 	held := c.heldSet()
-	leading := held[in.First]
+	leading := cd.focus(tl, held)
+	in, first = tl.in, tl.first
+	cd.first, cd.readable = in.First, len(in.Rows)
 	switch {
 	case leading && was != coordinator:
 		c.log.Info("coordinating the stream's leases", "lease", in.First)
@@ -538,6 +539,26 @@ func (cd *coordination) afterRound(ctx context.Context, tl *takeListing, r *bala
 		cd.scheduleExpiry(tl, now)
 		cd.alarmWakes(ctx, suspect(tl), r, held, now)
 	}
+}
+
+// focus points tl at the first lease this worker minds after its round,
+// and reports whether it coordinates: the lowest first lease it holds
+// (balance.Anchor), which its deputies watch, when it holds the first
+// lease of a stream; else, for a deputy, the lease its naming asks it to
+// watch, when the listing has it; else the listing's lowest first lease.
+// Where workers read different streams, each stream's first lease makes a
+// coordinator of its own, and a deputy watches its coordinator's.
+func (cd *coordination) focus(tl *takeListing, held map[string]bool) bool {
+	anchor, leading := balance.Anchor(tl.in.Firsts, held)
+	switch {
+	case leading:
+	case cd.watch.row != "" && tl.byShard[cd.first].Key.Shard != "":
+		anchor = cd.first
+	default:
+		return false
+	}
+	tl.in.First, tl.first = anchor, tl.byShard[anchor]
+	return leading
 }
 
 // coordinate is the coordinator's work after its round: it takes the

@@ -496,7 +496,9 @@ type takeListing struct {
 	in balance.Listing
 	// byShard holds every listed row.
 	byShard map[string]Lease
-	// first is the lease of in.First; zero when in.First is "".
+	// first is the lease of in.First; zero when in.First is "". Once the
+	// round is carried out, coordination focuses both on the first lease
+	// this worker minds (see coordination.focus).
 	first Lease
 	// expiresAt is when each readable row's lease duration runs out, as
 	// this worker timed it from when it first saw the row's counter.
@@ -556,6 +558,7 @@ func (sc *scheduler) listingOf(leases []Lease, live []string, now time.Time) *ta
 	}
 	if first, ok := balance.FirstReadable(in.Rows); ok && sc.cd.ns != nil {
 		in.First, tl.first = first.Shard, tl.byShard[first.Shard]
+		in.Firsts = balance.Firsts(in.Rows)
 	}
 	tl.in = in
 	return tl

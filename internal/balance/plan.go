@@ -8,7 +8,8 @@ import (
 
 // Row is a lease row as the plan sees it.
 type Row struct {
-	// Shard is the row's shard id; Owner its holder ("" when free).
+	// Shard is the row's id, its key "stream:shard" (see StreamOf); Owner
+	// its holder ("" when free).
 	Shard, Owner string
 	// Counter is the row's fencing counter as listed.
 	Counter int64
@@ -55,10 +56,15 @@ type Listing struct {
 	// Refused are the shards the store refused to hand out until an
 	// operator acts.
 	Refused map[string]bool
-	// First is the shard of the lease whose holder coordinates (see
-	// FirstReadable): never asked for, so coordination does not move with
-	// balancing. Empty without coordination.
+	// First is the lease a coordinator's deputies watch: the lowest of
+	// Firsts (see FirstReadable). Empty without coordination.
 	First string
+	// Firsts are the first readable lease of each stream in Rows (see
+	// Firsts): whoever holds one coordinates its stream. They are never
+	// asked for by fair share, so coordination does not move with
+	// balancing; a coordinator gathers them (see Round). nil is First
+	// alone.
+	Firsts map[string]bool
 	// Coordinated is set when me coordinated at its previous round: if it
 	// still runs the first lease once it has tried to take it, it takes
 	// every free and expired lease, beyond its share.
@@ -153,6 +159,7 @@ type stealer struct {
 	in        Listing
 	load      map[string]int
 	requested map[string]bool
+	firsts    map[string]bool // never asked for
 	mine      int
 	asked     int
 	grants    int
@@ -165,7 +172,7 @@ func (p Plan) stealer(in Listing, mine, asked int) *stealer {
 	for o, n := range p.Load {
 		load[o] = n
 	}
-	return &stealer{p: p, in: in, load: load, requested: map[string]bool{}, mine: mine, asked: asked}
+	return &stealer{p: p, in: in, load: load, requested: map[string]bool{}, firsts: in.firsts(), mine: mine, asked: asked}
 }
 
 // next returns the next lease to ask for, or false when me asks for no more.
@@ -187,7 +194,7 @@ func (s *stealer) next(rng *rand.Rand) (Row, bool) {
 		var cands, running []Row
 		for _, l := range in.Rows {
 			id := l.Shard
-			if l.Owner == victim && l.HandoffTo == "" && !in.Pending[id] && !s.requested[id] && !in.Expired[id] && !in.Skip[id] && id != in.First {
+			if l.Owner == victim && l.HandoffTo == "" && !in.Pending[id] && !s.requested[id] && !in.Expired[id] && !in.Skip[id] && !s.firsts[id] {
 				cands = append(cands, l)
 				if l.Renewed {
 					running = append(running, l)
@@ -254,4 +261,54 @@ func Share(me string, load map[string]int, leases, maxLeases int) (target, ceili
 		target, ceiling = min(target, maxLeases), min(ceiling, maxLeases)
 	}
 	return target, ceiling
+}
+
+// StreamOf returns the stream of a row id ("stream:shard"), "" for an id
+// that names none.
+func StreamOf(id string) string {
+	stream, _, ok := strings.Cut(id, ":")
+	if !ok {
+		return ""
+	}
+	return stream
+}
+
+// Firsts returns the first readable lease of each stream of rows (a
+// listing's readable rows): the lowest id of the stream. Its holder
+// coordinates that stream.
+func Firsts(rows []Row) map[string]bool {
+	low := map[string]string{}
+	for _, l := range rows {
+		s := StreamOf(l.Shard)
+		if cur, ok := low[s]; !ok || l.Shard < cur {
+			low[s] = l.Shard
+		}
+	}
+	out := make(map[string]bool, len(low))
+	for _, id := range low {
+		out[id] = true
+	}
+	return out
+}
+
+// firsts returns in.Firsts, or First alone when the listing gives no
+// Firsts.
+func (in Listing) firsts() map[string]bool {
+	if in.Firsts != nil || in.First == "" {
+		return in.Firsts
+	}
+	return map[string]bool{in.First: true}
+}
+
+// Anchor returns the lowest of firsts that held holds, and false when it
+// holds none: the lease a coordinator's deputies watch, and by which
+// coordinators rank each other when they gather (see Round).
+func Anchor(firsts, held map[string]bool) (string, bool) {
+	anchor := ""
+	for id := range firsts {
+		if held[id] && (anchor == "" || id < anchor) {
+			anchor = id
+		}
+	}
+	return anchor, anchor != ""
 }

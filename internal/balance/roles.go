@@ -175,7 +175,10 @@ func DeputiesFor(rows []Row, first string) map[string]bool {
 // (in.First), each on one row: the owners named already count; each other
 // owner gets its lowest row, deputies of an earlier first lease first,
 // rows renewed since taken before others (the adoption of a row handed
-// over would clear the note), owners in order of their lowest row.
+// over would clear the note), owners in order of their lowest row. Every
+// stream me coordinates (see Firsts) gets as many watching deputies that
+// read it (hold a live row of it) as it has such readers, up to Deputies:
+// where workers read different streams, more are named.
 func NameDeputies(in Listing) []Row {
 	named := map[string]bool{}
 	best := map[string]Row{}
@@ -213,7 +216,56 @@ func NameDeputies(in Listing) []Row {
 		}
 		return strings.Compare(a.Shard, b.Shard)
 	})
-	return cands[:min(len(cands), max(0, Deputies-len(named)))]
+	picked := cands[:min(len(cands), max(0, Deputies-len(named)))]
+	for _, l := range picked {
+		named[l.Owner] = true
+	}
+	return append(slices.Clip(picked), coverStreams(in, cands, named)...)
+}
+
+// coverStreams returns more deputy rows of cands (in their order), so that
+// every stream me coordinates has min(Deputies, its readers) readers among
+// the deputies; watching holds the owners named or picked already, and is
+// added to.
+func coverStreams(in Listing, cands []Row, watching map[string]bool) []Row {
+	readers := map[string]map[string]bool{}
+	for _, l := range in.Rows {
+		if l.Owner == "" || l.Owner == in.Me || in.Expired[l.Shard] {
+			continue
+		}
+		s := StreamOf(l.Shard)
+		if readers[s] == nil {
+			readers[s] = map[string]bool{}
+		}
+		readers[s][l.Owner] = true
+	}
+	var coordinated []string
+	for id := range in.firsts() {
+		if in.Held[id] || id == in.First {
+			coordinated = append(coordinated, StreamOf(id))
+		}
+	}
+	slices.Sort(coordinated)
+	var out []Row
+	for _, s := range slices.Compact(coordinated) {
+		have := 0
+		for o := range watching {
+			if readers[s][o] {
+				have++
+			}
+		}
+		for _, l := range cands {
+			if have >= min(Deputies, len(readers[s])) {
+				break
+			}
+			if !watching[l.Owner] && readers[s][l.Owner] {
+				watching[l.Owner] = true
+				out = append(out, l)
+				have++
+			}
+		}
+	}
+	return out
 }
 
 // Woken is the wake backoff of one owner: when it was last woken, its load

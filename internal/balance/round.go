@@ -3,6 +3,8 @@ package balance
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
+	"strings"
 )
 
 // Kind is what an intent asks the scheduler to do.
@@ -17,12 +19,13 @@ const (
 	// Adopt: acquire a row that names me but that it does not run (handed
 	// over to it, or given up by an earlier runner of it).
 	Adopt
-	// TakeFirst: acquire the first readable lease, released or expired:
-	// whoever takes it coordinates.
+	// TakeFirst: acquire the first readable lease of a stream, released
+	// or expired: whoever takes it coordinates that stream.
 	TakeFirst
 	// Take: acquire a free or expired lease.
 	Take
-	// Ask: request that Row.Owner hand Row over to me.
+	// Ask: request that Row.Owner hand Row over to me (for fair share, or
+	// a first lease a coordinator gathers).
 	Ask
 	// Deputy, Wake, Lead and WakeDeputy: write that note on Row (see the
 	// Note constants). Their outcome does not matter.
@@ -62,13 +65,15 @@ const (
 	adopting
 	takingFirst
 	taking
+	gathering
 	asking
 	finished
 )
 
 // Round hands out a take round's plan one intent at a time, in the order
-// it is carried out: handoffs to answer, rows to adopt, the first lease,
-// free and expired leases up to the limit, handoffs to ask for. The caller
+// it is carried out: handoffs to answer, rows to adopt, the first leases,
+// free and expired leases up to the limit, first leases to gather, handoffs
+// to ask for. The caller
 // reports each intent's outcome with Done before asking for the next: a
 // take that failed does not count, and a request refused is replaced by
 // another. Round does no I/O and reads no clock.
@@ -87,8 +92,24 @@ type Round struct {
 	// requests are no longer pending.
 	taken   int
 	leading bool
-	steal   *stealer
+	firsts  []Row // the first leases to take (takingFirst) or gather
+	// gathered counts the first leases asked for while gathering: they
+	// count for me as the requests of earlier rounds do.
+	gathered int
+	steal    *stealer
 }
+
+// Gathering: a worker that holds the first lease of a stream coordinates
+// that stream, and lists every take interval. When one worker reads
+// several streams, their first leases are gathered on one worker, so that
+// one worker lists for all of them (as it would for one stream): a
+// coordinator asks for the first lease of another stream it reads while
+// that lease's holder coordinates nothing lower than it (its Anchor), and
+// while it is below its ceiling. So the holder of the lowest first lease
+// gathers the others; a coordinator never asks one that ranks below it,
+// and fair share never asks for a first lease, so leases do not go back and
+// forth. A stream whose readers differ (a worker that reads it and not the
+// gatherer's lowest stream) keeps a coordinator of its own.
 
 // NewRound plans a take round from a listing (see PlanRound) and starts
 // handing out its intents. rng orders the free and expired leases and picks
@@ -147,17 +168,20 @@ func (r *Round) nextOfStage() (it Intent, ok, more bool) {
 			return Intent{Kind: Adopt, Row: p.Adopt[r.i-1]}, true, true
 		}
 	case takingFirst:
-		r.stage, r.i = taking, 0
-		if first, ok := r.firstToTake(); ok {
-			return Intent{Kind: TakeFirst, Row: first}, true, true
+		if r.i == 0 {
+			r.firsts = r.firstsToTake()
 		}
-		return Intent{}, false, true
+		if r.i < len(r.firsts) && r.mayTakeFirst() {
+			r.i++
+			return Intent{Kind: TakeFirst, Row: r.firsts[r.i-1]}, true, true
+		}
 	case taking:
 		// Only a coordinator of an earlier round takes beyond its share:
 		// workers starting together (a fleet restarted) each take their
 		// share first, whoever wins the first lease.
 		if r.i == 0 {
-			r.leading = in.Coordinated && in.First != "" && r.held[in.First]
+			_, holds := Anchor(in.firsts(), r.held)
+			r.leading = in.Coordinated && holds
 		}
 		for takable := p.Takable(); r.i < len(takable); {
 			l := takable[r.i]
@@ -166,9 +190,17 @@ func (r *Round) nextOfStage() (it Intent, ok, more bool) {
 				return Intent{Kind: Take, Row: l}, true, true
 			}
 		}
+	case gathering:
+		if r.i == 0 {
+			r.firsts = r.toGather()
+		}
+		if r.i < len(r.firsts) && r.mine+in.Waiting+r.gathered < p.Ceiling {
+			r.i++
+			return Intent{Kind: Ask, Row: r.firsts[r.i-1]}, true, true
+		}
 	case asking:
 		if r.steal == nil {
-			r.steal = p.stealer(in, r.mine, len(in.Pending)-r.taken)
+			r.steal = p.stealer(in, r.mine, len(in.Pending)-r.taken+r.gathered)
 		}
 		if l, ok := r.steal.next(r.rng); ok {
 			return Intent{Kind: Ask, Row: l}, true, true
@@ -180,23 +212,63 @@ func (r *Round) nextOfStage() (it Intent, ok, more bool) {
 	return Intent{}, false, true
 }
 
-// firstToTake returns the first readable lease when me should take it
-// before any other: it is free (released, not new) or expired, me does not
-// run it, may take it, and is below its WithMaxLeases cap.
-func (r *Round) firstToTake() (Row, bool) {
+// firstsToTake returns, by id, the first readable leases me should take
+// before any other: free (released, not new) or expired, not run by me,
+// and not to be left alone.
+func (r *Round) firstsToTake() []Row {
 	in := r.in
-	if in.First == "" || r.held[in.First] || in.Skip[in.First] || in.Refused[in.First] {
-		return Row{}, false
-	}
-	if in.MaxLeases > 0 && r.mine+in.Waiting >= in.MaxLeases {
-		return Row{}, false
-	}
+	firsts := in.firsts()
+	var out []Row
 	for _, l := range in.Rows {
-		if l.Shard == in.First && (l.Owner == "" && l.Counter > 0 || in.Expired[l.Shard]) {
-			return l, true
+		id := l.Shard
+		if !firsts[id] || r.held[id] || in.Skip[id] || in.Refused[id] {
+			continue
+		}
+		if l.Owner == "" && l.Counter > 0 || in.Expired[id] {
+			out = append(out, l)
 		}
 	}
-	return Row{}, false
+	slices.SortFunc(out, func(a, b Row) int { return strings.Compare(a.Shard, b.Shard) })
+	return out
+}
+
+// mayTakeFirst reports whether me is below its WithMaxLeases cap.
+func (r *Round) mayTakeFirst() bool {
+	return r.in.MaxLeases == 0 || r.mine+r.in.Waiting < r.in.MaxLeases
+}
+
+// toGather returns, by id, the first leases of other streams that me, a
+// coordinator, asks for (see Gathering): each held by a live owner, not
+// being handed over, whose Anchor ranks after me's.
+func (r *Round) toGather() []Row {
+	in := r.in
+	firsts := in.firsts()
+	mine, ok := Anchor(firsts, r.held)
+	if !ok {
+		return nil
+	}
+	anchors := map[string]string{}
+	var cands []Row
+	for _, l := range in.Rows {
+		id := l.Shard
+		if !firsts[id] || l.Owner == "" || l.Owner == in.Me || in.Expired[id] || r.held[id] {
+			continue
+		}
+		if a, seen := anchors[l.Owner]; !seen || id < a {
+			anchors[l.Owner] = id
+		}
+		if l.HandoffTo == "" && !in.Pending[id] && !in.Skip[id] && !in.Refused[id] {
+			cands = append(cands, l)
+		}
+	}
+	var out []Row
+	for _, l := range cands {
+		if mine < anchors[l.Owner] {
+			out = append(out, l)
+		}
+	}
+	slices.SortFunc(out, func(a, b Row) int { return strings.Compare(a.Shard, b.Shard) })
+	return out
 }
 
 // Done reports the outcome of the intent Next returned last: ok when the
@@ -215,12 +287,17 @@ func (r *Round) Done(ok bool) {
 			r.taken++
 		}
 	case Ask:
-		if !ok {
+		switch {
+		case r.stage == gathering && ok:
+			r.gathered++
+			r.busy = true
+		case r.stage == gathering:
+		case !ok:
 			r.steal.refused(it.Row)
-			return
+		default:
+			r.steal.granted(it.Row)
+			r.busy = true
 		}
-		r.steal.granted(it.Row)
-		r.busy = true
 	}
 }
 
