@@ -297,6 +297,9 @@ func (c *Consumer) Run(ctx context.Context) error {
 		refused: make(map[string]time.Time),
 		rng:     rand.New(rand.NewPCG(ownerSeed(c.cfg.identity), 1)),
 	}
+	if c.group != nil {
+		sc.removed = c.group.removed
+	}
 	sc.cd = newCoordination(sc)
 	defer sc.cd.lookTimer.Stop()
 	defer sc.cd.expiry.Stop()

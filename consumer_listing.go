@@ -40,7 +40,11 @@ func (t tableReader) forRound(ctx context.Context) ([]Lease, []Worker, error) {
 // rows lists the rows of every stream in the set, registered or not, with
 // a consistent read: shard syncs and the shutdown list this way.
 func (t tableReader) rows(ctx context.Context) ([]Lease, error) {
-	names := t.set.names()
+	return t.rowsOf(ctx, t.set.names())
+}
+
+// rowsOf lists the rows of the streams names, with a consistent read.
+func (t tableReader) rowsOf(ctx context.Context, names []string) ([]Lease, error) {
 	if !t.set.grouped {
 		var leases []Lease
 		var errs []error

@@ -83,10 +83,19 @@ type memberSet struct {
 	mu      sync.Mutex
 	byName  map[string]*member
 	removed map[string]time.Time
+
+	// changed and polled carry, from a Group's source goroutine to Run's
+	// scheduler, "the set changed" and "the source was polled" (buffered:
+	// one pending is enough). nil for a Consumer's set, which never
+	// changes.
+	changed, polled chan struct{}
 }
 
 func newMemberSet(grouped bool, ms ...*member) *memberSet {
 	s := &memberSet{grouped: grouped, byName: make(map[string]*member, len(ms)), removed: make(map[string]time.Time)}
+	if grouped {
+		s.changed, s.polled = make(chan struct{}, 1), make(chan struct{}, 1)
+	}
 	for _, m := range ms {
 		s.byName[m.name] = m
 	}
@@ -214,15 +223,6 @@ func (c *Consumer) runs(is func(*leaseRunner) bool) bool {
 		}
 	}
 	return false
-}
-
-// setChanged returns the channel on which a Group says its set changed (nil
-// for a Consumer, whose set never does).
-func (c *Consumer) setChanged() <-chan struct{} {
-	if c.group == nil {
-		return nil
-	}
-	return c.group.changed
 }
 
 // onSetChanged follows a change of the Group's set: the runners of streams

@@ -94,6 +94,9 @@ type scheduler struct {
 	// handedBack is set once handBack ran (a drain): shutdown then has
 	// nothing left to do.
 	handedBack bool
+	// removed settles the rows of the streams that left a Group's set
+	// (nil for a Consumer, whose set never signals a poll).
+	removed *removals
 }
 
 // heartbeat writes this worker's row (see WorkerStore). A failure other than
@@ -230,10 +233,12 @@ func (sc *scheduler) loop(ctx context.Context) error {
 				return err
 			}
 			poke(sc.wake)
-		case <-c.setChanged():
+		case <-c.set.changed:
 			if err := sc.onSetChanged(ctx); err != nil {
 				return err
 			}
+		case <-c.set.polled:
+			sc.removed.settle(ctx)
 		}
 	}
 }
@@ -381,18 +386,32 @@ func (sc *scheduler) withdraw(ctx context.Context) {
 	}
 }
 
-// releaseLate frees the rows naming this worker that it does not run: leases
-// handed over to it after its loop ended. A row whose abandoned handler still
-// runs is left to expire.
+// releaseLate frees the rows naming this worker that it does not run
+// (releaseUnrun), of the streams of the set and of those that left it:
+// leases handed over to it after its loop ended, or as their stream left.
 func (sc *scheduler) releaseLate(ctx context.Context) {
 	c := sc.c
+	names := c.set.names()
+	for stream := range c.set.left() {
+		names = append(names, stream)
+	}
 	lctx, cancel := c.storeCtx(ctx)
-	leases, err := c.reader.rows(lctx)
+	leases, err := c.reader.rowsOf(lctx, names)
 	cancel()
 	if err != nil {
 		c.log.Warn("listing leases at shutdown failed; leases handed to this worker late expire after a lease duration", "err", err)
 		return
 	}
+	releaseUnrun(ctx, c, leases)
+}
+
+// releaseUnrun releases the rows of leases that name c's worker but that it
+// does not run: handed over to it after its loop ended, or as their stream
+// left a Group's set, so that nobody waits a lease duration for them. It
+// is the one path that frees such rows. A row whose abandoned handler
+// still runs is left to expire. Run's goroutine calls it, so a lease taken
+// this moment has its runner already.
+func releaseUnrun(ctx context.Context, c *Consumer, leases []Lease) {
 	held, stuck := c.heldSet(), c.stuckSet()
 	for _, l := range leases {
 		id := l.Key.String()
@@ -403,11 +422,11 @@ func (sc *scheduler) releaseLate(ctx context.Context) {
 		_, err := c.store.Release(rctx, l)
 		cancel()
 		if err != nil {
-			c.log.Warn("releasing a lease handed over at shutdown failed; it expires after a lease duration", "lease", id, "err", err)
+			c.log.Warn("releasing a lease handed to this worker that it does not run failed; it expires after a lease duration", "lease", id, "err", err)
 			continue
 		}
 		c.count(evReleased, 1, c.set.attrs(id)...)
-		c.log.Info("lease handed over at shutdown released", "lease", id, "counter", l.Counter)
+		c.log.Info("lease handed to this worker that it does not run released", "lease", id, "counter", l.Counter)
 	}
 }
 

@@ -82,17 +82,10 @@ type Group struct {
 	handler Handler
 	base    config
 
-	// changed carries "the set changed" from the source's goroutine to Run's
-	// scheduler (buffered: one pending change is enough).
-	changed chan struct{}
 	running atomic.Bool // set by Run: a Group runs once
-	// rowsSeen is what settleRemoved last saw of the held rows of removed
-	// streams, by key, with when they last moved. Written by the source's
-	// goroutine only.
-	rowsSeen map[string]observation
-	// orphans holds the rows of removed streams the last poll saw owned by
-	// this worker with no runner here, with their counters (settleRemoved).
-	orphans map[string]int64
+	// removed settles the rows of streams that left the set; Run's
+	// scheduler holds and calls it.
+	removed *removals
 }
 
 // defaultSourceInterval is how often a Group polls its source by default.
@@ -129,7 +122,7 @@ func NewGroup(client KinesisAPI, store LeaseStore, cfg GroupConfig, handler Hand
 	if err != nil {
 		return nil, err
 	}
-	g := &Group{cfg: cfg, client: client, handler: handler, base: base, changed: make(chan struct{}, 1), rowsSeen: make(map[string]observation), orphans: make(map[string]int64)}
+	g := &Group{cfg: cfg, client: client, handler: handler, base: base}
 	var ms []*member
 	if cfg.Source == nil {
 		if ms, err = g.members(cfg.Streams); err != nil {
@@ -144,6 +137,7 @@ func NewGroup(client KinesisAPI, store LeaseStore, cfg GroupConfig, handler Hand
 	}
 	c.group = g
 	g.c = c
+	g.removed = &removals{c: c, cfg: cfg, rowsSeen: make(map[string]observation)}
 	return g, nil
 }
 
@@ -265,12 +259,11 @@ func (g *Group) Run(ctx context.Context) error {
 		defer close(done)
 		g.follow(sctx)
 	}()
+	// Rows handed to this worker as their stream left are released before
+	// it goes, with the others it does not run (scheduler.releaseLate).
 	err = g.c.Run(ctx)
 	stop()
 	<-done
-	// Rows handed to this worker as their stream left are released before
-	// it goes.
-	g.settleRemoved(context.WithoutCancel(ctx), true)
 	return err
 }
 
@@ -283,8 +276,9 @@ func (g *Group) poll(ctx context.Context) ([]StreamSpec, error) {
 }
 
 // follow polls the source every interval until ctx ends, applies what it
-// returns to the set, and deletes the rows of removed streams once they
-// have been out DeleteRemovedAfter.
+// returns to the set, and tells Run's scheduler after each poll (through
+// the set), which then looks after the rows of removed streams (removals):
+// it writes no lease row itself.
 func (g *Group) follow(ctx context.Context) {
 	t := time.NewTicker(g.cfg.SourceInterval)
 	defer t.Stop()
@@ -305,7 +299,7 @@ func (g *Group) follow(ctx context.Context) {
 			g.c.count(evSourceFailure, 1)
 			g.c.log.Warn("the stream source failed, or a stream it returned cannot be read yet; the group reads the streams it read and tries again at the next poll", "err", err)
 		}
-		g.settleRemoved(ctx, false)
+		poke(g.c.set.polled)
 	}
 }
 
@@ -356,10 +350,7 @@ func (g *Group) apply(ctx context.Context, specs []StreamSpec) error {
 		}
 	}
 	if changed {
-		select {
-		case g.changed <- struct{}{}:
-		default:
-		}
+		poke(set.changed)
 	}
 	return errors.Join(errs...)
 }

@@ -783,7 +783,7 @@ func (d *denying) DescribeStreamSummary(ctx context.Context, in *kinesis.Describ
 
 // TestGroupCrashFailover: the failover bounds hold over a group's leases.
 // A crashed plain worker's leases, of every stream, are read again within
-// 1.4 L, and a crashed coordinator's within 2.5 L (fake time; the
+// 1.4 L, and a crashed coordinator's (of one stream or two) within 2.5 L (fake time; the
 // emulators only eventually). The stores here are wrapped, so the group
 // lists each stream on its own (the store hides GroupLister).
 func TestGroupCrashFailover(t *testing.T) {
@@ -824,16 +824,21 @@ func TestGroupCrashFailover(t *testing.T) {
 			}
 			return true
 		}
-		waitFor(t, 20*w.lease, "2 leases each", balanced)
+		// Each stream's first lease makes its holder coordinate it; three
+		// first leases over three workers with a ceiling of two leave two
+		// coordinators once they settle, and one plain worker.
 		var coord, plain crashable
-		for _, cw := range fleet {
-			if cw.g.Status().Coordinating {
-				coord = cw
-			} else {
-				plain = cw
+		waitFor(t, 20*w.lease, "2 leases each, a coordinator and a plain worker", func() bool {
+			coord, plain = crashable{}, crashable{}
+			for _, cw := range fleet {
+				if cw.g.Status().Coordinating {
+					coord = cw
+				} else {
+					plain = cw
+				}
 			}
-		}
-		require.NotNil(t, coord.groupWorker, "no worker coordinates the group")
+			return balanced() && coord.groupWorker != nil && plain.groupWorker != nil
+		})
 		for _, step := range []struct {
 			victim crashable
 			bound  time.Duration

@@ -77,11 +77,19 @@ func TestGatherFirstLeases(t *testing.T) {
 	assert.NotContains(t, asks, "a:s00")
 	assert.NotContains(t, asks, "b:s00")
 
-	// At its ceiling a coordinator gathers nothing: the stream keeps a
-	// coordinator of its own.
+	// A coordinator gathers one lease over its ceiling when fair share can
+	// move another of its leases away (2 of a and 2 of b over x and y);
+	// never when it would hold more first leases than the ceiling (one
+	// lease per stream, one worker each), nor beyond LeadCeiling.
 	rs3 := concat(streamRows("a", 0, 2, "x"), streamRows("b", 0, 2, "y"))
 	in3 := Listing{Me: "x", Rows: rs3, Held: heldBy(rs3, "x"), Firsts: Firsts(rs3), First: "a:s00", Coordinated: true, MaxSteals: 32}
-	assert.Empty(t, intentsOf(in3, Ask), "gathering would put x over its ceiling of 2")
+	assert.Equal(t, []string{"b:s00"}, intentsOf(in3, Ask))
+	rs5 := concat(streamRows("a", 0, 1, "x"), streamRows("b", 0, 1, "y"), streamRows("c", 0, 1, "z"))
+	in5 := Listing{Me: "x", Rows: rs5, Held: heldBy(rs5, "x"), Firsts: Firsts(rs5), First: "a:s00", Coordinated: true, MaxSteals: 32}
+	assert.Empty(t, intentsOf(in5, Ask), "x would hold two first leases, over its ceiling of 1: each stream keeps its coordinator")
+	rs6 := concat(streamRows("a", 0, 3, "x"), streamRows("b", 0, 3, "y"), streamRows("c", 0, 3, "y"))
+	in6 := Listing{Me: "x", Rows: rs6, Held: heldBy(rs6, "x"), Firsts: Firsts(rs6), First: "a:s00", Coordinated: true, MaxSteals: 32}
+	assert.Equal(t, []string{"b:s00", "c:s00"}, intentsOf(in6, Ask), "up to LeadCeiling: 3 + 2 of 9 leases over two workers (ceiling 5)")
 
 	// A first lease being handed over, or expired, is not asked for.
 	rs4 := concat(streamRows("a", 0, 2, "x"), streamRows("b", 0, 4, "y"))

@@ -108,7 +108,9 @@ type Round struct {
 // while it is below its ceiling. So the holder of the lowest first lease
 // gathers the others; a coordinator never asks one that ranks below it,
 // and fair share never asks for a first lease, so leases do not go back and
-// forth. A stream whose readers differ (a worker that reads it and not the
+// forth. A coordinator gathers while it would hold no more first leases
+// than the ceiling and no more leases than LeadCeiling (see mayGather). A
+// stream whose readers differ (a worker that reads it and not the
 // gatherer's lowest stream) keeps a coordinator of its own.
 
 // NewRound plans a take round from a listing (see PlanRound) and starts
@@ -194,7 +196,7 @@ func (r *Round) nextOfStage() (it Intent, ok, more bool) {
 		if r.i == 0 {
 			r.firsts = r.toGather()
 		}
-		if r.i < len(r.firsts) && r.mine+in.Waiting+r.gathered < p.Ceiling {
+		if r.i < len(r.firsts) && r.mayGather() {
 			r.i++
 			return Intent{Kind: Ask, Row: r.firsts[r.i-1]}, true, true
 		}
@@ -235,6 +237,21 @@ func (r *Round) firstsToTake() []Row {
 // mayTakeFirst reports whether me is below its WithMaxLeases cap.
 func (r *Round) mayTakeFirst() bool {
 	return r.in.MaxLeases == 0 || r.mine+r.in.Waiting < r.in.MaxLeases
+}
+
+// mayGather reports whether me may ask for one more first lease: it would
+// then hold no more first leases than the ceiling, and no more leases than
+// LeadCeiling. Fair share then moves its other leases to the workers below
+// their share, as it does after a coordinator took leases just freed.
+func (r *Round) mayGather() bool {
+	firsts := 0
+	for id := range r.in.firsts() {
+		if r.held[id] {
+			firsts++
+		}
+	}
+	load := r.mine + r.in.Waiting + r.gathered
+	return firsts+r.gathered < r.plan.Ceiling && load < LeadCeiling(r.plan.Ceiling)
 }
 
 // toGather returns, by id, the first leases of other streams that me, a
