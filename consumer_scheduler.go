@@ -5,6 +5,7 @@ import (
 	"errors"
 	"hash/fnv"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -599,17 +600,24 @@ func (sc *scheduler) settleRequests(pending map[string]bool) map[string]bool {
 
 // rememberTakable keeps the leases the plan found free or expired, with
 // when this worker first saw them so: one still there a take interval
-// later is left over (Listing.Leftover).
+// later is left over (Listing.Leftover); one still there a lease duration
+// later is shown in Status.Untaken.
 func (sc *scheduler) rememberTakable(p balance.Plan, now time.Time) {
 	was := sc.takable
 	sc.takable = make(map[string]time.Time, len(p.Free)+len(p.Stale))
+	untaken := []string{}
 	for _, l := range p.Takable() {
 		since, ok := was[l.Shard]
 		if !ok {
 			since = now
 		}
 		sc.takable[l.Shard] = since
+		if now.Sub(since) >= sc.c.cfg.leaseDuration {
+			untaken = append(untaken, sc.c.set.publicID(l.Shard))
+		}
 	}
+	slices.Sort(untaken)
+	sc.c.view.untaken.Store(&untaken)
 }
 
 // carryOut performs the round's intents in order and reports each one's

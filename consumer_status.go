@@ -34,6 +34,12 @@ type Status struct {
 	// Abandoned are the shards whose handler was abandoned and still runs
 	// (see Handler): this worker neither holds nor takes them.
 	Abandoned []string
+	// Untaken are the leases (named as Shards are) that this worker's
+	// latest listing showed free or expired, and that had stayed so for a
+	// lease duration: no live worker that reads their stream takes them
+	// (every one is at its WithMaxLeases cap, or none is left). Empty on a
+	// worker that has not listed lately (it sees no listing to judge).
+	Untaken []string
 	// Time is when the snapshot was taken.
 	Time time.Time
 }
@@ -80,6 +86,8 @@ type StuckRetry struct {
 type statusView struct {
 	role   atomic.Int32 // the role plus one; 0 before Run decided one
 	sizing sizing
+	// untaken is Status.Untaken as the latest take round judged it.
+	untaken atomic.Pointer[[]string]
 }
 
 // seeRole is Run's goroutine passing a role decision, made at the end of
@@ -120,6 +128,9 @@ func (c *Consumer) Status() Status {
 	}
 	c.mu.Unlock()
 	slices.Sort(s.Abandoned)
+	if u := c.view.untaken.Load(); u != nil {
+		s.Untaken = slices.Clone(*u)
+	}
 	for _, run := range runners {
 		sh := run.status(now)
 		s.MaxBehindLatest = max(s.MaxBehindLatest, sh.BehindLatest)
@@ -143,6 +154,7 @@ type statusJSON struct {
 	MaxBehindMs   int64             `json:"max_behind_latest_ms"`
 	Shards        []shardStatusJSON `json:"shards"`
 	Abandoned     []string          `json:"abandoned"`
+	Untaken       []string          `json:"untaken"`
 	Time          time.Time         `json:"time"`
 }
 
@@ -172,7 +184,7 @@ type stuckRetryJSON struct {
 //	   "sub_sequence" (null for a whole record),
 //	   "behind_latest_ms" (null before the first read), "checkpoint_age_ms",
 //	   "stuck" (null, or {"for_ms", "sequence", "ages_out_in_ms" (null when unknown)})}],
-//	 "abandoned":[shard ids], "time" (RFC 3339)}
+//	 "abandoned":[shard ids], "untaken":[shard ids], "time" (RFC 3339)}
 //
 // Durations are whole milliseconds. Fields are added, never renamed or
 // removed, without a new version.
@@ -184,6 +196,10 @@ func (s Status) MarshalJSON() ([]byte, error) {
 	}
 	if j.Abandoned == nil {
 		j.Abandoned = []string{}
+	}
+	j.Untaken = s.Untaken
+	if j.Untaken == nil {
+		j.Untaken = []string{}
 	}
 	for _, sh := range s.Shards {
 		js := shardStatusJSON{Shard: sh.Shard, Counter: sh.Counter, HandoffTo: sh.HandoffTo, Checkpoint: sh.Checkpoint,

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -42,6 +43,7 @@ type statusDoc struct {
 		} `json:"stuck"`
 	} `json:"shards"`
 	Abandoned []string `json:"abandoned"`
+	Untaken   []string `json:"untaken"`
 	Time      string   `json:"time"`
 }
 
@@ -147,6 +149,29 @@ func TestStatusStuckRetry(t *testing.T) {
 		waitFor(t, 30*w.lease, "moving again", func() bool {
 			s, ok := shardStatus(wk.c, shard0)
 			return ok && s.Stuck == nil && s.Checkpoint == p.seq[p.ids[2]]
+		})
+	})
+}
+
+// A lease no live worker may take shows in Status.Untaken once it has
+// stood free for a lease duration: here the only worker is at its
+// WithMaxLeases cap of one, of two shards. It leaves Untaken once taken.
+func TestStatusShowsUntakenLeases(t *testing.T) {
+	t.Parallel()
+	worlds(t, 2, func(t *testing.T, w *world) {
+		wk := startWorker(t, w, w.kin, w.store, newHandled().handler("capped"), w.opts("capped", shardlease.WithMaxLeases(1))...)
+		waitFor(t, 30*w.lease, "the lease it may not take shown untaken", func() bool {
+			return len(wk.c.Status().Untaken) == 1
+		})
+		held := wk.c.Held()
+		require.Len(t, held, 1)
+		untaken := wk.c.Status().Untaken[0]
+		assert.NotEqual(t, held[0], untaken, "the lease it holds is not untaken")
+		assert.Equal(t, []string{untaken}, getStatus(t, wk.c).Untaken)
+
+		other := startWorker(t, w, w.kin, w.store, newHandled().handler("other"), w.opts("other")...)
+		waitFor(t, 30*w.lease, "the lease taken by a second worker, and no longer untaken", func() bool {
+			return slices.Contains(other.c.Held(), untaken) && len(wk.c.Status().Untaken) == 0
 		})
 	})
 }

@@ -185,6 +185,9 @@ func (l lister) once(ctx context.Context, lag bool) error {
 	if roles := rolesText(leases); roles != "" {
 		fmt.Fprintln(st.stdout, roles)
 	}
+	if nobody := unheldText(leases, time.Now()); nobody != "" {
+		fmt.Fprintln(st.stdout, nobody)
+	}
 	if waiting := cleanupText(leases); waiting != "" {
 		fmt.Fprintf(st.stdout, "finished, waiting for cleanup: %s\n", waiting)
 	}
@@ -259,6 +262,7 @@ func (l lister) onceAll(ctx context.Context, lag bool) error {
 // with its leases, how many are held and by whom, and a last line with
 // the totals.
 func summaryText(leases []shardlease.Lease) string {
+	now := time.Now()
 	var b strings.Builder
 	owners := map[string]bool{}
 	streams, held := 0, 0
@@ -279,6 +283,9 @@ func summaryText(leases []shardlease.Lease) string {
 		slices.Sort(own)
 		streams, held = streams+1, held+h
 		fmt.Fprintf(&b, "stream %s: %s, %d held, owners: %s\n", stream, plural(n, "lease"), h, dash(strings.Join(own, ", ")))
+		if nobody := unheldText(leases[i-n:i], now); nobody != "" {
+			fmt.Fprintln(&b, "  "+nobody)
+		}
 	}
 	fmt.Fprintf(&b, "%s, %s, %d held, %s\n", plural(streams, "stream"), plural(len(leases), "lease"), held, plural(len(owners), "owner"))
 	return b.String()
@@ -485,6 +492,31 @@ func cleanupText(leases []shardlease.Lease) string {
 		}
 	}
 	return strings.Join(out, ", ")
+}
+
+// unheldText says, for one stream's leases, that no live worker holds any
+// of its unfinished leases (each is free, or its holder's expiry passed by
+// the holder's clock), or "" when one does, or none is unfinished. Such a
+// stream is read by nobody: its workers are gone, or it left every
+// worker's set.
+func unheldText(leases []shardlease.Lease, now time.Time) string {
+	open := 0
+	for _, l := range leases {
+		if l.Finished() {
+			continue
+		}
+		open++
+		// A row handed over but not yet adopted shows no expiry: its taker
+		// is about to hold it.
+		if l.Owner != "" && (l.Expiry.IsZero() || l.Expiry.After(now)) {
+			return ""
+		}
+	}
+	if open == 0 {
+		return ""
+	}
+	return fmt.Sprintf("no live worker holds a lease of stream %s: each of its %s is free or its holder's expiry passed; "+
+		"start a worker that reads the stream, or see 'Leases nobody takes' in docs/operating.md", leases[0].Key.Stream, plural(open, "unfinished lease"))
 }
 
 // rolesText names the worker coordinating the stream (the holder of the

@@ -63,7 +63,7 @@ func TestListEveryStream(t *testing.T) {
 		r := f.run(t, env{}, "list")
 		require.Equal(t, 0, r.code, r.stderr)
 		lines := strings.Split(strings.TrimRight(r.stdout, "\n"), "\n")
-		require.Len(t, lines, 11, r.stdout)
+		require.Len(t, lines, 12, r.stdout)
 		assert.Equal(t, []string{"STREAM", "SHARD", "OWNER", "COUNTER", "CHECKPOINT", "PARENTS", "HANDOFF", "EXPIRY", "(HOLDER'S", "CLOCK)"}, strings.Fields(lines[0]))
 		// An acquire's counter comes from its stream's fence floor: read it.
 		counter := func(stream string, n int) string { return strconv.FormatInt(f.get(t, key(stream, n)).Counter, 10) }
@@ -86,6 +86,8 @@ func TestListEveryStream(t *testing.T) {
 			"stream " + a + ": 2 leases, 1 held, owners: worker-a",
 			"stream " + b + ": 3 leases, 3 held, owners: worker-a, worker-b",
 			"stream " + c + ": 1 lease, 0 held, owners: -",
+			"  no live worker holds a lease of stream " + c + ": each of its 1 unfinished lease is free or its holder's expiry passed; " +
+				"start a worker that reads the stream, or see 'Leases nobody takes' in docs/operating.md",
 			"3 streams, 6 leases, 4 held, 2 owners",
 		}, lines[7:])
 		for _, absent := range []string{"elsewhere", "worker-z", "-group", "worker-g", "worker-d", "-gone", shard(7) + " "} {
@@ -153,4 +155,32 @@ func TestListEveryStreamEmpty(t *testing.T) {
 	r = f.run(t, env{}, "list", "-json")
 	require.Equal(t, 0, r.code, r.stderr)
 	assert.JSONEq(t, `[]`, r.stdout)
+}
+
+// A stream none of whose unfinished leases a live worker holds is named:
+// every lease free, or its holder's expiry passed; a lease handed over but
+// not adopted yet (no expiry) counts as held, and finished leases do not
+// count.
+func TestUnheldText(t *testing.T) {
+	t.Parallel()
+	now := time.UnixMilli(1_700_000_000_000)
+	key := shardlease.LeaseKey{Stream: "orders", Shard: shard(0)}
+	lease := func(owner string, expiry time.Time, checkpoint string) shardlease.Lease {
+		return shardlease.Lease{Key: key, Owner: owner, Expiry: expiry, Checkpoint: checkpoint}
+	}
+	for name, tc := range map[string]struct {
+		leases []shardlease.Lease
+		named  bool
+	}{
+		"free":               {[]shardlease.Lease{lease("", time.Time{}, "")}, true},
+		"holder expired":     {[]shardlease.Lease{lease("w", now.Add(-time.Second), "")}, true},
+		"held":               {[]shardlease.Lease{lease("w", now.Add(time.Second), ""), lease("", time.Time{}, "")}, false},
+		"handed over":        {[]shardlease.Lease{lease("w", time.Time{}, "")}, false},
+		"finished only":      {[]shardlease.Lease{lease("", time.Time{}, shardlease.ShardEnd)}, false},
+		"finished and free":  {[]shardlease.Lease{lease("", time.Time{}, shardlease.ShardEnd), lease("", time.Time{}, "")}, true},
+		"expired and active": {[]shardlease.Lease{lease("w", now.Add(-time.Second), ""), lease("v", now.Add(time.Minute), "")}, false},
+	} {
+		got := unheldText(tc.leases, now)
+		assert.Equal(t, tc.named, got != "", "%s: %q", name, got)
+	}
 }
