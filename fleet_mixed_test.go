@@ -122,26 +122,35 @@ func TestFleetMixedTwoGroupsShareAStreamPlainWorkerCrashes(t *testing.T) {
 // consumersAndGroup runs fn in both worlds, twice each, on a fleet of two
 // Consumers of orders (c1, c2) and two workers (g1, g2) of the Group
 // "readers" whose set is {orders}, over eight shards: once with the
-// Consumers started first, once with the Group, so that each kind holds
-// the roles in turn. The kind started first runs every lease before the
-// other starts; fn gets the fleet settled with a deputy named.
+// Consumers holding the roles, once with the Group. The first worker of
+// that kind runs every lease (it coordinates) before both workers of the
+// other kind start; once one of them is named deputy, the second worker of
+// the first kind starts. So the coordinator's deputies are mostly of the
+// other kind, the case where a deputy's note names the first lease in its
+// writer's terms. fn gets the fleet settled with a deputy named.
 func consumersAndGroup(t *testing.T, fn func(t *testing.T, f *mixedFleet)) {
 	for _, groupFirst := range []bool{false, true} {
-		name := "consumers first"
+		name := "consumer coordinates"
 		if groupFirst {
-			name = "group first"
+			name = "group coordinates"
 		}
 		t.Run(name, func(t *testing.T) {
 			mixedWorlds(t, 8, func(t *testing.T, w *world) {
 				f := newMixedFleet(t, w, w.stream)
-				consumers := func() { f.consumer(t, "c1"); f.consumer(t, "c2") }
-				group := func() { f.group(t, "g1", "readers", w.stream); f.group(t, "g2", "readers", w.stream) }
+				consumer := func(name string) { f.consumer(t, name) }
+				group := func(name string) { f.group(t, name, "readers", w.stream) }
+				first, second := consumer, group
 				if groupFirst {
-					consumers, group = group, consumers
+					first, second = group, consumer
 				}
-				consumers()
+				names := func(n int) string { return map[bool][]string{false: {"c1", "c2", "g1", "g2"}, true: {"g1", "g2", "c1", "c2"}}[groupFirst][n] }
+				first(names(0))
 				f.settle(t)
-				group()
+				second(names(2))
+				second(names(3))
+				f.settle(t)
+				f.waitDeputy(t)
+				first(names(1))
 				f.settle(t)
 				f.waitDeputy(t)
 				fn(t, f)
