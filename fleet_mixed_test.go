@@ -137,20 +137,22 @@ func consumersAndGroup(t *testing.T, fn func(t *testing.T, f *mixedFleet)) {
 		t.Run(name, func(t *testing.T) {
 			mixedWorlds(t, 8, func(t *testing.T, w *world) {
 				f := newMixedFleet(t, w, w.stream)
-				consumer := func(name string) { f.consumer(t, name) }
-				group := func(name string) { f.group(t, name, "readers", w.stream) }
-				first, second := consumer, group
-				if groupFirst {
-					first, second = group, consumer
+				start := map[bool]func(name string){
+					false: func(name string) { f.consumer(t, name) },
+					true:  func(name string) { f.group(t, name, "readers", w.stream) },
 				}
-				names := func(n int) string { return map[bool][]string{false: {"c1", "c2", "g1", "g2"}, true: {"g1", "g2", "c1", "c2"}}[groupFirst][n] }
-				first(names(0))
+				first, second := start[groupFirst], start[!groupFirst]
+				names := []string{"c1", "c2", "g1", "g2"}
+				if groupFirst {
+					names = []string{"g1", "g2", "c1", "c2"}
+				}
+				first(names[0])
 				f.settle(t)
-				second(names(2))
-				second(names(3))
+				second(names[2])
+				second(names[3])
 				f.settle(t)
 				f.waitDeputy(t)
-				first(names(1))
+				first(names[1])
 				f.settle(t)
 				f.waitDeputy(t)
 				fn(t, f)
