@@ -9,10 +9,15 @@ package shardlease_test
 // together), and that no shard ever had two readers at once.
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"testing"
+	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/shardlease/shardlease"
@@ -278,5 +283,45 @@ func TestFleetMixedStreamRemovedFromSomeSetsFirstRowHolderCrashes(t *testing.T) 
 		f, names := removedStreamFleet(t, w)
 		victim := f.firstHolder(t, names[1])
 		f.failover(t, fmt.Sprintf("%s, holder of %s's first lease", victim, names[1]), victim)
+	})
+}
+
+// TestFleetMixedDeletedStreamCostsNoMoreListings: two Consumers of orders
+// and two workers of a Group reading orders and orders-b share the table;
+// orders-b is deleted from Kinesis: once its leases are let go and a shard
+// sync found it gone, the fleet lists no more than with both streams.
+func TestFleetMixedDeletedStreamCostsNoMoreListings(t *testing.T) {
+	t.Parallel()
+	mixedWorlds(t, 4, func(t *testing.T, w *world) {
+		names := groupStreams(t, w, 1, 4)
+		f := newMixedFleet(t, w, names...)
+		f.consumer(t, "c1")
+		f.consumer(t, "c2")
+		f.group(t, "g1", "readers", names...)
+		f.group(t, "g2", "readers", names...)
+		f.settle(t)
+		over10T := func() int64 {
+			before := f.listings()
+			time.Sleep(10 * w.take)
+			return f.listings() - before
+		}
+		steady := over10T()
+
+		f.skip(names[1])
+		_, err := w.kin.(interface {
+			DeleteStream(context.Context, *kinesis.DeleteStreamInput, ...func(*kinesis.Options)) (*kinesis.DeleteStreamOutput, error)
+		}).DeleteStream(t.Context(), &kinesis.DeleteStreamInput{StreamName: aws.String(names[1])})
+		require.NoError(t, err)
+		waitFor(t, 10*w.lease, "the deleted stream's leases let go", func() bool {
+			return !slices.ContainsFunc(f.members, func(m *mixedMember) bool {
+				return slices.ContainsFunc(m.held(), func(k shardlease.LeaseKey) bool { return k.Stream == names[1] })
+			})
+		})
+		// A shard sync (every 5 take intervals here) on each worker finds it gone.
+		time.Sleep(6 * w.take)
+		gone := over10T()
+		t.Logf("%s: listings of 2 Consumers and 2 Group workers over 10 T: %d with both streams, %d with %s deleted", w.name, steady, gone, names[1])
+		assert.LessOrEqual(t, gone, max(steady*3/2, steady+4), "a deleted stream makes the mixed fleet list more: %d listings over 10 T, %d before", gone, steady)
+		f.assertOneReader(t)
 	})
 }

@@ -136,6 +136,9 @@ type mixedFleet struct {
 	streams []string // every stream some worker of the fleet reads
 	members []*mixedMember
 	ov      *mixedOverlaps
+
+	mu      sync.Mutex
+	skipped map[string]bool // streams the producer no longer writes to
 }
 
 // newMixedFleet returns an empty fleet over streams and starts a producer
@@ -143,7 +146,7 @@ type mixedFleet struct {
 // test ends.
 func newMixedFleet(t *testing.T, w *world, streams ...string) *mixedFleet {
 	t.Helper()
-	f := &mixedFleet{w: w, streams: streams, ov: &mixedOverlaps{running: map[string][]string{}}}
+	f := &mixedFleet{w: w, streams: streams, ov: &mixedOverlaps{running: map[string][]string{}}, skipped: map[string]bool{}}
 	done, exited := make(chan struct{}), make(chan error, 1)
 	go func() { exited <- f.produce(done, w.take/2) }()
 	t.Cleanup(func() {
@@ -163,6 +166,9 @@ func (f *mixedFleet) produce(done chan struct{}, gap time.Duration) error {
 		case <-tick.C:
 		}
 		for _, s := range f.streams {
+			if f.skips(s) {
+				continue
+			}
 			_, err := f.w.kin.PutRecord(context.Background(), &kinesis.PutRecordInput{
 				StreamName: aws.String(s), PartitionKey: aws.String(fmt.Sprintf("key-%03d", n%16)), Data: fmt.Appendf(nil, "%s/rec-%06d", s, n),
 			})
@@ -171,6 +177,30 @@ func (f *mixedFleet) produce(done chan struct{}, gap time.Duration) error {
 			}
 		}
 	}
+}
+
+// skip makes the producer write no more to stream.
+func (f *mixedFleet) skip(stream string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.skipped[stream] = true
+}
+
+func (f *mixedFleet) skips(stream string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.skipped[stream]
+}
+
+// listings returns the table listings of the live workers so far.
+func (f *mixedFleet) listings() int64 {
+	var n int64
+	for _, m := range f.members {
+		if m.live() {
+			n += m.stats().TableListings
+		}
+	}
+	return n
 }
 
 // opts returns the options of a fleet worker: the world's timings with the
