@@ -142,8 +142,10 @@ type mixedFleet struct {
 }
 
 // newMixedFleet returns an empty fleet over streams and starts a producer
-// that writes a record to each of them every half take interval until the
-// test ends.
+// that writes four records to each of them every half take interval until
+// the test ends: with handlers that work half a take interval a batch (see
+// handler), a reader is inside its handler most of the time, so a second
+// reader of its shard would be caught.
 func newMixedFleet(t *testing.T, w *world, streams ...string) *mixedFleet {
 	t.Helper()
 	f := &mixedFleet{w: w, streams: streams, ov: &mixedOverlaps{running: map[string][]string{}}, skipped: map[string]bool{}}
@@ -169,11 +171,13 @@ func (f *mixedFleet) produce(done chan struct{}, gap time.Duration) error {
 			if f.skips(s) {
 				continue
 			}
-			_, err := f.w.kin.PutRecord(context.Background(), &kinesis.PutRecordInput{
-				StreamName: aws.String(s), PartitionKey: aws.String(fmt.Sprintf("key-%03d", n%16)), Data: fmt.Appendf(nil, "%s/rec-%06d", s, n),
-			})
-			if err != nil {
-				return fmt.Errorf("put to %s: %w", s, err)
+			for i := range 4 {
+				_, err := f.w.kin.PutRecord(context.Background(), &kinesis.PutRecordInput{
+					StreamName: aws.String(s), PartitionKey: aws.String(fmt.Sprintf("key-%03d-%d", n%16, i)), Data: fmt.Appendf(nil, "%s/rec-%06d-%d", s, n, i),
+				})
+				if err != nil {
+					return fmt.Errorf("put to %s: %w", s, err)
+				}
 			}
 		}
 	}
@@ -213,7 +217,7 @@ func (f *mixedFleet) opts(name string) []shardlease.Option {
 func (f *mixedFleet) consumer(t *testing.T, name string) *mixedMember {
 	t.Helper()
 	sw := &crash.Switch{}
-	wk := startWorker(t, f.w, crash.Kinesis(f.w.kin, sw), crash.Store(f.w.store, sw), f.ov.handler(name, f.w.take/10), f.opts(name)...)
+	wk := startWorker(t, f.w, crash.Kinesis(f.w.kin, sw), crash.Store(f.w.store, sw), f.ov.handler(name, f.w.take/2), f.opts(name)...)
 	m := &mixedMember{name: name, c: wk.c, sw: sw}
 	f.members = append(f.members, m)
 	return m
@@ -236,7 +240,7 @@ func (f *mixedFleet) sourced(t *testing.T, name, group string, streams ...string
 func (f *mixedFleet) groupWith(t *testing.T, name string, cfg shardlease.GroupConfig, src *source) *mixedMember {
 	t.Helper()
 	sw := &crash.Switch{}
-	g, err := shardlease.NewGroup(crash.Kinesis(f.w.kin, sw), crash.Store(f.w.store, sw), cfg, f.ov.handler(name, f.w.take/10), f.opts(name)...)
+	g, err := shardlease.NewGroup(crash.Kinesis(f.w.kin, sw), crash.Store(f.w.store, sw), cfg, f.ov.handler(name, f.w.take/2), f.opts(name)...)
 	if err != nil {
 		t.Fatalf("group worker %s of %s: %v", name, cfg.Name, err)
 	}
@@ -511,5 +515,7 @@ func (f *mixedFleet) assertOneReader(t *testing.T) {
 	f.ov.mu.Lock()
 	defer f.ov.mu.Unlock()
 	assert.Positive(t, f.ov.calls, "handlers ran")
-	assert.Empty(t, f.ov.found, "%s: two readers of one shard at once", f.w.name)
+	if n := len(f.ov.found); n > 0 {
+		t.Errorf("%s: two readers of one shard at once, %d times; the first:\n  %s", f.w.name, n, strings.Join(f.ov.found[:min(n, 5)], "\n  "))
+	}
 }
