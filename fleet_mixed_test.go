@@ -318,7 +318,8 @@ func TestFleetMixedDeletedStreamCostsNoMoreListings(t *testing.T) {
 			})
 		})
 		// A shard sync (every 5 take intervals here) on each worker finds it gone.
-		time.Sleep(6 * w.take)
+		l0 := f.listings()
+		waitFor(t, 10*w.lease, "a shard sync's worth of listings", func() bool { return f.listings() >= l0+6 })
 		gone := over10T()
 		t.Logf("%s: listings of 2 Consumers and 2 Group workers over 10 T: %d with both streams, %d with %s deleted", w.name, steady, gone, names[1])
 		assert.LessOrEqual(t, gone, max(steady*3/2, steady+4), "a deleted stream makes the mixed fleet list more: %d listings over 10 T, %d before", gone, steady)
