@@ -51,6 +51,7 @@ const (
 	EvSetChanged  = "stream added to or removed from one group's source (others read it)"
 	EvCrashFirst  = "crash of the holder of a stream's first lease (its coordinator)"
 	EvCrashDeputy = "crash of a deputy (a worker holding a deputy note)"
+	EvQuietCrash  = "crash of a stream's coordinator in a quiet fleet, down past the untaken bound"
 )
 
 // mixedKind is what one incarnation runs as.
@@ -184,10 +185,16 @@ func (m *mixedState) readers(stream string) []string {
 	return out
 }
 
+// mixedCappedSlot is the slot whose workers run with WithMaxLeases in the
+// mixed mode: slot 0, since slot 1 reads its streams' first too, uncapped.
+// A capped slot that alone reads a stream could leave it unread for want
+// of room, which no promise covers.
+const mixedCappedSlot = 0
+
 // mixedCapOf returns the WithMaxLeases cap of slot's workers in the mixed
 // mode, 0 for none: capOf's rule over the three streams' shards.
 func (c *Config) mixedCapOf(slot int) int {
-	if c.Workers < 4 || slot != cappedSlot {
+	if slot != mixedCappedSlot {
 		return 0
 	}
 	return (c.Shards*mixedStreams+c.Workers-1)/c.Workers + 1
@@ -223,7 +230,7 @@ func (s *soak) newMixedWorker(inc *incarnation, gen int, kin shardlease.KinesisA
 	}
 	fmt.Fprintf(s.cfg.Events, "%6.1fs %s runs as %s\n", s.since(), inc.id, k.name)
 	if most := s.cfg.mixedCapOf(inc.slot); most > 0 {
-		// Overrides capOf's cap, which counts one stream's shards.
+		s.counts.add(EvCapped, 1)
 		opts = append(opts, shardlease.WithMaxLeases(most))
 	}
 	if k.consumer != "" {
@@ -296,13 +303,14 @@ func (s *soak) runMixed(ctx context.Context) (*Result, error) {
 	return s.mixedResult(ctx, drained), nil
 }
 
-// chaosMixed injects the soak's crashes, pauses, drains, rewinds and
-// resets; crashes of a stream's first-lease holder, of a deputy, of both
-// together, and a coordinator's failing listings; a split of the first
-// stream and a merge of the third; and the sources' set changes.
+// chaosMixed injects, over the run's first 70%, the soak's crashes,
+// pauses, drains, rewinds and resets; crashes of a stream's first-lease
+// holder, of a deputy, of both together, and a coordinator's failing
+// listings; a split of the first stream and a merge of the third; and the
+// sources' set changes. Two quiet crashes follow (quietCrash).
 func (s *soak) chaosMixed(ctx context.Context) {
 	cfg := s.cfg
-	window := cfg.Duration * 85 / 100
+	window := cfg.Duration * 70 / 100
 	down := func() time.Duration { return cfg.Lease/2 + time.Duration(s.rng.Float64()*float64(2*cfg.Lease)) }
 	evs := s.faultEvents(window, func(n int) []event {
 		var evs []event
@@ -316,6 +324,12 @@ func (s *soak) chaosMixed(ctx context.Context) {
 		}
 		return evs
 	})
+	// Once the other faults are over and their restarts due, the quiet
+	// crashes (quietCrashes): two streams' coordinators, the seed picks
+	// which, stay down past the untaken bound.
+	for i := range 2 {
+		evs = append(evs, event{at: min(window+time.Duration(3+2*i)*cfg.Lease, cfg.Duration-cfg.Lease), kind: EvQuietCrash, slot: (int(cfg.Seed) + i) % mixedStreams})
+	}
 	for i, ch := range s.mix.changes {
 		evs = append(evs, event{at: cfg.Duration * time.Duration(ch.num) / time.Duration(ch.den), kind: EvSetChanged, slot: i})
 	}
@@ -327,10 +341,9 @@ func (s *soak) chaosMixed(ctx context.Context) {
 				s.crash(slot, ev.d)
 			}
 		case EvCrashDeputy:
-			if slots := s.mixedDeputies(ctx); len(slots) > 0 {
-				s.counts.add(EvCrashDeputy, 1)
-				s.crash(slots[0], ev.d)
-			}
+			s.operator.Go(func() { s.crashDeputy(ctx, ev.d) })
+		case EvQuietCrash:
+			s.operator.Go(func() { s.quietCrash(ctx, s.mix.streams[ev.slot]) })
 		case EvCrashJoint:
 			s.crashFirstAndDeputy(ctx, s.mix.streams[ev.slot], ev.d)
 		case EvListsFail:
@@ -407,6 +420,51 @@ func (s *soak) mixedDeputies(ctx context.Context) []int {
 		}
 	}
 	return out
+}
+
+// crashDeputy crashes a live worker that holds a row with a deputy note,
+// looking every quarter lease for one, for at most two leases or until ctx
+// ends.
+func (s *soak) crashDeputy(ctx context.Context, downtime time.Duration) {
+	t := time.NewTicker(s.cfg.Lease / 4)
+	defer t.Stop()
+	for range 8 {
+		if slots := s.mixedDeputies(ctx); len(slots) > 0 && ctx.Err() == nil {
+			s.counts.add(EvCrashDeputy, 1)
+			s.crash(slots[0], downtime)
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+	s.counts.add("deputy crash skipped (no deputy note for two leases)", 1)
+}
+
+// quietCrash crashes the holder of stream's first lease, looking every
+// quarter lease for one until ctx ends, and restarts it once the untaken
+// bound and the longest lease have passed. The random faults are over
+// (chaosMixed's window) and their restarts due: the fleet is quiet, as
+// where the table was measured, and no restart of the crashed
+// worker mends what the live workers that read the stream leave untaken,
+// whatever their kind.
+func (s *soak) quietCrash(ctx context.Context, stream string) {
+	t := time.NewTicker(s.cfg.Lease / 4)
+	defer t.Stop()
+	for {
+		if slot, ok := s.firstHolder(stream); ok && ctx.Err() == nil {
+			s.counts.add(EvQuietCrash, 1)
+			s.crash(slot, s.cfg.untakenBound()+2*s.cfg.longestLease())
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // crashFirstAndDeputy crashes the holder of stream's first lease and a

@@ -502,7 +502,9 @@ func (s *soak) launch(slot int) {
 	case lease != cfg.Lease:
 		s.counts.add(EvMixed, 1)
 	}
-	mode = append(mode, s.capped(slot)...)
+	if !cfg.Mixed { // the mixed mode caps another slot (mixed.go)
+		mode = append(mode, s.capped(slot)...)
+	}
 	take := lease * 3 / 20
 	mode = append(mode, laneOptions(slot)...)
 	opts := append(mode,
