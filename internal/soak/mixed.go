@@ -18,6 +18,15 @@ package soak
 // slot 2: a by A, b by B; slot 3: b by B, a by A, consumer 3). Slots 0 and 1
 // always read stream 1, slot 2 stream 2, slot 3 stream 3 (source A has it
 // back before the faults end): every record of every stream must be handled.
+// Slot 0 is the capped one (WithMaxLeases): slot 1 reads its streams too, so
+// no stream waits on a capped worker's room.
+//
+// The random faults, the coordinator and deputy crashes among them, run over
+// the first 70% of the run. Then, the fleet quiet, two streams'
+// coordinators crash and stay down past the untaken bound (quietCrash): the
+// live workers that read those streams, of whatever kind, must hold their
+// leases again, as in the table, where one crash in a quiet fleet
+// left leases untaken for good.
 //
 // The audits keep their meaning per stream: lost, duplicates, overlaps
 // (keyed stream:shard), order, fencing and the sink. Untaken max counts a
