@@ -334,7 +334,7 @@ func (s *soak) chaosMixed(ctx context.Context) {
 		return evs
 	})
 	// Once the other faults are over and their restarts due, the quiet
-	// crashes (quietCrashes): two streams' coordinators, the seed picks
+	// crashes (quietCrash): two streams' coordinators, the seed picks
 	// which, stay down past the untaken bound.
 	for i := range 2 {
 		evs = append(evs, event{at: min(window+time.Duration(3+2*i)*cfg.Lease, cfg.Duration-cfg.Lease), kind: EvQuietCrash, slot: (int(cfg.Seed) + i) % mixedStreams})
