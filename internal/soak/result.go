@@ -62,6 +62,9 @@ type Result struct {
 	Group          bool
 	SourceInterval time.Duration
 	Streams        []StreamResult
+	// Mixed holds each stream's liveness figures in a mixed soak
+	// (Config.Mixed; mixed_watch.go).
+	Mixed []MixedStream
 	// UntakenMax is the longest any lease stayed free or expired while a
 	// worker with room was alive (UntakenLease); UntakenBound its bound.
 	UntakenMax, UntakenBound time.Duration
@@ -317,6 +320,7 @@ func (r *Result) Table() string {
 		return "FAIL"
 	}
 	r.streamsTable(&b, ok)
+	r.mixedTable(&b, ok)
 	title := "invariant"
 	if r.Group {
 		title = "invariant (all streams)"
@@ -372,6 +376,7 @@ func (r *Result) Table() string {
 	fmt.Fprintf(&b, "\nsummary: produced %d, lost %d, overlaps %d, untaken max %v (bound %v), effects applied twice %d, stale sink writes accepted %d, live holder refused %d\n", r.Produced, r.Lost, r.Overlaps,
 		r.UntakenMax.Round(10*time.Millisecond), r.UntakenBound, r.AppliedTwice, r.StaleSinkAccepted, r.LiveRefused)
 	r.streamsSummary(&b)
+	r.mixedSummary(&b)
 	fmt.Fprintf(&b, "\nresult: %s", ok(r.OK()))
 	if !r.OK() {
 		for _, p := range r.Problems {

@@ -91,6 +91,14 @@ type Config struct {
 	Group          bool
 	SourceInterval time.Duration
 
+	// Mixed, when set, runs one lease table under workers of different
+	// kinds: Consumers of one stream, and Groups of two names with fixed
+	// sets or sets from polled sources, over three streams named Stream+"-1",
+	// "-2" and "-3"; the sources' sets change while the faults run, and a
+	// restarted slot may come back as another kind (mixed.go). It needs four
+	// workers or more, and excludes Group.
+	Mixed bool
+
 	// Kinesis is the service the stream is created in.
 	Kinesis Kinesis
 	// Dynamo is the DynamoDB service of the emulator world; when nil, the
@@ -117,6 +125,9 @@ func (c *Config) defaults() error {
 	}
 	if _, ok := c.Kinesis.(shardlease.FanOutAPI); c.FanOut != "" && !ok {
 		return fmt.Errorf("soak: FanOut needs a Kinesis with the enhanced fan-out calls (shardlease.FanOutAPI); %T has not", c.Kinesis)
+	}
+	if c.Mixed && (c.Group || c.Workers < 4) {
+		return fmt.Errorf("soak: Mixed needs at least 4 workers and excludes Group; got %d workers, Group %v", c.Workers, c.Group)
 	}
 	if c.Rate <= 0 {
 		c.Rate = 50
@@ -311,6 +322,7 @@ type soak struct {
 	frozenOverlaps int         // the other call's worker froze during it
 	stalled        []string    // held shards still showing lag once drained (lag.go)
 	grp            *groupState // the group mode's (group.go); nil otherwise
+	mix            *mixedState // the mixed mode's (mixed.go); nil otherwise
 }
 
 // Run runs one soak and returns its result. An error means the soak could
@@ -327,6 +339,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	if cfg.Group {
 		return s.runGroup(ctx)
+	}
+	if cfg.Mixed {
+		return s.runMixed(ctx)
 	}
 	if err := s.setup(ctx); err != nil {
 		return nil, err
@@ -487,7 +502,9 @@ func (s *soak) launch(slot int) {
 	case lease != cfg.Lease:
 		s.counts.add(EvMixed, 1)
 	}
-	mode = append(mode, s.capped(slot)...)
+	if !cfg.Mixed { // the mixed mode caps another slot (mixed.go)
+		mode = append(mode, s.capped(slot)...)
+	}
 	take := lease * 3 / 20
 	mode = append(mode, laneOptions(slot)...)
 	opts := append(mode,
@@ -506,9 +523,12 @@ func (s *soak) launch(slot int) {
 	)
 	var c worker
 	var err error
-	if cfg.Group {
+	switch {
+	case cfg.Mixed:
+		c, err = s.newMixedWorker(inc, gen, kin, store, opts)
+	case cfg.Group:
 		c, err = s.newGroupWorker(inc, kin, store, opts)
-	} else {
+	default:
 		c, err = shardlease.NewConsumer(kin, store, cfg.Stream, s.handler(inc), opts...)
 	}
 	if err != nil {

@@ -118,6 +118,17 @@ func TestSoak(t *testing.T) {
 			checkGroup(t, res, err, true)
 		})
 	})
+	t.Run("mixed-fake", func(t *testing.T) {
+		t.Parallel()
+		synctest.Test(t, func(t *testing.T) {
+			res, err := soak.Run(t.Context(), soak.Config{
+				Seed: 1, Workers: 4, Shards: 3, Duration: 5 * time.Minute, Rate: 10, Lease: 10 * time.Second,
+				Mixed: true, SourceInterval: 2 * time.Second,
+				Kinesis: shardleasetest.NewKinesis(), Stream: "orders", Events: logWriter{t},
+			})
+			checkMixed(t, res, err)
+		})
+	})
 	t.Run("group-emulator", func(t *testing.T) {
 		t.Parallel()
 		if testing.Short() {
@@ -166,6 +177,39 @@ func checkGroup(t *testing.T, res *soak.Result, err error, readd bool) {
 	}
 	for _, kind := range []string{soak.EvStreamAdded, soak.EvStreamRemoved, soak.EvCrash, soak.EvRestart, soak.EvDrain, soak.EvSplit, soak.EvMerge, soak.EvShared, soak.EvMixed,
 		soak.EvRewind, soak.EvReset, soak.EvDescribeDenied, soak.EvNoDescribe} {
+		if res.Injected[kind] == 0 {
+			t.Errorf("no %q was injected", kind)
+		}
+	}
+	if res.Injected[soak.EvPoison] == 0 || res.DeadLettered == 0 {
+		t.Errorf("%d poison records produced, %d dead-lettered", res.Injected[soak.EvPoison], res.DeadLettered)
+	}
+}
+
+// checkMixed checks a mixed soak's result: nothing lost and no overlap on
+// any stream, every stream's leases held again within the bound while a
+// live worker read it, and every kind of change injected.
+func checkMixed(t *testing.T, res *soak.Result, err error) {
+	t.Helper()
+	checkRan(t, res, err)
+	if len(res.Streams) != 3 || len(res.Mixed) != 3 {
+		t.Fatalf("%d streams and %d liveness figures in the result, want 3", len(res.Streams), len(res.Mixed))
+	}
+	for _, st := range res.Streams {
+		if st.Lost != 0 || st.Overlaps != 0 || st.Produced == 0 || st.Handled != st.Produced {
+			t.Errorf("stream %s: produced %d, handled %d, lost %d, overlaps %d", st.Name, st.Produced, st.Handled, st.Lost, st.Overlaps)
+		}
+	}
+	for _, st := range res.Mixed {
+		if st.UntakenMax > res.UntakenBound {
+			t.Errorf("stream %s: a lease stayed untaken %v while a worker reading it had room (bound %v): %s", st.Name, st.UntakenMax, res.UntakenBound, st.UntakenLease)
+		}
+	}
+	if res.UntakenMax > res.UntakenBound {
+		t.Fatalf("untaken max %v, bound %v", res.UntakenMax, res.UntakenBound)
+	}
+	for _, kind := range []string{soak.EvSetChanged, soak.EvKindChanged, soak.EvCrash, soak.EvCrashCoordinator, soak.EvCrashFirst, soak.EvCrashDeputy, soak.EvCrashJoint,
+		soak.EvRestart, soak.EvDrain, soak.EvSplit, soak.EvMerge, soak.EvShared, soak.EvMixed, soak.EvCapped, soak.EvRewind, soak.EvReset} {
 		if res.Injected[kind] == 0 {
 			t.Errorf("no %q was injected", kind)
 		}
