@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/shardlease/shardlease/internal/balance"
@@ -131,6 +132,10 @@ type coordination struct {
 	// without one; lookTimer fires its looks.
 	watch     watch
 	lookTimer *time.Timer
+	// side are the deputy namings beyond the watch's, by other
+	// coordinators (consumer_sidewatch.go); the lookTimer fires their looks
+	// too. Kept as the watch is.
+	side sideWatches
 	// lead is the coordinator's own state, made anew each time this worker
 	// becomes the coordinator; nil in every other role.
 	lead *leadState
@@ -154,6 +159,10 @@ type coordination struct {
 	recentAt      time.Time
 	// live is the liveness rules' state (consumer_liveness.go).
 	live liveness
+	// suspect is the holder of the lease whose standing still raised the
+	// alarm ("" when it was free): when another worker takes that lease,
+	// this one lists on while the listing shows the suspect's rows.
+	suspect string
 }
 
 // recentRows returns the last listing's rows as balance sees them,
@@ -297,6 +306,7 @@ func (cd *coordination) become(r role, e balance.RoleEvent) {
 	if r == coordinator {
 		cd.lead = &leadState{woken: map[string]balance.Woken{}}
 		cd.watch = watch{}
+		cd.side.clear()
 	}
 	cd.c.stats.coordinating.Store(r == coordinator)
 }
@@ -332,6 +342,9 @@ func (c *Consumer) heldCount() int {
 // onNote handles a note one of this worker's renewals returned.
 func (cd *coordination) onNote(n noteSeen) {
 	note := balance.ParseNote(n.text)
+	if note.Kind != balance.NoteDeputy {
+		cd.side.unname(n.shard)
+	}
 	if n.shard == cd.watch.row && note.Kind != balance.NoteDeputy {
 		cd.c.log.Debug("no longer the deputy")
 		cd.unnamed(time.Now())
@@ -344,15 +357,36 @@ func (cd *coordination) onNote(n noteSeen) {
 		if cd.role == uncoordinated {
 			return // it cannot read the coordinator's row
 		}
-		if cd.watch.row == "" {
-			cd.c.log.Info("named deputy: watching the coordinator's lease", "lease", note.FirstOn(keyOf(n.shard).Stream))
-		}
-		cd.watch.row, cd.first = n.shard, note.FirstOn(keyOf(n.shard).Stream)
+		cd.named(n.shard, note.FirstsOn(keyOf(n.shard).Stream))
 		cd.on(balance.Named, balance.RoleFacts{})
 		cd.armWatch()
 		if note.Wake {
 			cd.c.log.Debug("woken by the coordinator: listing", "shard", n.shard, "note", n.text)
 			cd.woken(time.Now(), note)
+		}
+	}
+}
+
+// named follows a deputy note on row naming firsts: the first naming this
+// worker has (or the one on row) is the watch's, and the lease it watched
+// stays its own if named still; every other lease named, here or on
+// another row (by another stream's coordinator), it watches as a side
+// watch.
+func (cd *coordination) named(row string, firsts []string) {
+	cd.side.unname(row)
+	if cd.watch.row == "" || row == cd.watch.row {
+		first := firsts[0]
+		if slices.Contains(firsts, cd.first) {
+			first = cd.first
+		}
+		if cd.watch.row == "" {
+			cd.c.log.Info("named deputy: watching the coordinator's lease", "lease", first)
+		}
+		cd.watch.row, cd.first = row, first
+	}
+	for _, f := range firsts {
+		if (row != cd.watch.row || f != cd.first) && cd.side.name(row, f) {
+			cd.c.log.Info("named deputy by another coordinator: watching its lease too", "lease", f)
 		}
 	}
 }
@@ -364,16 +398,24 @@ func (cd *coordination) onNote(n noteSeen) {
 func (cd *coordination) armWatch() {
 	t := cd.c.cfg.takeInterval
 	d := t - rand.N(t/5+1)
-	if until := time.Until(cd.watch.stallAt); until > 0 {
-		d = min(d, until)
+	for _, at := range []time.Time{cd.watch.stallAt, cd.side.nextStall()} {
+		if until := time.Until(at); until > 0 {
+			d = min(d, until)
+		}
 	}
 	cd.lookTimer.Reset(d)
 }
 
 // watches reports whether this worker watches the coordinator now (see
 // watch): never as the coordinator, nor before it knows the first lease.
+// A worker named by a second coordinator watches while either naming
+// lasts.
 func (cd *coordination) watches() bool {
-	return cd.role != coordinator && cd.first != "" && cd.watch.looks(time.Now(), cd.c.holds)
+	if cd.role == coordinator {
+		return false
+	}
+	side := cd.side.prune(cd.c.holds)
+	return side || cd.first != "" && cd.watch.looks(time.Now(), cd.c.holds)
 }
 
 // onTakeTick is a take tick for a worker that does not list now: a
@@ -421,7 +463,14 @@ func (cd *coordination) onLook(ctx context.Context) {
 		return
 	}
 	defer cd.armWatch()
-	cd.lookAtFirst(ctx)
+	if cd.first != "" && cd.watch.looks(time.Now(), cd.c.holds) {
+		cd.lookAtFirst(ctx)
+	}
+	if stopped, ok := cd.side.look(ctx, cd.c, cd.obs, cd.stall); ok {
+		cd.suspect = stopped
+		cd.on(balance.Alarm, balance.RoleFacts{})
+		poke(cd.wake)
+	}
 }
 
 // onExpiry is the expiry timer: the coordinator and an alarmed worker take
@@ -460,6 +509,9 @@ func (cd *coordination) lookAtFirst(ctx context.Context) {
 		return
 	}
 	if l.Owner == "" || l.Owner == c.cfg.identity || now.Sub(o.changed) >= cd.stall(l) {
+		if l.Owner != c.cfg.identity {
+			cd.suspect = l.Owner
+		}
 		if cd.role != alarmed {
 			c.log.Info("the coordinator's lease stands still or is free: listing", "lease", cd.first, "owner", l.Owner, "counter", l.Counter)
 		}
@@ -506,9 +558,21 @@ func (cd *coordination) afterRound(ctx context.Context, tl *takeListing, r *bala
 	alarm := was == alarmed
 	if alarm {
 		switch {
+		case cd.side.alarming(in, tl.byShard):
+			// A lease another coordinator named it to watch is free or
+			// stands still: it lists on, and takes it when it expires.
 		case leading || first.Owner != "" && !in.Expired[in.First] && !in.Stalled[in.First]:
 			alarm = false
 			handOver = !leading
+			if !leading && ownsRows(in, cd.suspect) {
+				// Another worker took the lease it watched: the stopped
+				// holder's other leases, of streams that worker may not
+				// read, expire for this one a lease duration after it
+				// first saw them. It lists on until then.
+				cd.live.listUntil = later(cd.live.listUntil, now.Add(c.cfg.leaseDuration))
+				moreToDo = true
+			}
+			cd.suspect = ""
 		case in.MaxLeases > 0 && len(held) >= in.MaxLeases:
 			// Free or standing still, but this worker may hold no more
 			// (WithMaxLeases): the alarm would keep it listing for
@@ -545,14 +609,18 @@ func (cd *coordination) afterRound(ctx context.Context, tl *takeListing, r *bala
 // and reports whether it coordinates: the lowest first lease it holds
 // (balance.Anchor), which its deputies watch, when it holds the first
 // lease of a stream; else, for a deputy, the lease its naming asks it to
-// watch, when the listing has it; else the listing's lowest first lease.
+// watch, while it is a first lease this worker can read; else the
+// listing's lowest first lease. Namings by other coordinators of leases
+// that are not such first leases (a stream this worker does not read, or
+// that Kinesis no longer has, or a lease no longer first) are dropped.
 // Where workers read different streams, each stream's first lease makes a
 // coordinator of its own, and a deputy watches its coordinator's.
 func (cd *coordination) focus(tl *takeListing, held map[string]bool) bool {
 	anchor, leading := balance.Anchor(tl.in.Firsts, held)
+	cd.side.keep(tl.in.Firsts)
 	switch {
 	case leading:
-	case cd.watch.row != "" && tl.byShard[cd.first].Key.Shard != "":
+	case cd.watch.row != "" && tl.in.Firsts[cd.first]:
 		anchor = cd.first
 	default:
 		return false
@@ -624,7 +692,11 @@ func (cd *coordination) nextNonce() uint64 {
 
 // writeNote carries out a note intent on the row of tl it names.
 func (cd *coordination) writeNote(ctx context.Context, byShard map[string]Lease, it balance.Intent) {
-	cd.note(ctx, byShard[it.Row.Shard], balance.NoteText(it, cd.first, cd.nextNonce()))
+	names := it.Names
+	if names == "" {
+		names = cd.first
+	}
+	cd.note(ctx, byShard[it.Row.Shard], balance.NoteText(it, names, cd.nextNonce()))
 }
 
 // note writes a note; a failure is logged (the next listing tries again).
@@ -672,4 +744,26 @@ func (cd *coordination) wakeCoordinator(ctx context.Context) {
 			return
 		}
 	}
+}
+
+// later returns the later of a and b.
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// ownsRows reports whether owner ("" never) holds a row in's listing can
+// read.
+func ownsRows(in balance.Listing, owner string) bool {
+	if owner == "" {
+		return false
+	}
+	for _, l := range in.Rows {
+		if l.Owner == owner {
+			return true
+		}
+	}
+	return false
 }

@@ -617,7 +617,7 @@ func (sc *scheduler) rememberTakable(p balance.Plan, now time.Time) {
 		}
 	}
 	slices.Sort(untaken)
-	sc.c.view.untaken.Store(&untaken)
+	sc.c.view.untaken.Store(&untakenSeen{leases: untaken, at: now})
 }
 
 // carryOut performs the round's intents in order and reports each one's

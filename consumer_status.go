@@ -87,7 +87,14 @@ type statusView struct {
 	role   atomic.Int32 // the role plus one; 0 before Run decided one
 	sizing sizing
 	// untaken is Status.Untaken as the latest take round judged it.
-	untaken atomic.Pointer[[]string]
+	untaken atomic.Pointer[untakenSeen]
+}
+
+// untakenSeen is the leases a take round at at judged untaken (see
+// Status.Untaken).
+type untakenSeen struct {
+	leases []string
+	at     time.Time
 }
 
 // seeRole is Run's goroutine passing a role decision, made at the end of
@@ -128,8 +135,8 @@ func (c *Consumer) Status() Status {
 	}
 	c.mu.Unlock()
 	slices.Sort(s.Abandoned)
-	if u := c.view.untaken.Load(); u != nil {
-		s.Untaken = slices.Clone(*u)
+	if u := c.view.untaken.Load(); u != nil && now.Sub(u.at) <= 2*c.cfg.takeInterval {
+		s.Untaken = slices.Clone(u.leases)
 	}
 	for _, run := range runners {
 		sh := run.status(now)

@@ -112,15 +112,17 @@ func TestFleetMixedTwoGroupsShareAStreamFirstRowHolderCrashes(t *testing.T) {
 }
 
 // TestFleetMixedTwoGroupsShareAStreamPlainWorkerCrashes: a worker that
-// neither coordinates nor is a deputy crashes (one running a lease of the
-// shared stream if there is one): its leases are run again within 1.4 L.
+// does not coordinate crashes (one that is no deputy either if there is
+// one, running a lease of the shared stream if it can; each stream's
+// coordinator names deputies among its readers, so in this fleet of six
+// every worker may have a role): its leases are run again within 1.4 L.
 func TestFleetMixedTwoGroupsShareAStreamPlainWorkerCrashes(t *testing.T) {
 	t.Parallel()
 	mixedWorlds(t, 3, func(t *testing.T, w *world) {
 		f, names := sharedStreamFleet(t, w)
-		plain := slices.Concat(f.plain(t, names[1]), f.plain(t, ""))
-		require.NotEmpty(t, plain, "a plain worker runs a lease\nroles:%s", f.roles(t))
-		f.failover(t, fmt.Sprintf("plain worker %s", plain[0]), plain[0])
+		plain := slices.Concat(f.plain(t, names[1]), f.plain(t, ""), f.nonCoordinating(t, names[1]))
+		require.NotEmpty(t, plain, "a worker that does not coordinate runs a lease\nroles:%s", f.roles(t))
+		f.failover(t, fmt.Sprintf("worker %s, which does not coordinate", plain[0]), plain[0])
 	})
 }
 

@@ -394,6 +394,19 @@ func (f *mixedFleet) plain(t *testing.T, stream string) []*mixedMember {
 	return out
 }
 
+// nonCoordinating returns the live workers that coordinate nothing and run
+// a lease of stream.
+func (f *mixedFleet) nonCoordinating(t *testing.T, stream string) []*mixedMember {
+	t.Helper()
+	var out []*mixedMember
+	for _, m := range f.members {
+		if m.live() && !m.coordinates() && slices.ContainsFunc(m.held(), func(k shardlease.LeaseKey) bool { return k.Stream == stream }) {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
 // waitDeputy waits until a row names a deputy.
 func (f *mixedFleet) waitDeputy(t *testing.T) {
 	t.Helper()

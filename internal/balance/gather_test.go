@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // streamRows builds n leases of stream, ids "stream:s00", ... from first
@@ -127,4 +129,63 @@ func TestNameDeputiesCoverEveryCoordinatedStream(t *testing.T) {
 		streamRows("c", 0, 1, "x"), streamRows("c", 1, 2, "y"), streamRows("c", 3, 2, "z"))
 	in2 := Listing{Me: "x", Rows: rs2, Held: heldBy(rs2, "x"), Firsts: Firsts(rs2), First: "a:s00"}
 	assert.Len(t, NameDeputies(in2), Deputies)
+}
+
+// A coordinator's deputy naming keeps the namings of other coordinators
+// a row carries (of a first lease of the listing, or of a stream it does
+// not read), so that one row carries them all; a naming of a lease that is
+// no longer a first one goes. The deputy reads every lease a note names.
+func TestNamingsOfOtherCoordinatorsStay(t *testing.T) {
+	// x coordinates c; y's rows: b:s01 named by b's coordinator (z), a:s01
+	// named for "d:s00" (a stream x does not read).
+	rs := concat(streamRows("b", 0, 1, "z"), streamRows("b", 1, 1, "y"), streamRows("a", 0, 1, "z"), streamRows("a", 1, 1, "y"),
+		streamRows("c", 0, 1, "x"))
+	rs[1].Note = "deputy b:s00 1"
+	rs[3].Note = "deputy d:s00 1"
+	in := Listing{Me: "x", Rows: rs, Held: heldBy(rs, "x"), Firsts: Firsts(rs), First: "c:s00"}
+	assert.Equal(t, "b:s00,c:s00", Names(in, rs[1].Note))
+	assert.Equal(t, "c:s00,d:s00", Names(in, rs[3].Note))
+	assert.Equal(t, "c:s00", Names(in, "deputy b:s05 1"), "a naming of a lease no longer first goes")
+	assert.Equal(t, "c:s00", Names(in, "wake 1"))
+	notes, _ := CoordinatorNotes(in, PlanRound(in, rand.New(rand.NewPCG(1, 2))), in.Held, nil, time.Time{}, time.Second)
+	var deputies []Intent
+	for _, it := range notes {
+		if it.Kind == Deputy {
+			deputies = append(deputies, it)
+		}
+	}
+	require.NotEmpty(t, deputies)
+	for _, it := range deputies {
+		assert.Contains(t, it.Names, "c:s00")
+		if it.Row.Shard == "b:s01" {
+			assert.Equal(t, "b:s00,c:s00", it.Names)
+		}
+	}
+	n := ParseNote(NoteText(Intent{Kind: Deputy}, "b:s00,c:s00", 7))
+	assert.Equal(t, []string{"b:s00", "c:s00"}, n.Firsts)
+	assert.True(t, namesFirst("deputy b:s00,c:s00 7", "c:s00"))
+	assert.Equal(t, []string{"orders:shardId-1", "b:s0"}, ParseNote("deputy shardId-1,b:s0 7").FirstsOn("orders"))
+}
+
+// A worker that holds no lease of a stream it reads asks for one of the
+// owner that holds the most of it (never its first lease, never its last
+// of the stream), while that owner holds more leases in all: a stream's
+// coordinator then sees it among the stream's readers, and names it
+// deputy. Not of an owner that holds no more in all (the lease would come
+// back), and not on a listing of one stream (fair share sees to it).
+func TestPresenceInEveryStream(t *testing.T) {
+	// n1 runs both of c; n2 runs b:s01 only.
+	rs := concat(streamRows("b", 0, 1, "o1"), streamRows("b", 1, 1, "n2"), streamRows("c", 0, 2, "n1"))
+	in := Listing{Me: "n2", Rows: rs, Held: heldBy(rs, "n2"), Firsts: Firsts(rs), First: "b:s00", MaxSteals: 32}
+	assert.Equal(t, []string{"c:s01"}, intentsOf(in, Ask))
+
+	// n2 as loaded as n1: nothing.
+	rs2 := concat(rs, streamRows("b", 2, 1, "n2"))
+	in2 := Listing{Me: "n2", Rows: rs2, Held: heldBy(rs2, "n2"), Firsts: Firsts(rs2), First: "b:s00", MaxSteals: 32}
+	assert.Empty(t, intentsOf(in2, Ask))
+
+	// One stream: fair share's stealer alone asks, once.
+	rs3 := streamRows("c", 0, 2, "n1")
+	in3 := Listing{Me: "n2", Rows: rs3, Firsts: Firsts(rs3), First: "c:s00", Workers: []string{"n2"}, MaxSteals: 32}
+	assert.Equal(t, []string{"c:s01"}, intentsOf(in3, Ask))
 }

@@ -39,8 +39,11 @@ type Note struct {
 	// that is none of them (a deputy note must name its first shard).
 	Kind string
 	// First is the lease a deputy note asks to watch, as written (see
-	// FirstOn).
-	First string
+	// FirstOn); Firsts are all the leases it asks to watch, First first:
+	// where workers read different streams, one row may carry the namings
+	// of several coordinators ("deputy a:s0,b:s0 1f").
+	First  string
+	Firsts []string
 	// Wake asks the reader to list now (a wake, a lead, a deputy naming
 	// with a wake); Watch to list on until it can judge which leases stand
 	// still (a wake ending in watch, and every lead).
@@ -69,7 +72,8 @@ func ParseNote(note string) Note {
 			return Note{}
 		}
 		wake := at(3) == NoteWake
-		return Note{Kind: NoteDeputy, First: f[1], Wake: wake, Watch: wake && at(4) == NoteWatch}
+		firsts := strings.Split(f[1], ",")
+		return Note{Kind: NoteDeputy, First: firsts[0], Firsts: firsts, Wake: wake, Watch: wake && at(4) == NoteWatch}
 	}
 	return Note{}
 }
@@ -100,11 +104,46 @@ func NoteText(it Intent, first string, nonce uint64) string {
 	return ""
 }
 
-// DeputyFirst returns the lease a deputy note asks to watch, and false for
-// any other note.
+// DeputyFirst returns the lease a deputy note asks to watch (the first it
+// names), and false for any other note.
 func DeputyFirst(note string) (string, bool) {
 	n := ParseNote(note)
 	return n.First, n.Kind == NoteDeputy
+}
+
+// namesFirst reports whether note is a deputy note that asks to watch
+// first (among the leases it names).
+func namesFirst(note, first string) bool {
+	n := ParseNote(note)
+	return n.Kind == NoteDeputy && slices.Contains(n.Firsts, first)
+}
+
+// FirstsOn returns the row keys of every lease a deputy note on a row of
+// stream asks to watch (see FirstOn).
+func (n Note) FirstsOn(stream string) []string {
+	out := make([]string, len(n.Firsts))
+	for i, f := range n.Firsts {
+		out[i] = Note{First: f}.FirstOn(stream)
+	}
+	return out
+}
+
+// Names returns what me's deputy naming writes on a row whose note is
+// note: in.First, with the other coordinators' namings the note carries
+// (see othersNaming), so that one row keeps every naming, sorted and
+// joined by commas.
+func Names(in Listing, note string) string {
+	names := []string{in.First}
+	if n := ParseNote(note); n.Kind == NoteDeputy {
+		others := othersNaming(in)
+		for _, f := range n.Firsts {
+			if f != in.First && others(f) {
+				names = append(names, f)
+			}
+		}
+	}
+	slices.Sort(names)
+	return strings.Join(slices.Compact(names), ",")
 }
 
 // FirstOn returns the row key ("stream:shard") of the lease a deputy note
@@ -163,7 +202,7 @@ func MayTakeSoon(in Listing, p Plan) bool {
 func DeputiesFor(rows []Row, first string) map[string]bool {
 	out := map[string]bool{}
 	for _, l := range rows {
-		if f, ok := DeputyFirst(l.Note); ok && f == first && l.Owner != "" {
+		if namesFirst(l.Note, first) && l.Owner != "" {
 			out[l.Owner] = true
 		}
 	}
@@ -196,7 +235,7 @@ func NameDeputies(in Listing) []Row {
 		if l.Owner == "" || l.Owner == in.Me || in.Held[l.Shard] || in.Expired[l.Shard] || l.HandoffTo != "" {
 			continue
 		}
-		if f, ok := DeputyFirst(l.Note); ok && f == in.First {
+		if namesFirst(l.Note, in.First) {
 			named[l.Owner] = true
 			continue
 		}
@@ -268,6 +307,23 @@ func coverStreams(in Listing, cands []Row, watching map[string]bool) []Row {
 	return out
 }
 
+// othersNaming returns whether a lease a deputy note names is another
+// coordinator's naming, which me keeps when it writes its own on the row
+// (see Names): a first lease of the listing other than in.First, or a
+// lease of a stream the listing does not show (a coordinator of a stream
+// me does not read). A lease of me's streams that is no longer a first
+// one is an earlier naming, and goes.
+func othersNaming(in Listing) func(string) bool {
+	firsts := in.firsts()
+	streams := map[string]bool{}
+	for _, l := range in.Rows {
+		streams[StreamOf(l.Shard)] = true
+	}
+	return func(f string) bool {
+		return f != in.First && (firsts[f] || !streams[StreamOf(f)])
+	}
+}
+
 // Woken is the wake backoff of one owner: when it was last woken, its load
 // then, and the wait before it is woken again.
 type Woken struct {
@@ -285,7 +341,7 @@ func CoordinatorNotes(in Listing, p Plan, held map[string]bool, woken map[string
 	var out []Intent
 	naming := map[string]bool{}
 	for _, l := range NameDeputies(in) {
-		out = append(out, Intent{Kind: Deputy, Row: l})
+		out = append(out, Intent{Kind: Deputy, Row: l, Names: Names(in, l.Note)})
 		naming[l.Shard] = true
 	}
 	wakes, woken := Wakes(in, p, held, naming, woken, now, lease)
@@ -373,6 +429,9 @@ func Wakes(in Listing, p Plan, held map[string]bool, naming map[string]bool, wok
 		}
 		next[owner] = Woken{At: now, Load: n, Wait: wait}
 		it := wakeOn(rows[owner], naming)
+		if it.Kind == WakeDeputy {
+			it.Names = Names(in, it.Row.Note)
+		}
 		it.Watch = timed > 0
 		out = append(out, it)
 	}
@@ -410,7 +469,8 @@ func wakeRows(in Listing) map[string][]Row {
 // wakeOn returns the wake for an owner with rows: on the first row that
 // names no deputy and is not being named, renewed since taken first (one
 // handed over but not yet adopted would lose the note to the adoption);
-// else a WakeDeputy on its deputy row, which keeps the naming.
+// else a WakeDeputy on its deputy row, which keeps the naming (every
+// coordinator's on it, see Names).
 func wakeOn(rows []Row, naming map[string]bool) Intent {
 	var plain, renewed []Row
 	for _, r := range rows {
@@ -458,7 +518,7 @@ func PassLead(rows []Row, me, first string) []Intent {
 		if l.Owner == "" || l.Owner == me || l.HandoffTo != "" || l.Finished {
 			continue
 		}
-		if f, ok := DeputyFirst(l.Note); ok && f == first {
+		if namesFirst(l.Note, first) {
 			deputies = append(deputies, l)
 		} else {
 			others = append(others, l)

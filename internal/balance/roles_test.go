@@ -43,10 +43,10 @@ func TestParseNote(t *testing.T) {
 		{"wake 1f watch", Note{Kind: NoteWake, Wake: true, Watch: true}},
 		{"wake", Note{Kind: NoteWake, Wake: true}},
 		{"lead 1f", Note{Kind: NoteLead, Wake: true, Watch: true}},
-		{"deputy s00 1f", Note{Kind: NoteDeputy, First: "s00"}},
-		{"deputy s00 1f wake", Note{Kind: NoteDeputy, First: "s00", Wake: true}},
-		{"deputy s00 1f wake watch", Note{Kind: NoteDeputy, First: "s00", Wake: true, Watch: true}},
-		{"deputy s00 1f watch", Note{Kind: NoteDeputy, First: "s00"}},
+		{"deputy s00 1f", Note{Kind: NoteDeputy, First: "s00", Firsts: []string{"s00"}}},
+		{"deputy s00 1f wake", Note{Kind: NoteDeputy, First: "s00", Firsts: []string{"s00"}, Wake: true}},
+		{"deputy s00 1f wake watch", Note{Kind: NoteDeputy, First: "s00", Firsts: []string{"s00"}, Wake: true, Watch: true}},
+		{"deputy s00 1f watch", Note{Kind: NoteDeputy, First: "s00", Firsts: []string{"s00"}}},
 		{"deputy", Note{}},
 		{"drain cli-1", Note{Kind: NoteDrain}},
 		{"  wake   2  ", Note{Kind: NoteWake, Wake: true}},
@@ -60,8 +60,8 @@ func TestParseNote(t *testing.T) {
 		it   Intent
 		want Note
 	}{
-		{Intent{Kind: Deputy}, Note{Kind: NoteDeputy, First: "s07"}},
-		{Intent{Kind: WakeDeputy, Watch: true}, Note{Kind: NoteDeputy, First: "s07", Wake: true, Watch: true}},
+		{Intent{Kind: Deputy}, Note{Kind: NoteDeputy, First: "s07", Firsts: []string{"s07"}}},
+		{Intent{Kind: WakeDeputy, Watch: true}, Note{Kind: NoteDeputy, First: "s07", Firsts: []string{"s07"}, Wake: true, Watch: true}},
 		{Intent{Kind: Wake}, Note{Kind: NoteWake, Wake: true}},
 		{Intent{Kind: Lead}, Note{Kind: NoteLead, Wake: true, Watch: true}},
 	} {
@@ -241,11 +241,11 @@ func TestWakes(t *testing.T) {
 func TestCoordinatorNotes(t *testing.T) {
 	in := Listing{Me: "a", Rows: append(rows(0, 6, "a"), rows(6, 2, "b")...), Held: heldBy(rows(0, 6, "a"), "a"), First: "s00"}
 	notes, _ := CoordinatorNotes(in, PlanRound(in, seeded()), in.Held, nil, time.Unix(1000, 0), time.Second)
-	assert.Equal(t, []Intent{{Kind: Deputy, Row: in.Rows[6]}, {Kind: Wake, Row: in.Rows[7]}}, notes, "the deputy first, then a wake on another row")
+	assert.Equal(t, []Intent{{Kind: Deputy, Row: in.Rows[6], Names: "s00"}, {Kind: Wake, Row: in.Rows[7]}}, notes, "the deputy first, then a wake on another row")
 	three := Listing{Me: "a", Rows: append(append(rows(0, 6, "a"), rows(6, 1, "b")...), rows(7, 1, "c")...), Held: heldBy(rows(0, 6, "a"), "a"), First: "s00"}
 	notes, _ = CoordinatorNotes(three, PlanRound(three, seeded()), three.Held, nil, time.Unix(1000, 0), time.Second)
-	assert.Equal(t, []Intent{{Kind: Deputy, Row: three.Rows[6]}, {Kind: Deputy, Row: three.Rows[7]},
-		{Kind: WakeDeputy, Row: three.Rows[6]}, {Kind: WakeDeputy, Row: three.Rows[7]}}, notes,
+	assert.Equal(t, []Intent{{Kind: Deputy, Row: three.Rows[6], Names: "s00"}, {Kind: Deputy, Row: three.Rows[7], Names: "s00"},
+		{Kind: WakeDeputy, Row: three.Rows[6], Names: "s00"}, {Kind: WakeDeputy, Row: three.Rows[7], Names: "s00"}}, notes,
 		"two deputies, each woken with its naming: they have no other row")
 }
 

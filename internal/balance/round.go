@@ -1,6 +1,7 @@
 package balance
 
 import (
+	"maps"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -55,6 +56,10 @@ type Intent struct {
 	// of the leases it is woken for must expire for it before it may take
 	// them.
 	Watch bool
+	// Names, on a Deputy or WakeDeputy, is what the naming names: the
+	// coordinator's first lease, with the namings of other coordinators
+	// the row carries (see Names); "" names the coordinator's alone.
+	Names string
 }
 
 // stage is where a Round is in its plan.
@@ -66,6 +71,7 @@ const (
 	takingFirst
 	taking
 	gathering
+	presence
 	asking
 	finished
 )
@@ -93,9 +99,12 @@ type Round struct {
 	taken   int
 	leading bool
 	firsts  []Row // the first leases to take (takingFirst) or gather
-	// gathered counts the first leases asked for while gathering: they
-	// count for me as the requests of earlier rounds do.
-	gathered int
+	// gathered counts the first leases asked for while gathering, and the
+	// leases asked for presence: they count for me as the requests of
+	// earlier rounds do. present counts the latter, which count against
+	// MaxSteals; askedNow holds the streams of both.
+	gathered, present int
+	askedNow          map[string]bool
 	steal    *stealer
 }
 
@@ -117,7 +126,7 @@ type Round struct {
 // handing out its intents. rng orders the free and expired leases and picks
 // the handoffs to ask for: pass a generator seeded per worker.
 func NewRound(in Listing, rng *rand.Rand) *Round {
-	r := &Round{in: in, plan: PlanRound(in, rng), rng: rng, held: make(map[string]bool, len(in.Held))}
+	r := &Round{in: in, plan: PlanRound(in, rng), rng: rng, held: make(map[string]bool, len(in.Held)), askedNow: map[string]bool{}}
 	for id := range in.Held {
 		r.held[id] = true
 	}
@@ -200,9 +209,18 @@ func (r *Round) nextOfStage() (it Intent, ok, more bool) {
 			r.i++
 			return Intent{Kind: Ask, Row: r.firsts[r.i-1]}, true, true
 		}
+	case presence:
+		if r.i == 0 {
+			r.firsts = r.toBePresent()
+		}
+		if r.i < len(r.firsts) && r.present < in.MaxSteals {
+			r.i++
+			return Intent{Kind: Ask, Row: r.firsts[r.i-1]}, true, true
+		}
 	case asking:
 		if r.steal == nil {
 			r.steal = p.stealer(in, r.mine, len(in.Pending)-r.taken+r.gathered)
+			r.steal.grants = r.present
 		}
 		if l, ok := r.steal.next(r.rng); ok {
 			return Intent{Kind: Ask, Row: l}, true, true
@@ -237,6 +255,67 @@ func (r *Round) firstsToTake() []Row {
 // mayTakeFirst reports whether me is below its WithMaxLeases cap.
 func (r *Round) mayTakeFirst() bool {
 	return r.in.MaxLeases == 0 || r.mine+r.in.Waiting < r.in.MaxLeases
+}
+
+// Presence: a worker that reads a stream and holds none of its leases is
+// unknown to the stream's coordinator, which names its deputies among the
+// workers it sees holding the stream's leases. Where workers read
+// different streams, that could leave a stream's coordinator with no
+// deputy that reads the stream. So me asks, for each stream of the listing
+// of which it holds nothing and asked for nothing, one lease (never a first
+// one) of the owner that holds the most of that stream, at least two, and
+// more leases in all than me: the move keeps every worker's total within
+// one of fair share's (fair share asks only of an owner two above), so the
+// lease does not come back, and it never takes an owner's last lease of a
+// stream.
+
+// toBePresent returns, by stream, the leases me asks for presence.
+func (r *Round) toBePresent() []Row {
+	in, p := r.in, r.plan
+	firsts := in.firsts()
+	mine := map[string]bool{}
+	count := map[string]map[string][]Row{} // stream → owner → its rows that may move
+	for _, l := range in.Rows {
+		s := StreamOf(l.Shard)
+		if r.held[l.Shard] || in.Pending[l.Shard] || l.HandoffTo == in.Me || r.askedNow[s] {
+			mine[s] = true
+			continue
+		}
+		if l.Owner == "" || l.Owner == in.Me || in.Expired[l.Shard] || l.HandoffTo != "" || in.Skip[l.Shard] {
+			continue
+		}
+		if count[s] == nil {
+			count[s] = map[string][]Row{}
+		}
+		count[s][l.Owner] = append(count[s][l.Owner], l)
+	}
+	if len(count) < 2 && len(mine) == 0 {
+		return nil // one stream: fair share's stealer sees to it
+	}
+	total := r.mine + in.Waiting + r.gathered
+	var out []Row
+	for _, s := range slices.Sorted(maps.Keys(count)) {
+		if mine[s] {
+			continue
+		}
+		victim, most := "", 1
+		for o, rows := range count[s] {
+			if n := len(rows); p.Load[o] > total && (n > most || n == most && victim != "" && o < victim) {
+				victim, most = o, n
+			}
+		}
+		if victim == "" {
+			continue
+		}
+		for _, l := range count[s][victim] {
+			if !firsts[l.Shard] && l.Renewed {
+				out = append(out, l)
+				total++
+				break
+			}
+		}
+	}
+	return out
 }
 
 // mayGather reports whether me may ask for one more first lease: it would
@@ -305,10 +384,14 @@ func (r *Round) Done(ok bool) {
 		}
 	case Ask:
 		switch {
-		case r.stage == gathering && ok:
+		case (r.stage == gathering || r.stage == presence) && ok:
 			r.gathered++
 			r.busy = true
-		case r.stage == gathering:
+			r.askedNow[StreamOf(it.Row.Shard)] = true
+			if r.stage == presence {
+				r.present++
+			}
+		case r.stage == gathering || r.stage == presence:
 		case !ok:
 			r.steal.refused(it.Row)
 		default:

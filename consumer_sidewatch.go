@@ -1,0 +1,138 @@
+package shardlease
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/shardlease/shardlease/internal/balance"
+)
+
+// sideWatches are a worker's deputy namings beyond its first one. Where
+// workers read different streams, each stream has a coordinator of its own
+// (see docs/coordination.md#several-streams-and-mixed-tables), which names
+// deputies among that stream's readers; a worker may then be named by two
+// coordinators, each on a row of its own, and watches both: the first
+// naming as the deputy's watch, the others here. The coordination holds
+// it; Run's goroutine alone calls it.
+type sideWatches struct {
+	byRow map[sideKey]sideWatch // by the row the naming is on and what it watches
+}
+
+// sideKey is a naming beyond the first: the row it is on, and the lease it
+// asks to watch (one row may carry the namings of several coordinators).
+type sideKey struct{ row, first string }
+
+// sideWatch is one naming beyond the first: the lease it watches, and the
+// moment that lease, as last seen, would have stood still long enough for
+// the alarm.
+type sideWatch struct {
+	first   string
+	stallAt time.Time
+}
+
+// name records a naming on row to watch first, and reports whether it is
+// new.
+func (s *sideWatches) name(row, first string) bool {
+	if s.byRow == nil {
+		s.byRow = map[sideKey]sideWatch{}
+	}
+	k := sideKey{row, first}
+	w, ok := s.byRow[k]
+	s.byRow[k] = sideWatch{first: first, stallAt: w.stallAt}
+	return !ok
+}
+
+// unname forgets the namings on row, if any.
+func (s *sideWatches) unname(row string) {
+	for k := range s.byRow {
+		if k.row == row {
+			delete(s.byRow, k)
+		}
+	}
+}
+
+// keep forgets the namings of leases that are not in firsts (the readable
+// first leases of this worker's latest listing): of a stream it does not
+// read, or does not read now, or a lease no longer first.
+func (s *sideWatches) keep(firsts map[string]bool) {
+	for k, w := range s.byRow {
+		if !firsts[w.first] {
+			delete(s.byRow, k)
+		}
+	}
+}
+
+// clear forgets every naming.
+func (s *sideWatches) clear() { clear(s.byRow) }
+
+// prune forgets the namings on rows this worker no longer runs, and
+// reports whether any is left.
+func (s *sideWatches) prune(holds func(string) bool) bool {
+	for k := range s.byRow {
+		if !holds(k.row) {
+			delete(s.byRow, k)
+		}
+	}
+	return len(s.byRow) > 0
+}
+
+// nextStall returns the earliest moment a watched lease would stand still
+// long enough for the alarm, zero when none is known.
+func (s *sideWatches) nextStall() time.Time {
+	var at time.Time
+	for _, w := range s.byRow {
+		if !w.stallAt.IsZero() && (at.IsZero() || w.stallAt.Before(at)) {
+			at = w.stallAt
+		}
+	}
+	return at
+}
+
+// look reads each watched lease's row, eventually consistent, and reports
+// whether one shows no owner (or is gone) or a counter that stood still
+// longer than a renewal, as lookAtFirst judges the first naming's: the
+// coordinator that named this worker stopped (stopped, "" for a free
+// lease), and it lists. obs are the scheduler's observations; stall is
+// coordination.stall.
+func (s *sideWatches) look(ctx context.Context, c *Consumer, obs map[string]observation, stall func(Lease) time.Duration) (stopped string, alarm bool) {
+	for k, w := range s.byRow {
+		gctx, cancel := c.storeCtx(ctx)
+		l, err := c.caps.notes.GetEventually(gctx, keyOf(w.first))
+		cancel()
+		switch {
+		case err == nil:
+		case errors.Is(err, ErrLeaseNotFound):
+			l = Lease{}
+		default:
+			if ctx.Err() == nil {
+				c.log.Debug("reading a coordinator's lease failed", "lease", w.first, "err", err)
+			}
+			continue
+		}
+		now := time.Now()
+		o := observeRow(obs, w.first, l.Counter, l.Owner, now)
+		s.byRow[k] = sideWatch{first: w.first, stallAt: o.changed.Add(stall(l))}
+		if l.Owner == "" || l.Owner != c.cfg.identity && now.Sub(o.changed) >= stall(l) {
+			c.log.Info("a coordinator's lease this worker watches stands still or is free: listing", "lease", w.first, "owner", l.Owner, "counter", l.Counter)
+			stopped, alarm = l.Owner, true
+		}
+	}
+	return stopped, alarm
+}
+
+// alarming reports whether a listing shows a watched lease free, expired
+// or standing still and not held by this worker: an alarm raised for it
+// lasts until that lease moves again or this worker holds it.
+func (s *sideWatches) alarming(in balance.Listing, byShard map[string]Lease) bool {
+	for _, w := range s.byRow {
+		l, ok := byShard[w.first]
+		if !ok || in.Held[w.first] || !in.Firsts[w.first] {
+			continue
+		}
+		if l.Owner == "" || in.Expired[w.first] || in.Stalled[w.first] {
+			return true
+		}
+	}
+	return false
+}
