@@ -105,7 +105,7 @@ type Round struct {
 	// MaxSteals; askedNow holds the streams of both.
 	gathered, present int
 	askedNow          map[string]bool
-	steal    *stealer
+	steal             *stealer
 }
 
 // Gathering: a worker that holds the first lease of a stream coordinates
