@@ -242,12 +242,6 @@ func (sc *scheduler) onSetChanged(ctx context.Context) error {
 	return nil
 }
 
-// runsKey reports whether a runner of key (a row's key) runs on this
-// worker.
-func (c *Consumer) runsKey(key LeaseKey) bool {
-	return c.runs(func(r *leaseRunner) bool { return r.key == key })
-}
-
 // attrs are the metric attributes that name the stream of id: in a Group,
 // its stream in place of the group's name; none for a Consumer, whose
 // instruments name its stream already.

@@ -373,16 +373,23 @@ func (r *Result) Table() string {
 	if r.Unknown > 0 {
 		row("handled records never produced (failed puts that landed)", r.Unknown, "")
 	}
-	fmt.Fprintf(&b, "\nsummary: produced %d, lost %d, overlaps %d, untaken max %v (bound %v), effects applied twice %d, stale sink writes accepted %d, live holder refused %d\n", r.Produced, r.Lost, r.Overlaps,
+	r.summary(&b, ok)
+	return b.String()
+}
+
+// summary writes the table's last lines: the summary, per stream and per
+// kind of worker when there are several, and the result with its
+// problems.
+func (r *Result) summary(b *strings.Builder, ok func(bool) string) {
+	fmt.Fprintf(b, "\nsummary: produced %d, lost %d, overlaps %d, untaken max %v (bound %v), effects applied twice %d, stale sink writes accepted %d, live holder refused %d\n", r.Produced, r.Lost, r.Overlaps,
 		r.UntakenMax.Round(10*time.Millisecond), r.UntakenBound, r.AppliedTwice, r.StaleSinkAccepted, r.LiveRefused)
-	r.streamsSummary(&b)
-	r.mixedSummary(&b)
-	fmt.Fprintf(&b, "\nresult: %s", ok(r.OK()))
+	r.streamsSummary(b)
+	r.mixedSummary(b)
+	fmt.Fprintf(b, "\nresult: %s", ok(r.OK()))
 	if !r.OK() {
 		for _, p := range r.Problems {
-			fmt.Fprintf(&b, "\n  - %s", p)
+			fmt.Fprintf(b, "\n  - %s", p)
 		}
 	}
 	b.WriteString("\n")
-	return b.String()
 }

@@ -521,16 +521,7 @@ func (s *soak) launch(slot int) {
 		shardlease.WithMaxAttempts(MaxAttempts),
 		shardlease.WithDeadLetter(s.deadLetter(inc)),
 	)
-	var c worker
-	var err error
-	switch {
-	case cfg.Mixed:
-		c, err = s.newMixedWorker(inc, gen, kin, store, opts)
-	case cfg.Group:
-		c, err = s.newGroupWorker(inc, kin, store, opts)
-	default:
-		c, err = shardlease.NewConsumer(kin, store, cfg.Stream, s.handler(inc), opts...)
-	}
+	c, err := s.newWorker(inc, gen, kin, store, opts)
 	if err != nil {
 		panic(err) // the options above are valid for any positive lease
 	}
@@ -546,6 +537,18 @@ func (s *soak) launch(slot int) {
 		s.counts.add(EvRestart, 1)
 	}
 	fmt.Fprintf(s.cfg.Events, "%6.1fs start %s (wall clock %+v)\n", s.since(), inc.id, inc.skew.Round(time.Second))
+}
+
+// newWorker returns inc's worker of the soak's mode: a Consumer, a Group,
+// or the mixed mode's kind for its slot.
+func (s *soak) newWorker(inc *incarnation, gen int, kin shardlease.KinesisAPI, store shardlease.LeaseStore, opts []shardlease.Option) (worker, error) {
+	switch {
+	case s.cfg.Mixed:
+		return s.newMixedWorker(inc, gen, kin, store, opts)
+	case s.cfg.Group:
+		return s.newGroupWorker(inc, kin, store, opts)
+	}
+	return shardlease.NewConsumer(kin, store, s.cfg.Stream, s.handler(inc), opts...)
 }
 
 // leaseOf returns the lease duration of slot's workers: the last slot runs
