@@ -168,32 +168,39 @@ func (f *mixedFleet) produce(done chan struct{}, gap time.Duration) error {
 		case <-tick.C:
 		}
 		for _, s := range f.streams {
-			if f.skips(s) {
-				continue
-			}
-			for i := range 4 {
-				_, err := f.w.kin.PutRecord(context.Background(), &kinesis.PutRecordInput{
-					StreamName: aws.String(s), PartitionKey: aws.String(fmt.Sprintf("key-%03d-%d", n%16, i)), Data: fmt.Appendf(nil, "%s/rec-%06d-%d", s, n, i),
-				})
-				if err != nil {
-					return fmt.Errorf("put to %s: %w", s, err)
-				}
+			if err := f.put(s, n); err != nil {
+				return err
 			}
 		}
 	}
 }
 
-// skip makes the producer write no more to stream.
+// put writes the producer's four records of round n to stream, unless it
+// was skipped: under f.mu, so that skip returns only once no put to the
+// stream is under way.
+func (f *mixedFleet) put(stream string, n int) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.skipped[stream] {
+		return nil
+	}
+	for i := range 4 {
+		_, err := f.w.kin.PutRecord(context.Background(), &kinesis.PutRecordInput{
+			StreamName: aws.String(stream), PartitionKey: aws.String(fmt.Sprintf("key-%03d-%d", n%16, i)), Data: fmt.Appendf(nil, "%s/rec-%06d-%d", stream, n, i),
+		})
+		if err != nil {
+			return fmt.Errorf("put to %s: %w", stream, err)
+		}
+	}
+	return nil
+}
+
+// skip makes the producer write no more to stream: once it returns, no put
+// to it is under way.
 func (f *mixedFleet) skip(stream string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.skipped[stream] = true
-}
-
-func (f *mixedFleet) skips(stream string) bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.skipped[stream]
 }
 
 // listings returns the table listings of the live workers so far.
