@@ -536,7 +536,7 @@ func (cd *coordination) afterRound(ctx context.Context, tl *takeListing, r *bala
 	}
 	c := cd.c
 	in, first := tl.in, tl.first
-	moreToDo := r.Busy() || len(cd.pending) > 0 || balance.MayTakeSoon(in, r.Plan()) || now.Before(cd.live.listUntil)
+	moreToDo := r.Busy() || len(cd.pending) > 0 || balance.MayTakeSoon(in, r.Plan()) || balance.Uncoordinated(in) || cd.judging(tl, now) || now.Before(cd.live.listUntil)
 	was := cd.role
 	if in.First == "" {
 		cd.onAt(balance.RoundEnded, balance.RoleFacts{Alarm: was == alarmed, MoreToDo: moreToDo}, now)
@@ -762,6 +762,27 @@ func ownsRows(in balance.Listing, owner string) bool {
 	}
 	for _, l := range in.Rows {
 		if l.Owner == owner {
+			return true
+		}
+	}
+	return false
+}
+
+// judging reports whether this worker has watched a stream's first lease,
+// held by another, for less than a stall and a take interval: it cannot
+// judge yet whether that stream's coordinator stands still (see
+// balance.Uncoordinated), and lists on until it can. A worker just
+// started, or a stream just added, is so for a few take intervals; where
+// the workers that watched a stream's coordinator are all gone, this is
+// how a worker that reads it finds out.
+func (cd *coordination) judging(tl *takeListing, now time.Time) bool {
+	me := cd.c.cfg.identity
+	for id := range tl.in.Firsts {
+		l, ok := tl.byShard[id]
+		if !ok || l.Owner == "" || l.Owner == me || tl.in.Held[id] {
+			continue
+		}
+		if o, seen := cd.obs[id]; seen && now.Sub(o.since) < cd.stall(l)+cd.c.cfg.takeInterval {
 			return true
 		}
 	}

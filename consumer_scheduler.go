@@ -16,19 +16,24 @@ import (
 )
 
 // observation is what the take loop last saw of a lease or worker row, with
-// when its counter last moved on this machine's monotonic clock.
+// when its counter last moved on this machine's monotonic clock, and since
+// when this worker has been watching the row.
 type observation struct {
 	counter int64
 	owner   string
 	changed time.Time
+	since   time.Time
 }
 
 // observeRow records that row key was seen at now with counter and owner, and
 // returns the observation: changed is when either last moved.
 func observeRow(obs map[string]observation, key string, counter int64, owner string, now time.Time) observation {
 	o, ok := obs[key]
+	if !ok {
+		o.since = now
+	}
 	if !ok || o.counter != counter || o.owner != owner {
-		o = observation{counter: counter, owner: owner, changed: now}
+		o = observation{counter: counter, owner: owner, changed: now, since: o.since}
 		obs[key] = o
 	}
 	return o

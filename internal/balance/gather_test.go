@@ -189,3 +189,21 @@ func TestPresenceInEveryStream(t *testing.T) {
 	in3 := Listing{Me: "n2", Rows: rs3, Firsts: Firsts(rs3), First: "c:s00", Workers: []string{"n2"}, MaxSteals: 32}
 	assert.Equal(t, []string{"c:s01"}, intentsOf(in3, Ask))
 }
+
+// A stream whose first lease is free (released), expired or standing still
+// has no live coordinator: a worker that reads it lists on until it takes
+// that lease, whatever its share.
+func TestUncoordinated(t *testing.T) {
+	rs := concat(streamRows("a", 0, 2, "x"), streamRows("b", 0, 2, "gone"))
+	in := Listing{Me: "x", Rows: rs, Held: heldBy(rs, "x"), Firsts: Firsts(rs), First: "a:s00"}
+	assert.False(t, Uncoordinated(in))
+	in.Stalled = set("b:s00")
+	assert.True(t, Uncoordinated(in))
+	in.Stalled, in.Expired = nil, set("b:s00")
+	assert.True(t, Uncoordinated(in))
+	in.Stalled = set("b:s01")
+	in.Expired = nil
+	assert.False(t, Uncoordinated(in), "a lease that is not first standing still is the coordinator's to take")
+	in.Stalled, in.Held = set("a:s00"), heldBy(rs, "x")
+	assert.False(t, Uncoordinated(in), "its own first lease")
+}

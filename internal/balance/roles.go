@@ -197,6 +197,27 @@ func MayTakeSoon(in Listing, p Plan) bool {
 	return false
 }
 
+// Uncoordinated reports whether a stream of the listing has no live
+// coordinator: its first lease is free, expired or standing still, and me
+// does not run it. me lists on until it can take that lease (the round
+// takes a first lease free or expired whatever the share): where workers
+// read different streams, the workers that watched that stream's
+// coordinator may all be gone, and me may be the only one left that reads
+// it.
+func Uncoordinated(in Listing) bool {
+	firsts := in.firsts()
+	for _, l := range in.Rows {
+		id := l.Shard
+		if !firsts[id] || in.Held[id] || in.Skip[id] || in.Refused[id] || l.Owner == in.Me {
+			continue
+		}
+		if l.Owner == "" && l.Counter > 0 || in.Expired[id] || in.Stalled[id] {
+			return true
+		}
+	}
+	return false
+}
+
 // DeputiesFor returns the owners of the held rows that name a deputy for
 // first, each once.
 func DeputiesFor(rows []Row, first string) map[string]bool {
