@@ -592,6 +592,9 @@ func (cd *coordination) afterRound(ctx context.Context, tl *takeListing, r *bala
 		cd.armWatch()
 	}
 	cd.onAt(balance.RoundEnded, balance.RoleFacts{Leading: leading, Alarm: alarm, MoreToDo: moreToDo}, now)
+	if cd.role != coordinator && cd.side.watchUnnamed(balance.Unwatched(in)) {
+		cd.armWatch()
+	}
 	switch cd.role {
 	case coordinator:
 		cd.coordinate(ctx, tl, r, held, now)

@@ -8,7 +8,8 @@ import (
 	"github.com/shardlease/shardlease/internal/balance"
 )
 
-// sideWatches are a worker's deputy namings beyond its first one. Where
+// sideWatches are a worker's deputy namings beyond its first one, and the
+// watches it keeps unnamed. Where
 // workers read different streams, each stream has a coordinator of its own
 // (see docs/coordination.md#several-streams-and-mixed-tables), which names
 // deputies among that stream's readers; a worker may then be named by two
@@ -43,6 +44,21 @@ func (s *sideWatches) name(row, first string) bool {
 	return !ok
 }
 
+// selfRow is the row of the watches a worker takes on unnamed (see
+// watchUnnamed): no row it runs carries them.
+const selfRow = ""
+
+// watchUnnamed makes anchors the watches this worker keeps unnamed (see
+// balance.Unwatched), and reports whether one is new.
+func (s *sideWatches) watchUnnamed(anchors []string) bool {
+	s.unname(selfRow)
+	added := false
+	for _, a := range anchors {
+		added = s.name(selfRow, a) || added
+	}
+	return added
+}
+
 // unname forgets the namings on row, if any.
 func (s *sideWatches) unname(row string) {
 	for k := range s.byRow {
@@ -70,7 +86,7 @@ func (s *sideWatches) clear() { clear(s.byRow) }
 // reports whether any is left.
 func (s *sideWatches) prune(holds func(string) bool) bool {
 	for k := range s.byRow {
-		if !holds(k.row) {
+		if k.row != selfRow && !holds(k.row) {
 			delete(s.byRow, k)
 		}
 	}

@@ -206,4 +206,22 @@ func TestUncoordinated(t *testing.T) {
 	assert.False(t, Uncoordinated(in), "a lease that is not first standing still is the coordinator's to take")
 	in.Stalled, in.Held = set("a:s00"), heldBy(rs, "x")
 	assert.False(t, Uncoordinated(in), "its own first lease")
+	in.Stalled, in.MaxLeases = set("b:s00"), 2
+	assert.False(t, Uncoordinated(in), "at its cap it could not take the lease")
+}
+
+// A worker that reads a stream but holds none of its leases watches its
+// coordinator, unnamed, when none of that coordinator's named deputies
+// holds a lease of the stream.
+func TestUnwatched(t *testing.T) {
+	// x coordinates a and b (anchor a:s00); y, a deputy of x, holds a
+	// lease of a only; me (z) reads both and holds a lease of a only.
+	rs := concat(streamRows("a", 0, 1, "x"), streamRows("a", 1, 1, "y"), streamRows("a", 2, 1, "z"), streamRows("b", 0, 2, "x"))
+	rs[1].Note = "deputy a:s00 1"
+	in := Listing{Me: "z", Rows: rs, Held: heldBy(rs, "z"), Firsts: Firsts(rs), First: "a:s00"}
+	assert.Equal(t, []string{"a:s00"}, Unwatched(in), "nobody that holds a lease of b watches x")
+	rs[4].Owner = "y" // y holds b:s01 too: x's deputy covers b
+	assert.Empty(t, Unwatched(Listing{Me: "z", Rows: rs, Held: heldBy(rs, "z"), Firsts: Firsts(rs), First: "a:s00"}))
+	rs[4].Owner = "z" // z holds a lease of b: it is seen, and named if need be
+	assert.Empty(t, Unwatched(Listing{Me: "z", Rows: rs, Held: heldBy(rs, "z"), Firsts: Firsts(rs), First: "a:s00"}))
 }

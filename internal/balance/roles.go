@@ -203,8 +203,12 @@ func MayTakeSoon(in Listing, p Plan) bool {
 // takes a first lease free or expired whatever the share): where workers
 // read different streams, the workers that watched that stream's
 // coordinator may all be gone, and me may be the only one left that reads
-// it.
+// it. A worker at its MaxLeases cap could not take it, and does not list
+// on for it (its stall is logged and counted instead).
 func Uncoordinated(in Listing) bool {
+	if in.MaxLeases > 0 && len(in.Held) >= in.MaxLeases {
+		return false
+	}
 	firsts := in.firsts()
 	for _, l := range in.Rows {
 		id := l.Shard
@@ -216,6 +220,49 @@ func Uncoordinated(in Listing) bool {
 		}
 	}
 	return false
+}
+
+// Unwatched returns the anchors (see Anchor) of the coordinators me should
+// watch as a deputy would, unnamed: each coordinates a stream of the
+// listing of which me holds no lease, and none of its named deputies holds
+// one either. Its named deputies may not read that stream (where workers
+// read different streams, a worker that reads a stream but holds none of
+// its leases is unknown to its coordinator), and me does: if that
+// coordinator stops, me is the one left to notice.
+func Unwatched(in Listing) []string {
+	firsts := in.firsts()
+	holders := map[string]map[string]bool{} // stream → owners of its live rows
+	anchors := map[string]string{}          // owner → its lowest first lease
+	for _, l := range in.Rows {
+		if l.Owner == "" || in.Expired[l.Shard] {
+			continue
+		}
+		s := StreamOf(l.Shard)
+		if holders[s] == nil {
+			holders[s] = map[string]bool{}
+		}
+		holders[s][l.Owner] = true
+		if a, ok := anchors[l.Owner]; firsts[l.Shard] && (!ok || l.Shard < a) {
+			anchors[l.Owner] = l.Shard
+		}
+	}
+	var out []string
+	for _, l := range in.Rows {
+		s, owner := StreamOf(l.Shard), l.Owner
+		if !firsts[l.Shard] || owner == "" || owner == in.Me || in.Expired[l.Shard] || holders[s][in.Me] {
+			continue
+		}
+		anchor := anchors[owner]
+		covered := false
+		for d := range DeputiesFor(in.Rows, anchor) {
+			covered = covered || d != owner && holders[s][d]
+		}
+		if !covered && !slices.Contains(out, anchor) {
+			out = append(out, anchor)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // DeputiesFor returns the owners of the held rows that name a deputy for

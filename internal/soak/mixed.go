@@ -345,10 +345,7 @@ func (s *soak) chaosMixed(ctx context.Context) {
 	s.inject(ctx, evs, func(ev event) {
 		switch ev.kind {
 		case EvCrashFirst:
-			if slot, ok := s.firstHolder(s.mix.streams[ev.slot]); ok {
-				s.counts.add(EvCrashFirst, 1)
-				s.crash(slot, ev.d)
-			}
+			s.operator.Go(func() { s.crashFirst(ctx, ev.slot, ev.d) })
 		case EvCrashDeputy:
 			s.operator.Go(func() { s.crashDeputy(ctx, ev.d) })
 		case EvQuietCrash:
@@ -450,6 +447,30 @@ func (s *soak) crashDeputy(ctx context.Context, downtime time.Duration) {
 		}
 	}
 	s.counts.add("deputy crash skipped (no deputy note for two leases)", 1)
+}
+
+// crashFirst crashes the holder of a stream's first lease: of stream i
+// if it has a live holder, else of the next stream that has one, looking
+// every quarter lease for six leases (crashes and restarts may leave a
+// stream with no live reader for a while).
+func (s *soak) crashFirst(ctx context.Context, i int, downtime time.Duration) {
+	t := time.NewTicker(s.cfg.Lease / 4)
+	defer t.Stop()
+	for range 24 {
+		for j := range mixedStreams {
+			if slot, ok := s.firstHolder(s.mix.streams[(i+j)%mixedStreams]); ok && ctx.Err() == nil {
+				s.counts.add(EvCrashFirst, 1)
+				s.crash(slot, downtime)
+				return
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+	s.counts.add("first-lease holder crash skipped (none for six leases)", 1)
 }
 
 // quietCrash crashes the holder of stream's first lease, looking every
