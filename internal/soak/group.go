@@ -19,13 +19,11 @@ package soak
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -130,22 +128,7 @@ func (s *soak) enteredAfterRemoval(inc *incarnation, stream, shard string, deaf 
 // newGroupWorker returns the Group of an incarnation: the soak's source,
 // whose calls fail at the fault rate (never the first: it would fail Run).
 func (s *soak) newGroupWorker(inc *incarnation, kin shardlease.KinesisAPI, store shardlease.LeaseStore, opts []shardlease.Option) (worker, error) {
-	var calls atomic.Int64
-	src := func(ctx context.Context) ([]shardlease.StreamSpec, error) {
-		if inc.crashed.Load() {
-			return nil, errCrashed
-		}
-		if calls.Add(1) > 1 && s.faultsOn.Load() {
-			inc.mu.Lock()
-			fail := inc.hrng.Float64() < s.cfg.FaultRate
-			inc.mu.Unlock()
-			if fail {
-				s.counts.add(EvSourceFailed, 1)
-				return nil, errors.New("soak: injected stream source failure")
-			}
-		}
-		return s.grp.source(), nil
-	}
+	src := s.faultySource(inc, s.grp.source)
 	g, err := shardlease.NewGroup(kin, &groupListStore{troubleStore: store.(*troubleStore)}, shardlease.GroupConfig{
 		Name: s.grp.name, Source: src, SourceInterval: s.cfg.SourceInterval, DeleteRemovedAfter: s.cfg.SourceInterval,
 	}, s.handler(inc), opts...)
