@@ -558,7 +558,7 @@ func (cd *coordination) afterRound(ctx context.Context, tl *takeListing, r *bala
 	alarm := was == alarmed
 	if alarm {
 		switch {
-		case cd.side.alarming(in, tl.byShard):
+		case cd.side.alarming(in, tl.byShard) && (in.MaxLeases == 0 || len(held) < in.MaxLeases):
 			// A lease another coordinator named it to watch is free or
 			// stands still: it lists on, and takes it when it expires.
 		case leading || first.Owner != "" && !in.Expired[in.First] && !in.Stalled[in.First]:

@@ -143,7 +143,7 @@ func (s *sideWatches) look(ctx context.Context, c *Consumer, obs map[string]obse
 func (s *sideWatches) alarming(in balance.Listing, byShard map[string]Lease) bool {
 	for _, w := range s.byRow {
 		l, ok := byShard[w.first]
-		if !ok || in.Held[w.first] || !in.Firsts[w.first] {
+		if !ok || in.Held[w.first] || !in.Firsts[w.first] || in.Skip[w.first] || in.Refused[w.first] {
 			continue
 		}
 		if l.Owner == "" || in.Expired[w.first] || in.Stalled[w.first] {

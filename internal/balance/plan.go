@@ -190,20 +190,10 @@ func (s *stealer) next(rng *rand.Rand) (Row, bool) {
 		}
 		// Ask for a lease the victim runs: one it has renewed since taking
 		// it (a row handed over to it but not yet adopted shows no expiry;
-		// adopting it would cancel the request), else any.
-		var cands, running []Row
-		for _, l := range in.Rows {
-			id := l.Shard
-			if l.Owner == victim && l.HandoffTo == "" && !in.Pending[id] && !s.requested[id] && !in.Expired[id] && !in.Skip[id] && !s.firsts[id] {
-				cands = append(cands, l)
-				if l.Renewed {
-					running = append(running, l)
-				}
-			}
-		}
-		if len(running) > 0 {
-			cands = running
-		}
+		// adopting it would cancel the request), else any; a lease that is
+		// no stream's first before a first one, and never the victim's
+		// anchor (its lowest first lease, which its deputies watch).
+		cands := s.candidates(victim)
 		if len(cands) == 0 {
 			// The victim's load is handoffs it is waiting for: look at the
 			// next most loaded owner.
@@ -215,6 +205,40 @@ func (s *stealer) next(rng *rand.Rand) (Row, bool) {
 		return l, true
 	}
 	return Row{}, false
+}
+
+// candidates returns the leases of victim the stealer may ask for, best
+// tier first: renewed and no first lease, then no first lease, then
+// renewed, then any, never victim's anchor.
+func (s *stealer) candidates(victim string) []Row {
+	in := s.in
+	var tiers [4][]Row
+	anchor := ""
+	for _, l := range in.Rows {
+		if l.Owner == victim && s.firsts[l.Shard] && (anchor == "" || l.Shard < anchor) {
+			anchor = l.Shard
+		}
+	}
+	for _, l := range in.Rows {
+		id := l.Shard
+		if l.Owner != victim || l.HandoffTo != "" || in.Pending[id] || s.requested[id] || in.Expired[id] || in.Skip[id] || id == anchor {
+			continue
+		}
+		t := 0
+		if s.firsts[id] {
+			t = 2
+		}
+		if !l.Renewed {
+			t++
+		}
+		tiers[t] = append(tiers[t], l)
+	}
+	for _, t := range tiers {
+		if len(t) > 0 {
+			return t
+		}
+	}
+	return nil
 }
 
 // granted records that the request for l was made: l counts for me now.

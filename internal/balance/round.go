@@ -113,11 +113,10 @@ type Round struct {
 // several streams, their first leases are gathered on one worker, so that
 // one worker lists for all of them (as it would for one stream): a
 // coordinator asks for the first lease of another stream it reads while
-// that lease's holder coordinates nothing lower than it (its Anchor), and
-// while it is below its ceiling. So the holder of the lowest first lease
-// gathers the others; a coordinator never asks one that ranks below it,
-// and fair share never asks for a first lease, so leases do not go back and
-// forth. A coordinator gathers while it would hold no more first leases
+// that lease's holder's owner id sorts after its own (see toGather). So
+// the coordinator of lowest id gathers the others; a coordinator never
+// asks one of lower id, and fair share asks for a first lease only of a
+// worker that runs no other it may ask for, and never for its anchor. A coordinator gathers while it would hold no more first leases
 // than the ceiling and no more leases than LeadCeiling (see mayGather). A
 // stream whose readers differ (a worker that reads it and not the
 // gatherer's lowest stream) keeps a coordinator of its own.
@@ -320,46 +319,44 @@ func (r *Round) toBePresent() []Row {
 
 // mayGather reports whether me may ask for one more first lease: it would
 // then hold no more first leases than the ceiling, and no more leases than
-// LeadCeiling. Fair share then moves its other leases to the workers below
-// their share, as it does after a coordinator took leases just freed.
+// LeadCeiling, and it runs a lease that is no first one. Fair share then
+// moves such leases of its to the workers below their share (it asks for
+// first leases last), as it does after a coordinator took leases just
+// freed; a worker that runs first leases only gathers none, so that fair
+// share's moves and its own do not undo each other.
 func (r *Round) mayGather() bool {
-	firsts := 0
-	for id := range r.in.firsts() {
-		if r.held[id] {
+	firsts, other := 0, 0
+	all := r.in.firsts()
+	for id := range r.held {
+		if all[id] {
 			firsts++
+		} else {
+			other++
 		}
 	}
 	load := r.mine + r.in.Waiting + r.gathered
-	return firsts+r.gathered < r.plan.Ceiling && load < LeadCeiling(r.plan.Ceiling)
+	return other > 0 && firsts+r.gathered < r.plan.Ceiling && load < LeadCeiling(r.plan.Ceiling)
 }
 
 // toGather returns, by id, the first leases of other streams that me, a
-// coordinator, asks for (see Gathering): each held by a live owner, not
-// being handed over, whose Anchor ranks after me's.
+// coordinator, asks for (see Gathering): each held by a live owner whose
+// owner id sorts after me's, not being handed over. The order is the owner
+// ids', which every worker sees alike whatever streams it reads: ranking
+// by the first leases each sees would let two workers that read different
+// streams each rank first, and ask one lease of each other back and forth.
 func (r *Round) toGather() []Row {
 	in := r.in
 	firsts := in.firsts()
-	mine, ok := Anchor(firsts, r.held)
-	if !ok {
+	if _, ok := Anchor(firsts, r.held); !ok {
 		return nil
 	}
-	anchors := map[string]string{}
-	var cands []Row
+	var out []Row
 	for _, l := range in.Rows {
 		id := l.Shard
-		if !firsts[id] || l.Owner == "" || l.Owner == in.Me || in.Expired[id] || r.held[id] {
+		if !firsts[id] || l.Owner == "" || l.Owner <= in.Me || in.Expired[id] || r.held[id] {
 			continue
 		}
-		if a, seen := anchors[l.Owner]; !seen || id < a {
-			anchors[l.Owner] = id
-		}
 		if l.HandoffTo == "" && !in.Pending[id] && !in.Skip[id] && !in.Refused[id] {
-			cands = append(cands, l)
-		}
-	}
-	var out []Row
-	for _, l := range cands {
-		if mine < anchors[l.Owner] {
 			out = append(out, l)
 		}
 	}

@@ -39,6 +39,12 @@ type write struct {
 	takenFrom string
 	takenCtr  int64
 	takenAt   time.Time
+	// seenFrom is, on an observation that showed a new owner before the
+	// write that made it was recorded (writes are recorded as their calls
+	// return), the owner of the row's write below it, at counter
+	// seenFromCtr: the write's record then knows whom it took the row from.
+	seenFrom    string
+	seenFromCtr int64
 }
 
 // auditor keeps the store's record of every accepted write, the writes it
@@ -119,7 +125,10 @@ func (a *auditor) record(w write) {
 	}
 	a.writes = append(a.writes, w)
 	cur, ok = a.now[w.key]
-	if !ok || w.gen > cur.gen || w.gen == cur.gen && (w.counter > cur.counter || w.counter == cur.counter && w.op == "handoff") {
+	if !ok || w.gen > cur.gen || w.gen == cur.gen && (w.counter > cur.counter || w.counter == cur.counter && (w.op == "handoff" || cur.op == "observed" && w.op != "observed")) {
+		if ok && w.op == "observed" && cur.gen == w.gen && cur.owner != w.owner {
+			w.seenFrom, w.seenFromCtr = cur.owner, cur.counter
+		}
 		a.now[w.key] = w
 	}
 }
@@ -155,6 +164,9 @@ func (a *auditor) taken(w *write, cur write) {
 	switch {
 	case w.by == operator && w.op == "acquire" && w.owner != cur.owner && cur.counter < w.counter && !tool:
 		w.takenFrom, w.takenCtr, w.takenAt = cur.owner, cur.counter, w.at
+	case w.by == operator && w.op == "acquire" && cur.op == "observed" && cur.owner == w.owner && cur.counter == w.counter && cur.seenFrom != "" && !tool:
+		// A listing showed the tool's acquire before its call returned.
+		w.takenFrom, w.takenCtr, w.takenAt = cur.seenFrom, cur.seenFromCtr, w.at
 	case tool && (w.owner == cur.owner || w.by == operator && w.op == "acquire" && cur.counter < w.counter):
 		// The tool's own writes, the handoffs asked of it, and another
 		// tool taking the row from it: the holder that may still run is

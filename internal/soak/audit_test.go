@@ -226,3 +226,18 @@ func TestAuditKnowsWhoAToolTookTheRowFrom(t *testing.T) {
 		t.Fatalf("a worker's acquire after the tool's: taken from %q at %v; want none", from, at)
 	}
 }
+
+// A listing that shows the tool's acquire before the acquire's call
+// returned (an observation recorded first) still lets the acquire's record
+// name the holder the tool took the row from.
+func TestAuditKnowsWhoAToolTookTheRowFromWhenAListingSawItFirst(t *testing.T) {
+	a := newAuditor(2 * time.Second)
+	key := "orders:shardId-000000000000"
+	holder, tool := shardlease.NewOwnerIdentity("w0"), shardlease.NewOwnerIdentity("soak-rewind")
+	a.record(write{key: key, op: "acquire", by: "w0-1", claimCtr: -1, owner: holder, counter: 15})
+	a.record(write{key: key, op: "observed", by: "w3-1", claimCtr: -1, owner: tool, counter: 16})
+	a.record(write{key: key, op: "acquire", by: operator, claimCtr: -1, owner: tool, counter: 16})
+	if owner, _, from, at := a.holder(key); owner != tool || from != holder || at.IsZero() {
+		t.Fatalf("row held by %q, taken from %q at %v; want the tool, taken from %q", owner, from, at, holder)
+	}
+}
