@@ -225,3 +225,35 @@ func TestUnwatched(t *testing.T) {
 	rs[4].Owner = "z" // z holds a lease of b: it is seen, and named if need be
 	assert.Empty(t, Unwatched(Listing{Me: "z", Rows: rs, Held: heldBy(rs, "z"), Firsts: Firsts(rs), First: "a:s00"}))
 }
+
+// Two coordinators that read different streams never ask one first lease
+// of each other in turn: gathering goes by owner id, which both see alike
+// (by the first leases each saw, each ranked first: P read b and c, Q a
+// and c, and c's first lease went back and forth).
+func TestGatherNeverBackAndForth(t *testing.T) {
+	fromP := concat(streamRows("b", 0, 2, "P"), streamRows("c", 0, 2, "Q"))
+	inP := Listing{Me: "P", Rows: fromP, Held: heldBy(fromP, "P"), Firsts: Firsts(fromP), First: "b:s00", Coordinated: true, MaxSteals: 32}
+	assert.Equal(t, []string{"c:s00"}, intentsOf(inP, Ask), "P gathers c's first lease of Q")
+	fromQ := concat(streamRows("a", 0, 2, "Q"), streamRows("c", 0, 1, "P"), streamRows("c", 1, 1, "Q"))
+	inQ := Listing{Me: "Q", Rows: fromQ, Held: heldBy(fromQ, "Q"), Firsts: Firsts(fromQ), First: "a:s00", Coordinated: true, MaxSteals: 32}
+	assert.Empty(t, intentsOf(inQ, Ask), "Q does not ask it back")
+}
+
+// First leases that piled up on one worker (ten streams of one shard, all
+// held by y) move by fair share, all but y's anchor: z asks for its share.
+func TestFairShareMovesFirstLeasesLast(t *testing.T) {
+	var rs []Row
+	for i := range 10 {
+		rs = append(rs, streamRows(fmt.Sprintf("s%d", i), 0, 1, "y")...)
+	}
+	in := Listing{Me: "z", Rows: rs, Firsts: Firsts(rs), First: "s0:s00", Workers: []string{"z", "w", "v"}, MaxSteals: 32}
+	asks := intentsOf(in, Ask)
+	assert.Len(t, asks, 2, "z asks for its share (target 2 of 10 over 4)")
+	assert.NotContains(t, asks, "s0:s00", "never y's anchor")
+	// With other leases to ask for, a first lease is asked for last.
+	rs2 := concat(streamRows("a", 0, 4, "y"), streamRows("b", 0, 1, "y"))
+	in2 := Listing{Me: "z", Rows: rs2, Firsts: Firsts(rs2), First: "a:s00", Workers: []string{"z"}, MaxSteals: 32}
+	for _, id := range intentsOf(in2, Ask) {
+		assert.NotEqual(t, "b:s00", id, "y runs leases that are no first ones: those go first")
+	}
+}
