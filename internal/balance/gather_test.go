@@ -222,7 +222,9 @@ func TestUnwatched(t *testing.T) {
 	assert.Equal(t, []string{"a:s00"}, Unwatched(in), "nobody that holds a lease of b watches x")
 	rs[4].Owner = "y" // y holds b:s01 too: x's deputy covers b
 	assert.Empty(t, Unwatched(Listing{Me: "z", Rows: rs, Held: heldBy(rs, "z"), Firsts: Firsts(rs), First: "a:s00"}))
-	rs[4].Owner = "z" // z holds a lease of b: it is seen, and named if need be
+	rs[4].Owner = "z" // z holds a lease of b, but no deputy of x does: z watches until one is named
+	assert.Equal(t, []string{"a:s00"}, Unwatched(Listing{Me: "z", Rows: rs, Held: heldBy(rs, "z"), Firsts: Firsts(rs), First: "a:s00"}))
+	rs[4].Note = "deputy a:s00 2" // z is named: it watches through the naming
 	assert.Empty(t, Unwatched(Listing{Me: "z", Rows: rs, Held: heldBy(rs, "z"), Firsts: Firsts(rs), First: "a:s00"}))
 }
 

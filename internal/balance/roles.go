@@ -224,11 +224,12 @@ func Uncoordinated(in Listing) bool {
 
 // Unwatched returns the anchors (see Anchor) of the coordinators me should
 // watch as a deputy would, unnamed: each coordinates a stream of the
-// listing of which me holds no lease, and none of its named deputies holds
-// one either. Its named deputies may not read that stream (where workers
-// read different streams, a worker that reads a stream but holds none of
-// its leases is unknown to its coordinator), and me does: if that
-// coordinator stops, me is the one left to notice.
+// listing none of whose named deputies holds a lease of (me included).
+// Its named deputies may not read that stream (where workers read
+// different streams, a worker that reads a stream but holds none of its
+// leases is unknown to its coordinator, and one named late has no naming
+// yet), and me does: if that coordinator stops, me is the one left to
+// notice.
 func Unwatched(in Listing) []string {
 	firsts := in.firsts()
 	holders := map[string]map[string]bool{} // stream → owners of its live rows
@@ -249,7 +250,7 @@ func Unwatched(in Listing) []string {
 	var out []string
 	for _, l := range in.Rows {
 		s, owner := StreamOf(l.Shard), l.Owner
-		if !firsts[l.Shard] || owner == "" || owner == in.Me || in.Expired[l.Shard] || holders[s][in.Me] {
+		if !firsts[l.Shard] || owner == "" || owner == in.Me || in.Expired[l.Shard] {
 			continue
 		}
 		anchor := anchors[owner]
