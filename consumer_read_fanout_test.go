@@ -488,8 +488,12 @@ func TestFanOutLostLeaseClosesTheSubscription(t *testing.T) {
 			return w.subscribable(t, shard)
 		})
 		w.put(t, p, 5, 1)
-		_, err = w.store.Release(ctx, thief)
-		require.NoError(t, err)
+		// a may have taken the lease back already, if the thief's last
+		// renewal stood still a lease duration while the records were put
+		// (a lists on while the stream's first lease stands still).
+		if _, err = w.store.Release(ctx, thief); err != nil {
+			require.ErrorIs(t, err, shardlease.ErrLeaseLost)
+		}
 		// a takes the shard back and hands the rest: never under the lost
 		// lease.
 		waitFor(t, 30*w.lease, "every record handled", func() bool { return h.distinct() == p.count() })
