@@ -699,6 +699,9 @@ func (cd *coordination) writeNote(ctx context.Context, byShard map[string]Lease,
 	if names == "" {
 		names = cd.first
 	}
+	// A lease of the row's own stream by its shard id alone, as earlier
+	// releases wrote and read it.
+	names = balance.Compact(names, keyOf(it.Row.Shard).Stream)
 	cd.note(ctx, byShard[it.Row.Shard], balance.NoteText(it, names, cd.nextNonce()))
 }
 

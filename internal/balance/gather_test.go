@@ -143,10 +143,15 @@ func TestNamingsOfOtherCoordinatorsStay(t *testing.T) {
 	rs[1].Note = "deputy b:s00 1"
 	rs[3].Note = "deputy d:s00 1"
 	in := Listing{Me: "x", Rows: rs, Held: heldBy(rs, "x"), Firsts: Firsts(rs), First: "c:s00"}
-	assert.Equal(t, "b:s00,c:s00", Names(in, rs[1].Note))
-	assert.Equal(t, "c:s00,d:s00", Names(in, rs[3].Note))
-	assert.Equal(t, "c:s00", Names(in, "deputy b:s05 1"), "a naming of a lease no longer first goes")
-	assert.Equal(t, "c:s00", Names(in, "wake 1"))
+	assert.Equal(t, "b:s00,c:s00", Names(in, rs[1]))
+	assert.Equal(t, "c:s00,d:s00", Names(in, rs[3]))
+	assert.Equal(t, "c:s00", Names(in, Row{Shard: "b:s01", Note: "deputy b:s05 1"}), "a naming of a lease no longer first goes")
+	assert.Equal(t, "c:s00", Names(in, Row{Shard: "b:s01", Note: "wake 1"}))
+	// Written compact: a lease of the row's stream by shard id, as earlier
+	// releases read it; read back as row keys.
+	assert.Equal(t, "s00,c:s00", Compact("b:s00,c:s00", "b"))
+	assert.Equal(t, "b:s00,c:s00", Names(in, Row{Shard: "b:s01", Note: "deputy s00,c:s00 1"}))
+	assert.True(t, namesFirst(Row{Shard: "b:s01", Note: "deputy s00 1"}, "b:s00"))
 	notes, _ := CoordinatorNotes(in, PlanRound(in, rand.New(rand.NewPCG(1, 2))), in.Held, nil, time.Time{}, time.Second)
 	var deputies []Intent
 	for _, it := range notes {
@@ -163,7 +168,7 @@ func TestNamingsOfOtherCoordinatorsStay(t *testing.T) {
 	}
 	n := ParseNote(NoteText(Intent{Kind: Deputy}, "b:s00,c:s00", 7))
 	assert.Equal(t, []string{"b:s00", "c:s00"}, n.Firsts)
-	assert.True(t, namesFirst("deputy b:s00,c:s00 7", "c:s00"))
+	assert.True(t, namesFirst(Row{Shard: "x:s01", Note: "deputy b:s00,c:s00 7"}, "c:s00"))
 	assert.Equal(t, []string{"orders:shardId-1", "b:s0"}, ParseNote("deputy shardId-1,b:s0 7").FirstsOn("orders"))
 }
 

@@ -111,11 +111,27 @@ func DeputyFirst(note string) (string, bool) {
 	return n.First, n.Kind == NoteDeputy
 }
 
-// namesFirst reports whether note is a deputy note that asks to watch
-// first (among the leases it names).
-func namesFirst(note, first string) bool {
-	n := ParseNote(note)
-	return n.Kind == NoteDeputy && slices.Contains(n.Firsts, first)
+// namesFirst reports whether row's note is a deputy note that asks to
+// watch first (among the leases it names, read as on row's stream: see
+// FirstOn).
+func namesFirst(row Row, first string) bool {
+	n := ParseNote(row.Note)
+	return n.Kind == NoteDeputy && slices.Contains(n.FirstsOn(StreamOf(row.Shard)), first)
+}
+
+// Compact returns names (row keys, joined by commas) as a deputy note on
+// a row of stream writes them: a lease of that stream by its shard id
+// alone, as the notes of earlier releases did, so that a worker of an
+// earlier release named deputy during an upgrade reads it (FirstOn reads
+// it back as its row key).
+func Compact(names, stream string) string {
+	parts := strings.Split(names, ",")
+	for i, n := range parts {
+		if s, shard, ok := strings.Cut(n, ":"); ok && s == stream && stream != "" {
+			parts[i] = shard
+		}
+	}
+	return strings.Join(parts, ",")
 }
 
 // FirstsOn returns the row keys of every lease a deputy note on a row of
@@ -128,15 +144,15 @@ func (n Note) FirstsOn(stream string) []string {
 	return out
 }
 
-// Names returns what me's deputy naming writes on a row whose note is
-// note: in.First, with the other coordinators' namings the note carries
-// (see othersNaming), so that one row keeps every naming, sorted and
-// joined by commas.
-func Names(in Listing, note string) string {
+// Names returns what me's deputy naming writes on row: in.First, with the
+// other coordinators' namings row's note carries (see othersNaming), so
+// that one row keeps every naming, sorted and joined by commas, as row
+// keys (the writer compacts them, see Compact).
+func Names(in Listing, row Row) string {
 	names := []string{in.First}
-	if n := ParseNote(note); n.Kind == NoteDeputy {
+	if n := ParseNote(row.Note); n.Kind == NoteDeputy {
 		others := othersNaming(in)
-		for _, f := range n.Firsts {
+		for _, f := range n.FirstsOn(StreamOf(row.Shard)) {
 			if f != in.First && others(f) {
 				names = append(names, f)
 			}
@@ -153,7 +169,7 @@ func Names(in Listing, note string) string {
 // same way.
 func (n Note) FirstOn(stream string) string {
 	switch {
-	case n.First == "" || strings.Contains(n.First, ":"):
+	case n.First == "" || stream == "" || strings.Contains(n.First, ":"):
 		return n.First
 	case strings.Contains(n.First, "/"):
 		return strings.Replace(n.First, "/", ":", 1)
@@ -271,7 +287,7 @@ func Unwatched(in Listing) []string {
 func DeputiesFor(rows []Row, first string) map[string]bool {
 	out := map[string]bool{}
 	for _, l := range rows {
-		if namesFirst(l.Note, first) && l.Owner != "" {
+		if namesFirst(l, first) && l.Owner != "" {
 			out[l.Owner] = true
 		}
 	}
@@ -304,7 +320,7 @@ func NameDeputies(in Listing) []Row {
 		if l.Owner == "" || l.Owner == in.Me || in.Held[l.Shard] || in.Expired[l.Shard] || l.HandoffTo != "" {
 			continue
 		}
-		if namesFirst(l.Note, in.First) {
+		if namesFirst(l, in.First) {
 			named[l.Owner] = true
 			continue
 		}
@@ -410,7 +426,7 @@ func CoordinatorNotes(in Listing, p Plan, held map[string]bool, woken map[string
 	var out []Intent
 	naming := map[string]bool{}
 	for _, l := range NameDeputies(in) {
-		out = append(out, Intent{Kind: Deputy, Row: l, Names: Names(in, l.Note)})
+		out = append(out, Intent{Kind: Deputy, Row: l, Names: Names(in, l)})
 		naming[l.Shard] = true
 	}
 	wakes, woken := Wakes(in, p, held, naming, woken, now, lease)
@@ -499,7 +515,7 @@ func Wakes(in Listing, p Plan, held map[string]bool, naming map[string]bool, wok
 		next[owner] = Woken{At: now, Load: n, Wait: wait}
 		it := wakeOn(rows[owner], naming)
 		if it.Kind == WakeDeputy {
-			it.Names = Names(in, it.Row.Note)
+			it.Names = Names(in, it.Row)
 		}
 		it.Watch = timed > 0
 		out = append(out, it)
@@ -587,7 +603,7 @@ func PassLead(rows []Row, me, first string) []Intent {
 		if l.Owner == "" || l.Owner == me || l.HandoffTo != "" || l.Finished {
 			continue
 		}
-		if namesFirst(l.Note, first) {
+		if namesFirst(l, first) {
 			deputies = append(deputies, l)
 		} else {
 			others = append(others, l)
