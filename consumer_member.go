@@ -102,10 +102,7 @@ func newMemberSet(grouped bool, ms ...*member) *memberSet {
 	return s
 }
 
-// idOf returns the consumer's id of stream's shard: its row's key.
-func idOf(stream, shard string) string { return stream + ":" + shard }
-
-// keyOf returns the row key of the consumer's id.
+// keyOf returns the row key of the consumer's id (a LeaseKey.String).
 func keyOf(id string) LeaseKey {
 	stream, shard, _ := strings.Cut(id, ":")
 	return LeaseKey{Stream: stream, Shard: shard}
@@ -116,7 +113,7 @@ func keyOf(id string) LeaseKey {
 func parentIDs(l Lease) []string {
 	out := make([]string, len(l.Parents))
 	for i, p := range l.Parents {
-		out[i] = idOf(l.Key.Stream, p)
+		out[i] = LeaseKey{Stream: l.Key.Stream, Shard: p}.String()
 	}
 	return out
 }

@@ -513,10 +513,10 @@ func (sc *scheduler) listMemberShards(ctx context.Context, running bool) ([]type
 			return nil, err
 		}
 		for _, s := range shards {
-			s.ShardId = aws.String(idOf(m.name, aws.ToString(s.ShardId)))
+			s.ShardId = aws.String(LeaseKey{Stream: m.name, Shard: aws.ToString(s.ShardId)}.String())
 			for _, p := range []**string{&s.ParentShardId, &s.AdjacentParentShardId} {
 				if *p != nil && **p != "" {
-					*p = aws.String(idOf(m.name, **p))
+					*p = aws.String(LeaseKey{Stream: m.name, Shard: **p}.String())
 				}
 			}
 			out = append(out, s)
