@@ -2,7 +2,6 @@ package shardlease
 
 import (
 	"context"
-	"errors"
 	"math/rand/v2"
 	"slices"
 	"time"
@@ -489,21 +488,11 @@ func (cd *coordination) onExpiry(ctx context.Context) error {
 // longer than a renewal. A read that fails otherwise changes nothing.
 func (cd *coordination) lookAtFirst(ctx context.Context) {
 	c := cd.c
-	gctx, cancel := c.storeCtx(ctx)
-	l, err := cd.ns.GetEventually(gctx, keyOf(cd.first))
-	cancel()
-	if err != nil {
-		if ctx.Err() != nil {
-			return
-		}
-		if !errors.Is(err, ErrLeaseNotFound) {
-			c.log.Debug("reading the coordinator's lease failed", "lease", cd.first, "err", err)
-			return
-		}
-		l = Lease{}
+	l, o, ok := readWatched(ctx, c, cd.obs, cd.first)
+	if !ok {
+		return
 	}
-	now := time.Now()
-	o := observeRow(cd.obs, cd.first, l.Counter, l.Owner, now)
+	now := o.seen
 	cd.watch.stallAt = o.changed.Add(cd.stall(l))
 	if cd.adoptFirst(ctx, l) || cd.yielded(l, now) {
 		return

@@ -113,28 +113,47 @@ func (s *sideWatches) nextStall() time.Time {
 // coordination.stall.
 func (s *sideWatches) look(ctx context.Context, c *Consumer, obs map[string]observation, stall func(Lease) time.Duration) (stopped string, alarm bool) {
 	for k, w := range s.byRow {
-		gctx, cancel := c.storeCtx(ctx)
-		l, err := c.caps.notes.GetEventually(gctx, keyOf(w.first))
-		cancel()
-		switch {
-		case err == nil:
-		case errors.Is(err, ErrLeaseNotFound):
-			l = Lease{}
-		default:
-			if ctx.Err() == nil {
-				c.log.Debug("reading a coordinator's lease failed", "lease", w.first, "err", err)
-			}
+		l, o, ok := readWatched(ctx, c, obs, w.first)
+		if !ok {
 			continue
 		}
-		now := time.Now()
-		o := observeRow(obs, w.first, l.Counter, l.Owner, now)
 		s.byRow[k] = sideWatch{first: w.first, stallAt: o.changed.Add(stall(l))}
-		if l.Owner == "" || l.Owner != c.cfg.identity && now.Sub(o.changed) >= stall(l) {
+		if l.Owner == "" || l.Owner != c.cfg.identity && o.seen.Sub(o.changed) >= stall(l) {
 			c.log.Info("a coordinator's lease this worker watches stands still or is free: listing", "lease", w.first, "owner", l.Owner, "counter", l.Counter)
 			stopped, alarm = l.Owner, true
 		}
 	}
 	return stopped, alarm
+}
+
+// watchedRead is a watched lease's row as one look read it: the
+// observation of its counter, and when the look was made.
+type watchedRead struct {
+	observation
+	seen time.Time
+}
+
+// readWatched reads the row of the watched lease first, eventually
+// consistent (a row not found reads as free: its shard finished and was
+// cleaned up, or it was deleted), and records the observation in obs. ok
+// is false when the read failed otherwise: the look changes nothing. The
+// deputy's look (lookAtFirst) and the side watches' both read this way.
+func readWatched(ctx context.Context, c *Consumer, obs map[string]observation, first string) (Lease, watchedRead, bool) {
+	gctx, cancel := c.storeCtx(ctx)
+	l, err := c.caps.notes.GetEventually(gctx, keyOf(first))
+	cancel()
+	switch {
+	case err == nil:
+	case errors.Is(err, ErrLeaseNotFound):
+		l = Lease{}
+	default:
+		if ctx.Err() == nil {
+			c.log.Debug("reading a coordinator's lease failed", "lease", first, "err", err)
+		}
+		return Lease{}, watchedRead{}, false
+	}
+	now := time.Now()
+	return l, watchedRead{observeRow(obs, first, l.Counter, l.Owner, now), now}, true
 }
 
 // alarming reports whether a listing shows a watched lease free, expired
