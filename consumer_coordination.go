@@ -462,10 +462,12 @@ func (cd *coordination) onLook(ctx context.Context) {
 		return
 	}
 	defer cd.armWatch()
+	looked := ""
 	if cd.first != "" && cd.watch.looks(time.Now(), cd.c.holds) {
 		cd.lookAtFirst(ctx)
+		looked = cd.first
 	}
-	if stopped, ok := cd.side.look(ctx, cd.c, cd.obs, cd.stall); ok {
+	if stopped, ok := cd.side.look(ctx, cd.c, cd.obs, cd.stall, looked); ok {
 		cd.suspect = stopped
 		cd.on(balance.Alarm, balance.RoleFacts{})
 		poke(cd.wake)

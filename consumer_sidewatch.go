@@ -110,14 +110,25 @@ func (s *sideWatches) nextStall() time.Time {
 // longer than a renewal, as lookAtFirst judges the first naming's: the
 // coordinator that named this worker stopped (stopped, "" for a free
 // lease), and it lists. obs are the scheduler's observations; stall is
-// coordination.stall.
-func (s *sideWatches) look(ctx context.Context, c *Consumer, obs map[string]observation, stall func(Lease) time.Duration) (stopped string, alarm bool) {
-	for k, w := range s.byRow {
+// coordination.stall. A lease the deputy's own look read already
+// (looked) is not read again, nor one named on two rows twice.
+func (s *sideWatches) look(ctx context.Context, c *Consumer, obs map[string]observation, stall func(Lease) time.Duration, looked string) (stopped string, alarm bool) {
+	read := map[string]bool{looked: true}
+	for _, w := range s.byRow {
+		if read[w.first] {
+			continue
+		}
+		read[w.first] = true
 		l, o, ok := readWatched(ctx, c, obs, w.first)
 		if !ok {
 			continue
 		}
-		s.byRow[k] = sideWatch{first: w.first, stallAt: o.changed.Add(stall(l))}
+		at := o.changed.Add(stall(l))
+		for k2, w2 := range s.byRow {
+			if w2.first == w.first {
+				s.byRow[k2] = sideWatch{first: w.first, stallAt: at}
+			}
+		}
 		if l.Owner == "" || l.Owner != c.cfg.identity && o.seen.Sub(o.changed) >= stall(l) {
 			c.log.Info("a coordinator's lease this worker watches stands still or is free: listing", "lease", w.first, "owner", l.Owner, "counter", l.Counter)
 			stopped, alarm = l.Owner, true
