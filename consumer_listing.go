@@ -11,8 +11,7 @@ import (
 // the streams in its set and its worker rows, named workersOf (a
 // Consumer's stream, or a Group's name). Rows keep their keys
 // ("stream:shard"); no listing returns a row of a stream out of the set.
-// It holds no state: Run's scheduler calls it, and a Group's source
-// goroutine through rows.
+// It holds no state; Run's goroutine alone calls it.
 type tableReader struct {
 	store     LeaseStore
 	caps      storeCaps
@@ -46,13 +45,7 @@ func (t tableReader) rows(ctx context.Context) ([]Lease, error) {
 // rowsOf lists the rows of the streams names, with a consistent read.
 func (t tableReader) rowsOf(ctx context.Context, names []string) ([]Lease, error) {
 	if !t.set.grouped {
-		var leases []Lease
-		var errs []error
-		for _, n := range names {
-			ls, err := t.store.List(ctx, n)
-			leases, errs = append(leases, ls...), append(errs, err)
-		}
-		return leases, errors.Join(errs...)
+		return t.listEach(ctx, names)
 	}
 	leases, _, err := t.streams(ctx, names, true)
 	return leases, err
@@ -95,24 +88,36 @@ func (t tableReader) streams(ctx context.Context, names []string, consistent boo
 // listing that found corrupt rows keeps the others; any other failure
 // ends it.
 func (t tableReader) each(ctx context.Context, names []string) ([]Lease, []Worker, error) {
+	leases, err := t.listEach(ctx, names)
+	var cre *CorruptRowsError
+	if err != nil && !errors.As(err, &cre) {
+		return nil, nil, err
+	}
+	var workers []Worker
+	if t.caps.workers != nil {
+		_, ws, werr := t.caps.workers.ListWithWorkers(ctx, t.workersOf)
+		if werr != nil {
+			return nil, nil, werr
+		}
+		workers = ws
+	}
+	return leases, workers, err
+}
+
+// listEach lists each stream's rows with a call of its own (consistent).
+// A listing that found corrupt rows keeps the others, its error joined to
+// the result; any other failure ends it.
+func (t tableReader) listEach(ctx context.Context, names []string) ([]Lease, error) {
 	var leases []Lease
 	var errs []error
 	for _, n := range names {
 		ls, err := t.store.List(ctx, n)
 		var cre *CorruptRowsError
 		if err != nil && !errors.As(err, &cre) {
-			return nil, nil, err
+			return nil, err
 		}
 		leases = append(leases, ls...)
 		errs = append(errs, err)
 	}
-	var workers []Worker
-	if t.caps.workers != nil {
-		_, ws, err := t.caps.workers.ListWithWorkers(ctx, t.workersOf)
-		if err != nil {
-			return nil, nil, err
-		}
-		workers = ws
-	}
-	return leases, workers, errors.Join(errs...)
+	return leases, errors.Join(errs...)
 }
