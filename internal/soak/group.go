@@ -179,10 +179,7 @@ func (s *soak) runGroup(ctx context.Context) (*Result, error) {
 	if err := s.setupGroup(ctx); err != nil {
 		return nil, err
 	}
-	s.startWorkers()
-	var watch sync.WaitGroup
-	watchCtx, stopWatch := context.WithCancel(ctx)
-	watch.Go(func() { s.watchRemoved(watchCtx) })
+	stopWatch := s.startWatched(ctx, s.watchRemoved)
 	s.withFaults(ctx, s.produceGroup, s.chaosGroup)
 
 	// The removal's bound must have passed before the drain ends, so that
@@ -197,11 +194,7 @@ func (s *soak) runGroup(ctx context.Context) (*Result, error) {
 		}
 	}
 	stopWatch()
-	watch.Wait()
-	s.mu.Lock()
-	live := slices.Clone(s.slots)
-	s.mu.Unlock()
-	stopWorkers(live)
+	stopWorkers(s.liveSlots())
 	return s.groupResult(ctx, drained), nil
 }
 
@@ -311,10 +304,7 @@ func (s *soak) watchRemoved(ctx context.Context) {
 		if at.IsZero() || time.Since(at) <= s.cfg.removalBound() {
 			continue
 		}
-		s.mu.Lock()
-		live := slices.Clone(s.slots)
-		s.mu.Unlock()
-		for _, inc := range live {
+		for _, inc := range s.liveSlots() {
 			if inc == nil || inc.consumer == nil || inc.crashed.Load() || inc.freeze.frozen() != nil {
 				continue
 			}

@@ -296,19 +296,12 @@ func (s *soak) runMixed(ctx context.Context) (*Result, error) {
 	if err := s.setupGroup(ctx); err != nil {
 		return nil, err
 	}
-	s.startWorkers()
-	var watch sync.WaitGroup
-	watchCtx, stopWatch := context.WithCancel(ctx)
-	watch.Go(func() { s.watchMixed(watchCtx) })
+	stopWatch := s.startWatched(ctx, s.watchMixed)
 	s.withFaults(ctx, s.produceGroup, s.chaosMixed)
 
 	drained := s.drainGroup(ctx)
 	stopWatch()
-	watch.Wait()
-	s.mu.Lock()
-	live := slices.Clone(s.slots)
-	s.mu.Unlock()
-	stopWorkers(live)
+	stopWorkers(s.liveSlots())
 	return s.mixedResult(ctx, drained), nil
 }
 

@@ -13,7 +13,6 @@ package soak
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -74,11 +73,8 @@ func (s *soak) watchMixed(ctx context.Context) {
 // liveReaders returns the live, running workers with what each reads and
 // holds, and whether each has room under its cap.
 func (s *soak) liveReaders() []reader {
-	s.mu.Lock()
-	incs := slices.Clone(s.slots)
-	s.mu.Unlock()
 	var out []reader
-	for slot, inc := range incs {
+	for slot, inc := range s.liveSlots() {
 		if inc == nil || inc.consumer == nil || inc.crashed.Load() || inc.leaving.Load() || inc.freeze.frozen() != nil {
 			continue
 		}

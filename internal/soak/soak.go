@@ -346,18 +346,12 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err := s.setup(ctx); err != nil {
 		return nil, err
 	}
-	s.startWorkers()
-	var watch sync.WaitGroup
-	watchCtx, stopWatch := context.WithCancel(ctx)
-	watch.Go(func() { s.watchUntaken(watchCtx) })
+	stopWatch := s.startWatched(ctx, s.watchUntaken)
 	s.withFaults(ctx, s.produce, s.chaos)
 
 	drained := s.drain(ctx)
 	stopWatch()
-	watch.Wait()
-	s.mu.Lock()
-	live := slices.Clone(s.slots)
-	s.mu.Unlock()
+	live := s.liveSlots()
 	stalled := s.stallsAtRest(ctx, live, drained)
 	stopWorkers(live)
 	s.mu.Lock()
@@ -376,6 +370,26 @@ func (s *soak) startWorkers() {
 	for i := range s.cfg.Workers {
 		s.launch(i)
 	}
+}
+
+// startWatched starts the workers and watch, the mode's check of the fleet
+// while it runs; the function returned stops watch and waits for it.
+func (s *soak) startWatched(ctx context.Context, watch func(context.Context)) (stop func()) {
+	s.startWorkers()
+	var wg sync.WaitGroup
+	watchCtx, cancel := context.WithCancel(ctx)
+	wg.Go(func() { watch(watchCtx) })
+	return func() {
+		cancel()
+		wg.Wait()
+	}
+}
+
+// liveSlots returns each slot's latest incarnation.
+func (s *soak) liveSlots() []*incarnation {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.slots)
 }
 
 // withFaults runs produce and chaos for the run's duration, then waits for
