@@ -123,6 +123,11 @@ type Lease struct {
 	// Lag is the holder's lag as its last renewal or checkpoint wrote it
 	// (see HolderLag); nil when the last write to the row carried none.
 	Lag *Lag
+	// Session is the key of the worker row whose session keeps the lease
+	// (see SessionStore), and SessionGen that session's generation; "" and
+	// 0 when the holder renews the row itself.
+	Session    string
+	SessionGen int64
 
 	// fenceEpoch is the stream epoch of the fence floor the row's last
 	// acquire read (see lease_floor.go); 0 on rows of stores that keep no
@@ -149,6 +154,12 @@ type Worker struct {
 	// alive while they see it move, as they judge leases: a row unchanged
 	// for a lease duration, by the observer's own clock, is a worker gone.
 	Counter int64
+	// Gen is the generation of the session the row holds (see
+	// SessionStore); 0 on a row that holds no session.
+	Gen int64
+	// Duration is the holder's lease duration, written by every open and
+	// keep of a session; 0 when the row does not say.
+	Duration time.Duration
 }
 
 // Key returns the row's key: "stream:@owner". '@' never appears in a shard

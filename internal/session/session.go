@@ -1,0 +1,111 @@
+// Package session holds the decisions of the session protocol as pure
+// functions: when a holder stops, what an observer watches stand still, and
+// what a taker must do before it takes a lease. The consumer converts what
+// it read and timed into these inputs, calls them, and carries out the
+// answer; the exploration test runs the same functions over every
+// interleaving of a few workers.
+package session
+
+import (
+	"strconv"
+	"time"
+)
+
+// CutoffDivisor sets the holder's margin: it stops a tenth of a lease
+// duration before any taker can have seen its session stand still, which
+// covers monotonic clocks running at slightly different rates and the time
+// a handler takes to notice its cancelled context.
+const CutoffDivisor = 10
+
+// Cutoff returns when a holder whose last successful keep (or, without
+// sessions, write to the lease row) was sent at sent stops handing records
+// and issuing writes, until a later one succeeds. Only the holder's own
+// monotonic clock is read.
+func Cutoff(sent time.Time, lease time.Duration) time.Time {
+	return sent.Add(lease - lease/CutoffDivisor)
+}
+
+// Seen is a lease row and, when a session keeps it, that session's row, as
+// one observer read them.
+type Seen struct {
+	// Owner and Counter are the lease row's.
+	Owner   string
+	Counter int64
+	// Session and Gen name the session that keeps the lease; "" and 0 when
+	// the holder renews the row itself.
+	Session string
+	Gen     int64
+	// Found is whether the session's row was there; RowGen and RowCounter
+	// are its generation and counter.
+	Found      bool
+	RowGen     int64
+	RowCounter int64
+}
+
+// Kept reports whether a session keeps the lease.
+func (s Seen) Kept() bool { return s.Session != "" }
+
+// Lives reports whether the session row read is the session the lease
+// names: there, and of its generation.
+func (s Seen) Lives() bool { return s.Kept() && s.Found && s.RowGen == s.Gen }
+
+// Mark is what an observer watches: it changes whenever anything that
+// proves the holder alive changes (the lease row's owner or counter, and
+// for a kept lease its session's presence, generation and counter). A lease
+// whose mark stood still for a lease duration on the observer's clock is
+// expired. A session that is gone or of another generation leaves the mark
+// standing still too, so such a lease is taken a lease duration after it was
+// first seen so, never at once: an eventually consistent read may show a
+// lease row before the session row its holder wrote first.
+func Mark(s Seen) string {
+	m := s.Owner + "|" + strconv.FormatInt(s.Counter, 10)
+	if !s.Kept() {
+		return m
+	}
+	if !s.Lives() {
+		return m + "|" + s.Session + "|gone"
+	}
+	return m + "|" + s.Session + "|" + strconv.FormatInt(s.RowGen, 10) + "|" + strconv.FormatInt(s.RowCounter, 10)
+}
+
+// Step is what a taker does with a lease held by another worker.
+type Step int
+
+const (
+	// Wait: the holder may be alive; take nothing.
+	Wait Step = iota
+	// Fence: the lease is expired and its session's row is there; end the
+	// session (a delete conditional on the counter seen) before taking.
+	Fence
+	// Claim: the lease is expired and no session of its generation is left
+	// to fence (or none keeps it); take it on the lease counter seen.
+	Claim
+)
+
+func (s Step) String() string {
+	switch s {
+	case Fence:
+		return "fence"
+	case Claim:
+		return "claim"
+	}
+	return "wait"
+}
+
+// Judge returns what a taker does with the lease it saw as s, whose mark
+// has stood still for still on its clock, when it waits wait (the longer of
+// its own lease duration and the holder's) before taking. Fencing always
+// comes first: a lease whose session lives is claimed only after a fence
+// ended it.
+func Judge(s Seen, still, wait time.Duration) Step {
+	if s.Owner == "" {
+		return Claim
+	}
+	if still < wait {
+		return Wait
+	}
+	if s.Lives() {
+		return Fence
+	}
+	return Claim
+}
