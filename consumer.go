@@ -60,6 +60,9 @@ type Consumer struct {
 	group *Group
 	// reader lists the set's rows and the worker rows.
 	reader tableReader
+	// sess is this worker's session (consumer_session.go); nil without
+	// sessions. Set by newConsumer; its own fields say who writes them.
+	sess *sessionKeeper
 
 	// mu guards held and stuck. held is written by Run's scheduler (launch
 	// and forget); stuck by a runner that abandons its handler and by that
@@ -129,6 +132,14 @@ type Stats struct {
 	// failed or returned a stream that could not be read yet (see
 	// Group.SourceFailures); 0 for a Consumer.
 	SourceFailures int64
+	// SessionsLost counts the sessions of this worker (WithSessions) that
+	// ended while it ran, fenced by another worker or not kept for a lease
+	// duration, each also logged at Error: every lease the session kept was
+	// lost with it.
+	SessionsLost int64
+	// SessionsFenced counts the sessions of other workers this worker
+	// fenced before taking their leases.
+	SessionsFenced int64
 	// RecordsBuffered and BytesBuffered are the records and payload bytes
 	// the readers hold now: each shard's batch in hand and the one read
 	// ahead (see docs/handlers.md#memory).
@@ -151,6 +162,7 @@ func (c *Consumer) Stats() Stats {
 		Subscriptions: s.subscriptions.Load(),
 		TableListings: s.listings.Load(), Coordinating: s.coordinating.Load(),
 		CoordinationStalls: s.stalls.Load(), CorruptRows: s.corruptRows.Load(), SourceFailures: s.sourceErrs.Load(),
+		SessionsLost: s.sessionsLost.Load(), SessionsFenced: s.sessionsFenced.Load(),
 		RecordsBuffered: c.buffers.records.Load(), BytesBuffered: c.buffers.bytes.Load(),
 	}
 }
@@ -213,14 +225,21 @@ func newConsumer(store LeaseStore, stream string, cfg config, set *memberSet) (*
 		named = "group" // a runner's logs name its stream
 	}
 	caps := resolveCaps(store)
-	return &Consumer{
+	if cfg.sessions && caps.sessions == nil {
+		return nil, errorf("%w: %s %s: WithSessions(true) needs a store that keeps sessions and worker rows (SessionStore and WorkerStore; MemoryStore and DynamoStore do); use one, or turn sessions off", ErrInvalidConfig, named, stream)
+	}
+	c := &Consumer{
 		caps: caps, store: store, stream: stream, cfg: cfg, ins: ins,
 		reader: tableReader{store: store, caps: caps, set: set, workersOf: stream},
 		log:    cfg.logger.With(named, stream, "owner", cfg.identity),
 		held:   make(map[string]*leaseRunner), stuck: make(map[string]*leaseRunner),
 		notes: make(chan noteSeen, 64), drain: newDrainer(),
 		set: set,
-	}, nil
+	}
+	if cfg.sessions {
+		c.sess = newSessionKeeper(c)
+	}
+	return c, nil
 }
 
 // OwnerID returns the identity this consumer writes into the rows it holds:
@@ -286,16 +305,17 @@ func (c *Consumer) Run(ctx context.Context) error {
 	}
 	defer func() { _ = reg.Unregister() }()
 	sc := &scheduler{
-		c:       c,
-		obs:     make(map[string]observation),
-		wobs:    make(map[string]observation),
-		takable: make(map[string]time.Time),
-		exited:  make(chan *leaseRunner),
-		wake:    make(chan struct{}, 1),
-		resync:  make(chan struct{}, 1),
-		pending: make(map[string]time.Time),
-		refused: make(map[string]time.Time),
-		rng:     rand.New(rand.NewPCG(ownerSeed(c.cfg.identity), 1)),
+		c:        c,
+		obs:      make(map[string]observation),
+		wobs:     make(map[string]observation),
+		takable:  make(map[string]time.Time),
+		exited:   make(chan *leaseRunner),
+		wake:     make(chan struct{}, 1),
+		resync:   make(chan struct{}, 1),
+		pending:  make(map[string]time.Time),
+		refused:  make(map[string]time.Time),
+		rng:      rand.New(rand.NewPCG(ownerSeed(c.cfg.identity), 1)),
+		sessions: newSessionView(c.caps.sessions),
 	}
 	if c.group != nil {
 		sc.removed = c.group.removed
@@ -308,6 +328,25 @@ func (c *Consumer) Run(ctx context.Context) error {
 	boot.at("writing this worker's row", calls.row)
 	if err := sc.heartbeat(ctx); err != nil {
 		return err
+	}
+	if c.sess != nil {
+		if err := c.sess.start(ctx); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return errorf("shardlease: %s: opening this worker's session: %w", c.stream, err)
+		}
+		sessCtx, stopSession := context.WithCancel(context.WithoutCancel(ctx))
+		kept := make(chan struct{})
+		go func() {
+			defer close(kept)
+			c.sess.run(sessCtx)
+		}()
+		defer func() {
+			stopSession()
+			<-kept
+			c.sess.close(context.WithoutCancel(ctx))
+		}()
 	}
 	boot.at("listing the stream's shards", calls.sync)
 	if err := boot.startup(ctx, sc.syncShards); err != nil || ctx.Err() != nil {

@@ -118,8 +118,11 @@ type coordination struct {
 	take func(ctx context.Context, l Lease, asked bool, byShard map[string]Lease, now time.Time) (bool, error)
 	wake chan struct{}
 	// ns is the store's notes; nil when it has none (uncoordinated).
-	ns   NoteStore
-	role role
+	ns NoteStore
+	// sessions is the scheduler's view of the sessions that keep leases,
+	// through which a watched lease's mark is read.
+	sessions *sessionView
+	role     role
 	// first is the first readable lease's shard, as the last listing or a
 	// deputy note showed it.
 	first string
@@ -257,7 +260,7 @@ func (b *backstop) due(now time.Time, period time.Duration) bool {
 // starts in.
 func newCoordination(sc *scheduler) coordination {
 	c := sc.c
-	cd := coordination{c: c, obs: sc.obs, pending: sc.pending, take: sc.take, wake: sc.wake, ns: c.caps.notes, role: catchingUp}
+	cd := coordination{c: c, obs: sc.obs, pending: sc.pending, take: sc.take, wake: sc.wake, ns: c.caps.notes, sessions: sc.sessions, role: catchingUp}
 	if cd.ns == nil {
 		cd.role = uncoordinated
 	}
@@ -467,7 +470,7 @@ func (cd *coordination) onLook(ctx context.Context) {
 		cd.lookAtFirst(ctx)
 		looked = cd.first
 	}
-	if stopped, ok := cd.side.look(ctx, cd.c, cd.obs, cd.stall, looked); ok {
+	if stopped, ok := cd.side.look(ctx, cd.c, cd.sessions, cd.obs, cd.stall, looked); ok {
 		cd.suspect = stopped
 		cd.on(balance.Alarm, balance.RoleFacts{})
 		poke(cd.wake)
@@ -490,7 +493,7 @@ func (cd *coordination) onExpiry(ctx context.Context) error {
 // longer than a renewal. A read that fails otherwise changes nothing.
 func (cd *coordination) lookAtFirst(ctx context.Context) {
 	c := cd.c
-	l, o, ok := readWatched(ctx, c, cd.obs, cd.first)
+	l, o, ok := readWatched(ctx, c, cd.sessions, cd.obs, cd.first)
 	if !ok {
 		return
 	}
@@ -516,7 +519,7 @@ func (cd *coordination) lookAtFirst(ctx context.Context) {
 // the holder's lease duration) and half a take interval.
 func (cd *coordination) stall(l Lease) time.Duration {
 	cfg := cd.c.cfg
-	return max(cfg.renewInterval, expiresAfter(l, cfg.leaseDuration)/3) + cfg.takeInterval/2
+	return max(cfg.renewInterval, cd.sessions.wait(l, cfg.leaseDuration)/3) + cfg.takeInterval/2
 }
 
 // afterRound updates the role from a take round: tl is its listing, r the
@@ -708,6 +711,7 @@ func (cd *coordination) note(ctx context.Context, l Lease, text string) {
 		}
 		return
 	}
+	mail(ctx, c, l)
 	c.log.Debug("note written", "lease", l.Key.String(), "holder", l.Owner, "note", text)
 }
 

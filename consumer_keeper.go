@@ -76,7 +76,14 @@ type keeper struct {
 	lastWrite time.Time // when the last successful write was sent
 	unsure    *attempt  // the last write, failed without a refusal
 
+	// sess keeps the lease when gen is not 0 (the lease row names the
+	// session): the lease is ours until the session's cut-off, and the
+	// keeper writes only checkpoints and what the mail asks for.
+	sess *sessionKeeper
+	gen  int64
+
 	flushReq chan chan error // a handler's Flush, answered by the keeper
+	poll     chan struct{}   // poked when the session's mail names the lease
 	moved    chan struct{}   // poked when pending moves
 	done     chan struct{}   // closed once the keeper writes no more
 }
@@ -100,6 +107,7 @@ func newKeeper(l Lease, validUntil, written time.Time) keeper {
 		lease: l, validUntil: validUntil, lastWrite: written,
 		pending: at, written: at,
 		flushReq: make(chan chan error),
+		poll:     make(chan struct{}, 1),
 		moved:    make(chan struct{}, 1),
 		done:     make(chan struct{}),
 	}
@@ -107,6 +115,9 @@ func newKeeper(l Lease, validUntil, written time.Time) keeper {
 
 // cutoff returns when the lease stops being surely ours.
 func (k *keeper) cutoff() time.Time {
+	if k.gen != 0 {
+		return k.sess.cutoff(k.gen)
+	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	return k.validUntil
@@ -242,16 +253,24 @@ type keepLoop struct {
 	cut   *time.Timer
 	retry *time.Timer // made at the first failed write
 	bo    backoff.Backoff
+	// ended is closed once the session that keeps the lease ends; nil
+	// (never ready) when the keeper renews the row itself.
+	ended <-chan struct{}
 }
 
 func newKeepLoop(r *leaseRunner, parent context.Context) *keepLoop {
 	cfg := r.c.cfg
+	var ended <-chan struct{}
+	if r.k.gen != 0 {
+		ended = r.k.sess.endedOf(r.k.gen)
+	}
 	return &keepLoop{
-		r:    r,
-		wctx: WithHolderLeaseDuration(context.WithoutCancel(parent), cfg.leaseDuration),
-		tick: time.NewTicker(cfg.checkpointFlush),
-		cut:  time.NewTimer(time.Until(r.k.cutoff())),
-		bo:   backoff.Backoff{Min: min(cfg.retryMin, cfg.renewInterval/4), Max: cfg.renewInterval / 3},
+		r:     r,
+		ended: ended,
+		wctx:  WithHolderLeaseDuration(context.WithoutCancel(parent), cfg.leaseDuration),
+		tick:  time.NewTicker(cfg.checkpointFlush),
+		cut:   time.NewTimer(time.Until(r.k.cutoff())),
+		bo:    backoff.Backoff{Min: min(cfg.retryMin, cfg.renewInterval/4), Max: cfg.renewInterval / 3},
 	}
 }
 
@@ -283,7 +302,14 @@ func (kl *keepLoop) next() bool {
 			r.markLost("no write succeeded since the cut-off, a margin before the lease could expire", nil)
 			return false
 		}
+		// A session's keeps move the cut-off without the keeper.
+		kl.cut.Reset(time.Until(r.k.cutoff()))
 		return true
+	case <-kl.ended:
+		r.markLost("the worker's session ended (fenced by another worker, or not kept for almost a lease duration)", nil)
+		return false
+	case <-r.k.poll:
+		return kl.renew(true)
 	case <-r.h.abandoned:
 		return false
 	case <-r.procDone:
@@ -328,7 +354,7 @@ func (kl *keepLoop) failed(err error) bool {
 func (r *leaseRunner) renew(ctx context.Context, force bool, cut *time.Timer) error {
 	cfg := r.c.cfg
 	held, a := r.nextWrite()
-	if !a.dirty && !force && !a.again && time.Since(r.k.lastWrite)+cfg.checkpointFlush/2 < cfg.renewInterval {
+	if !a.dirty && !force && !a.again && (r.k.gen != 0 || time.Since(r.k.lastWrite)+cfg.checkpointFlush/2 < cfg.renewInterval) {
 		return nil
 	}
 	wctx, cancel := context.WithTimeout(ctx, cfg.renewInterval)

@@ -51,25 +51,27 @@ func WithMeterProvider(mp metric.MeterProvider) Option {
 }
 
 type instruments struct {
-	base          attribute.Set
-	held          metric.Int64ObservableGauge
-	taken         metric.Int64Counter
-	stolen        metric.Int64Counter
-	lost          metric.Int64Counter
-	renewDuration metric.Float64Histogram
-	writeFailures metric.Int64Counter
-	records       metric.Int64Counter
-	batches       metric.Int64Counter
-	handlerErrors metric.Int64Counter
-	handlerTime   metric.Float64Histogram
-	behind        metric.Int64ObservableGauge
-	listings      metric.Int64Counter
-	coordinating  metric.Int64ObservableGauge
-	stalls        metric.Int64Counter
-	meter         metric.Meter
-	corrupt       metric.Int64Counter
-	corruptRows   metric.Int64Counter
-	sourceErrs    metric.Int64Counter
+	base           attribute.Set
+	held           metric.Int64ObservableGauge
+	taken          metric.Int64Counter
+	stolen         metric.Int64Counter
+	lost           metric.Int64Counter
+	renewDuration  metric.Float64Histogram
+	writeFailures  metric.Int64Counter
+	records        metric.Int64Counter
+	batches        metric.Int64Counter
+	handlerErrors  metric.Int64Counter
+	handlerTime    metric.Float64Histogram
+	behind         metric.Int64ObservableGauge
+	listings       metric.Int64Counter
+	coordinating   metric.Int64ObservableGauge
+	stalls         metric.Int64Counter
+	meter          metric.Meter
+	corrupt        metric.Int64Counter
+	corruptRows    metric.Int64Counter
+	sourceErrs     metric.Int64Counter
+	sessionsLost   metric.Int64Counter
+	sessionsFenced metric.Int64Counter
 	retryInstruments
 	lineageInstruments
 	lagInstruments
@@ -81,7 +83,7 @@ func newInstruments(mp metric.MeterProvider, stream, owner string) (*instruments
 	}
 	m := mp.Meter(meterName)
 	in := &instruments{base: attribute.NewSet(attribute.String("stream", stream), attribute.String("owner", owner))}
-	var errs [17]error
+	var errs [19]error
 	in.meter = m
 	in.held, errs[0] = m.Int64ObservableGauge("shardlease.leases.held", metric.WithDescription("Leases this worker holds."))
 	in.taken, errs[1] = m.Int64Counter("shardlease.leases.taken", metric.WithDescription("Leases acquired."))
@@ -102,6 +104,8 @@ func newInstruments(mp metric.MeterProvider, stream, owner string) (*instruments
 	in.stalls, errs[14] = m.Int64Counter("shardlease.coordination.stalls", metric.WithDescription("Coordination stalls this worker could not end."))
 	in.corruptRows, errs[15] = m.Int64Counter("shardlease.rows.corrupt", metric.WithDescription("Rows left alone because they cannot be decoded, counted once per row and run."))
 	in.sourceErrs, errs[16] = m.Int64Counter("shardlease.source.failures", metric.WithDescription("Calls of a Group's stream source that failed, or returned a stream not yet readable."))
+	in.sessionsLost, errs[17] = m.Int64Counter("shardlease.sessions.lost", metric.WithDescription("Sessions of this worker that ended while it ran: fenced by another worker, or not kept for a lease duration."))
+	in.sessionsFenced, errs[18] = m.Int64Counter("shardlease.sessions.fenced", metric.WithDescription("Sessions of other workers this worker fenced before taking their leases."))
 	for _, err := range errs {
 		if err != nil {
 			return nil, err
@@ -247,6 +251,7 @@ type counters struct {
 	cleaned, rejected                                          atomic.Int64
 	subscriptions                                              atomic.Int64
 	listings, stalls, corruptRows, sourceErrs                  atomic.Int64
+	sessionsLost, sessionsFenced                               atomic.Int64
 	coordinating                                               atomic.Bool
 }
 
@@ -274,6 +279,8 @@ const (
 	evStall
 	evRowCorrupt
 	evSourceFailure
+	evSessionLost
+	evSessionFenced
 )
 
 // meters returns the Stats counter of e and its metric (nil when it has
@@ -320,6 +327,10 @@ func (c *Consumer) meters(e event) (*atomic.Int64, metric.Int64Counter) {
 		return &s.corruptRows, in.corruptRows
 	case evSourceFailure:
 		return &s.sourceErrs, in.sourceErrs
+	case evSessionLost:
+		return &s.sessionsLost, in.sessionsLost
+	case evSessionFenced:
+		return &s.sessionsFenced, in.sessionsFenced
 	}
 	panic("shardlease: unknown event")
 }

@@ -65,6 +65,7 @@ type config struct {
 	maxInFlight      int           // WithMaxInFlight
 	windowRecords    int           // WithBatchWindow
 	windowWait       time.Duration // WithBatchWindow
+	sessions         bool          // WithSessions
 
 	// set explicitly, to tell defaults from choices
 	renewSet, takeSet, flushSet, ownerSet bool
@@ -107,6 +108,16 @@ func WithTakeInterval(d time.Duration) Option {
 // shards to create rows for new ones. A shard reaching its end triggers a
 // sync too. Default 1 minute.
 func WithShardSyncInterval(d time.Duration) Option { return func(c *config) { c.shardSync = d } }
+
+// WithSessions turns sessions on or off (see SessionStore): with them, one
+// write per renew interval to this worker's row keeps every lease it holds,
+// whatever their number, and a lease row is written only when its owner
+// changes and for checkpoints. Default: off. Workers with sessions on and
+// off, and workers of a release from before sessions, can share a table:
+// rows a session keeps are judged by their session, and a release from
+// before sessions reads them as corrupt and never takes them (see
+// docs/coordination.md#sessions). The store must implement SessionStore.
+func WithSessions(on bool) Option { return func(c *config) { c.sessions = on } }
 
 // WithMaxLeases caps how many leases this consumer holds. Default: no cap.
 func WithMaxLeases(n int) Option { return func(c *config) { c.maxLeases = n } }

@@ -130,6 +130,9 @@ func newLeaseRunner(c *Consumer, l Lease, fromStart bool, written time.Time) *le
 		readDone: make(chan struct{}),
 		proc:     processorState{sent: make(chan struct{}, 1)},
 	}
+	if l.Session != "" && c.sess != nil {
+		r.k.sess, r.k.gen = c.sess, l.SessionGen
+	}
 	return r
 }
 

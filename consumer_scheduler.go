@@ -103,13 +103,17 @@ type scheduler struct {
 	// removed settles the rows of the streams that left a Group's set
 	// (nil for a Consumer, whose set never signals a poll).
 	removed *removals
+	// sessions is what this worker read of the sessions that keep the
+	// leases it lists (consumer_sessionview.go).
+	sessions *sessionView
 }
 
 // heartbeat writes this worker's row (see WorkerStore). A failure other than
 // a missing or misconfigured table is logged: the worker is then seen late,
 // which costs a correcting handoff, nothing more.
 func (sc *scheduler) heartbeat(ctx context.Context) error {
-	if sc.c.caps.workers == nil {
+	if sc.c.caps.workers == nil || sc.c.sess != nil {
+		// With a session, the session keeps the row (consumer_session.go).
 		return nil
 	}
 	c := sc.c
@@ -448,6 +452,7 @@ func (sc *scheduler) takeRound(ctx context.Context) error {
 		sc.cd.listFailed(ctx)
 		return err
 	}
+	sc.sessions.update(ctx, c, leases, workers)
 	now := time.Now()
 	sc.cd.listingWorked()
 	c.count(evListed, 1)
@@ -510,7 +515,7 @@ func (sc *scheduler) observe(leases []Lease, now time.Time) {
 	for _, l := range leases {
 		id := l.Key.String()
 		seen[id] = true
-		observeRow(sc.obs, id, l.Counter, l.Owner, now)
+		observeRow(sc.obs, id, l.Counter, sc.sessions.mark(l), now)
 	}
 	forgetUnseen(sc.obs, seen)
 }
@@ -560,7 +565,7 @@ func (sc *scheduler) listingOf(leases []Lease, live []string, now time.Time) *ta
 		// A lease is expired once its counter stood still for the longer
 		// of this worker's lease duration and the holder's, written on the
 		// row.
-		tl.expiresAt[id] = sc.obs[id].changed.Add(expiresAfter(l, c.cfg.leaseDuration))
+		tl.expiresAt[id] = sc.obs[id].changed.Add(sc.sessions.wait(l, c.cfg.leaseDuration))
 		in.Expired[id] = l.Owner != "" && l.Owner != me && !now.Before(tl.expiresAt[id])
 		in.Stalled[id] = l.Owner != "" && now.Sub(sc.obs[id].changed) >= sc.cd.stall(l)
 		if since, ok := sc.takable[id]; ok && now.Sub(since) >= c.cfg.takeInterval {
@@ -684,6 +689,7 @@ func (sc *scheduler) ask(ctx context.Context, l Lease, now time.Time) (made, sto
 		c.log.Debug("handoff request refused", "lease", id, "holder", l.Owner, "err", err)
 		return false, false
 	}
+	mail(ctx, c, l)
 	c.log.Info("handoff requested", "lease", id, "holder", l.Owner, "counter", l.Counter)
 	c.count(evHandoffAsked, 1, c.set.attrs(id)...)
 	sc.pending[id] = now
@@ -702,7 +708,7 @@ func (sc *scheduler) liveWorkers(ctx context.Context, workers []Worker, now time
 		if w.Owner == c.cfg.identity {
 			continue
 		}
-		if o := observeRow(sc.wobs, w.Owner, w.Counter, w.Owner, now); now.Sub(o.changed) < c.cfg.leaseDuration {
+		if o := observeRow(sc.wobs, w.Owner, w.Counter, w.Owner, now); now.Sub(o.changed) < max(c.cfg.leaseDuration, w.Duration) {
 			live = append(live, w.Owner)
 			continue
 		}
@@ -734,9 +740,12 @@ func (sc *scheduler) take(ctx context.Context, l Lease, asked bool, byShard map[
 		c.log.Debug("not taken: the lease's stream left the set, or is not ready to read", "lease", id)
 		return false, nil
 	}
+	if l.Owner != "" && l.Owner != me && l.Session != "" && !sc.sessions.mayClaim(ctx, c, l, now.Sub(sc.obs[id].changed)) {
+		return false, nil
+	}
 	sent := time.Now()
 	actx, cancel := c.storeCtx(withObservedRow(withKnownEpoch(WithHolderLeaseDuration(ctx, c.cfg.leaseDuration), c.set.of(id).learntEpoch()), l))
-	got, err := c.store.Acquire(actx, l.Key, me, l.Counter)
+	got, err := sc.acquire(actx, l)
 	cancel()
 	if err != nil {
 		switch {
@@ -774,6 +783,20 @@ func (sc *scheduler) take(ctx context.Context, l Lease, asked bool, byShard map[
 	c.count(ev, 1, append(c.set.attrs(id), attribute.String("how", kind))...)
 	sc.launch(ctx, got, how, hasTrackedParent(l, byShard), sent)
 	return true, nil
+}
+
+// acquire acquires l on the counter the listing showed: in this worker's
+// session when it has one (none live just now: nothing is taken).
+func (sc *scheduler) acquire(ctx context.Context, l Lease) (Lease, error) {
+	c := sc.c
+	if c.sess == nil {
+		return c.store.Acquire(ctx, l.Key, c.cfg.identity, l.Counter)
+	}
+	s, ok := c.sess.current()
+	if !ok {
+		return Lease{}, errorf("%w: this worker's session is not live (a new one is being opened)", ErrLeaseHeld)
+	}
+	return c.caps.sessions.AcquireInSession(ctx, l.Key, s, l.Counter)
 }
 
 // rowOf returns the plan's view of l.

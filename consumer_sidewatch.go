@@ -112,14 +112,14 @@ func (s *sideWatches) nextStall() time.Time {
 // lease), and it lists. obs are the scheduler's observations; stall is
 // coordination.stall. A lease the deputy's own look read already
 // (looked) is not read again, nor one named on two rows twice.
-func (s *sideWatches) look(ctx context.Context, c *Consumer, obs map[string]observation, stall func(Lease) time.Duration, looked string) (stopped string, alarm bool) {
+func (s *sideWatches) look(ctx context.Context, c *Consumer, v *sessionView, obs map[string]observation, stall func(Lease) time.Duration, looked string) (stopped string, alarm bool) {
 	read := map[string]bool{looked: true}
 	for _, w := range s.byRow {
 		if read[w.first] {
 			continue
 		}
 		read[w.first] = true
-		l, o, ok := readWatched(ctx, c, obs, w.first)
+		l, o, ok := readWatched(ctx, c, v, obs, w.first)
 		if !ok {
 			continue
 		}
@@ -149,7 +149,7 @@ type watchedRead struct {
 // cleaned up, or it was deleted), and records the observation in obs. ok
 // is false when the read failed otherwise: the look changes nothing. The
 // deputy's look (lookAtFirst) and the side watches' both read this way.
-func readWatched(ctx context.Context, c *Consumer, obs map[string]observation, first string) (Lease, watchedRead, bool) {
+func readWatched(ctx context.Context, c *Consumer, v *sessionView, obs map[string]observation, first string) (Lease, watchedRead, bool) {
 	gctx, cancel := c.storeCtx(ctx)
 	l, err := c.caps.notes.GetEventually(gctx, keyOf(first))
 	cancel()
@@ -163,8 +163,9 @@ func readWatched(ctx context.Context, c *Consumer, obs map[string]observation, f
 		}
 		return Lease{}, watchedRead{}, false
 	}
+	mark := v.markRead(ctx, c, l)
 	now := time.Now()
-	return l, watchedRead{observeRow(obs, first, l.Counter, l.Owner, now), now}, true
+	return l, watchedRead{observeRow(obs, first, l.Counter, mark, now), now}, true
 }
 
 // alarming reports whether a listing shows a watched lease free, expired

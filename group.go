@@ -137,7 +137,7 @@ func NewGroup(client KinesisAPI, store LeaseStore, cfg GroupConfig, handler Hand
 	}
 	c.group = g
 	g.c = c
-	g.removed = &removals{c: c, cfg: cfg, rowsSeen: make(map[string]observation)}
+	g.removed = &removals{c: c, cfg: cfg, rowsSeen: make(map[string]observation), sessions: newSessionView(c.caps.sessions)}
 	return g, nil
 }
 

@@ -15,8 +15,10 @@ type removals struct {
 	c   *Consumer
 	cfg GroupConfig
 	// rowsSeen is what settle last saw of the held rows of removed
-	// streams, by key, with when they last moved.
+	// streams, by key, with when they last moved; sessions, of the
+	// sessions that keep them.
 	rowsSeen map[string]observation
+	sessions *sessionView
 }
 
 // settle looks after the rows of the streams out of the set, from one
@@ -78,13 +80,14 @@ func (rm *removals) deleteRows(ctx context.Context, stream string, rows []Lease,
 	}
 	stale := make(map[string]int64)
 	live := 0
+	rm.sessions.update(ctx, rm.c, rows, nil)
 	for _, l := range rows {
 		key := l.Key.String()
 		if l.Owner == "" {
 			continue
 		}
-		o := observeRow(rm.rowsSeen, key, l.Counter, l.Owner, now)
-		if now.Sub(o.changed) >= expiresAfter(l, rm.c.cfg.leaseDuration) {
+		o := observeRow(rm.rowsSeen, key, l.Counter, rm.sessions.mark(l), now)
+		if now.Sub(o.changed) >= rm.sessions.wait(l, rm.c.cfg.leaseDuration) {
 			stale[l.Key.Shard] = l.Counter
 		} else {
 			live++

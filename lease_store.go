@@ -309,7 +309,9 @@ type storeCaps struct {
 	eventual EventualLister // only with workers: it lists worker rows too
 	// notes is nil unless the store keeps worker rows too: coordination
 	// needs both (without it every worker lists).
-	notes     NoteStore
+	notes NoteStore
+	// sessions is nil unless the store keeps worker rows too.
+	sessions  SessionStore
 	lineage   LineageStore
 	identity  IdentityStore
 	withdraws HandoffWithdrawer
@@ -339,6 +341,7 @@ func resolveCaps(store LeaseStore) storeCaps {
 	if c.workers != nil {
 		c.eventual, _ = store.(EventualLister)
 		c.notes, _ = store.(NoteStore)
+		c.sessions, _ = store.(SessionStore)
 	}
 	c.lineage, _ = store.(LineageStore)
 	c.identity, _ = store.(IdentityStore)

@@ -40,6 +40,9 @@ type Seen struct {
 	Found      bool
 	RowGen     int64
 	RowCounter int64
+	// Last is the counter at which this observer last saw the session
+	// live (of the lease's generation); 0 when it never did.
+	Last int64
 }
 
 // Kept reports whether a session keeps the lease.
@@ -51,21 +54,26 @@ func (s Seen) Lives() bool { return s.Kept() && s.Found && s.RowGen == s.Gen }
 
 // Mark is what an observer watches: it changes whenever anything that
 // proves the holder alive changes (the lease row's owner or counter, and
-// for a kept lease its session's presence, generation and counter). A lease
-// whose mark stood still for a lease duration on the observer's clock is
-// expired. A session that is gone or of another generation leaves the mark
-// standing still too, so such a lease is taken a lease duration after it was
-// first seen so, never at once: an eventually consistent read may show a
-// lease row before the session row its holder wrote first.
+// for a kept lease its session's counter). A lease whose mark stood still
+// for a lease duration on the observer's clock is expired.
+//
+// A session that is gone or of another generation proves nothing: the mark
+// stays what it was when the observer last saw the session live (Last), so
+// that a session fenced by one taker does not restart every other
+// observer's wait for its other leases. Seen gone from the start, such a
+// lease is taken a lease duration after it was first seen, never at once:
+// an eventually consistent read may show a lease row before the session row
+// its holder wrote first.
 func Mark(s Seen) string {
 	m := s.Owner + "|" + strconv.FormatInt(s.Counter, 10)
 	if !s.Kept() {
 		return m
 	}
-	if !s.Lives() {
-		return m + "|" + s.Session + "|gone"
+	at := s.Last
+	if s.Lives() {
+		at = s.RowCounter
 	}
-	return m + "|" + s.Session + "|" + strconv.FormatInt(s.RowGen, 10) + "|" + strconv.FormatInt(s.RowCounter, 10)
+	return m + "|" + s.Session + "|" + strconv.FormatInt(s.Gen, 10) + "|" + strconv.FormatInt(at, 10)
 }
 
 // Step is what a taker does with a lease held by another worker.

@@ -1,0 +1,242 @@
+package shardlease
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/shardlease/shardlease/internal/backoff"
+	"github.com/shardlease/shardlease/internal/session"
+)
+
+// A worker with sessions on (WithSessions) keeps one session on its worker
+// row (lease_session.go). The sessionKeeper owns it: it opens the session
+// when Run starts, keeps it every renew interval on a goroutine of its own,
+// and closes it when Run ends. Every lease the worker takes names the
+// session's generation; a runner of such a lease stops at the session's
+// cut-off, timed from the send of the last keep that succeeded, and at once
+// when the session ends (a keep refused: another worker fenced it). The
+// keeper then opens a new session (a new generation), so that leases of the
+// old one read as gone to every observer, and this worker takes its share
+// again like any other.
+//
+//	opening ──► kept ──(keep refused, or the cut-off passes)──► ended ──► opening
+//	                └──(Run ends)──► closed: the row is deleted
+
+// sessionKeeper is a worker's session. Fields marked (mu) are written by the
+// keeper goroutine (and by open, before it starts) and read by the runners
+// and the scheduler; the others are set by newSessionKeeper.
+type sessionKeeper struct {
+	store  SessionStore
+	domain string // the worker row's stream part: a Consumer's stream, a Group's name
+	owner  string // this run's identity
+	cfg    *config
+	log    *slog.Logger
+	count  func(e event)
+	// deliver hands the mail a keep returned (lease row keys) to the
+	// runners of those leases.
+	deliver func(keys []string)
+
+	mu         sync.Mutex
+	row        Worker        // (mu) the session as the last open or keep left it
+	validUntil time.Time     // (mu) the cut-off of row.Gen on this machine's monotonic clock
+	ended      chan struct{} // (mu) closed once row.Gen ends
+	open       bool          // (mu) whether row.Gen is a session not known to have ended
+}
+
+func newSessionKeeper(c *Consumer) *sessionKeeper {
+	return &sessionKeeper{
+		store: c.caps.sessions, domain: c.stream, owner: c.cfg.identity, cfg: &c.cfg, log: c.log,
+		count:   func(e event) { c.count(e, 1) },
+		deliver: func(keys []string) { pollRunners(c, keys) },
+		ended:   closedChan(),
+	}
+}
+
+// closedChan returns a closed channel.
+func closedChan() chan struct{} {
+	ch := make(chan struct{})
+	close(ch)
+	return ch
+}
+
+// start opens the session; Run calls it before it takes any lease.
+func (s *sessionKeeper) start(ctx context.Context) error {
+	sent := time.Now()
+	octx, cancel := context.WithTimeout(WithHolderLeaseDuration(ctx, s.cfg.leaseDuration), s.cfg.callTimeout())
+	w, err := s.store.OpenSession(octx, s.domain, s.owner)
+	cancel()
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.row, s.validUntil, s.ended, s.open = w, session.Cutoff(sent, s.cfg.leaseDuration), make(chan struct{}), true
+	s.mu.Unlock()
+	s.log.Debug("session opened", "gen", w.Gen, "counter", w.Counter)
+	return nil
+}
+
+// current returns the session leases are taken in now; ok is false while
+// there is none that is surely live (before a new one is opened).
+func (s *sessionKeeper) current() (w Worker, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.row, s.open && time.Now().Before(s.validUntil)
+}
+
+// cutoff returns when leases of generation gen stop being surely this
+// worker's: the session's cut-off while gen is the session's, else a time
+// long past.
+func (s *sessionKeeper) cutoff(gen int64) time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.open || gen != s.row.Gen {
+		return time.Time{}
+	}
+	return s.validUntil
+}
+
+// endedOf returns a channel closed once generation gen has ended.
+func (s *sessionKeeper) endedOf(gen int64) <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.open || gen != s.row.Gen {
+		return closedChan()
+	}
+	return s.ended
+}
+
+// end marks generation gen ended, if it is the current one.
+func (s *sessionKeeper) end(gen int64, why string, err error) {
+	s.mu.Lock()
+	if !s.open || gen != s.row.Gen {
+		s.mu.Unlock()
+		return
+	}
+	s.open = false
+	close(s.ended)
+	s.mu.Unlock()
+	s.count(evSessionLost)
+	s.log.Error("session ended: "+why+"; every lease it kept is lost, opening a new session", "gen", gen, "err", err)
+}
+
+// run keeps the session every renew interval (a little less, with jitter,
+// so that a fleet started together spreads its writes) until ctx ends. A
+// keep that fails is retried with backoff within the renew interval; one
+// refused ends the session, as does the cut-off passing with no keep
+// succeeding; a new session is then opened.
+func (s *sessionKeeper) run(ctx context.Context) {
+	cfg := s.cfg
+	bo := backoff.Backoff{Min: min(cfg.retryMin, cfg.renewInterval/4), Max: cfg.renewInterval / 3}
+	t := time.NewTimer(s.interval())
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if s.step(ctx) {
+			bo.Reset()
+			t.Reset(s.interval())
+		} else {
+			t.Reset(bo.Next())
+		}
+	}
+}
+
+// interval is the wait before the next keep: the renew interval less up to
+// a tenth, at random.
+func (s *sessionKeeper) interval() time.Duration {
+	r := s.cfg.renewInterval
+	return r - time.Duration(rand.Int64N(int64(r/10)+1))
+}
+
+// step makes one keep, or opens a new session when the last one ended; it
+// reports whether it succeeded.
+func (s *sessionKeeper) step(ctx context.Context) bool {
+	s.mu.Lock()
+	row, open, until := s.row, s.open, s.validUntil
+	s.mu.Unlock()
+	if !open {
+		if err := s.start(ctx); err != nil {
+			if ctx.Err() == nil {
+				s.log.Warn("opening a new session failed; retrying", "err", err)
+			}
+			return false
+		}
+		return true
+	}
+	sent := time.Now()
+	kctx, cancel := context.WithTimeout(WithHolderLeaseDuration(ctx, s.cfg.leaseDuration), s.cfg.renewInterval)
+	kept, mail, err := s.store.KeepSession(kctx, row)
+	cancel()
+	switch {
+	case err == nil:
+		s.mu.Lock()
+		if s.open && s.row.Gen == row.Gen {
+			s.row, s.validUntil = kept, session.Cutoff(sent, s.cfg.leaseDuration)
+		}
+		s.mu.Unlock()
+		if len(mail) > 0 {
+			s.deliver(mail)
+		}
+		return true
+	case ctx.Err() != nil:
+		return false
+	case errors.Is(err, ErrLeaseLost):
+		s.end(row.Gen, "another worker fenced it (it judged this worker gone)", err)
+	case !time.Now().Before(until):
+		s.end(row.Gen, "no keep succeeded for almost a lease duration", err)
+	default:
+		s.log.Warn("keeping the session failed; retrying", "err", err)
+	}
+	return false
+}
+
+// close ends the session when Run ends, once every runner stopped: its row
+// is deleted, so that the others neither count this worker nor wait for
+// leases it could not release.
+func (s *sessionKeeper) close(ctx context.Context) {
+	s.mu.Lock()
+	row, open := s.row, s.open
+	s.open = false
+	if open {
+		close(s.ended)
+	}
+	s.mu.Unlock()
+	if row.Gen == 0 {
+		return
+	}
+	cctx, cancel := context.WithTimeout(ctx, s.cfg.callTimeout())
+	defer cancel()
+	// The row may have moved since (a keep in flight): read it once more.
+	for range 2 {
+		ended, err := s.store.FenceSession(cctx, row)
+		if err != nil || ended {
+			if err != nil {
+				s.log.Warn("deleting this worker's session row failed; others judge it gone after a lease duration", "err", err)
+			}
+			return
+		}
+		if row, err = s.store.ReadSession(cctx, s.domain, s.owner); err != nil {
+			return
+		}
+	}
+}
+
+// pollRunners has the runners of the leases keys name read their rows
+// (a write, as a renewal's), which carry the handoff request or the note
+// another worker left for them.
+func pollRunners(c *Consumer, keys []string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, id := range keys {
+		if r := c.held[id]; r != nil {
+			poke(r.k.poll)
+		}
+	}
+}

@@ -1,0 +1,200 @@
+package shardlease
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/shardlease/shardlease/internal/session"
+)
+
+// sessionView is what this worker read of the sessions that keep the leases
+// it watches (lease_session.go): the worker rows of its listings, and one
+// eventually consistent read of each other session a listed lease names (a
+// Group's session keeping a lease of a Consumer's stream, say). A lease a
+// session keeps is observed through its mark (session.Mark), which moves
+// while the session is kept, so the take rounds, the expiry deadlines and
+// the deputies' watches judge it as they judge a renewed lease. Run's
+// goroutine alone uses it.
+type sessionView struct {
+	store SessionStore // nil when the store keeps no sessions
+	// rows holds the sessions' rows as last read, by key; one gone reads
+	// as the zero Worker.
+	rows map[string]Worker
+	// last holds the counter each session generation was last seen live
+	// at (session.Seen.Last), by key and generation.
+	last map[sessionGen]int64
+}
+
+// sessionGen names one generation of a session.
+type sessionGen struct {
+	key string
+	gen int64
+}
+
+func newSessionView(store SessionStore) *sessionView {
+	return &sessionView{store: store, rows: make(map[string]Worker), last: make(map[sessionGen]int64)}
+}
+
+// sessionOf returns the session that keeps l, as a worker row whose counter
+// is unknown.
+func sessionOf(l Lease) (Worker, bool) {
+	stream, owner, ok := strings.Cut(l.Session, ":"+workerMark)
+	if !ok || l.SessionGen == 0 {
+		return Worker{}, false
+	}
+	return Worker{Stream: stream, Owner: owner, Gen: l.SessionGen}, true
+}
+
+// update learns the sessions that keep leases from a listing: its worker
+// rows, and a read of each session a held lease names that the listing does
+// not hold. A read that fails leaves what was seen before.
+func (v *sessionView) update(ctx context.Context, c *Consumer, leases []Lease, workers []Worker) {
+	if v.store == nil {
+		return
+	}
+	listed := make(map[string]Worker, len(workers))
+	for _, w := range workers {
+		listed[w.Key()] = w
+	}
+	rows := make(map[string]Worker)
+	for _, l := range leases {
+		if l.Owner == "" || l.Session == "" {
+			continue
+		}
+		if _, done := rows[l.Session]; done {
+			continue
+		}
+		if w, ok := listed[l.Session]; ok {
+			rows[l.Session] = w
+			continue
+		}
+		if w, ok := v.read(ctx, c, l); ok {
+			rows[l.Session] = w
+		} else if w, ok := v.rows[l.Session]; ok {
+			rows[l.Session] = w
+		}
+	}
+	v.rows = rows
+	for k := range v.last {
+		if _, ok := rows[k.key]; !ok {
+			delete(v.last, k)
+		}
+	}
+}
+
+// read reads the session that keeps l; a row not found reads as the zero
+// Worker (gone). ok is false when the read failed otherwise.
+func (v *sessionView) read(ctx context.Context, c *Consumer, l Lease) (Worker, bool) {
+	s, ok := sessionOf(l)
+	if !ok || v.store == nil {
+		return Worker{}, false
+	}
+	rctx, cancel := c.storeCtx(ctx)
+	w, err := v.store.ReadSession(rctx, s.Stream, s.Owner)
+	cancel()
+	switch {
+	case err == nil:
+		return w, true
+	case errors.Is(err, ErrLeaseNotFound):
+		return Worker{}, true
+	}
+	if ctx.Err() == nil {
+		c.log.Debug("reading a session failed", "session", l.Session, "lease", l.Key.String(), "err", err)
+	}
+	return Worker{}, false
+}
+
+// seen returns l and its session as session.Seen, and remembers the
+// counter of a session seen live.
+func (v *sessionView) seen(l Lease) session.Seen {
+	s := session.Seen{Owner: l.Owner, Counter: l.Counter, Session: l.Session, Gen: l.SessionGen}
+	if l.Session == "" {
+		return s
+	}
+	if w, ok := v.rows[l.Session]; ok && w.Owner != "" {
+		s.Found, s.RowGen, s.RowCounter = true, w.Gen, w.Counter
+	}
+	g := sessionGen{l.Session, l.SessionGen}
+	if s.Lives() {
+		v.last[g] = s.RowCounter
+	}
+	s.Last = v.last[g]
+	return s
+}
+
+// mark returns what an observer of l watches stand still.
+func (v *sessionView) mark(l Lease) string { return session.Mark(v.seen(l)) }
+
+// markRead reads the session that keeps l again (a deputy's look, between
+// listings) and returns l's mark.
+func (v *sessionView) markRead(ctx context.Context, c *Consumer, l Lease) string {
+	if l.Owner != "" && l.Session != "" {
+		if w, ok := v.read(ctx, c, l); ok {
+			v.rows[l.Session] = w
+		}
+	}
+	return v.mark(l)
+}
+
+// wait is how long a taker whose lease duration is own waits, with l's mark
+// standing still, before it may take l: the longer of own and the holder's
+// lease duration, which the session's row carries for a lease it keeps.
+func (v *sessionView) wait(l Lease, own time.Duration) time.Duration {
+	d := expiresAfter(l, own)
+	if w, ok := v.rows[l.Session]; ok && l.Session != "" {
+		d = max(d, w.Duration)
+	}
+	return d
+}
+
+// mayClaim carries out what session.Judge says of l, a lease held by
+// another worker whose mark stood still for still: it fences l's session
+// first when the view shows it live. It reports whether l may be claimed
+// now.
+func (v *sessionView) mayClaim(ctx context.Context, c *Consumer, l Lease, still time.Duration) bool {
+	seen := v.seen(l)
+	switch session.Judge(seen, still, v.wait(l, c.cfg.leaseDuration)) {
+	case session.Wait:
+		c.log.Debug("not taken: its session may be alive", "lease", l.Key.String(), "session", l.Session)
+		return false
+	case session.Claim:
+		return true
+	}
+	s, _ := sessionOf(l)
+	s.Counter = seen.RowCounter
+	fctx, cancel := c.storeCtx(ctx)
+	ended, err := v.store.FenceSession(fctx, s)
+	cancel()
+	switch {
+	case err != nil:
+		if ctx.Err() == nil {
+			c.log.Warn("fencing a session failed; its leases are not taken this round", "session", l.Session, "lease", l.Key.String(), "err", err)
+		}
+		return false
+	case !ended:
+		c.log.Debug("not taken: its session moved since the listing", "lease", l.Key.String(), "session", l.Session)
+		return false
+	}
+	delete(v.rows, l.Session)
+	c.count(evSessionFenced, 1)
+	c.log.Info("fenced the session of a worker judged gone", "session", l.Session, "gen", s.Gen, "counter", s.Counter)
+	return true
+}
+
+// mail tells the session that keeps l, if one does, that its row carries a
+// handoff request or a note: the holder reads it after its next keep. A
+// failure is logged; the requester asks again.
+func mail(ctx context.Context, c *Consumer, l Lease) {
+	s, ok := sessionOf(l)
+	if !ok || c.caps.sessions == nil {
+		return
+	}
+	mctx, cancel := c.storeCtx(ctx)
+	_, err := c.caps.sessions.MailSession(mctx, s, l.Key)
+	cancel()
+	if err != nil && ctx.Err() == nil {
+		c.log.Warn("telling a session of a request on its lease failed", "session", l.Session, "lease", l.Key.String(), "err", err)
+	}
+}
