@@ -522,6 +522,13 @@ func (s *DynamoStore) update(ctx context.Context, key LeaseKey, in *dynamodb.Upd
 // checkpoint is adopted into the returned lease, or the lease is released
 // again and an UnattributedLegacyRowError returned.
 func (s *DynamoStore) Acquire(ctx context.Context, key LeaseKey, owner string, observed int64) (Lease, error) {
+	return s.acquireIn(ctx, key, owner, observed, nil)
+}
+
+// acquireIn is Acquire, which records on the row that session keeps the
+// lease when session is not nil (AcquireInSession) and clears any such
+// record otherwise.
+func (s *DynamoStore) acquireIn(ctx context.Context, key LeaseKey, owner string, observed int64, session *Worker) (Lease, error) {
 	if owner == "" {
 		return Lease{}, s.fail("acquire", key, errorf("%w: owner id is empty", ErrInvalidConfig))
 	}
@@ -531,7 +538,7 @@ func (s *DynamoStore) Acquire(ctx context.Context, key LeaseKey, owner string, o
 			return Lease{}, s.fail("acquire", key, err)
 		}
 		var seen Lease
-		l, err := s.acquire(ctx, key, owner, f.counter, s.acquireInput(ctx, owner, observed, f), func(row Lease) error {
+		l, err := s.acquire(ctx, key, owner, f.counter, s.acquireInput(ctx, owner, observed, f, session), func(row Lease) error {
 			seen = row
 			return errorf("%w: held by %q at counter %d, observed %d", ErrLeaseHeld, row.Owner, row.Counter, observed)
 		})
@@ -544,15 +551,21 @@ func (s *DynamoStore) Acquire(ctx context.Context, key LeaseKey, owner string, o
 
 // acquireInput is the UpdateItem of an acquire observed at observed that
 // writes the reserved floor f; on the row's incarnation too when ctx
-// carries the one observed (see withObservedRow).
-func (s *DynamoStore) acquireInput(ctx context.Context, owner string, observed int64, f fenceFloor) *dynamodb.UpdateItemInput {
+// carries the one observed (see withObservedRow). It records session on
+// the row when session is not nil, and clears the record otherwise.
+func (s *DynamoStore) acquireInput(ctx context.Context, owner string, observed int64, f fenceFloor, session *Worker) *dynamodb.UpdateItemInput {
 	vals := map[string]types.AttributeValue{":owner": str(owner), ":observed": num(observed), ":c": num(f.counter), ":e": num(f.epoch)}
 	set := "SET lease_owner = :owner, lease_counter = :c, " + attrFenceEpoch + " = :e"
-	remove := " REMOVE handoff_to, lease_expiry, lease_duration, lease_note"
-	if d := HolderLeaseDuration(ctx); d > 0 {
-		set += ", lease_duration = :dur"
+	remove := " REMOVE handoff_to, lease_expiry, lease_note, " + attrSession + ", " + attrSessionGen
+	switch d := HolderLeaseDuration(ctx); {
+	case session != nil:
+		set += ", " + sessionRecordSet(vals, *session)
 		remove = " REMOVE handoff_to, lease_expiry, lease_note"
+	case d > 0:
+		set += ", lease_duration = :dur"
 		vals[":dur"] = durationAttr(d)
+	default:
+		remove += ", lease_duration"
 	}
 	cond := "attribute_exists(lease_key) AND ((attribute_not_exists(lease_owner) AND lease_counter < :c) OR lease_counter = :observed)"
 	switch inc, ok := observedIncarnation(ctx); {
@@ -602,11 +615,13 @@ func (s *DynamoStore) acquire(ctx context.Context, key LeaseKey, owner string, w
 // so it reserves none: it moves the counter by one.
 func (s *DynamoStore) AcquireAt(ctx context.Context, key LeaseKey, owner string, counter int64) (Lease, error) {
 	vals := map[string]types.AttributeValue{":owner": str(owner), ":observed": num(counter), ":one": num(1)}
-	update := "SET lease_owner = :owner, lease_counter = lease_counter + :one REMOVE handoff_to, lease_expiry, lease_duration, lease_note"
+	// Like Acquire it clears a session's record: the tool keeps the row
+	// by its own writes.
+	update := "SET lease_owner = :owner, lease_counter = lease_counter + :one REMOVE handoff_to, lease_expiry, lease_duration, lease_note, " + attrSession + ", " + attrSessionGen
 	if d := HolderLeaseDuration(ctx); d > 0 {
 		// A tool that took the row from a holder keeps the holder's lease
 		// duration on it from this write on, as Acquire does.
-		update = "SET lease_owner = :owner, lease_counter = lease_counter + :one, lease_duration = :dur REMOVE handoff_to, lease_expiry, lease_note"
+		update = "SET lease_owner = :owner, lease_counter = lease_counter + :one, lease_duration = :dur REMOVE handoff_to, lease_expiry, lease_note, " + attrSession + ", " + attrSessionGen
 		vals[":dur"] = durationAttr(d)
 	}
 	return s.acquire(ctx, key, owner, counter+1, &dynamodb.UpdateItemInput{
@@ -637,10 +652,14 @@ func (s *DynamoStore) write(ctx context.Context, op string, held Lease, in *dyna
 	in.ExpressionAttributeValues[":me"] = str(held.Owner)
 	in.ExpressionAttributeValues[":mine"] = num(held.Counter)
 	in.ExpressionAttributeValues[":one"] = num(1)
-	if d := HolderLeaseDuration(ctx); d > 0 && op != "release" {
+	if d := HolderLeaseDuration(ctx); d > 0 && op != "release" && held.Session == "" {
 		// SET is the first clause of every renew and checkpoint update.
+		// A row a session keeps keeps its "session" in place of the
+		// number (the session's row has the duration); the condition
+		// makes sure of it, should the handle not show the record.
 		in.UpdateExpression = aws.String(strings.Replace(aws.ToString(in.UpdateExpression), "SET ", "SET lease_duration = :dur, ", 1))
 		in.ExpressionAttributeValues[":dur"] = durationAttr(d)
+		in.ConditionExpression = aws.String(aws.ToString(in.ConditionExpression) + " AND attribute_not_exists(" + attrSession + ")")
 	}
 	if lag, ok := HolderLag(ctx); ok && op != "release" {
 		in.UpdateExpression = aws.String(lagUpdate(aws.ToString(in.UpdateExpression), in.ExpressionAttributeValues, lag, held))
@@ -655,6 +674,8 @@ func (s *DynamoStore) write(ctx context.Context, op string, held Lease, in *dyna
 		return Lease{}, s.fail(op, held.Key, errorf("%w: %w", ErrLeaseLost, ErrLeaseNotFound))
 	case row.Counter == held.Counter+1 && mine(row):
 		return row, nil
+	case op != "release" && row.Owner == held.Owner && row.Counter == held.Counter && row.Session != "" && held.Session == "":
+		return row, s.fail(op, held.Key, errorf("%w: the row is kept by session %s, which the handle does not name; pass the lease as the store last returned it", ErrInvalidConfig, row.Session))
 	}
 	return row, s.fail(op, held.Key, errorf("%w: row has owner %q counter %d, handle has owner %q counter %d", ErrLeaseLost, row.Owner, row.Counter, held.Owner, held.Counter))
 }
@@ -706,12 +727,19 @@ func (s *DynamoStore) Release(ctx context.Context, held Lease) (Lease, error) {
 
 func (s *DynamoStore) release(ctx context.Context, held Lease) (Lease, error) {
 	in := &dynamodb.UpdateItemInput{}
+	// A session's record goes: its session keeps the lease no more (nor
+	// the taker's, after a handoff). Its "session" in lease_duration goes
+	// with it, so that releases from before sessions take the row again.
+	clear := ", " + attrSession + ", " + attrSessionGen
+	if held.Session != "" {
+		clear += ", lease_duration"
+	}
 	if held.HandoffTo != "" {
 		in.ConditionExpression = aws.String("handoff_to = :taker")
-		in.UpdateExpression = aws.String("SET lease_owner = :taker, lease_counter = lease_counter + :one REMOVE handoff_to, lease_expiry, lease_note")
+		in.UpdateExpression = aws.String("SET lease_owner = :taker, lease_counter = lease_counter + :one REMOVE handoff_to, lease_expiry, lease_note" + clear)
 		in.ExpressionAttributeValues = map[string]types.AttributeValue{":taker": str(held.HandoffTo)}
 	} else {
-		in.UpdateExpression = aws.String("SET lease_counter = lease_counter + :one REMOVE lease_owner, handoff_to, lease_expiry, lease_note")
+		in.UpdateExpression = aws.String("SET lease_counter = lease_counter + :one REMOVE lease_owner, handoff_to, lease_expiry, lease_note" + clear)
 	}
 	return s.write(ctx, "release", held, in, func(row Lease) bool { return row.Owner == held.HandoffTo })
 }

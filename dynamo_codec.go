@@ -35,6 +35,18 @@ const (
 	attrLagCounter  = "lag_counter"    // N: the counter of the write that wrote the lag
 )
 
+// Attribute names of sessions (see lease_session.go).
+const (
+	attrSession     = "lease_session" // S, on a lease row a session keeps: the session's worker row key
+	attrSessionGen  = "session_gen"   // N, on that lease row and on the worker row: the generation
+	attrSessionMail = "session_mail"  // SS, on the worker row: lease keys left for the holder
+	// sessionDuration is the lease_duration of a row a session keeps: a
+	// string where releases from before sessions read a number, so that
+	// they read the row as corrupt and never take it. It decodes as no
+	// duration: the session's row carries the holder's.
+	sessionDuration = "session"
+)
+
 // Attribute names of the lineage and identity rows.
 const (
 	attrStart        = "start_position"    // S: TRIM_HORIZON, LATEST or AT_TIMESTAMP
@@ -166,7 +178,7 @@ func decodeLease(item map[string]types.AttributeValue) (Lease, error) {
 	r := leaseRow{key: key, item: item}
 	l := Lease{Key: key, SubSequence: -1}
 	for _, decode := range []func(leaseRow, *Lease) error{
-		decodeHolder, decodeProgress, decodeParents, decodeTerms, decodeStart, decodeDuration, decodeLag, decodeFenceEpoch,
+		decodeHolder, decodeProgress, decodeParents, decodeTerms, decodeStart, decodeDuration, decodeSession, decodeLag, decodeFenceEpoch,
 	} {
 		if err := decode(r, &l); err != nil {
 			return Lease{}, err
@@ -352,15 +364,47 @@ func unixMilliTime(ms int64) time.Time {
 	return t
 }
 
-// decodeDuration reads the lease duration the holder runs with.
+// decodeDuration reads the lease duration the holder runs with: none on a
+// row a session keeps (the string sessionDuration).
 func decodeDuration(r leaseRow, l *Lease) error {
-	ms, present, err := r.nonNegativeAttr(attrDuration, "a non-negative number of milliseconds")
+	if s, ok := r.item[attrDuration].(*types.AttributeValueMemberS); ok && s.Value == sessionDuration {
+		return nil
+	}
+	ms, present, err := r.nonNegativeAttr(attrDuration, "a non-negative number of milliseconds (or \""+sessionDuration+"\" on a row a session keeps)")
 	if err != nil {
 		return err
 	}
 	if present {
 		l.Duration = time.Duration(ms) * time.Millisecond
 	}
+	return nil
+}
+
+// decodeSession reads the session that keeps the lease: its worker row's
+// key, which must be "stream:@owner", and its generation, which must be
+// there, and not 0, with it (and only with it).
+func decodeSession(r leaseRow, l *Lease) error {
+	session, present, err := r.stringAttr(attrSession)
+	if err != nil {
+		return err
+	}
+	gen, genPresent, err := r.intAttr(attrSessionGen)
+	if err != nil {
+		return err
+	}
+	if present {
+		stream, owner, _ := strings.Cut(session, ":"+workerMark)
+		if ValidateStreamName(stream) != nil || owner == "" {
+			return r.corrupt(attrSession, "a worker row key \"stream:@owner\"", nil)
+		}
+	}
+	switch {
+	case present && gen == 0:
+		return r.corrupt(attrSessionGen, "a generation other than 0 beside "+attrSession, nil)
+	case !present && genPresent:
+		return r.corrupt(attrSession, "a worker row key beside "+attrSessionGen, nil)
+	}
+	l.Session, l.SessionGen = session, gen
 	return nil
 }
 
@@ -399,7 +443,52 @@ func decodeWorker(item map[string]types.AttributeValue, stream string) (w Worker
 	if w.Counter, err = strconv.ParseInt(n.Value, 10, 64); err != nil || owner == "" {
 		return w, true, errorf("%w: worker row %q has no owner or a counter that is not a whole number; delete the row (the worker writes it again)", ErrCorruptLease, keyAV.Value)
 	}
+	return decodeWorkerSession(item, w)
+}
+
+// decodeWorkerSession reads the session on worker row w: its generation
+// and the holder's lease duration (both absent on a row without one).
+func decodeWorkerSession(item map[string]types.AttributeValue, w Worker) (Worker, bool, error) {
+	var ms int64
+	for _, a := range []struct {
+		name string
+		to   *int64
+	}{{attrSessionGen, &w.Gen}, {attrDuration, &ms}} {
+		av, present := item[a.name]
+		if !present {
+			continue
+		}
+		n, ok := av.(*types.AttributeValueMemberN)
+		v, err := int64(0), error(nil)
+		if ok {
+			v, err = strconv.ParseInt(n.Value, 10, 64)
+		}
+		if !ok || err != nil || v < 0 {
+			return w, true, errorf("%w: worker row %q: attribute %s is %s, want a non-negative whole number; delete the row (its worker opens its session again, and its leases are taken once their session stands still)", ErrCorruptLease, w.Key(), a.name, ddbattr.TypeName(av))
+		}
+		*a.to = v
+	}
+	w.Duration = time.Duration(ms) * time.Millisecond
 	return w, true, nil
+}
+
+// decodeMail reads the mail of a worker row: the lease keys of its
+// session_mail, sorted; nil when it has none.
+func decodeMail(item map[string]types.AttributeValue, w Worker) ([]string, error) {
+	av, present := item[attrSessionMail]
+	if !present {
+		return nil, nil
+	}
+	v, ok := av.(*types.AttributeValueMemberSS)
+	if !ok {
+		return nil, errorf("%w: worker row %q: attribute %s is %s, want a string set; delete the attribute (the mail is lost: its senders ask again)", ErrCorruptLease, w.Key(), attrSessionMail, ddbattr.TypeName(av))
+	}
+	if len(v.Value) == 0 {
+		return nil, nil
+	}
+	mail := slices.Clone(v.Value)
+	slices.Sort(mail)
+	return mail, nil
 }
 
 // decodeIdentity decodes the identity row of stream.

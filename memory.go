@@ -15,8 +15,9 @@ import (
 type MemoryStore struct {
 	mu   sync.Mutex
 	rows map[LeaseKey]Lease
-	// workers holds the worker rows: counter by owner, by stream.
-	workers map[string]map[string]int64
+	// workers holds the worker rows, by owner, by stream: their counters
+	// and sessions (see memory_session.go).
+	workers map[string]map[string]memWorker
 	// identities holds the stream identities, by stream.
 	identities map[string]StreamIdentity
 	// floors holds the fence floors, by stream (see lease_floor.go); no
@@ -36,13 +37,19 @@ var (
 
 // NewMemoryStore returns an empty store.
 func NewMemoryStore() *MemoryStore {
-	return &MemoryStore{rows: make(map[LeaseKey]Lease), workers: make(map[string]map[string]int64), identities: make(map[string]StreamIdentity), floors: make(map[string]fenceFloor)}
+	return &MemoryStore{rows: make(map[LeaseKey]Lease), workers: make(map[string]map[string]memWorker), identities: make(map[string]StreamIdentity), floors: make(map[string]fenceFloor)}
 }
 
 // OnWrite is a test hook: services do not need it. It registers fn to be
 // called, under the store's lock, after every successful write with the row
 // before and after it, so that a test can audit that only a lease's holder
-// ever writes to it. fn must not call the store.
+// ever writes to it. fn must not call the store. AcquireInSession is
+// reported as "acquire" (its row names the session). The session writes to
+// worker rows are reported too, as "open session", "keep session", "fence
+// session" and "mail session", with a Lease whose Key is the worker row's
+// ("stream:@owner"), Owner the worker's, Counter the row's counter and
+// SessionGen its generation (a fenced row after is the zero Lease of that
+// key); Heartbeat and RemoveWorker are not reported.
 func (m *MemoryStore) OnWrite(fn func(op string, before, after Lease)) {
 	m.mu.Lock()
 	m.hook = fn
@@ -120,8 +127,8 @@ func (m *MemoryStore) ListWithWorkers(ctx context.Context, stream string) ([]Lea
 	}
 	slices.SortFunc(leases, func(a, b Lease) int { return strings.Compare(a.Key.Shard, b.Key.Shard) })
 	var workers []Worker
-	for owner, counter := range m.workers[stream] {
-		workers = append(workers, Worker{Stream: stream, Owner: owner, Counter: counter})
+	for owner, row := range m.workers[stream] {
+		workers = append(workers, row.worker(stream, owner))
 	}
 	slices.SortFunc(workers, func(a, b Worker) int { return strings.Compare(a.Owner, b.Owner) })
 	return leases, workers, nil
@@ -155,8 +162,8 @@ func (m *MemoryStore) ListStreams(ctx context.Context, streams []string, workers
 		return cmp.Or(strings.Compare(a.Key.Stream, b.Key.Stream), strings.Compare(a.Key.Shard, b.Key.Shard))
 	})
 	var workers []Worker
-	for owner, counter := range m.workers[workersOf] {
-		workers = append(workers, Worker{Stream: workersOf, Owner: owner, Counter: counter})
+	for owner, row := range m.workers[workersOf] {
+		workers = append(workers, row.worker(workersOf, owner))
 	}
 	slices.SortFunc(workers, func(a, b Worker) int { return strings.Compare(a.Owner, b.Owner) })
 	return leases, workers, nil
@@ -170,12 +177,10 @@ func (m *MemoryStore) Heartbeat(ctx context.Context, stream, owner string) (Work
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.workers[stream] == nil {
-		m.workers[stream] = make(map[string]int64)
-	}
-	m.workers[stream][owner]++
-	w.Counter = m.workers[stream][owner]
-	return w, nil
+	row := m.workers[stream][owner] // a session on it is left as it is
+	row.counter++
+	m.putWorker(stream, owner, row)
+	return row.worker(stream, owner), nil
 }
 
 // RemoveWorker implements WorkerStore.
@@ -185,7 +190,7 @@ func (m *MemoryStore) RemoveWorker(ctx context.Context, w Worker) (bool, error) 
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if c, ok := m.workers[w.Stream][w.Owner]; !ok || c != w.Counter {
+	if row, ok := m.workers[w.Stream][w.Owner]; !ok || row.counter != w.Counter {
 		return false, nil
 	}
 	delete(m.workers[w.Stream], w.Owner)
@@ -196,6 +201,13 @@ func (m *MemoryStore) RemoveWorker(ctx context.Context, w Worker) (bool, error) 
 // stream's fence floor (see lease_floor.go): above every counter an earlier
 // acquire of any row of the stream wrote, and above the row's own.
 func (m *MemoryStore) Acquire(ctx context.Context, key LeaseKey, owner string, observed int64) (Lease, error) {
+	return m.acquire(ctx, key, owner, observed, nil)
+}
+
+// acquire is Acquire, which records on the row that session keeps the
+// lease when session is not nil (AcquireInSession) and clears any such
+// record otherwise.
+func (m *MemoryStore) acquire(ctx context.Context, key LeaseKey, owner string, observed int64, session *Worker) (Lease, error) {
 	if err := ctx.Err(); err != nil {
 		return Lease{}, memErr("acquire", key, err)
 	}
@@ -240,6 +252,13 @@ func (m *MemoryStore) Acquire(ctx context.Context, key LeaseKey, owner string, o
 	row.Note = ""
 	row.Expiry = time.Time{}
 	row.Duration = HolderLeaseDuration(ctx)
+	row.Session, row.SessionGen = "", 0
+	if session != nil {
+		// A kept row carries no duration (DynamoStore writes "session"
+		// in its place, which reads as none): the session row has it.
+		row.Duration = 0
+		row.Session, row.SessionGen = session.Key(), session.Gen
+	}
 	row.Lag = nil
 	m.wrote("acquire", before, row)
 	return cloneLease(row), nil
@@ -319,8 +338,8 @@ func (m *MemoryStore) Renew(ctx context.Context, held Lease, expiry time.Time) (
 	before := row
 	row.Counter++
 	row.Expiry = expiry
-	if d := HolderLeaseDuration(ctx); d > 0 {
-		row.Duration = d
+	if d := HolderLeaseDuration(ctx); d > 0 && row.Session == "" {
+		row.Duration = d // a kept row's duration is its session's
 	}
 	row.Lag = holderLag(ctx)
 	m.wrote("renew", before, row)
@@ -349,8 +368,8 @@ func (m *MemoryStore) Checkpoint(ctx context.Context, held Lease, checkpoint str
 	row.Checkpoint = checkpoint
 	row.SubSequence = subSequence
 	row.Expiry = expiry
-	if d := HolderLeaseDuration(ctx); d > 0 {
-		row.Duration = d
+	if d := HolderLeaseDuration(ctx); d > 0 && row.Session == "" {
+		row.Duration = d // a kept row's duration is its session's
 	}
 	row.Lag = holderLag(ctx)
 	m.wrote("checkpoint", before, row)
@@ -386,6 +405,11 @@ func (m *MemoryStore) Release(ctx context.Context, held Lease) (Lease, error) {
 	row.Note = ""
 	row.Expiry = time.Time{}
 	row.Lag = nil
+	if row.Session != "" {
+		// The record named the holder's session, which keeps the lease no
+		// more (nor the taker's, after a handoff).
+		row.Session, row.SessionGen, row.Duration = "", 0, 0
+	}
 	m.wrote("release", before, row)
 	return cloneLease(row), nil
 }
@@ -654,8 +678,8 @@ func (m *MemoryStore) RewindRow(ctx context.Context, held Lease, checkpoint stri
 	row.Checkpoint = checkpoint
 	row.SubSequence = -1
 	row.Start = start
-	if d := HolderLeaseDuration(ctx); d > 0 {
-		row.Duration = d
+	if d := HolderLeaseDuration(ctx); d > 0 && row.Session == "" {
+		row.Duration = d // a kept row's duration is its session's
 	}
 	row.Lag = holderLag(ctx) // the counter moved: an earlier write's lag is no longer the row's
 	m.wrote("rewind", before, row)
