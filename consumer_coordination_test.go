@@ -24,6 +24,7 @@ type coordStore interface {
 	fullStore
 	shardlease.EventualLister
 	shardlease.NoteStore
+	shardlease.SessionStore
 }
 
 // readCounter is one worker's view of the world's store, every capability
@@ -57,6 +58,11 @@ func (s *readCounter) ListWithWorkersEventually(ctx context.Context, stream stri
 func (s *readCounter) GetEventually(ctx context.Context, k shardlease.LeaseKey) (shardlease.Lease, error) {
 	s.gets.Add(1)
 	return s.coordStore.GetEventually(ctx, k)
+}
+
+func (s *readCounter) ReadSession(ctx context.Context, stream, owner string) (shardlease.Worker, error) {
+	s.gets.Add(1)
+	return s.coordStore.ReadSession(ctx, stream, owner)
 }
 
 // coordWorker is a running worker with its read counter and crash switch.

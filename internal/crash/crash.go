@@ -15,11 +15,16 @@ import (
 )
 
 // Store returns s wrapped so that every call fails once sw is flipped. The
-// wrapper keeps worker rows (shardlease.WorkerStore) when s has them.
+// wrapper keeps worker rows (shardlease.WorkerStore) when s has them, and
+// notes and sessions when it has those too.
 func Store(s shardlease.LeaseStore, sw *Switch) shardlease.LeaseStore {
 	if ws, ok := s.(shardlease.WorkerStore); ok {
 		if ns, ok := s.(shardlease.NoteStore); ok {
-			return noteStore{workerStore{store{s, sw}, ws}, ns}
+			n := noteStore{workerStore{store{s, sw}, ws}, ns}
+			if ss, ok := s.(shardlease.SessionStore); ok {
+				return sessionStore{n, ss}
+			}
+			return n
 		}
 		return workerStore{store{s, sw}, ws}
 	}
@@ -194,4 +199,53 @@ func (s noteStore) GetEventually(ctx context.Context, k shardlease.LeaseKey) (sh
 		return shardlease.Lease{}, err
 	}
 	return s.ns.GetEventually(ctx, k)
+}
+
+// sessionStore passes sessions on (shardlease.SessionStore) for stores that
+// keep them, notes and worker rows.
+type sessionStore struct {
+	noteStore
+	ss shardlease.SessionStore
+}
+
+func (s sessionStore) OpenSession(ctx context.Context, stream, owner string) (shardlease.Worker, error) {
+	if err := s.err(); err != nil {
+		return shardlease.Worker{}, err
+	}
+	return s.ss.OpenSession(ctx, stream, owner)
+}
+
+func (s sessionStore) KeepSession(ctx context.Context, w shardlease.Worker) (shardlease.Worker, []string, error) {
+	if err := s.err(); err != nil {
+		return shardlease.Worker{}, nil, err
+	}
+	return s.ss.KeepSession(ctx, w)
+}
+
+func (s sessionStore) ReadSession(ctx context.Context, stream, owner string) (shardlease.Worker, error) {
+	if err := s.err(); err != nil {
+		return shardlease.Worker{}, err
+	}
+	return s.ss.ReadSession(ctx, stream, owner)
+}
+
+func (s sessionStore) FenceSession(ctx context.Context, w shardlease.Worker) (bool, error) {
+	if err := s.err(); err != nil {
+		return false, err
+	}
+	return s.ss.FenceSession(ctx, w)
+}
+
+func (s sessionStore) MailSession(ctx context.Context, w shardlease.Worker, k shardlease.LeaseKey) (bool, error) {
+	if err := s.err(); err != nil {
+		return false, err
+	}
+	return s.ss.MailSession(ctx, w, k)
+}
+
+func (s sessionStore) AcquireInSession(ctx context.Context, k shardlease.LeaseKey, w shardlease.Worker, observed int64) (shardlease.Lease, error) {
+	if err := s.err(); err != nil {
+		return shardlease.Lease{}, err
+	}
+	return s.ss.AcquireInSession(ctx, k, w, observed)
 }
