@@ -124,10 +124,11 @@ func (s *sessionKeeper) end(gen int64, why string, err error) {
 }
 
 // run keeps the session every renew interval (a little less, with jitter,
-// so that a fleet started together spreads its writes) until ctx ends. A
-// keep that fails is retried with backoff within the renew interval; one
-// refused ends the session, as does the cut-off passing with no keep
-// succeeding; a new session is then opened.
+// so that a fleet started together spreads its writes), counted from the
+// send of the last keep so that a slow one does not slow the beat, until
+// ctx ends. A keep that fails is retried with backoff within the renew
+// interval; one refused ends the session, as does the cut-off passing with
+// no keep succeeding; a new session is then opened.
 func (s *sessionKeeper) run(ctx context.Context) {
 	cfg := s.cfg
 	bo := backoff.Backoff{Min: min(cfg.retryMin, cfg.renewInterval/4), Max: cfg.renewInterval / 3}
@@ -139,9 +140,10 @@ func (s *sessionKeeper) run(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		if s.step(ctx) {
+		sent := time.Now()
+		if s.step(ctx, sent) {
 			bo.Reset()
-			t.Reset(s.interval())
+			t.Reset(max(0, s.interval()-time.Since(sent)))
 		} else {
 			t.Reset(bo.Next())
 		}
@@ -155,9 +157,9 @@ func (s *sessionKeeper) interval() time.Duration {
 	return r - time.Duration(rand.Int64N(int64(r/10)+1))
 }
 
-// step makes one keep, or opens a new session when the last one ended; it
-// reports whether it succeeded.
-func (s *sessionKeeper) step(ctx context.Context) bool {
+// step makes one keep, sent at sent, or opens a new session when the last
+// one ended; it reports whether it succeeded.
+func (s *sessionKeeper) step(ctx context.Context, sent time.Time) bool {
 	s.mu.Lock()
 	row, open, until := s.row, s.open, s.validUntil
 	s.mu.Unlock()
@@ -170,7 +172,6 @@ func (s *sessionKeeper) step(ctx context.Context) bool {
 		}
 		return true
 	}
-	sent := time.Now()
 	kctx, cancel := context.WithTimeout(WithHolderLeaseDuration(ctx, s.cfg.leaseDuration), s.cfg.renewInterval)
 	kept, mail, err := s.store.KeepSession(kctx, row)
 	cancel()

@@ -2,6 +2,8 @@ package shardlease_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -11,6 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/shardlease/shardlease"
+	"github.com/shardlease/shardlease/internal/crash"
+	"github.com/shardlease/shardlease/shardleasetest"
 )
 
 // The session tests: one keep a renew interval keeps every lease a worker
@@ -139,4 +143,253 @@ func TestSessionCrashFailover(t *testing.T) {
 		}
 		assert.Positive(t, fenced, "the crashed worker's session was fenced")
 	})
+}
+
+// errKeepThrottled is what a worker's keeps get while they fail.
+var errKeepThrottled = errors.New("ThrottlingException: the session row's writes were throttled")
+
+// faultySession is one worker's view of the store whose keeps can be made
+// to fail or to be slow.
+type faultySession struct {
+	coordStore
+	failKeeps atomic.Bool  // every keep fails
+	failEvery atomic.Int64 // when n > 0, n-1 keeps of every n fail
+	slowKeep  atomic.Int64 // ns each keep waits before it is sent
+	keeps     atomic.Int64
+}
+
+func (s *faultySession) KeepSession(ctx context.Context, w shardlease.Worker) (shardlease.Worker, []string, error) {
+	n := s.keeps.Add(1)
+	if d := time.Duration(s.slowKeep.Load()); d > 0 {
+		time.Sleep(d)
+	}
+	if every := s.failEvery.Load(); s.failKeeps.Load() || every > 0 && n%every != 0 {
+		return shardlease.Worker{}, nil, errKeepThrottled
+	}
+	return s.coordStore.KeepSession(ctx, w)
+}
+
+// sessionWorker is a running worker of a session test.
+type sessionWorker struct {
+	*liveWorker
+	faults *faultySession
+}
+
+// startSessionWorker starts a worker named name with sessions on (unless
+// extra turns them off), its keeps and its crash under the test's control,
+// its handler guarded by g.
+func startSessionWorker(t *testing.T, w *world, name string, h *handled, g *overlapGuard, extra ...shardlease.Option) *sessionWorker {
+	t.Helper()
+	rc := newReadCounter(t, w.store)
+	fs := &faultySession{coordStore: rc}
+	sw := &crash.Switch{}
+	opts := append([]shardlease.Option{shardlease.WithIdlePollInterval(max(w.idle, w.take)), sessionsOn}, extra...)
+	wk := startWorker(t, w, crash.Kinesis(w.kin, sw), crash.Store(fs, sw), g.wrap(name, h.handler(name)), w.opts(name, opts...)...)
+	return &sessionWorker{liveWorker: &liveWorker{coordWorker: &coordWorker{worker: wk, reads: rc, sw: sw}}, faults: fs}
+}
+
+// startSessionFleet starts n session workers and waits until they are
+// balanced over shards.
+func startSessionFleet(t *testing.T, w *world, n, shards int, h *handled, g *overlapGuard, extra ...shardlease.Option) []*sessionWorker {
+	t.Helper()
+	var out []*sessionWorker
+	for i := range n {
+		out = append(out, startSessionWorker(t, w, fmt.Sprintf("w%02d", i), h, g, extra...))
+	}
+	waitBalanced(t, w, out, shards)
+	return out
+}
+
+// waitBalanced waits until the live workers of fleet hold every lease
+// between them, as evenly as can be.
+func waitBalanced(t *testing.T, w *world, fleet []*sessionWorker, shards int) {
+	t.Helper()
+	live := 0
+	for _, sw := range fleet {
+		if !sw.sw.Down() {
+			live++
+		}
+	}
+	lo, hi := shards/live, (shards+live-1)/live
+	waitFor(t, 30*w.lease, "the fleet balanced", func() bool { return balancedOver(t, w, shards, lo, hi, sessionCoords(fleet)) })
+}
+
+func sessionCoords(fleet []*sessionWorker) []*coordWorker {
+	out := make([]*coordWorker, len(fleet))
+	for i, sw := range fleet {
+		out[i] = sw.coordWorker
+	}
+	return out
+}
+
+// statsOf sums a counter over the fleet.
+func statsOf(fleet []*sessionWorker, f func(shardlease.Stats) int64) int64 {
+	var n int64
+	for _, sw := range fleet {
+		n += f(sw.c.Stats())
+	}
+	return n
+}
+
+// TestSessionGracefulLeave: a worker with sessions that stops releases its
+// leases, and the others hold them again within two take intervals, as
+// without sessions; its session row is gone.
+func TestSessionGracefulLeave(t *testing.T) {
+	worlds(t, 6, func(t *testing.T, w *world) {
+		w.timed(t)
+		w = liveWorld(w)
+		h, g := newHandled(), newOverlapGuard()
+		fleet := startSessionFleet(t, w, 3, 6, h, g)
+		leaver := fleet[2]
+		released := leaver.c.Held()
+		start := time.Now()
+		require.NoError(t, leaver.stop(t))
+		leaver.sw.Crash()
+		waitFor(t, 20*w.take, "the released leases held again", func() bool { return heldAgain(sessionCoords(fleet), released) })
+		took := time.Since(start)
+		t.Logf("%s: held again %.2f T after the leave", w.name, float64(took)/float64(w.take))
+		assert.LessOrEqual(t, took, bound(w, 2*w.take), "within 2 take intervals")
+		_, err := w.store.(shardlease.SessionStore).ReadSession(context.Background(), w.stream, leaver.c.OwnerID())
+		assert.ErrorIs(t, err, shardlease.ErrLeaseNotFound, "the leaver's session row is deleted")
+		assert.Zero(t, g.overlaps.Load())
+	})
+}
+
+// TestSessionHandoffByMail: workers that join a worker holding every lease
+// get their share by handoffs, which reach the holder through its session's
+// mail: it renews no lease row on its own.
+func TestSessionHandoffByMail(t *testing.T) {
+	worlds(t, 6, func(t *testing.T, w *world) {
+		w.timed(t)
+		w = liveWorld(w)
+		h, g := newHandled(), newOverlapGuard()
+		first := startSessionWorker(t, w, "w00", h, g)
+		waitFor(t, 10*w.lease, "all six held", func() bool { return len(first.c.Held()) == 6 })
+		p := &produced{}
+		w.put(t, p, 60, 12)
+		fleet := []*sessionWorker{first, startSessionWorker(t, w, "w01", h, g), startSessionWorker(t, w, "w02", h, g)}
+		waitBalanced(t, w, fleet, 6)
+		assert.GreaterOrEqual(t, first.c.Stats().LeasesReleased, int64(4), "the first worker handed four leases over")
+		assert.GreaterOrEqual(t, statsOf(fleet, func(s shardlease.Stats) int64 { return s.LeasesHandedIn }), int64(4))
+		waitFor(t, 10*w.lease, "every record handled", func() bool { return h.distinct() == p.count() })
+		assert.Zero(t, g.overlaps.Load())
+	})
+}
+
+// TestSessionCutoffStopsTheHolder: a worker whose keeps all fail stops
+// handing records at its session's cut-off (its leases lost, the session
+// ended and counted); the others fence the session and take its leases, and
+// no shard is read by two workers at once.
+func TestSessionCutoffStopsTheHolder(t *testing.T) {
+	worlds(t, 4, func(t *testing.T, w *world) {
+		w.timed(t)
+		w = liveWorld(w)
+		h, g := newHandled(), newOverlapGuard()
+		fleet := startSessionFleet(t, w, 2, 4, h, g)
+		cut := fleet[1]
+		held := cut.c.Held()
+		cut.faults.failKeeps.Store(true)
+		start := time.Now()
+		waitFor(t, 3*w.lease, "the worker's leases lost", func() bool { return len(cut.c.Held()) == 0 })
+		t.Logf("%s: leases dropped %.2f L after the keeps began to fail", w.name, time.Since(start).Seconds()/w.lease.Seconds())
+		assert.Less(t, time.Since(start), w.lease, "dropped before a lease duration")
+		waitFor(t, 5*w.lease, "the leases held by the other worker", func() bool { return heldAgain(sessionCoords(fleet[:1]), held) })
+		assert.Positive(t, cut.c.Stats().SessionsLost, "the session's end is counted")
+		assert.Positive(t, fleet[0].c.Stats().SessionsFenced, "the other worker fenced it")
+		p := &produced{}
+		w.put(t, p, 40, 8)
+		cut.faults.failKeeps.Store(false)
+		waitBalanced(t, w, fleet, 4)
+		waitFor(t, 10*w.lease, "every record handled", func() bool { return h.distinct() == p.count() })
+		assert.Zero(t, g.overlaps.Load())
+	})
+}
+
+// TestSessionThrottledRowRetries: two keeps in three are throttled; the
+// retries within the renew interval keep the session, and no lease is lost.
+func TestSessionThrottledRowRetries(t *testing.T) {
+	worlds(t, 4, func(t *testing.T, w *world) {
+		w.timed(t)
+		w = liveWorld(w)
+		h, g := newHandled(), newOverlapGuard()
+		fleet := startSessionFleet(t, w, 2, 4, h, g)
+		fleet[1].faults.failEvery.Store(3)
+		time.Sleep(10 * w.lease)
+		assert.Zero(t, statsOf(fleet, func(s shardlease.Stats) int64 { return s.LeasesLost }), "no lease lost")
+		assert.Zero(t, statsOf(fleet, func(s shardlease.Stats) int64 { return s.SessionsLost }), "no session lost")
+		assert.Len(t, fleet[1].c.Held(), 2)
+	})
+}
+
+// TestSessionSlowKeep: every keep of the coordinator takes a quarter of a
+// lease duration (three quarters of a renew interval, within the call's
+// timeout) to land; keeps are paced from their sends, so its session still
+// moves every renew interval: no lease is lost, and the others do not take
+// it for a stopped coordinator (they list no more than a take interval's
+// share while it is slow).
+func TestSessionSlowKeep(t *testing.T) {
+	worlds(t, 6, func(t *testing.T, w *world) {
+		w.timed(t)
+		w = liveWorld(w)
+		h, g := newHandled(), newOverlapGuard()
+		fleet := startSessionFleet(t, w, 3, 6, h, g)
+		coord := coordinatorOf(sessionCoords(fleet))
+		require.NotNil(t, coord)
+		var slow *sessionWorker
+		for _, sw := range fleet {
+			if sw.coordWorker == coord {
+				slow = sw
+			}
+		}
+		slow.faults.slowKeep.Store(int64(w.lease / 4))
+		before, _ := readsOf(sessionCoords(fleet))
+		time.Sleep(20 * w.lease)
+		after, _ := readsOf(sessionCoords(fleet))
+		assert.Zero(t, statsOf(fleet, func(s shardlease.Stats) int64 { return s.LeasesLost }), "no lease lost")
+		assert.Len(t, slow.c.Held(), 2)
+		for i, sw := range fleet {
+			if sw != slow {
+				t.Logf("%s: %s listed %d times in 20 L", w.name, sw.c.OwnerID(), after[i]-before[i])
+				assert.LessOrEqual(t, after[i]-before[i], int64(10), "a worker other than the slow coordinator barely lists")
+			}
+		}
+	})
+}
+
+// TestSessionSameIDRestart: a worker crashes and starts again at once under
+// the same owner id: a new incarnation with a new session. The crashed
+// incarnation's leases are held again within 1.4 lease durations, the
+// restarted worker gets its share back, and nothing is read twice at once.
+func TestSessionSameIDRestart(t *testing.T) {
+	worlds(t, 6, func(t *testing.T, w *world) {
+		w.timed(t)
+		w = liveWorld(w)
+		h, g := newHandled(), newOverlapGuard()
+		fleet := startSessionFleet(t, w, 3, 6, h, g)
+		victim := fleet[2]
+		lost := victim.c.Held()
+		p := &produced{}
+		w.put(t, p, 60, 12)
+		victim.sw.Crash()
+		start := time.Now()
+		again := startSessionWorker(t, w, "w02", h, g)
+		fleet[2] = again
+		waitFor(t, bound(w, 3*w.lease), "the crashed incarnation's leases held again", func() bool { return heldAgain(sessionCoords(fleet), lost) })
+		took := time.Since(start)
+		t.Logf("%s: held again after %.2f L", w.name, took.Seconds()/w.lease.Seconds())
+		assert.LessOrEqual(t, took, bound(w, 14*w.lease/10), "within 1.4 L")
+		waitBalanced(t, w, fleet, 6)
+		waitFor(t, 10*w.lease, "every record handled", func() bool { return h.distinct() == p.count() })
+		assert.Zero(t, g.overlaps.Load())
+	})
+}
+
+// TestSessionNeedsAStoreThatKeepsSessions: WithSessions on a store without
+// sessions is refused at construction, naming the stream and what to do.
+func TestSessionNeedsAStoreThatKeepsSessions(t *testing.T) {
+	_, err := shardlease.NewConsumer(shardleasetest.NewKinesis(), struct{ shardlease.LeaseStore }{shardlease.NewMemoryStore()}, "orders",
+		func(context.Context, *shardlease.Batch) error { return nil }, sessionsOn)
+	require.ErrorIs(t, err, shardlease.ErrInvalidConfig)
+	assert.Contains(t, err.Error(), "stream orders")
+	assert.Contains(t, err.Error(), "SessionStore")
 }
