@@ -237,23 +237,55 @@ func (d *deadlines) arm() {
 // about once every backstopFactor take intervals, however many workers.
 const backstopFactor = 8
 
+// sessionLooks is how many looks at the first lease the quiet workers of a
+// fleet with sessions make between them each take interval (each looks
+// every sessionLooks-th of a take interval times the number of readable
+// leases per lease it holds), and a look that finds the lease's mark moved
+// is confirmed a stall later: so that when the coordinator and its
+// deputies fail together (a zone, whichever workers are in it) some
+// survivor's pair of looks starts within a take interval or two, whatever
+// the fleet's size, at reads that do not grow with it.
+const sessionLooks = 3
+
+// backstopPeriod is how long a quiet worker that holds held of readable
+// leases waits between its looks at the first lease.
+func backstopPeriod(take time.Duration, readable, held int, sessions bool) time.Duration {
+	held = max(1, held)
+	if sessions {
+		return max(take, take*time.Duration(max(readable, held))/time.Duration(sessionLooks*held))
+	}
+	return take * time.Duration(backstopFactor*max(readable, held)/held)
+}
+
 // backstop is the rule of a resting worker's occasional look at the first
 // lease, so that a coordinator that left no deputy behind is noticed: at
 // each take tick, once lookAt has passed, it looks and sets the next look
-// a period later, give or take half. The first tick only sets lookAt.
+// a period later, give or take half. The first tick sets it anywhere in a period.
 type backstop struct {
 	lookAt time.Time
 }
 
+// confirmBy brings the next look forward to at, if it is later.
+func (b *backstop) confirmBy(at time.Time) {
+	if b.lookAt.After(at) {
+		b.lookAt = at
+	}
+}
+
 // due reports whether the look is due at now, and if so (or at the first
-// call) sets the next one.
+// call) sets the next one. The first call sets it anywhere within a period,
+// so that the looks of workers that turned quiet together are spread over
+// it from the start.
 func (b *backstop) due(now time.Time, period time.Duration) bool {
-	if !b.lookAt.IsZero() && now.Before(b.lookAt) {
+	if b.lookAt.IsZero() {
+		b.lookAt = now.Add(rand.N(period))
 		return false
 	}
-	first := b.lookAt.IsZero()
+	if now.Before(b.lookAt) {
+		return false
+	}
 	b.lookAt = now.Add(period/2 + rand.N(period))
-	return !first
+	return true
 }
 
 // newCoordination returns the coordination of sc's worker, in the role it
@@ -444,10 +476,16 @@ func (cd *coordination) lookNowAndThen(ctx context.Context) {
 		return
 	}
 	c := cd.c
-	h := max(1, c.heldCount())
-	period := c.cfg.takeInterval * time.Duration(backstopFactor*max(cd.readable, h)/h)
-	if cd.backstop.due(time.Now(), period) {
-		cd.lookAtFirst(ctx)
+	period := backstopPeriod(c.cfg.takeInterval, cd.readable, c.heldCount(), c.sess != nil)
+	if !cd.backstop.due(time.Now(), period) {
+		return
+	}
+	l, o, ok := cd.lookAtFirst(ctx)
+	if ok && c.sess != nil && l.Owner != "" && l.Owner != c.cfg.identity && o.changed.Equal(o.seen) {
+		// The mark moved since this worker's last look: one look cannot
+		// tell a live coordinator from a stopped one, a second a stall
+		// later can.
+		cd.backstop.confirmBy(o.seen.Add(cd.stall(l)))
 	}
 }
 
@@ -490,17 +528,18 @@ func (cd *coordination) onExpiry(ctx context.Context) error {
 // raises the alarm (this worker lists at once) when the row shows no owner
 // (or is gone: its shard finished and was cleaned up), this worker (it
 // holds the lease without coordinating yet), or a counter that stood still
-// longer than a renewal. A read that fails otherwise changes nothing.
-func (cd *coordination) lookAtFirst(ctx context.Context) {
+// longer than a renewal. A read that fails otherwise changes nothing
+// (ok is false). It returns the row and the observation it read.
+func (cd *coordination) lookAtFirst(ctx context.Context) (l Lease, o watchedRead, ok bool) {
 	c := cd.c
-	l, o, ok := readWatched(ctx, c, cd.sessions, cd.obs, cd.first)
+	l, o, ok = readWatched(ctx, c, cd.sessions, cd.obs, cd.first)
 	if !ok {
-		return
+		return l, o, false
 	}
 	now := o.seen
 	cd.watch.stallAt = o.changed.Add(cd.stall(l))
 	if cd.adoptFirst(ctx, l) || cd.yielded(l, now) {
-		return
+		return l, o, true
 	}
 	if l.Owner == "" || l.Owner == c.cfg.identity || now.Sub(o.changed) >= cd.stall(l) {
 		if l.Owner != c.cfg.identity {
@@ -512,6 +551,7 @@ func (cd *coordination) lookAtFirst(ctx context.Context) {
 		cd.on(balance.Alarm, balance.RoleFacts{})
 		poke(cd.wake)
 	}
+	return l, o, true
 }
 
 // stall is how long a lease's counter may stand still before its holder

@@ -237,9 +237,11 @@ func TestCoordinationOneWorkerLists(t *testing.T) {
 				continue
 			}
 			otherLists += lists
-			if gets > 0 {
+			// A deputy reads the coordinator's row about once a take
+			// interval; a quiet worker may make one backstop look.
+			assert.LessOrEqual(t, gets, int64(window+window/2), "a deputy reads the coordinator's row about once a take interval")
+			if gets >= window/2 {
 				getters++
-				assert.LessOrEqual(t, gets, int64(window+window/2), "a deputy reads the coordinator's row about once a take interval")
 			}
 		}
 		if w.name == "fake" {

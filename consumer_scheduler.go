@@ -719,6 +719,10 @@ func (sc *scheduler) liveWorkers(ctx context.Context, workers []Worker, now time
 			c.log.Debug("removing a gone worker's row failed", "worker", w.Owner, "err", err)
 		} else if removed {
 			c.log.Info("removed the row of a worker that stopped", "worker", w.Owner, "counter", w.Counter)
+			if w.Gen != 0 {
+				// The row held a session: removing it fenced the session.
+				c.count(evSessionFenced, 1)
+			}
 		}
 	}
 	forgetUnseen(sc.wobs, seen)
