@@ -465,3 +465,178 @@ func zoneOf(t *testing.T, w *world, fleet []*sessionWorker) []*sessionWorker {
 	}
 	return zone
 }
+
+// rollTo starts a worker named by each of names with extra, then stops the
+// workers of from one at a time (gracefully), waiting after each stop until
+// the live workers hold every lease.
+func rollTo(t *testing.T, w *world, from []*sessionWorker, names []string, shards int, h *handled, g *overlapGuard, extra ...shardlease.Option) []*sessionWorker {
+	t.Helper()
+	var to []*sessionWorker
+	for _, name := range names {
+		to = append(to, startSessionWorker(t, w, name, h, g, extra...))
+	}
+	live := append(append([]*sessionWorker{}, from...), to...)
+	for _, old := range from {
+		require.NoError(t, old.stop(t))
+		old.sw.Crash() // out of the fleet for the helpers
+		waitFor(t, 20*w.lease, "every lease held after a stop", func() bool {
+			return heldAgain(sessionCoords(live), allShards(shards))
+		})
+	}
+	waitBalanced(t, w, to, shards)
+	return to
+}
+
+// allShards returns the ids of the first n shards.
+func allShards(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("shardId-%012d", i)
+	}
+	return out
+}
+
+// TestSessionUpgradeAndDowngrade: a fleet renewing every lease row rolls to
+// sessions one worker at a time, and back: no record is lost, no shard is
+// read by two workers at once, and at each end every row is kept the
+// fleet's way (by a session, then by renewals again).
+func TestSessionUpgradeAndDowngrade(t *testing.T) {
+	worlds(t, 6, func(t *testing.T, w *world) {
+		w.timed(t)
+		w = liveWorld(w)
+		h, g := newHandled(), newOverlapGuard()
+		off := shardlease.WithSessions(false)
+		p := &produced{}
+		fleet := startSessionFleet(t, w, 3, 6, h, g, off)
+		w.put(t, p, 60, 12)
+		fleet = rollTo(t, w, fleet, []string{"n0", "n1", "n2"}, 6, h, g)
+		w.put(t, p, 60, 12)
+		waitFor(t, 10*w.lease, "every row kept by a session", func() bool {
+			for _, l := range w.leases(t) {
+				if l.Session == "" {
+					return false
+				}
+			}
+			return true
+		})
+		_ = rollTo(t, w, fleet, []string{"o0", "o1", "o2"}, 6, h, g, off)
+		w.put(t, p, 60, 12)
+		waitFor(t, 10*w.lease, "every row renewed by its holder again", func() bool {
+			for _, l := range w.leases(t) {
+				if l.Session != "" || l.Owner == "" {
+					return false
+				}
+			}
+			return true
+		})
+		waitFor(t, 10*w.lease, "every record handled", func() bool { return h.distinct() == p.count() })
+		assert.Zero(t, g.overlaps.Load(), "no shard read by two workers at once")
+	})
+}
+
+// fenceThenCrash crashes its worker right after the first session it
+// fences: a taker that dies between fencing a session and claiming its
+// leases.
+type fenceThenCrash struct {
+	coordStore
+	sw     *crash.Switch
+	fenced *atomic.Bool // shared by the fleet: only the first taker dies
+}
+
+func (s *fenceThenCrash) FenceSession(ctx context.Context, w shardlease.Worker) (bool, error) {
+	ended, err := s.coordStore.FenceSession(ctx, w)
+	if ended && err == nil && s.fenced.CompareAndSwap(false, true) {
+		s.sw.Crash()
+	}
+	return ended, err
+}
+
+func (s *fenceThenCrash) RemoveWorker(ctx context.Context, w shardlease.Worker) (bool, error) {
+	removed, err := s.coordStore.RemoveWorker(ctx, w)
+	if removed && err == nil && w.Gen != 0 && s.fenced.CompareAndSwap(false, true) {
+		s.sw.Crash()
+	}
+	return removed, err
+}
+
+// TestSessionTakerDiesBetweenFenceAndClaim: the worker that fences a
+// crashed worker's session dies before it claims a lease; another worker
+// finishes the takeover. The fence comes at most 1.1 lease durations after
+// the first crash (a lease duration of standing still, timed from a look),
+// and the taker's death is a second failure, recovered within 2.5 lease
+// durations like a zone's: every lease of both is held again within 3.6
+// lease durations of the first crash, and none is read by two workers.
+func TestSessionTakerDiesBetweenFenceAndClaim(t *testing.T) {
+	worlds(t, 6, func(t *testing.T, w *world) {
+		w.timed(t)
+		w = liveWorld(w)
+		h, g := newHandled(), newOverlapGuard()
+		var fleet []*sessionWorker
+		var fenced atomic.Bool
+		for i := range 3 {
+			name := fmt.Sprintf("w%02d", i)
+			rc := newReadCounter(t, w.store)
+			sw := &crash.Switch{}
+			fc := &fenceThenCrash{coordStore: rc, sw: sw, fenced: &fenced}
+			fs := &faultySession{coordStore: fc}
+			wk := startWorker(t, w, crash.Kinesis(w.kin, sw), crash.Store(fs, sw), g.wrap(name, h.handler(name)),
+				w.opts(name, shardlease.WithIdlePollInterval(max(w.idle, w.take)), sessionsOn)...)
+			fleet = append(fleet, &sessionWorker{liveWorker: &liveWorker{coordWorker: &coordWorker{worker: wk, reads: rc, sw: sw}}, faults: fs})
+		}
+		waitBalanced(t, w, fleet, 6)
+		settle(t, w, sessionCoords(fleet), coordinatorOf(sessionCoords(fleet)))
+		victim := fleet[0]
+		if victim.coordWorker == coordinatorOf(sessionCoords(fleet)) {
+			victim = fleet[1]
+		}
+		p := &produced{}
+		w.put(t, p, 60, 12)
+		victim.sw.Crash()
+		start := time.Now()
+		waitFor(t, 3*w.lease, "a taker fenced and died", func() bool {
+			down := 0
+			for _, sw := range fleet {
+				if sw.sw.Down() {
+					down++
+				}
+			}
+			return down == 2
+		})
+		waitFor(t, bound(w, 5*w.lease), "every lease held again", func() bool { return heldAgain(sessionCoords(fleet), allShards(6)) })
+		took := time.Since(start)
+		t.Logf("%s: every lease held again %.2f L after the first crash", w.name, took.Seconds()/w.lease.Seconds())
+		assert.LessOrEqual(t, took, bound(w, 36*w.lease/10), "within 3.6 L")
+		waitFor(t, 10*w.lease, "every record handled", func() bool { return h.distinct() == p.count() })
+		assert.Zero(t, g.overlaps.Load())
+	})
+}
+
+// TestSessionCapsLeaveNoLeaseUntaken: workers capped at two leases each
+// (WithMaxLeases); when one crashes, the two that have room take its leases
+// within 1.4 lease durations, whoever coordinates.
+func TestSessionCapsLeaveNoLeaseUntaken(t *testing.T) {
+	worlds(t, 6, func(t *testing.T, w *world) {
+		w.timed(t)
+		w = liveWorld(w)
+		h, g := newHandled(), newOverlapGuard()
+		fleet := startSessionFleet(t, w, 4, 6, h, g, shardlease.WithMaxLeases(2))
+		var victim *sessionWorker
+		for _, sw := range fleet {
+			if len(sw.c.Held()) == 2 {
+				victim = sw
+			}
+		}
+		require.NotNil(t, victim)
+		lost := victim.c.Held()
+		victim.sw.Crash()
+		start := time.Now()
+		waitFor(t, bound(w, 5*w.lease), "the capped fleet took the crashed worker's leases", func() bool { return heldAgain(sessionCoords(fleet), lost) })
+		took := time.Since(start)
+		t.Logf("%s: held again after %.2f L", w.name, took.Seconds()/w.lease.Seconds())
+		assert.LessOrEqual(t, took, bound(w, 14*w.lease/10), "within 1.4 L")
+		for _, sw := range fleet {
+			assert.LessOrEqual(t, len(sw.c.Held()), 2, "caps hold")
+		}
+		assert.Zero(t, g.overlaps.Load())
+	})
+}
