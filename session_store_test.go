@@ -273,3 +273,50 @@ func TestSessionStoreMemoryOnWriteReportsSessions(t *testing.T) {
 		{op: "fence session", key: "orders:@a", before: 2},
 	}, events, "a heartbeat is not reported; a fenced row after is the zero lease of its key")
 }
+
+// TestSessionStoreResetEndsTheKeepingSession: a forced reset (the CLI's
+// reset -force) of a lease a session keeps ends that session before it
+// takes the row, since the holder never writes to the row and would read on
+// beside the next holder; the row is left held for the session's lease
+// duration, its record cleared, and the holder's keeps fail from the fence
+// on. In both stores.
+func TestSessionStoreResetEndsTheKeepingSession(t *testing.T) {
+	t.Parallel()
+	for _, name := range []string{"memory", "dynamo"} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			var store interface {
+				shardlease.LeaseStore
+				shardlease.SessionStore
+			} = shardlease.NewMemoryStore()
+			if name == "dynamo" {
+				store, _, _ = sessionTable(t)
+			}
+			ctx := shardlease.WithHolderLeaseDuration(t.Context(), 20*time.Second)
+			k := shardlease.LeaseKey{Stream: "orders", Shard: "shardId-000000000000"}
+			_, err := store.Create(ctx, k, nil)
+			require.NoError(t, err)
+			w, err := store.OpenSession(ctx, k.Stream, "a")
+			require.NoError(t, err)
+			l, err := store.AcquireInSession(ctx, k, w, 0)
+			require.NoError(t, err)
+			l, err = store.Checkpoint(ctx, l, "100", -1, time.Now())
+			require.NoError(t, err)
+
+			rep, err := shardlease.ResetCheckpoint(t.Context(), store, k, "50", shardlease.WithResetHandover(), shardlease.WithResetOwner("tool"))
+			require.NoError(t, err)
+			assert.Equal(t, "a", rep.TakenFrom)
+			assert.Equal(t, 20*time.Second, rep.ResumeAfter, "the row is left held for the session's lease duration")
+			_, _, err = store.KeepSession(ctx, w)
+			require.ErrorIs(t, err, shardlease.ErrLeaseLost, "the holder's session ended before the take")
+			got, err := store.Get(t.Context(), k)
+			require.NoError(t, err)
+			assert.Equal(t, "tool", got.Owner)
+			assert.Equal(t, "50", got.Checkpoint)
+			assert.Empty(t, got.Session, "the tool's take cleared the record")
+			assert.Equal(t, 20*time.Second, got.Duration)
+			_, err = store.Checkpoint(ctx, l, "150", -1, time.Now())
+			require.ErrorIs(t, err, shardlease.ErrLeaseLost)
+		})
+	}
+}
