@@ -190,20 +190,35 @@ func TestSessionStoreCorruptSessionAttribute(t *testing.T) {
 
 // TestSessionStoreKeepIsOneWriteUnit: one KeepSession is one UpdateItem of
 // one write capacity unit, whatever the number of leases the session
-// keeps, with its mail; a lease taken in session costs what Acquire costs.
+// keeps, with its mail; a lease taken in session costs what Acquire costs,
+// and every other session operation is one call.
 func TestSessionStoreKeepIsOneWriteUnit(t *testing.T) {
 	t.Parallel()
 	store, client, _ := sessionTable(t)
 	ctx := shardlease.WithHolderLeaseDuration(t.Context(), 20*time.Second)
 	const leases = 20
+	k0 := shardlease.LeaseKey{Stream: "orders", Shard: "shardId-000000000000"}
 	w, err := store.OpenSession(ctx, "orders", "a")
 	require.NoError(t, err)
 	for i := range leases {
 		k := shardlease.LeaseKey{Stream: "orders", Shard: fmt.Sprintf("shardId-%012d", i)}
 		_, err := store.Create(ctx, k, nil)
 		require.NoError(t, err)
+		before, beforeUnits := client.Writes(), client.WriteUnits()
 		_, err = store.AcquireInSession(ctx, k, w, 0)
 		require.NoError(t, err)
+		if i == 0 {
+			inSession, inSessionUnits := client.Writes()-before, client.WriteUnits()-beforeUnits
+			plain := shardlease.LeaseKey{Stream: "orders-plain", Shard: k.Shard}
+			_, err := store.Create(ctx, plain, nil)
+			require.NoError(t, err)
+			before, beforeUnits = client.Writes(), client.WriteUnits()
+			_, err = store.Acquire(ctx, plain, "a", 0)
+			require.NoError(t, err)
+			assert.Equal(t, client.Writes()-before, inSession, "a lease taken in session costs the writes of Acquire")
+			assert.Equal(t, client.WriteUnits()-beforeUnits, inSessionUnits, "and its write units")
+			t.Logf("AcquireInSession: %d writes, %.1f write units; Acquire: %d writes, %.1f write units", inSession, inSessionUnits, client.Writes()-before, client.WriteUnits()-beforeUnits)
+		}
 		if i < 3 {
 			_, err = store.MailSession(ctx, w, k)
 			require.NoError(t, err)
@@ -228,6 +243,28 @@ func TestSessionStoreKeepIsOneWriteUnit(t *testing.T) {
 	assert.Equal(t, reads, client.Reads(), "a keep reads nothing")
 	if got := client.WriteUnits() - units; got > 0 {
 		assert.Equal(t, 1.0, got, "a keep without mail is one write unit too")
+	}
+
+	// Each other session operation is one call too, on the session of b
+	// as the previous one left it.
+	var b shardlease.Worker
+	for _, op := range []struct {
+		name string
+		call func() error
+	}{
+		{"OpenSession", func() (err error) { b, err = store.OpenSession(ctx, "orders", "b"); return err }},
+		{"ReadSession", func() (err error) { b, err = store.ReadSession(ctx, "orders", "b"); return err }},
+		{"MailSession", func() (err error) { _, err = store.MailSession(ctx, b, k0); return err }},
+		{"FenceSession", func() error {
+			ended, err := store.FenceSession(ctx, b)
+			assert.True(t, ended)
+			return err
+		}},
+	} {
+		calls, units, rUnits := client.Calls(), client.WriteUnits(), client.ReadUnits()
+		require.NoError(t, op.call(), op.name)
+		assert.Equal(t, int64(1), client.Calls()-calls, "%s is one call", op.name)
+		t.Logf("%s: 1 call, %.1f write units, %.1f read units", op.name, client.WriteUnits()-units, client.ReadUnits()-rUnits)
 	}
 }
 
