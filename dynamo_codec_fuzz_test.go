@@ -22,6 +22,7 @@ import (
 func FuzzDecodeLease(f *testing.F) {
 	// More seeds are in testdata/fuzz/FuzzDecodeLease.
 	f.Add([]byte(`{"lease_key":{"S":"orders:shardId-000000000000"},"lease_counter":{"N":"0"}}`))
+	f.Add([]byte(`{"lease_key":{"S":"orders:shardId-000000000000"},"lease_counter":{"N":"4"},"lease_owner":{"S":"a"},"lease_session":{"S":"orders:@a"},"session_gen":{"N":"7"},"lease_duration":{"S":"session"}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		item, ok := itemFromJSON(data)
 		if !ok {
@@ -94,6 +95,12 @@ func encodeLease(l Lease) map[string]types.AttributeValue {
 	}
 	if l.Duration != 0 {
 		item[attrDuration] = durationAttr(l.Duration)
+	}
+	if l.Session != "" {
+		stream, owner, _ := strings.Cut(l.Session, ":"+workerMark)
+		vals := map[string]types.AttributeValue{}
+		sessionRecordSet(vals, Worker{Stream: stream, Owner: owner, Gen: l.SessionGen})
+		item[attrSession], item[attrSessionGen], item[attrDuration] = vals[":sess"], vals[":sgen"], vals[":sdur"]
 	}
 	return item
 }

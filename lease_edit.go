@@ -28,10 +28,20 @@ package shardlease
 //
 // A write that fails leaves the row by the same rule: released unchanged
 // when it was free, held unchanged when it was taken from a holder.
+//
+// A row a session keeps (Lease.Session) is not written by its holder, so an
+// acquire alone would not stop it: the edit first ends the session
+// (FenceSession, on the generation the row names), and the holder stops at
+// its cut-off, within its lease duration of its last keep, which came
+// before the fence. The row is then left held for the session's lease
+// duration, and the rule above holds as for a holder that renews. Ending
+// the session stops every lease of that holder, not this one alone: the
+// price of taking a lease from a live holder without its handoff.
 
 import (
 	"context"
 	"errors"
+	"strings"
 	"time"
 )
 
@@ -92,6 +102,12 @@ func (e leaseEdit) take(ctx context.Context, key LeaseKey, seen Lease) (*editHol
 		if seen.Owner != "" && !e.handover {
 			return nil, errorf("%w: held by %s at counter %d", ErrLeaseHeld, seen.Owner, seen.Counter)
 		}
+		if seen.Owner != "" && seen.Session != "" {
+			var err error
+			if seen, err = e.endSession(ctx, seen); err != nil {
+				return nil, err
+			}
+		}
 		held, err := e.acquire(ctx, key, seen)
 		switch {
 		case err == nil:
@@ -103,6 +119,41 @@ func (e leaseEdit) take(ctx context.Context, key LeaseKey, seen Lease) (*editHol
 		}
 		if seen, err = e.store.Get(ctx, key); err != nil {
 			return nil, errorf("read the row again: %w", err)
+		}
+	}
+}
+
+// endSession ends the session that keeps seen's lease (see the design
+// note) and returns seen with the session's lease duration, which the row
+// is left held for (none when the session had ended already). The fence is
+// on the generation the row names, and on the counter an eventually
+// consistent read shows, read again while the session is kept between the
+// read and the fence; a read that shows the row gone or of another
+// generation is checked by the fence itself, on a counter no row has.
+func (e leaseEdit) endSession(ctx context.Context, seen Lease) (Lease, error) {
+	ss, ok := e.store.(SessionStore)
+	if !ok {
+		return seen, errorf("%w: the row is kept by session %s, which this store cannot end (it does not implement SessionStore); take the lease with the store the consumers use", ErrInvalidConfig, seen.Session)
+	}
+	stream, owner, _ := strings.Cut(seen.Session, ":"+workerMark)
+	for attempt := 1; ; attempt++ {
+		sess := Worker{Stream: stream, Owner: owner, Gen: seen.SessionGen, Counter: -1}
+		read, err := ss.ReadSession(ctx, stream, owner)
+		switch {
+		case err == nil && read.Gen == seen.SessionGen:
+			sess = read
+		case err != nil && !errors.Is(err, ErrLeaseNotFound):
+			return seen, errorf("read session %s: %w", seen.Session, err)
+		}
+		ended, err := ss.FenceSession(ctx, sess)
+		switch {
+		case err != nil:
+			return seen, errorf("end session %s: %w", seen.Session, err)
+		case ended:
+			seen.Duration = sess.Duration
+			return seen, nil
+		case attempt == editTakeAttempts:
+			return seen, errorf("%w: session %s (generation %d) was kept between each read and fence, %d times", ErrLeaseHeld, seen.Session, seen.SessionGen, editTakeAttempts)
 		}
 	}
 }

@@ -24,7 +24,8 @@ import (
 // session (MailSession), and the holder's next keep returns the mail.
 
 // SessionStore is implemented by worker stores that keep sessions (both
-// stores of this package do). A worker configured WithSessions needs it;
+// stores of this package do; shardleasetest.RunStoreConformance checks
+// the contract below). A worker configured WithSessions needs it;
 // without sessions every lease row is renewed by its holder every renew
 // interval, as before. Rows a session keeps are written so that a release
 // of this package from before sessions reads them as corrupt and never
@@ -35,15 +36,23 @@ type SessionStore interface {
 	// whatever the row held: a new generation (random, never 0), the
 	// counter bumped, no mail, and the holder's lease duration carried by
 	// ctx (WithHolderLeaseDuration). A session opened before on the row
-	// ends: no KeepSession of its generation succeeds any more.
+	// ends: no KeepSession of its generation succeeds any more. The
+	// WorkerStore's Heartbeat and listings see the row as a worker row;
+	// a Heartbeat bumps its counter and leaves the session as it is, and
+	// every listing returns its Gen and Duration.
 	OpenSession(ctx context.Context, stream, owner string) (Worker, error)
 
 	// KeepSession bumps the counter of s's row while the row is there and
 	// its generation is still s.Gen, writes the holder's lease duration
 	// carried by ctx, and returns the row as written with the mail left
-	// since the previous keep (lease keys), which it clears. A row gone
-	// (fenced) or of another generation fails with ErrLeaseLost. A keep
+	// since the previous keep (lease keys, each once, sorted), which it
+	// clears. A row gone (fenced) or of another generation fails with
+	// ErrLeaseLost; the error names the worker row and says which. A keep
 	// sent again after a lost reply succeeds again: keeps need no counter.
+	// The mail the lost reply carried is gone with it: a worker whose
+	// request stays unanswered mails again. s.Gen 0 is no session
+	// (ErrInvalidConfig), here and in FenceSession, MailSession and
+	// AcquireInSession.
 	KeepSession(ctx context.Context, s Worker) (kept Worker, mail []string, err error)
 
 	// ReadSession returns owner's worker row of stream, read eventually
@@ -56,6 +65,10 @@ type SessionStore interface {
 	// over now (deleted by this call, or gone or of another generation
 	// already): no KeepSession of s.Gen can succeed any more. It is false,
 	// with no error, when the row moved past s.Counter: the session lives.
+	// Its answer is read consistently (the condition, and the row as it
+	// failed it), so a caller that read the session row eventually, and
+	// saw it gone or of another generation, can confirm that with a fence
+	// on s.Gen at a counter no row has (-1).
 	FenceSession(ctx context.Context, s Worker) (ended bool, err error)
 
 	// MailSession leaves lease in the mail of session s (s.Stream,
@@ -65,8 +78,15 @@ type SessionStore interface {
 	MailSession(ctx context.Context, s Worker, lease LeaseKey) (bool, error)
 
 	// AcquireInSession is Acquire that records on the row that session s
-	// keeps the lease (Lease.Session is s.Key(), Lease.SessionGen s.Gen).
-	// Renew, Checkpoint, RequestHandoff and Note keep that record; Release
-	// and Acquire clear it.
+	// keeps the lease (Lease.Session is s.Key(), Lease.SessionGen s.Gen),
+	// and carries no lease duration of its own (Lease.Duration is 0: the
+	// session's row has the holder's). The owner is s.Owner; s may be a
+	// session of another stream's worker rows (a Group's). It does not
+	// check that s lives: a lease recorded for a fenced session reads as
+	// takeable. Renew, Checkpoint, RewindRow, RequestHandoff, Note and
+	// WithdrawHandoff keep the record (a handle that does not show it
+	// never writes over it: DynamoStore refuses it); Release (to a handoff's taker too: the taker
+	// records its own session by AcquireInSession on the counter the
+	// release wrote), Acquire and a tool's take clear it.
 	AcquireInSession(ctx context.Context, key LeaseKey, s Worker, observed int64) (Lease, error)
 }

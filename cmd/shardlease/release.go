@@ -170,11 +170,15 @@ func (r releaser) release(ctx context.Context, key shardlease.LeaseKey) (release
 		res.Action = "already_free"
 		return res, nil
 	}
+	var keeping shardlease.Worker // the session that keeps l, if one does (see release_session.go)
 	if !force {
-		if l.Duration > r.wait {
+		if keeping, err = r.keepingSession(ctx, l); err != nil {
+			return res, err
+		}
+		if d := max(l.Duration, keeping.Duration); d > r.wait {
 			// The holder's lease duration is longer: a shorter wait could
 			// take the lease from a live holder that renews less often.
-			r.wait = l.Duration
+			r.wait = d
 		}
 		res.WaitMillis = r.wait.Milliseconds()
 		start := time.Now()
@@ -193,6 +197,9 @@ func (r releaser) release(ctx context.Context, key shardlease.LeaseKey) (release
 	}
 	// The counter stood still for the holder's lease duration: the holder
 	// has stopped, and the lease is freed at once.
+	if err := r.endStillSession(ctx, l, keeping); err != nil {
+		return res, err
+	}
 	if r.acquiring != nil {
 		r.acquiring(l)
 	}
