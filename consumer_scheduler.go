@@ -462,6 +462,7 @@ func (sc *scheduler) takeRound(ctx context.Context) error {
 	tl := sc.listingOf(leases, live, now)
 	sc.cd.recent, sc.cd.recentByShard, sc.cd.recentAt = leases, tl.byShard, now
 	asked := sc.settleRequests(tl.in.Pending)
+	sc.sessions.remind(ctx, c, sc.pending, tl.byShard, now)
 	r := balance.NewRound(tl.in, sc.rng)
 	defer sc.rememberTakable(r.Plan(), now)
 	p := r.Plan()

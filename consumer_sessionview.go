@@ -25,6 +25,9 @@ type sessionView struct {
 	// last holds the counter each session generation was last seen live
 	// at (session.Seen.Last), by key and generation.
 	last map[sessionGen]int64
+	// reminded holds when this worker last mailed the holder of a lease it
+	// asked for again, by row key.
+	reminded map[string]time.Time
 }
 
 // sessionGen names one generation of a session.
@@ -34,7 +37,7 @@ type sessionGen struct {
 }
 
 func newSessionView(store SessionStore) *sessionView {
-	return &sessionView{store: store, rows: make(map[string]Worker), last: make(map[sessionGen]int64)}
+	return &sessionView{store: store, rows: make(map[string]Worker), last: make(map[sessionGen]int64), reminded: make(map[string]time.Time)}
 }
 
 // sessionOf returns the session that keeps l, as a worker row whose counter
@@ -196,5 +199,32 @@ func mail(ctx context.Context, c *Consumer, l Lease) {
 	cancel()
 	if err != nil && ctx.Err() == nil {
 		c.log.Warn("telling a session of a request on its lease failed", "session", l.Session, "lease", l.Key.String(), "err", err)
+	}
+}
+
+// remind mails again the holder of each lease this worker asked for (pending,
+// with when) that still names it as the taker a renew interval and a take
+// interval after the last mail: a keep whose reply was lost takes its mail
+// with it, and a session-kept lease moves away from a live holder only
+// through the holder.
+func (v *sessionView) remind(ctx context.Context, c *Consumer, pending map[string]time.Time, byShard map[string]Lease, now time.Time) {
+	wait := c.cfg.renewInterval + c.cfg.takeInterval
+	for id := range v.reminded {
+		if _, ok := pending[id]; !ok {
+			delete(v.reminded, id)
+		}
+	}
+	for id, since := range pending {
+		l, ok := byShard[id]
+		if !ok || l.Session == "" || l.HandoffTo != c.cfg.identity {
+			continue
+		}
+		if last, ok := v.reminded[id]; ok {
+			since = last
+		}
+		if now.Sub(since) >= wait {
+			mail(ctx, c, l)
+			v.reminded[id] = now
+		}
 	}
 }
