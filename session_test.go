@@ -640,3 +640,42 @@ func TestSessionCapsLeaveNoLeaseUntaken(t *testing.T) {
 		assert.Zero(t, g.overlaps.Load())
 	})
 }
+
+// TestSessionCapsTheOnlyRoomSortsLast: every worker is at its cap of two
+// but the last by owner id, which holds one; when a worker holding two
+// crashes, that last worker takes one of its leases within 1.4 lease
+// durations (the other has no room anywhere and is shown untaken).
+func TestSessionCapsTheOnlyRoomSortsLast(t *testing.T) {
+	worlds(t, 7, func(t *testing.T, w *world) {
+		w.timed(t)
+		w = liveWorld(w)
+		h, g := newHandled(), newOverlapGuard()
+		capped := shardlease.WithMaxLeases(2)
+		fleet := []*sessionWorker{startSessionWorker(t, w, "w00", h, g, capped), startSessionWorker(t, w, "w01", h, g, capped), startSessionWorker(t, w, "w02", h, g, capped)}
+		waitFor(t, 30*w.lease, "three workers at their cap", func() bool {
+			for _, sw := range fleet {
+				if len(sw.c.Held()) != 2 {
+					return false
+				}
+			}
+			return true
+		})
+		last := startSessionWorker(t, w, "w03", h, g, capped)
+		fleet = append(fleet, last)
+		waitFor(t, 10*w.lease, "the last worker takes the free lease", func() bool { return len(last.c.Held()) == 1 })
+		victim := fleet[0]
+		if victim.coordWorker == coordinatorOf(sessionCoords(fleet)) {
+			victim = fleet[1]
+		}
+		victim.sw.Crash()
+		start := time.Now()
+		waitFor(t, bound(w, 5*w.lease), "the worker with room takes one", func() bool { return len(last.c.Held()) == 2 })
+		took := time.Since(start)
+		t.Logf("%s: the last worker filled its room after %.2f L", w.name, took.Seconds()/w.lease.Seconds())
+		assert.LessOrEqual(t, took, bound(w, 14*w.lease/10), "within 1.4 L")
+		for _, sw := range fleet[1:] {
+			assert.LessOrEqual(t, len(sw.c.Held()), 2, "caps hold")
+		}
+		assert.Zero(t, g.overlaps.Load())
+	})
+}
