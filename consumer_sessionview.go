@@ -28,6 +28,8 @@ type sessionView struct {
 	// reminded holds when this worker last mailed the holder of a lease it
 	// asked for again, by row key.
 	reminded map[string]time.Time
+	// ended holds the session generations this worker's fences ended.
+	ended map[sessionGen]bool
 }
 
 // sessionGen names one generation of a session.
@@ -37,7 +39,7 @@ type sessionGen struct {
 }
 
 func newSessionView(store SessionStore) *sessionView {
-	return &sessionView{store: store, rows: make(map[string]Worker), last: make(map[sessionGen]int64), reminded: make(map[string]time.Time)}
+	return &sessionView{store: store, rows: make(map[string]Worker), last: make(map[sessionGen]int64), reminded: make(map[string]time.Time), ended: make(map[sessionGen]bool)}
 }
 
 // sessionOf returns the session that keeps l, as a worker row whose counter
@@ -85,6 +87,11 @@ func (v *sessionView) update(ctx context.Context, c *Consumer, leases []Lease, w
 			delete(v.last, k)
 		}
 	}
+	for k := range v.ended {
+		if _, ok := rows[k.key]; !ok {
+			delete(v.ended, k)
+		}
+	}
 }
 
 // read reads the session that keeps l; a row not found reads as the zero
@@ -123,12 +130,21 @@ func (v *sessionView) seen(l Lease) session.Seen {
 	if s.Lives() {
 		v.last[g] = s.RowCounter
 	}
-	s.Last = v.last[g]
+	s.Last, s.Ended = v.last[g], v.ended[g]
 	return s
 }
 
 // mark returns what an observer of l watches stand still.
 func (v *sessionView) mark(l Lease) string { return session.Mark(v.seen(l)) }
+
+// over reports whether the view shows l kept by a session that is not live
+// (gone, reopened, or ended by this worker's fence): such a lease need not
+// stand still a lease duration before it is taken; the take confirms the
+// session is over first (mayClaim).
+func (v *sessionView) over(l Lease) bool {
+	s := v.seen(l)
+	return l.Owner != "" && s.Kept() && (s.Ended || !s.Lives())
+}
 
 // markRead reads the session that keeps l again (a deputy's look, between
 // listings) and returns l's mark.
@@ -153,12 +169,14 @@ func (v *sessionView) wait(l Lease, own time.Duration) time.Duration {
 }
 
 // mayClaim carries out what session.Judge says of l, a lease held by
-// another worker whose mark stood still for still: it fences l's session
-// first when the view shows it live. It reports whether l may be claimed
-// now.
+// another worker whose mark stood still for still: for a lease a session
+// keeps, a fence first (conditional on the counter the view shows), or a
+// confirmation that the session is over when the view shows it gone. It
+// reports whether l may be claimed now.
 func (v *sessionView) mayClaim(ctx context.Context, c *Consumer, l Lease, still time.Duration) bool {
 	seen := v.seen(l)
-	switch session.Judge(seen, still, v.wait(l, c.cfg.leaseDuration)) {
+	step := session.Judge(seen, still, v.wait(l, c.cfg.leaseDuration))
+	switch step {
 	case session.Wait:
 		c.log.Debug("not taken: its session may be alive", "lease", l.Key.String(), "session", l.Session)
 		return false
@@ -166,7 +184,7 @@ func (v *sessionView) mayClaim(ctx context.Context, c *Consumer, l Lease, still 
 		return true
 	}
 	s, _ := sessionOf(l)
-	s.Counter = seen.RowCounter
+	s.Counter = session.FenceAt(seen)
 	fctx, cancel := c.storeCtx(ctx)
 	ended, err := v.store.FenceSession(fctx, s)
 	cancel()
@@ -177,12 +195,14 @@ func (v *sessionView) mayClaim(ctx context.Context, c *Consumer, l Lease, still 
 		}
 		return false
 	case !ended:
-		c.log.Debug("not taken: its session moved since the listing", "lease", l.Key.String(), "session", l.Session)
+		c.log.Debug("not taken: its session lives", "lease", l.Key.String(), "session", l.Session, "step", step.String())
 		return false
 	}
-	delete(v.rows, l.Session)
-	c.count(evSessionFenced, 1)
-	c.log.Info("fenced the session of a worker judged gone", "session", l.Session, "gen", s.Gen, "counter", s.Counter)
+	v.ended[sessionGen{l.Session, l.SessionGen}] = true
+	if step == session.Fence {
+		c.count(evSessionFenced, 1)
+		c.log.Info("fenced the session of a worker judged gone", "session", l.Session, "gen", s.Gen, "counter", s.Counter)
+	}
 	return true
 }
 

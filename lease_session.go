@@ -65,6 +65,8 @@ type SessionStore interface {
 	// over now (deleted by this call, or gone or of another generation
 	// already): no KeepSession of s.Gen can succeed any more. It is false,
 	// with no error, when the row moved past s.Counter: the session lives.
+	// A counter no row has (-1) makes it a consistent check that deletes
+	// nothing: ended then says whether the session is over.
 	// Its answer is read consistently (the condition, and the row as it
 	// failed it), so a caller that read the session row eventually, and
 	// saw it gone or of another generation, can confirm that with a fence

@@ -84,6 +84,7 @@ func (s *writeCounter) KeepSession(ctx context.Context, w shardlease.Worker) (sh
 // TestSessionOneKeepKeepsEveryLease: a worker with sessions holding eight
 // idle leases writes one keep a renew interval and no lease row at all.
 func TestSessionOneKeepKeepsEveryLease(t *testing.T) {
+	t.Parallel()
 	worlds(t, 8, func(t *testing.T, w *world) {
 		w.timed(t)
 		cs, ok := w.store.(coordStore)
@@ -112,6 +113,7 @@ func TestSessionOneKeepKeepsEveryLease(t *testing.T) {
 // within 1.4 lease durations, and no record is lost or read by two workers
 // at once.
 func TestSessionCrashFailover(t *testing.T) {
+	t.Parallel()
 	worlds(t, 6, func(t *testing.T, w *world) {
 		w.timed(t)
 		w = liveWorld(w)
@@ -243,6 +245,7 @@ func statsOf(fleet []*sessionWorker, f func(shardlease.Stats) int64) int64 {
 // leases, and the others hold them again within two take intervals, as
 // without sessions; its session row is gone.
 func TestSessionGracefulLeave(t *testing.T) {
+	t.Parallel()
 	worlds(t, 6, func(t *testing.T, w *world) {
 		w.timed(t)
 		w = liveWorld(w)
@@ -267,6 +270,7 @@ func TestSessionGracefulLeave(t *testing.T) {
 // get their share by handoffs, which reach the holder through its session's
 // mail: it renews no lease row on its own.
 func TestSessionHandoffByMail(t *testing.T) {
+	t.Parallel()
 	worlds(t, 6, func(t *testing.T, w *world) {
 		w.timed(t)
 		w = liveWorld(w)
@@ -289,6 +293,7 @@ func TestSessionHandoffByMail(t *testing.T) {
 // ended and counted); the others fence the session and take its leases, and
 // no shard is read by two workers at once.
 func TestSessionCutoffStopsTheHolder(t *testing.T) {
+	t.Parallel()
 	worlds(t, 4, func(t *testing.T, w *world) {
 		w.timed(t)
 		w = liveWorld(w)
@@ -316,6 +321,7 @@ func TestSessionCutoffStopsTheHolder(t *testing.T) {
 // TestSessionThrottledRowRetries: two keeps in three are throttled; the
 // retries within the renew interval keep the session, and no lease is lost.
 func TestSessionThrottledRowRetries(t *testing.T) {
+	t.Parallel()
 	worlds(t, 4, func(t *testing.T, w *world) {
 		w.timed(t)
 		w = liveWorld(w)
@@ -336,6 +342,7 @@ func TestSessionThrottledRowRetries(t *testing.T) {
 // it for a stopped coordinator (they list no more than a take interval's
 // share while it is slow).
 func TestSessionSlowKeep(t *testing.T) {
+	t.Parallel()
 	worlds(t, 6, func(t *testing.T, w *world) {
 		w.timed(t)
 		w = liveWorld(w)
@@ -369,6 +376,7 @@ func TestSessionSlowKeep(t *testing.T) {
 // incarnation's leases are held again within 1.4 lease durations, the
 // restarted worker gets its share back, and nothing is read twice at once.
 func TestSessionSameIDRestart(t *testing.T) {
+	t.Parallel()
 	worlds(t, 6, func(t *testing.T, w *world) {
 		w.timed(t)
 		w = liveWorld(w)
@@ -395,6 +403,7 @@ func TestSessionSameIDRestart(t *testing.T) {
 // TestSessionNeedsAStoreThatKeepsSessions: WithSessions on a store without
 // sessions is refused at construction, naming the stream and what to do.
 func TestSessionNeedsAStoreThatKeepsSessions(t *testing.T) {
+	t.Parallel()
 	_, err := shardlease.NewConsumer(shardleasetest.NewKinesis(), struct{ shardlease.LeaseStore }{shardlease.NewMemoryStore()}, "orders",
 		func(context.Context, *shardlease.Batch) error { return nil }, sessionsOn)
 	require.ErrorIs(t, err, shardlease.ErrInvalidConfig)
@@ -407,6 +416,7 @@ func TestSessionNeedsAStoreThatKeepsSessions(t *testing.T) {
 // lease they held is held again within 2.5 lease durations, at 16 and at 64
 // workers (the emulators run 6).
 func TestSessionZoneLost(t *testing.T) {
+	t.Parallel()
 	for _, n := range []int{6, 16, 64} {
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
 			worlds(t, int32(n), func(t *testing.T, w *world) {
@@ -501,6 +511,7 @@ func allShards(n int) []string {
 // read by two workers at once, and at each end every row is kept the
 // fleet's way (by a session, then by renewals again).
 func TestSessionUpgradeAndDowngrade(t *testing.T) {
+	t.Parallel()
 	worlds(t, 6, func(t *testing.T, w *world) {
 		w.timed(t)
 		w = liveWorld(w)
@@ -567,6 +578,7 @@ func (s *fenceThenCrash) RemoveWorker(ctx context.Context, w shardlease.Worker) 
 // durations like a zone's: every lease of both is held again within 3.6
 // lease durations of the first crash, and none is read by two workers.
 func TestSessionTakerDiesBetweenFenceAndClaim(t *testing.T) {
+	t.Parallel()
 	worlds(t, 6, func(t *testing.T, w *world) {
 		w.timed(t)
 		w = liveWorld(w)
@@ -615,6 +627,7 @@ func TestSessionTakerDiesBetweenFenceAndClaim(t *testing.T) {
 // (WithMaxLeases); when one crashes, the two that have room take its leases
 // within 1.4 lease durations, whoever coordinates.
 func TestSessionCapsLeaveNoLeaseUntaken(t *testing.T) {
+	t.Parallel()
 	worlds(t, 6, func(t *testing.T, w *world) {
 		w.timed(t)
 		w = liveWorld(w)
@@ -646,6 +659,7 @@ func TestSessionCapsLeaveNoLeaseUntaken(t *testing.T) {
 // crashes, that last worker takes one of its leases within 1.4 lease
 // durations (the other has no room anywhere and is shown untaken).
 func TestSessionCapsTheOnlyRoomSortsLast(t *testing.T) {
+	t.Parallel()
 	worlds(t, 7, func(t *testing.T, w *world) {
 		w.timed(t)
 		w = liveWorld(w)

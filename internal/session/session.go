@@ -43,6 +43,9 @@ type Seen struct {
 	// Last is the counter at which this observer last saw the session
 	// live (of the lease's generation); 0 when it never did.
 	Last int64
+	// Ended is set once a fence by this observer reported the session
+	// over (FenceSession's ended).
+	Ended bool
 }
 
 // Kept reports whether a session keeps the lease.
@@ -82,13 +85,27 @@ type Step int
 const (
 	// Wait: the holder may be alive; take nothing.
 	Wait Step = iota
-	// Fence: the lease is expired and its session's row is there; end the
-	// session (a delete conditional on the counter seen) before taking.
+	// Fence: the lease is expired and a session keeps it; end the session
+	// first (a delete conditional on the counter and generation seen),
+	// whether or not the observer's read showed its row: a read may be a
+	// moment old, the conditional delete is not.
 	Fence
-	// Claim: the lease is expired and no session of its generation is left
-	// to fence (or none keeps it); take it on the lease counter seen.
+	// Claim: the lease is free or expired and no session keeps it, or the
+	// observer's fence ended the session; take it on the lease counter
+	// seen.
 	Claim
+	// Confirm: the observer's read showed no live session of the lease's
+	// generation (the row gone, or reopened). Confirm it with a fence that
+	// deletes nothing (conditional on a counter no row has, NoCounter),
+	// and claim at once if the session is over: a session gone or reopened
+	// never keeps again, so there is nothing to wait for. A read a moment
+	// old that missed a live row only makes the fence find the row.
+	Confirm
 )
+
+// NoCounter is a counter no session row has: a fence conditional on it
+// deletes nothing and reports whether the session is over.
+const NoCounter int64 = -1
 
 func (s Step) String() string {
 	switch s {
@@ -96,6 +113,8 @@ func (s Step) String() string {
 		return "fence"
 	case Claim:
 		return "claim"
+	case Confirm:
+		return "confirm"
 	}
 	return "wait"
 }
@@ -103,17 +122,28 @@ func (s Step) String() string {
 // Judge returns what a taker does with the lease it saw as s, whose mark
 // has stood still for still on its clock, when it waits wait (the longer of
 // its own lease duration and the holder's) before taking. Fencing always
-// comes first: a lease whose session lives is claimed only after a fence
-// ended it.
+// comes first: a lease a session keeps is claimed only once a fence by this
+// observer ended the session, even when its read showed no row.
 func Judge(s Seen, still, wait time.Duration) Step {
-	if s.Owner == "" {
+	switch {
+	case s.Owner == "" || s.Kept() && s.Ended:
 		return Claim
-	}
-	if still < wait {
+	case s.Kept() && !s.Lives():
+		return Confirm
+	case still < wait:
 		return Wait
-	}
-	if s.Lives() {
+	case s.Kept():
 		return Fence
 	}
 	return Claim
+}
+
+// FenceAt returns the counter a fence of s's session is conditional on:
+// the row's when the read showed the session live (Fence), else NoCounter
+// (Confirm).
+func FenceAt(s Seen) int64 {
+	if s.Lives() {
+		return s.RowCounter
+	}
+	return NoCounter
 }
