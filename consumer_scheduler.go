@@ -804,9 +804,11 @@ func (sc *scheduler) acquire(ctx context.Context, l Lease) (Lease, error) {
 	return c.caps.sessions.AcquireInSession(ctx, l.Key, s, l.Counter)
 }
 
-// rowOf returns the plan's view of l.
+// rowOf returns the plan's view of l. A row a session keeps counts as
+// renewed: its holder's keeps stand for the renewals it does not write.
 func rowOf(l Lease) balance.Row {
-	return balance.Row{Shard: l.Key.String(), Owner: l.Owner, Counter: l.Counter, HandoffTo: l.HandoffTo, Note: l.Note, Renewed: !l.Expiry.IsZero(), Finished: l.Finished()}
+	renewed := !l.Expiry.IsZero() || l.Session != ""
+	return balance.Row{Shard: l.Key.String(), Owner: l.Owner, Counter: l.Counter, HandoffTo: l.HandoffTo, Note: l.Note, Renewed: renewed, Finished: l.Finished()}
 }
 
 // hasTrackedParent reports whether any parent of l has a row: the parent was

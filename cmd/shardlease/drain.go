@@ -263,7 +263,9 @@ const lapsedAfter = time.Minute
 // lapsedAfter ago. Only the drain's refusal uses it (a crashed worker's rows
 // are no one to leave the stream to); no lease decision does.
 func lapsed(l shardlease.Lease, now time.Time) bool {
-	return !l.Expiry.IsZero() && now.After(l.Expiry.Add(lapsedAfter))
+	// A row a session keeps is not rewritten while its holder lives: its
+	// expiry says nothing.
+	return l.Session == "" && !l.Expiry.IsZero() && now.After(l.Expiry.Add(lapsedAfter))
 }
 
 // isDefaultOwnerOf reports whether name is the owner id the library gives a

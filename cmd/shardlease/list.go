@@ -507,8 +507,9 @@ func unheldText(leases []shardlease.Lease, now time.Time) string {
 		}
 		open++
 		// A row handed over but not yet adopted shows no expiry: its taker
-		// is about to hold it.
-		if l.Owner != "" && (l.Expiry.IsZero() || l.Expiry.After(now)) {
+		// is about to hold it. A row a session keeps is not rewritten while
+		// its holder lives: its expiry says nothing.
+		if l.Owner != "" && (l.Expiry.IsZero() || l.Expiry.After(now) || l.Session != "") {
 			return ""
 		}
 	}
