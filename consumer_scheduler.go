@@ -471,6 +471,7 @@ func (sc *scheduler) takeRound(ctx context.Context) error {
 	if done, err := sc.carryOut(ctx, r, tl, asked, now); !done {
 		return err
 	}
+	sc.sessions.fenceLeftOver(ctx, c, tl, sc.obs, now)
 	sc.cd.afterRound(ctx, tl, r, now)
 	// A worker that holds a lease is seen through it; one that holds none
 	// keeps its row moving.

@@ -248,3 +248,23 @@ func (v *sessionView) remind(ctx context.Context, c *Consumer, pending map[strin
 		}
 	}
 }
+
+// fenceLeftOver fences the sessions of the expired leases a round left to
+// others (this worker at its cap, or beyond its share): a worker that can
+// take them then confirms the session over at its first listing and takes
+// them at once, instead of timing them a lease duration of its own.
+func (v *sessionView) fenceLeftOver(ctx context.Context, c *Consumer, tl *takeListing, obs map[string]observation, now time.Time) {
+	if v.store == nil {
+		return
+	}
+	me := c.cfg.identity
+	for id, expired := range tl.in.Expired {
+		l := tl.byShard[id]
+		if !expired || l.Owner == me || l.Session == "" || tl.in.Held[id] {
+			continue
+		}
+		if session.Judge(v.seen(l), now.Sub(obs[id].changed), v.wait(l, c.cfg.leaseDuration)) == session.Fence {
+			v.mayClaim(ctx, c, l, now.Sub(obs[id].changed))
+		}
+	}
+}
