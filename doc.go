@@ -115,6 +115,14 @@
 // rides on the next renewal, so a lease costs one write per renew interval
 // however often the handler checkpoints (Batch.Flush writes at once).
 //
+// With WithSessions(true) a worker keeps one session on its worker row
+// instead (see SessionStore): one write per renew interval keeps every lease
+// it holds, and a lease row is written only when its owner changes and for
+// checkpoints. A taker judges a kept lease by its session, fences the session
+// (a conditional delete of its row) before it claims any of its leases, and
+// the holder stops at its session's cut-off, timed on its own monotonic
+// clock from the send of its last successful keep.
+//
 // After a crash, records after the last written checkpoint are handed over
 // again. Workers balance leases to a fair share
 // each; a worker that holds no lease keeps a worker row ("stream:@owner",
