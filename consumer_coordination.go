@@ -263,12 +263,16 @@ func backstopPeriod(take time.Duration, readable, held int, sessions bool) time.
 // a period later, give or take half. The first tick sets it anywhere in a period.
 type backstop struct {
 	lookAt time.Time
+	// confirm is set while the next look confirms one that found the mark
+	// moved (confirmBy): that look schedules no confirmation of its own.
+	confirm bool
 }
 
-// confirmBy brings the next look forward to at, if it is later.
+// confirmBy brings the next look forward to at, if it is later, as the
+// confirmation of the look just made.
 func (b *backstop) confirmBy(at time.Time) {
 	if b.lookAt.After(at) {
-		b.lookAt = at
+		b.lookAt, b.confirm = at, true
 	}
 }
 
@@ -477,14 +481,17 @@ func (cd *coordination) lookNowAndThen(ctx context.Context) {
 	}
 	c := cd.c
 	period := backstopPeriod(c.cfg.takeInterval, cd.readable, c.heldCount(), c.sess != nil)
+	confirming := cd.backstop.confirm
 	if !cd.backstop.due(time.Now(), period) {
 		return
 	}
+	cd.backstop.confirm = false
 	l, o, ok := cd.lookAtFirst(ctx)
-	if ok && c.sess != nil && l.Owner != "" && l.Owner != c.cfg.identity && o.changed.Equal(o.seen) {
+	if ok && !confirming && c.sess != nil && l.Owner != "" && l.Owner != c.cfg.identity && o.changed.Equal(o.seen) {
 		// The mark moved since this worker's last look: one look cannot
 		// tell a live coordinator from a stopped one, a second a stall
-		// later can.
+		// later can. That second look confirms nothing further: a live
+		// coordinator's mark always moves.
 		cd.backstop.confirmBy(o.seen.Add(cd.stall(l)))
 	}
 }

@@ -588,9 +588,14 @@ func (sc *scheduler) listingOf(leases []Lease, live []string, now time.Time) *ta
 			in.Waiting++
 		}
 	}
-	if first, ok := balance.FirstReadable(in.Rows); ok && sc.cd.ns != nil {
+	// A row the store refused to hand out (until an operator acts) is
+	// nobody's to coordinate from: the first lease is the first of the
+	// others, so that the fleet does not list every take interval for a
+	// row no worker may take.
+	takable := slices.DeleteFunc(slices.Clone(in.Rows), func(r balance.Row) bool { return in.Refused[r.Shard] })
+	if first, ok := balance.FirstReadable(takable); ok && sc.cd.ns != nil {
 		in.First, tl.first = first.Shard, tl.byShard[first.Shard]
-		in.Firsts = balance.Firsts(in.Rows)
+		in.Firsts = balance.Firsts(takable)
 	}
 	tl.in = in
 	return tl

@@ -693,3 +693,61 @@ func TestSessionCapsTheOnlyRoomSortsLast(t *testing.T) {
 		assert.Zero(t, g.overlaps.Load())
 	})
 }
+
+// refuseFirst refuses every take of the first shard's row, as a store does
+// a row nobody may take (corrupt, or a legacy row no stream was named for).
+type refuseFirst struct{ coordStore }
+
+var errFirstCorrupt = fmt.Errorf("%w: row orders:shardId-000000000000: attribute checkpoint is a number, want a string; fix the attribute by hand or delete the row", shardlease.ErrCorruptLease)
+
+func (s refuseFirst) refused(k shardlease.LeaseKey) bool { return k.Shard == "shardId-000000000000" }
+
+func (s refuseFirst) Acquire(ctx context.Context, k shardlease.LeaseKey, owner string, observed int64) (shardlease.Lease, error) {
+	if s.refused(k) {
+		return shardlease.Lease{}, errFirstCorrupt
+	}
+	return s.coordStore.Acquire(ctx, k, owner, observed)
+}
+
+func (s refuseFirst) AcquireInSession(ctx context.Context, k shardlease.LeaseKey, w shardlease.Worker, observed int64) (shardlease.Lease, error) {
+	if s.refused(k) {
+		return shardlease.Lease{}, errFirstCorrupt
+	}
+	return s.coordStore.AcquireInSession(ctx, k, w, observed)
+}
+
+// TestSessionRowNobodyMayTake: the first row of the stream is one no worker
+// may take (each take is refused, an Error line). The others are held, the
+// first of them makes its holder the coordinator, and the fleet does not
+// list every take interval for good: over 10 L after it settled, the workers
+// list about as often as one coordinator would (before: every worker, every
+// take interval).
+func TestSessionRowNobodyMayTake(t *testing.T) {
+	t.Parallel()
+	worlds(t, 6, func(t *testing.T, w *world) {
+		w.timed(t)
+		w = liveWorld(w)
+		base, ok := w.store.(coordStore)
+		require.True(t, ok)
+		ws := *w
+		ws.store = refuseFirst{base}
+		h, g := newHandled(), newOverlapGuard()
+		var fleet []*sessionWorker
+		for i := range 3 {
+			fleet = append(fleet, startSessionWorker(t, &ws, fmt.Sprintf("w%02d", i), h, g))
+		}
+		rest := allShards(6)[1:]
+		waitFor(t, 20*w.lease, "the other five held", func() bool { return heldAgain(sessionCoords(fleet), rest) })
+		time.Sleep(5 * w.lease)
+		before, _ := readsOf(sessionCoords(fleet))
+		time.Sleep(10 * w.lease)
+		after, _ := readsOf(sessionCoords(fleet))
+		var lists int64
+		for i := range fleet {
+			lists += after[i] - before[i]
+		}
+		perT := float64(lists) / float64(10*w.lease/w.take)
+		t.Logf("%s: %.2f listings a take interval between the three workers", w.name, perT)
+		assert.LessOrEqual(t, perT, 1.5, "not every worker lists every take interval")
+	})
+}
