@@ -1,0 +1,73 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/shardlease/shardlease"
+	"github.com/shardlease/shardlease/internal/dyncount"
+)
+
+// sessionReadsShards is the stream of the session read rows: 64 shards,
+// one a worker at 64 workers, as in the fleet section's read rows.
+const sessionReadsShards = 64
+
+// sessionFleetUsage starts n workers with sessions over shards on dynalite,
+// waits until they are balanced and one lease duration more, and counts
+// their DynamoDB use over window.
+func sessionFleetUsage(ctx context.Context, e *env, shards, n int, lease, window time.Duration) (fleetUsage, error) {
+	f, err := newFleet(ctx, e, shards, lease)
+	if err != nil {
+		return fleetUsage{}, err
+	}
+	// Each worker's calls counted on their own, then through f.dyn.
+	perWorker := func() *dyncount.Client {
+		return &dyncount.Client{DynamoDBAPI: f.dyn, Capacity: true, ConsistentScanFix: true}
+	}
+	for range n {
+		dyn := perWorker()
+		ds, err := shardlease.NewDynamoStore(dyn, f.table)
+		if err != nil {
+			f.stop()
+			return fleetUsage{}, err
+		}
+		if err := f.startSession(ds, dyn); err != nil {
+			f.stop()
+			return fleetUsage{}, err
+		}
+	}
+	defer f.stop()
+	if !waitUntil(30*lease, f.balanced) {
+		return fleetUsage{}, fmt.Errorf("%d workers with sessions over the %d shards of table %s not balanced within %v", n, shards, f.table, 30*lease)
+	}
+	time.Sleep(lease)
+	return f.measureUsage(window), nil
+}
+
+// measureSessionReads adds the read rows with sessions: read units a minute
+// of a settled fleet of 2 and of 64 workers over 64 shards, and their
+// ratio.
+func measureSessionReads(ctx context.Context, e *env) error {
+	lease := 2 * time.Second
+	window := e.sz.fleetWindow
+	perMin := map[int]float64{}
+	for _, n := range []int{2, 64} {
+		u, err := sessionFleetUsage(ctx, e, sessionReadsShards, n, lease, window)
+		if err != nil {
+			return err
+		}
+		perMin[n] = u.readUnits / u.window.Minutes()
+		logReaders(e, fmt.Sprintf("sessions, %d shards, %d workers", sessionReadsShards, n), u)
+		note := ""
+		if n == 2 {
+			note = fmt.Sprintf("dynalite, %d shards, lease %v, take %v; read capacity units DynamoDB reported (ReturnConsumedCapacity), every GetItem and Scan page of the fleet over %v once balanced (a consistent Scan page counted twice, as DynamoDB charges it); in brackets Scan pages and GetItems a minute; the progress lines name the workers that read", sessionReadsShards, lease, defaultTake(lease), window)
+		}
+		e.add(row{Section: sessionSection, Metric: fmt.Sprintf("%d shards, %d workers with sessions: read units per minute", sessionReadsShards, n), Value: perMin[n], Unit: "RCU/min",
+			Shown: u.readsShown() + fmt.Sprintf("; %.0f writes/min", u.perMin(u.writes)), Target: "-", Note: note})
+	}
+	ratio := perMin[64] / perMin[2]
+	e.add(row{Section: sessionSection, Metric: fmt.Sprintf("%d shards with sessions: read units, 64 workers / 2 workers", sessionReadsShards), Value: ratio, Unit: "ratio",
+		Shown: fmt.Sprintf("%.2f", ratio), Target: "<= 1.5", OK: okp(ratio <= 1.5)})
+	return nil
+}
