@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"slices"
 	"time"
 
@@ -52,7 +53,7 @@ func (f *fleet) startSession(store shardlease.LeaseStore, dyn *dyncount.Client, 
 	opts := append([]shardlease.Option{
 		shardlease.WithOwnerID(id), shardlease.WithLeaseDuration(f.lease),
 		shardlease.WithShutdownTimeout(f.lease), shardlease.WithRetryBackoff(f.lease/50, f.lease/5),
-		shardlease.WithSessions(true),
+		shardlease.WithSessions(true), shardlease.WithLogger(slog.New(quietWhenDown{slog.Default().Handler(), sw})),
 	}, extra...)
 	r, err := startConsumer(crash.Kinesis(f.fake, sw), crash.Store(store, sw), f.stream,
 		func(context.Context, *shardlease.Batch) error { return nil }, opts...)
@@ -61,6 +62,37 @@ func (f *fleet) startSession(store shardlease.LeaseStore, dyn *dyncount.Client, 
 	}
 	f.workers = append(f.workers, &fleetWorker{run: r, sw: sw, dyn: dyn})
 	return nil
+}
+
+// quietWhenDown is a worker's log handler that drops every record once its
+// switch is thrown: a crashed process writes no log, and the survivors'
+// lines are the ones worth reading.
+type quietWhenDown struct {
+	slog.Handler
+	sw *crash.Switch
+}
+
+// Enabled reports false once the worker is down.
+func (q quietWhenDown) Enabled(ctx context.Context, l slog.Level) bool {
+	return !q.sw.Down() && q.Handler.Enabled(ctx, l)
+}
+
+// Handle drops r once the worker is down.
+func (q quietWhenDown) Handle(ctx context.Context, r slog.Record) error {
+	if q.sw.Down() {
+		return nil
+	}
+	return q.Handler.Handle(ctx, r)
+}
+
+// WithAttrs keeps the handler quiet when down.
+func (q quietWhenDown) WithAttrs(as []slog.Attr) slog.Handler {
+	return quietWhenDown{q.Handler.WithAttrs(as), q.sw}
+}
+
+// WithGroup keeps the handler quiet when down.
+func (q quietWhenDown) WithGroup(name string) slog.Handler {
+	return quietWhenDown{q.Handler.WithGroup(name), q.sw}
 }
 
 // startSessions starts n workers with sessions on store and waits until they
@@ -86,23 +118,26 @@ func (f *fleet) startSessions(store shardlease.LeaseStore, n int, perWorker func
 
 // zone returns a third of f's live workers, as one zone or deploy batch
 // would lose them: the coordinator and the workers the table's notes name
-// deputy first, then others in order. The notes are read from store.
-func (f *fleet) zone(ctx context.Context, store shardlease.LeaseStore) ([]*fleetWorker, error) {
+// deputy first, then others in order. The notes are read from store;
+// deputies is how many live workers they name.
+func (f *fleet) zone(ctx context.Context, store shardlease.LeaseStore) (zone []*fleetWorker, deputies int, err error) {
 	ls, err := store.List(ctx, f.stream)
 	if err != nil {
-		return nil, fmt.Errorf("list the leases of stream %s: %w", f.stream, err)
+		return nil, 0, fmt.Errorf("list the leases of stream %s: %w", f.stream, err)
 	}
-	deputies := map[string]bool{}
+	named := map[string]bool{}
 	for _, l := range ls {
 		if _, ok := balance.DeputyFirst(l.Note); ok {
-			deputies[l.Owner] = true
+			named[l.Owner] = true
 		}
 	}
 	live := f.live()
 	coord := f.coordinator()
-	var zone []*fleetWorker
 	for _, w := range live {
-		if w == coord || deputies[w.run.c.OwnerID()] {
+		if named[w.run.c.OwnerID()] && w != coord {
+			deputies++
+		}
+		if w == coord || named[w.run.c.OwnerID()] {
 			zone = append(zone, w)
 		}
 	}
@@ -114,7 +149,7 @@ func (f *fleet) zone(ctx context.Context, store shardlease.LeaseStore) ([]*fleet
 			zone = append(zone, w)
 		}
 	}
-	return zone, nil
+	return zone, deputies, nil
 }
 
 // heldOf returns every lease the workers run.

@@ -33,9 +33,9 @@ func sessionFailover(ctx context.Context, n, shards int, lease time.Duration, ho
 	defer f.stop()
 	var victims []*fleetWorker
 	if !waitUntil(20*lease, func() bool {
-		zone, err := f.zone(ctx, store)
+		zone, deputies, err := f.zone(ctx, store)
 		victims = zone
-		return err == nil && len(zone) > 1 && len(zone) >= n/3
+		return err == nil && deputies > 0
 	}) {
 		return 0, fmt.Errorf("%d workers with sessions: the table of stream %s named no deputy within %v", n, f.stream, 20*lease)
 	}
