@@ -11,10 +11,10 @@ import (
 
 // How a session failover trial ends its victims.
 const (
-	sessionZone        = iota // a third of the fleet crashes at once, the coordinator and its deputies among them
-	sessionCrashPlain         // one worker that does not coordinate crashes
-	sessionCrashCoord         // the coordinator crashes
-	sessionLeave              // one worker that does not coordinate stops (its context cancelled)
+	sessionZone       = iota // a third of the fleet crashes at once, the coordinator and its deputies among them
+	sessionCrashPlain        // one worker that does not coordinate crashes
+	sessionCrashCoord        // the coordinator crashes
+	sessionLeave             // one worker that does not coordinate stops (its context cancelled)
 )
 
 // sessionFailover runs n workers with sessions over shards (the in-process
@@ -139,4 +139,3 @@ func measureSessionFailover(ctx context.Context, e *env) error {
 	}
 	return nil
 }
-

@@ -13,8 +13,9 @@ import (
 // one a worker at 64 workers, as in the fleet section's read rows.
 const sessionReadsShards = 64
 
-// sessionFleetUsage starts n workers with sessions over shards on dynalite,
-// waits until they are balanced and one lease duration more, and counts
+// sessionFleetUsage starts n workers with sessions over shards on dynalite
+// (the first alone until it holds every lease, so that the others do not
+// all create the lease rows at once), waits until they are balanced and one lease duration more, and counts
 // their DynamoDB use over window; getUnits is the part of the read units
 // that GetItems consumed.
 func sessionFleetUsage(ctx context.Context, e *env, shards, n int, lease, window time.Duration) (u fleetUsage, getUnits float64, err error) {
@@ -26,7 +27,11 @@ func sessionFleetUsage(ctx context.Context, e *env, shards, n int, lease, window
 	perWorker := func() *dyncount.Client {
 		return &dyncount.Client{DynamoDBAPI: f.dyn, Capacity: true, ConsistentScanFix: true}
 	}
-	for range n {
+	for i := range n {
+		if i == 1 && !waitUntil(30*lease, func() bool { return len(f.workers[0].run.c.Held()) == shards }) {
+			f.stop()
+			return fleetUsage{}, 0, fmt.Errorf("the first worker with sessions holds %d of the %d leases of table %s after %v", len(f.workers[0].run.c.Held()), shards, f.table, 30*lease)
+		}
 		dyn := perWorker()
 		ds, err := shardlease.NewDynamoStore(dyn, f.table)
 		if err != nil {
@@ -52,7 +57,7 @@ func sessionFleetUsage(ctx context.Context, e *env, shards, n int, lease, window
 // of a settled fleet of 2 and of 64 workers over 64 shards, and their
 // ratio.
 func measureSessionReads(ctx context.Context, e *env) error {
-	lease := 2 * time.Second
+	lease := sessionCostLease
 	window := e.sz.fleetWindow
 	perMin, gets := map[int]float64{}, map[int]float64{}
 	for _, n := range []int{2, 64} {
