@@ -6,6 +6,7 @@
 //	go run ./internal/bench                     # full sizes
 //	go run ./internal/bench -quick              # smaller sizes; about 7 minutes on 2 cores
 //	go run ./internal/bench -only fleet-large   # the 1,000-shard, 100-worker fleet row alone
+//	go run ./internal/bench -only sessions      # the session rows (session-cost, -failover, -reads, -upgrade)
 //	go run ./internal/bench -json out.json
 //
 // It starts its own dynalite and kinesalite (internal/emulator), which need
@@ -21,6 +22,7 @@ import (
 	"log/slog"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -86,7 +88,7 @@ func okp(b bool) *bool { return &b }
 func main() {
 	quick := flag.Bool("quick", false, "smaller sizes and windows (about 7 minutes on 2 cores)")
 	jsonOut := flag.String("json", "", "also write the rows as JSON to this file")
-	only := flag.String("only", "", "comma-separated sections to run (throughput,overhead,cost,failover,deploy,balance,scale,fleet,latency,lanes,window,memory,group-reads,group-share; fleet-large runs the fleet section's 1,000-shard row alone); default all")
+	only := flag.String("only", "", "comma-separated sections to run (throughput,overhead,cost,failover,deploy,balance,scale,fleet,latency,lanes,window,memory,group-reads,group-share,session-cost,session-failover,session-reads,session-upgrade; sessions runs the four session-... sections; fleet-large runs the fleet section's 1,000-shard row alone); default all")
 	flag.Parse()
 	// The consumers log to slog.Default(); their lease changes (Info) would
 	// drown the table, their warnings are worth seeing.
@@ -140,7 +142,7 @@ func run(e *env, only string) error {
 			return true
 		}
 		for _, o := range strings.Split(only, ",") {
-			if strings.TrimSpace(o) == s {
+			if o = strings.TrimSpace(o); o == s || o == "sessions" && slices.Contains(sessionSteps, s) {
 				return true
 			}
 		}
@@ -148,7 +150,7 @@ func run(e *env, only string) error {
 	}
 	// fleet-large is the fleet section's large row alone; only when named.
 	named := func(s string) bool { return only != "" && want(s) }
-	needDynamo := want("throughput") || want("cost") || want("scale") || want("fleet") || named("fleet-large") || want("group-reads") || want("group-share")
+	needDynamo := want("throughput") || want("cost") || want("scale") || want("fleet") || named("fleet-large") || want("group-reads") || want("group-share") || want("session-cost") || want("session-reads")
 	needKinesis := want("throughput")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Minute)
 	defer cancel()
@@ -186,6 +188,10 @@ func run(e *env, only string) error {
 		{"memory", measureMemory},
 		{"group-reads", measureGroupReads},
 		{"group-share", measureGroupShare},
+		{"session-cost", measureSessionCost},
+		{"session-failover", measureSessionFailover},
+		{"session-reads", measureSessionReads},
+		{"session-upgrade", measureSessionUpgrade},
 		{"fleet-large", measureFleetLarge},
 	}
 	for _, s := range steps {
