@@ -40,6 +40,8 @@ type world struct {
 	stream string
 	// timings for the consumers
 	lease, renew, take, idle time.Duration
+	// extra options every worker of the world runs with (opts)
+	extra []shardlease.Option
 }
 
 // newFakeWorld makes the "fake" world on fake (call it in a synctest
@@ -114,6 +116,7 @@ func newDynamoWorld(t *testing.T, name, stream string) *world {
 // SHARDLEASE_TEST_LOG=1 in the environment the consumers log at debug level
 // to stderr (take rounds, handoffs, every lease change).
 func (w *world) opts(owner string, extra ...shardlease.Option) []shardlease.Option {
+	extra = append(slices.Clip(w.extra), extra...)
 	if os.Getenv("SHARDLEASE_TEST_LOG") != "" {
 		extra = append(extra, shardlease.WithLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))))
 	}

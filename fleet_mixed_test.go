@@ -136,6 +136,12 @@ func TestFleetMixedTwoGroupsShareAStreamPlainWorkerCrashes(t *testing.T) {
 // other kind, the case where a deputy's note names the first lease in its
 // writer's terms. fn gets the fleet settled with a deputy named.
 func consumersAndGroup(t *testing.T, fn func(t *testing.T, f *mixedFleet)) {
+	consumersAndGroupWith(t, nil, fn)
+}
+
+// consumersAndGroupWith is consumersAndGroup with every worker also given
+// extra.
+func consumersAndGroupWith(t *testing.T, extra []shardlease.Option, fn func(t *testing.T, f *mixedFleet)) {
 	for _, groupFirst := range []bool{false, true} {
 		name := "consumer coordinates"
 		if groupFirst {
@@ -143,6 +149,7 @@ func consumersAndGroup(t *testing.T, fn func(t *testing.T, f *mixedFleet)) {
 		}
 		t.Run(name, func(t *testing.T) {
 			mixedWorlds(t, 8, func(t *testing.T, w *world) {
+				w.extra = extra
 				f := newMixedFleet(t, w, w.stream)
 				start := map[bool]func(name string){
 					false: func(name string) { f.consumer(t, name) },

@@ -751,3 +751,26 @@ func TestSessionRowNobodyMayTake(t *testing.T) {
 		assert.LessOrEqual(t, perT, 1.5, "not every worker lists every take interval")
 	})
 }
+
+// TestSessionMixedConsumersAndGroupCoordinatorCrashes: Consumers and Group
+// workers with sessions on one stream (each kind's session on a row of its
+// own: the stream's, the group's); the coordinator crashes: its leases are
+// run again within 2.5 L, read through the other kind's session rows.
+func TestSessionMixedConsumersAndGroupCoordinatorCrashes(t *testing.T) {
+	t.Parallel()
+	consumersAndGroupWith(t, []shardlease.Option{sessionsOn}, func(t *testing.T, f *mixedFleet) {
+		coord := f.firstHolder(t, f.w.stream)
+		f.failover(t, fmt.Sprintf("coordinator %s", coord), coord)
+	})
+}
+
+// TestSessionMixedConsumersAndGroupPlainWorkerCrashes: as above, a worker
+// that neither coordinates nor is a deputy crashes: within 1.4 L.
+func TestSessionMixedConsumersAndGroupPlainWorkerCrashes(t *testing.T) {
+	t.Parallel()
+	consumersAndGroupWith(t, []shardlease.Option{sessionsOn}, func(t *testing.T, f *mixedFleet) {
+		plain := f.plain(t, "")
+		require.NotEmpty(t, plain, "a plain worker runs a lease\nroles:%s", f.roles(t))
+		f.failover(t, fmt.Sprintf("plain worker %s", plain[0]), plain[0])
+	})
+}
