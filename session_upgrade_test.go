@@ -46,8 +46,8 @@ var prevBuild struct {
 // prevReleaseWorker returns the previous release's worker binary, built
 // once per test binary run (and kept in the user's cache directory across
 // runs). It skips the test when git or the go command is missing or the
-// clone lacks the commit, unless CI is set in the environment: CI must run
-// these tests.
+// clone lacks the commit, unless CI or SHARDLEASE_REQUIRE_PREVIOUS_RELEASE
+// is set in the environment (.ci/run sets it): there the test fails.
 func prevReleaseWorker(t *testing.T) string {
 	t.Helper()
 	prevBuild.once.Do(func() {
@@ -62,7 +62,7 @@ func prevReleaseWorker(t *testing.T) string {
 		t.Logf("previous release's worker (%s) ready in %v", prevReleaseCommit, time.Since(began).Round(time.Millisecond))
 	})
 	if prevBuild.err != nil {
-		if os.Getenv("CI") == "" && isUnavailable(prevBuild.err) {
+		if os.Getenv("CI") == "" && os.Getenv("SHARDLEASE_REQUIRE_PREVIOUS_RELEASE") == "" && isUnavailable(prevBuild.err) {
 			t.Skipf("cannot run the previous release here: %v", prevBuild.err)
 		}
 		t.Fatal(prevBuild.err)
@@ -321,19 +321,6 @@ func firstSpanOf(spans []prevrelease.Span, prefix string) map[string]time.Time {
 	return out
 }
 
-// oneEach reports whether owners hold n leases, one each.
-func oneEach(held map[string][]string, n int) bool {
-	if len(held) != n {
-		return false
-	}
-	for _, shards := range held {
-		if len(shards) != 1 {
-			return false
-		}
-	}
-	return true
-}
-
 // waitFlowing waits until a record of every shard was handled after the
 // call: records flow again wherever the last step moved a lease.
 func (f *releaseFleet) waitFlowing(t *testing.T) {
@@ -581,4 +568,25 @@ func (p *steadyProducer) written() map[string]string {
 		out[k] = v
 	}
 	return out
+}
+
+// TestSessionUpgradeChecksSeeOverlapsAndLoss: the checks of the fleet
+// tests above find two workers in one shard's handler at once and a record
+// never handled, and pass a clean handover.
+func TestSessionUpgradeChecksSeeOverlapsAndLoss(t *testing.T) {
+	at := func(ms int) time.Time { return time.Unix(1_700_000_000, int64(ms)*int64(time.Millisecond)) }
+	span := func(owner, shard, seq string, from, to int) prevrelease.Span {
+		return prevrelease.Span{Owner: owner, Shard: shard, Seq: seq, Start: at(from), End: at(to)}
+	}
+	handover := []prevrelease.Span{
+		span("old-0", "s0", "1", 0, 5), span("old-0", "s0", "2", 0, 5), span("new-0", "s0", "3", 6, 9),
+		span("old-0", "s1", "1", 0, 5), span("new-0", "s1", "1", 6, 9), // a record handled again after a crash
+	}
+	assert.Empty(t, spanOverlaps(handover))
+	assert.Empty(t, unhandledSeqs(map[string]string{"1": "s0", "2": "s0", "3": "s0"}, handover))
+	assert.Equal(t, 4, distinctSpans(handover))
+
+	overlapping := append(slices.Clone(handover), span("old-1", "s0", "4", 8, 12))
+	assert.Len(t, spanOverlaps(overlapping), 1, "old-1 began while new-0's call of s0 ran")
+	assert.Equal(t, []string{"s1/2"}, unhandledSeqs(map[string]string{"1": "s1", "2": "s1"}, handover))
 }

@@ -54,4 +54,3 @@ func Cached(ctx context.Context, repo, commit, root string) (string, error) {
 	}
 	return bin, nil
 }
-

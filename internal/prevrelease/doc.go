@@ -11,7 +11,9 @@
 // record to a file (see Span). Start runs it; Stop ends it gracefully
 // (SIGTERM: its leases are released) and Kill ends it as a crash (SIGKILL).
 //
-// Nothing here imports testing: a test calls Build once per test binary
-// (the build takes a while) and skips when ErrUnavailable says git or the
-// go command is missing.
+// Cached keeps the binary in a cache directory, keyed by the commit, the Go
+// version and the worker's source, so that later runs skip the build.
+// Nothing here imports testing: a test calls Cached once per test binary
+// and skips when ErrUnavailable says git or the go command is missing, or
+// the clone lacks the commit.
 package prevrelease

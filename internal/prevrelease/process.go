@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 )
@@ -38,7 +37,6 @@ type Worker struct {
 	cmd  *exec.Cmd
 	done chan struct{} // closed when the process has exited
 	err  error         // the exit's error; set before done is closed
-	once sync.Once
 }
 
 // Start starts a worker process as c says.
