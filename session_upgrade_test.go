@@ -59,7 +59,9 @@ func prevReleaseWorker(t *testing.T) string {
 		defer cancel()
 		began := time.Now()
 		prevBuild.bin, prevBuild.err = prevrelease.Cached(ctx, ".", prevReleaseCommit, filepath.Join(root, "shardlease-prevrelease"))
-		t.Logf("previous release's worker (%s) ready in %v", prevReleaseCommit, time.Since(began).Round(time.Millisecond))
+		if prevBuild.err == nil {
+			t.Logf("previous release's worker (%s) ready in %v", prevReleaseCommit, time.Since(began).Round(time.Millisecond))
+		}
 	})
 	if prevBuild.err != nil {
 		if os.Getenv("CI") == "" && os.Getenv("SHARDLEASE_REQUIRE_PREVIOUS_RELEASE") == "" && isUnavailable(prevBuild.err) {

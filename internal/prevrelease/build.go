@@ -26,8 +26,9 @@ const modulePath = "github.com/shardlease/shardlease"
 // Build exports commit of the git repository at repo into dir, builds the
 // worker of that release (see the package doc) and returns the path of its
 // binary, in dir. dir should be empty and outlive every worker started
-// from the binary. The go command runs with GOFLAGS=-mod=mod and GOWORK=off,
-// and fetches nothing the module cache already has.
+// from the binary. The go command runs with GOFLAGS="-mod=mod
+// -buildvcs=false" and GOWORK=off, and fetches nothing the module cache
+// already has.
 func Build(ctx context.Context, repo, commit, dir string) (string, error) {
 	gitBin, err := exec.LookPath("git")
 	if err != nil {
@@ -48,7 +49,7 @@ func Build(ctx context.Context, repo, commit, dir string) (string, error) {
 	bin := filepath.Join(dir, "prevworker")
 	cmd := exec.CommandContext(ctx, goBin, "build", "-o", bin, ".")
 	cmd.Dir = mod
-	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOWORK=off")
+	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod -buildvcs=false", "GOWORK=off")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("prevrelease: go build of the worker of %s in %s: %w\n%s", commit, mod, err, out)
 	}
