@@ -347,6 +347,48 @@ func (f *releaseFleet) waitFlowing(t *testing.T) {
 	})
 }
 
+// idleSessionRows pauses the producer until every row a session keeps has
+// stood still for two lease durations, as the test reads the table, while
+// the previous release runs: an idle lease of a session worker is never
+// written, so to a worker that judged it by its own row it would look
+// expired. It requires that no such row changed hands meanwhile.
+func (f *releaseFleet) idleSessionRows(t *testing.T) {
+	t.Helper()
+	f.prod.pause()
+	defer f.prod.resume()
+	type seen struct {
+		owner   string
+		counter int64
+		since   time.Time
+	}
+	rows := map[string]seen{}
+	began := time.Now()
+	waitFor(t, 15*f.w.lease, "the rows sessions keep standing still for two lease durations", func() bool {
+		still := 0
+		for _, l := range f.w.leases(t) {
+			k := l.Key.String()
+			if l.Session == "" {
+				delete(rows, k)
+				continue
+			}
+			r, ok := rows[k]
+			if !ok || r.counter != l.Counter || r.owner != l.Owner {
+				if ok && r.owner != l.Owner {
+					t.Errorf("%s moved from %s to %s while sessions kept it idle", k, r.owner, l.Owner)
+				}
+				rows[k] = seen{owner: l.Owner, counter: l.Counter, since: time.Now()}
+				continue
+			}
+			if time.Since(r.since) >= 2*f.w.lease {
+				still++
+			}
+		}
+		return still >= 3 && still == len(rows)
+	})
+	t.Logf("%6.1fs  %d rows kept by sessions stood still for 2 L beside the previous release (%.1f L)",
+		time.Since(f.began).Seconds(), len(rows), time.Since(began).Seconds()/f.w.lease.Seconds())
+}
+
 // oldsByLeases returns the previous release's processes, those holding
 // the most leases first.
 func oldsByLeases(held map[string][]string) []string {
@@ -398,6 +440,7 @@ func TestSessionUpgradeBesideThePreviousRelease(t *testing.T) {
 		return owners == 3 && sessionRows == leases && old >= 2
 	})
 	f.waitFlowing(t)
+	f.idleSessionRows(t)
 	order := oldsByLeases(held)
 	f.stopOld(t, order[0])
 	f.waitHeld(t, fmt.Sprintf("%s's %d leases taken after its graceful stop", order[0], len(held[order[0]])),
@@ -512,6 +555,18 @@ type steadyProducer struct {
 	mu     sync.Mutex
 	seqs   map[string]string // sequence number -> shard
 	err    error             // the first failed write; written by the producing goroutine
+	paused bool              // set by the test's goroutine
+}
+
+// pause stops writing until resume: the shards go idle.
+func (p *steadyProducer) pause() { p.mu.Lock(); p.paused = true; p.mu.Unlock() }
+
+func (p *steadyProducer) resume() { p.mu.Lock(); p.paused = false; p.mu.Unlock() }
+
+func (p *steadyProducer) isPaused() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.paused
 }
 
 func startSteadyProducer(kin *kinesis.Client, stream string, n int, every time.Duration) *steadyProducer {
@@ -529,6 +584,9 @@ func (p *steadyProducer) run(n int, every time.Duration) {
 		case <-p.stopc:
 			return
 		case <-tick.C:
+		}
+		if p.isPaused() {
+			continue
 		}
 		entries := make([]ktypes.PutRecordsRequestEntry, n)
 		for j := range entries {
