@@ -26,6 +26,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/shardlease/shardlease"
+	"github.com/shardlease/shardlease/internal/crash"
 	"github.com/shardlease/shardlease/internal/emulator"
 	"github.com/shardlease/shardlease/internal/prevrelease"
 )
@@ -77,18 +78,19 @@ func isUnavailable(err error) bool { return errors.Is(err, prevrelease.ErrUnavai
 // releaseFleet is a table and a stream on the emulators, the workers of both
 // releases on them, a producer, and every record each worker handled.
 type releaseFleet struct {
-	w      *world
-	table  string
-	bin    string
-	dir    string
-	prod   *steadyProducer
-	mu     sync.Mutex
-	spans  []prevrelease.Span // the in-process workers'
-	olds   map[string]*prevrelease.Worker
-	news   map[string]*worker
-	began  time.Time
-	dynURL string
-	kinURL string
+	w        *world
+	table    string
+	bin      string
+	dir      string
+	prod     *steadyProducer
+	mu       sync.Mutex
+	spans    []prevrelease.Span // the in-process workers'
+	olds     map[string]*prevrelease.Worker
+	news     map[string]*worker
+	switches map[string]*crash.Switch
+	began    time.Time
+	dynURL   string
+	kinURL   string
 }
 
 func newReleaseFleet(t *testing.T, shards int32) *releaseFleet {
@@ -107,7 +109,7 @@ func newReleaseFleet(t *testing.T, shards int32) *releaseFleet {
 		lease: 2 * time.Second, renew: 2 * time.Second / 3, take: 300 * time.Millisecond, idle: 50 * time.Millisecond}
 	w.timed(t)
 	f := &releaseFleet{w: w, table: table, bin: bin, dir: t.TempDir(), olds: map[string]*prevrelease.Worker{},
-		news: map[string]*worker{}, began: time.Now(), dynURL: emulator.DynamoEndpoint(t), kinURL: emulator.KinesisEndpoint(t)}
+		news: map[string]*worker{}, switches: map[string]*crash.Switch{}, began: time.Now(), dynURL: emulator.DynamoEndpoint(t), kinURL: emulator.KinesisEndpoint(t)}
 	f.prod = startSteadyProducer(kc, stream, 4, 50*time.Millisecond)
 	t.Cleanup(func() { _ = f.prod.halt() })
 	return f
@@ -161,10 +163,13 @@ func (f *releaseFleet) stopOld(t *testing.T, owner string) {
 	require.NoError(t, f.olds[owner].Stop(5*f.w.lease), "graceful stop of %s (log %s)", owner, f.olds[owner].Log)
 }
 
-// startNew starts an in-process worker of this release.
+// startNew starts an in-process worker of this release; its switch
+// crashes it (see internal/crash).
 func (f *releaseFleet) startNew(t *testing.T, owner string, sessions bool) {
 	t.Helper()
-	f.news[owner] = startWorker(t, f.w, f.w.kin, f.w.store, f.handler(owner),
+	sw := &crash.Switch{}
+	f.switches[owner] = sw
+	f.news[owner] = startWorker(t, f.w, crash.Kinesis(f.w.kin, sw), crash.Store(f.w.store, sw), f.handler(owner),
 		f.w.opts(owner, shardlease.WithSessions(sessions), shardlease.WithShutdownTimeout(f.w.lease))...)
 }
 
@@ -484,8 +489,8 @@ func TestSessionUpgradeBesideThePreviousRelease(t *testing.T) {
 // TestSessionDowngradeBesideThePreviousRelease: three workers of this
 // release with sessions on hold a stream of six shards while records flow;
 // they roll to sessions off one at a time (a worker with sessions off
-// starts, one with sessions on stops gracefully) until no row names a
-// session; then three processes of the previous release join and the
+// starts, one with sessions on stops: gracefully, by a crash, gracefully)
+// until no row names a session; then three processes of the previous release join and the
 // workers of this release stop gracefully. No record is lost, no shard is
 // handled by two workers at once, and the previous release ends up holding
 // every lease.
@@ -503,8 +508,15 @@ func TestSessionDowngradeBesideThePreviousRelease(t *testing.T) {
 	for i := range 3 {
 		f.startNew(t, fmt.Sprintf("off-%d", i), false)
 		on := fmt.Sprintf("on-%d", i)
-		require.NoError(t, f.news[on].stop(t))
-		f.waitHeld(t, on+"'s leases taken after its graceful stop", func(held map[string][]string, _ int) bool {
+		how := "graceful stop"
+		if i == 1 { // the second crashes: its session is fenced, then its leases taken
+			held, _, _ := f.holders(t)
+			how = fmt.Sprintf("crash holding %d leases", len(held[on]))
+			f.switches[on].Crash()
+		} else {
+			require.NoError(t, f.news[on].stop(t))
+		}
+		f.waitHeld(t, on+"'s leases taken after its "+how, func(held map[string][]string, _ int) bool {
 			return len(held[on]) == 0
 		})
 		f.waitFlowing(t)
