@@ -76,23 +76,28 @@ func prevReleaseWorker(t *testing.T) string {
 func isUnavailable(err error) bool { return errors.Is(err, prevrelease.ErrUnavailable) }
 
 // releaseFleet is a table and a stream on the emulators, the workers of both
-// releases on them, a producer, and every record each worker handled.
+// releases on them, a producer, and every record each worker handled. The
+// test's goroutine writes every field but spans.
 type releaseFleet struct {
 	w        *world
 	table    string
-	bin      string
-	dir      string
-	prod     *steadyProducer
-	mu       sync.Mutex
-	spans    []prevrelease.Span // the in-process workers'
-	olds     map[string]*prevrelease.Worker
-	news     map[string]*worker
-	switches map[string]*crash.Switch
-	began    time.Time
+	bin      string // the previous release's worker
+	dir      string // the processes' record files and logs
 	dynURL   string
 	kinURL   string
+	prod     *steadyProducer
+	olds     map[string]*prevrelease.Worker // by owner id
+	news     map[string]*worker             // by owner id
+	switches map[string]*crash.Switch       // the news' crash switches
+	began    time.Time
+
+	mu    sync.Mutex         // guards spans
+	spans []prevrelease.Span // the in-process workers'; appended by their handlers
 }
 
+// newReleaseFleet makes a fleet on a fresh table and stream of shards
+// shards, with the emulator world's timings (L = 2 s), and starts its
+// producer. It holds a slot of the timed tests (world.timed).
 func newReleaseFleet(t *testing.T, shards int32) *releaseFleet {
 	t.Helper()
 	if testing.Short() {
