@@ -78,6 +78,7 @@ type Result struct {
 	Sessions             bool
 	StaleSessionAccepted int
 	SessionsFenced       int
+	FencedByTakers       int
 	ZoneMax, ZoneStacked time.Duration
 	ZoneBound            time.Duration
 	ZoneLease            string

@@ -33,15 +33,14 @@ import (
 
 // The sessions' event kinds, counted in the result table.
 const (
-	EvZoneLost   = "zone lost: a third of the workers crash at once"
-	EvTakerDied  = "taker crashed between fencing a session and claiming"
-	EvSameID     = "worker crashed and restarted at once under the same owner id"
-	EvSessFenced = "sessions fenced (FenceSession ended one, or RemoveWorker)"
+	EvZoneLost  = "zone lost: a third of the workers crash at once"
+	EvTakerDied = "taker crashed between fencing a session and claiming"
+	EvSameID    = "worker crashed and restarted at once under the same owner id"
 )
 
 // takerDeathRate is the probability that a worker crashes right after a
 // FenceSession of its ended another worker's session, while faults are on.
-const takerDeathRate = 0.25
+const takerDeathRate = 1.0 / 3
 
 // zoneSize is how many workers a zone loss crashes: a third of the fleet,
 // rounded up, so that a fleet of four loses two.
@@ -88,16 +87,23 @@ func (s *soak) sessionEvents(window time.Duration, n int) []event {
 
 // loseZone crashes a third of the workers at once, the coordinator among
 // them when the draw allows, and starts them again after downtime; it
-// measures how long their leases stay held by no live worker.
+// measures how long their leases stay held by no live worker. It waits up
+// to three leases for every worker to be up, so that the zone is lost
+// alone.
 func (s *soak) loseZone(ctx context.Context, downtime time.Duration) {
-	s.mu.Lock()
 	var up []int
-	for slot, inc := range s.slots {
-		if inc != nil && inc.consumer != nil && !inc.crashed.Load() && !inc.leaving.Load() {
-			up = append(up, slot)
+	for wait := 0; wait < 60; wait++ {
+		if up = s.upSlots(); len(up) == s.cfg.Workers {
+			break
+		}
+		t := time.NewTimer(s.cfg.Lease / 20)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
 		}
 	}
-	s.mu.Unlock()
 	k := s.cfg.zoneSize()
 	if len(up) < k+1 {
 		fmt.Fprintf(s.cfg.Events, "%6.1fs zone loss skipped: %d workers up\n", s.since(), len(up))
@@ -126,6 +132,20 @@ func (s *soak) loseZone(ctx context.Context, downtime time.Duration) {
 		s.crash(slot, downtime)
 	}
 	s.restarts.Go(func() { s.zones.measure(ctx, s, at, held) })
+}
+
+// upSlots returns the slots whose incarnation runs: started, neither
+// crashed nor leaving.
+func (s *soak) upSlots() []int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var up []int
+	for slot, inc := range s.slots {
+		if inc != nil && inc.consumer != nil && !inc.crashed.Load() && !inc.leaving.Load() {
+			up = append(up, slot)
+		}
+	}
+	return up
 }
 
 // zones holds the zone losses' figures.
@@ -182,8 +202,8 @@ func (z *zones) measure(ctx context.Context, s *soak, at time.Time, held []strin
 	if len(left) > 0 {
 		worst, worstWhat = time.Since(at), fmt.Sprintf("%v not held again (zone lost at %.1fs)", left, at.Sub(s.start).Seconds())
 	}
-	fmt.Fprintf(s.cfg.Events, "%6.1fs zone lost at %.1fs: its leases held again after %.2f L%s\n", s.since(), at.Sub(s.start).Seconds(),
-		worst.Seconds()/s.cfg.Lease.Seconds(), map[bool]string{true: " (other faults on top)"}[stacked])
+	fmt.Fprintf(s.cfg.Events, "%6.1fs zone lost at %.1fs: its leases held again after %.2f L, the last %s%s\n", s.since(), at.Sub(s.start).Seconds(),
+		worst.Seconds()/s.cfg.Lease.Seconds(), worstWhat, map[bool]string{true: " (other faults on top)"}[stacked])
 	z.mu.Lock()
 	defer z.mu.Unlock()
 	z.measured++
@@ -245,9 +265,10 @@ func (s *soak) takerDied(inc *incarnation, fenced shardlease.Worker) {
 // sessionAudit keeps the sessions fenced, and counts the writes stores
 // accepted from a holder after its session was fenced, and the keeps.
 type sessionAudit struct {
-	mu     sync.Mutex
-	fenced map[sessionID]time.Time // when a fence of the session was seen to land (its call returned)
-	stale  []string
+	mu      sync.Mutex
+	fenced  map[sessionID]time.Time // when a fence of the session was seen to land (its call returned)
+	byTaker int                     // fences of another worker's session (FenceSession by a taker)
+	stale   []string
 	// keeps counts the keeps that succeeded while metering (meter.on).
 	keeps atomic.Int64
 }
@@ -371,7 +392,7 @@ func (s *soak) sessionsResult(r *Result, problem func(string, ...any)) {
 			problem("stale write accepted after its session was fenced: %s", e)
 		}
 	}
-	r.SessionsFenced = len(a.fenced)
+	r.SessionsFenced, r.FencedByTakers = len(a.fenced), a.byTaker
 	a.mu.Unlock()
 	m := &s.meter
 	m.mu.Lock()
@@ -398,7 +419,8 @@ func (r *Result) sessionRows(row func(name string, v any, verdict string), ok fu
 		return
 	}
 	row("sessions: stale writes accepted (sent after the fence)", r.StaleSessionAccepted, ok(r.StaleSessionAccepted == 0))
-	row("  sessions fenced", r.SessionsFenced, "")
+	row("  sessions ended (fenced, closed or their rows removed)", r.SessionsFenced, "")
+	row("  of which fenced by a taker (FenceSession)", r.FencedByTakers, "")
 	row(fmt.Sprintf("  zone lost: held again max, zone alone (bound %v)", r.ZoneBound), r.ZoneMax.Round(10*time.Millisecond), ok(r.ZoneMax <= r.ZoneBound))
 	row("  zone lost: held again max, other faults on top", r.ZoneStacked.Round(10*time.Millisecond), "")
 	row("  zone losses measured", r.ZonesMeasured, "")
@@ -437,4 +459,11 @@ func (a *auditor) acceptedInSession(ctx context.Context, err error) {
 	if err == nil && a.sess != nil {
 		a.sess.accepted(ctx)
 	}
+}
+
+// takerFenced counts a fence of another worker's session.
+func (a *sessionAudit) takerFenced() {
+	a.mu.Lock()
+	a.byTaker++
+	a.mu.Unlock()
 }

@@ -53,6 +53,7 @@ func (t *troubleStore) FenceSession(ctx context.Context, w shardlease.Worker) (b
 	if err == nil && ended && t.s != nil {
 		t.s.sessAudit.fence(w)
 		if w.Owner != t.inc.consumer.OwnerID() { // not its own session, closed at the end of Run
+			t.s.sessAudit.takerFenced()
 			t.s.takerDied(t.inc, w)
 		}
 	}

@@ -107,6 +107,30 @@ func TestSoak(t *testing.T) {
 		})
 		check(t, res, err)
 	})
+	t.Run("sessions-fake", func(t *testing.T) {
+		t.Parallel()
+		synctest.Test(t, func(t *testing.T) {
+			res, err := soak.Run(t.Context(), soak.Config{
+				Seed: 1, Workers: 4, Shards: 6, Duration: 10 * time.Minute, Rate: 20, Lease: 10 * time.Second, Sessions: true,
+				Kinesis: shardleasetest.NewKinesis(), Stream: "orders", Events: logWriter{t},
+			})
+			checkSessions(t, res, err, true)
+		})
+	})
+	t.Run("sessions-emulator", func(t *testing.T) {
+		t.Parallel()
+		if testing.Short() {
+			t.Skip("needs the emulators; -short runs the in-process world only")
+		}
+		res, err := soak.Run(t.Context(), soak.Config{
+			Seed: 1, Workers: 4, Shards: 4, Duration: 40 * time.Second, Rate: 50, Lease: 2 * time.Second, Sessions: true,
+			Kinesis: emulator.Kinesis(t), Dynamo: emulator.Dynamo(t),
+			Stream: emulator.UniqueName("ssoak"), Table: emulator.UniqueName("ssoak-leases"), Events: logWriter{t},
+		})
+		// 40 seconds make one zone loss and few fences: a taker's death
+		// is drawn, not certain.
+		checkSessions(t, res, err, false)
+	})
 	t.Run("group-fake", func(t *testing.T) {
 		t.Parallel()
 		synctest.Test(t, func(t *testing.T) {
@@ -216,5 +240,36 @@ func checkMixed(t *testing.T, res *soak.Result, err error) {
 	}
 	if res.Injected[soak.EvPoison] == 0 || res.DeadLettered == 0 {
 		t.Errorf("%d poison records produced, %d dead-lettered", res.Injected[soak.EvPoison], res.DeadLettered)
+	}
+}
+
+// checkSessions checks a soak with sessions: what every soak checks, no
+// write accepted from a holder after its session was fenced, a lost zone's
+// leases held again within the zone bound, keeps measured, and the
+// sessions' faults injected (a taker's death between fence and claim
+// required when takerDied is set).
+func checkSessions(t *testing.T, res *soak.Result, err error, takerDied bool) {
+	t.Helper()
+	check(t, res, err)
+	if !res.Sessions {
+		t.Fatal("the result is not of a soak with sessions")
+	}
+	if res.StaleSessionAccepted != 0 {
+		t.Fatalf("stale writes accepted after their session was fenced: %d", res.StaleSessionAccepted)
+	}
+	if res.ZoneMax > res.ZoneBound {
+		t.Fatalf("a lost zone's lease stayed held by no live worker for %v (bound %v): %s", res.ZoneMax, res.ZoneBound, res.ZoneLease)
+	}
+	if res.ZonesMeasured == 0 || res.FencedByTakers == 0 || res.KeepsPerWorkerMinute == 0 {
+		t.Errorf("zone losses measured %d, sessions fenced by takers %d, keeps a worker-minute %.1f", res.ZonesMeasured, res.FencedByTakers, res.KeepsPerWorkerMinute)
+	}
+	kinds := []string{soak.EvZoneLost, soak.EvSameID}
+	if takerDied {
+		kinds = append(kinds, soak.EvTakerDied)
+	}
+	for _, kind := range kinds {
+		if res.Injected[kind] == 0 {
+			t.Errorf("no %q was injected", kind)
+		}
 	}
 }
