@@ -23,7 +23,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -33,9 +32,14 @@ import (
 
 // The sessions' event kinds, counted in the result table.
 const (
-	EvZoneLost  = "zone lost: a third of the workers crash at once"
+	// EvZoneLost crashes a third of the workers at once (zoneSize).
+	EvZoneLost = "zone lost: a third of the workers crash at once"
+	// EvTakerDied crashes a worker right after its FenceSession ended
+	// another worker's session, before it claims any of its leases.
 	EvTakerDied = "taker crashed between fencing a session and claiming"
-	EvSameID    = "worker crashed and restarted at once under the same owner id"
+	// EvSameID crashes a worker and starts the next at once under the
+	// same owner id.
+	EvSameID = "worker crashed and restarted at once under the same owner id"
 )
 
 // takerDeathRate is the probability that a worker crashes right after a
@@ -202,8 +206,12 @@ func (z *zones) measure(ctx context.Context, s *soak, at time.Time, held []strin
 	if len(left) > 0 {
 		worst, worstWhat = time.Since(at), fmt.Sprintf("%v not held again (zone lost at %.1fs)", left, at.Sub(s.start).Seconds())
 	}
+	note := ""
+	if stacked {
+		note = " (other faults on top)"
+	}
 	fmt.Fprintf(s.cfg.Events, "%6.1fs zone lost at %.1fs: its leases held again after %.2f L, the last %s%s\n", s.since(), at.Sub(s.start).Seconds(),
-		worst.Seconds()/s.cfg.Lease.Seconds(), worstWhat, map[bool]string{true: " (other faults on top)"}[stacked])
+		worst.Seconds()/s.cfg.Lease.Seconds(), worstWhat, note)
 	z.mu.Lock()
 	defer z.mu.Unlock()
 	z.measured++
@@ -413,8 +421,10 @@ func (s *soak) sessionsResult(r *Result, problem func(string, ...any)) {
 	}
 }
 
-// sessionRows prints the sessions' rows of Table.
+// sessionRows prints the cost row and, with sessions, the sessions' rows
+// of Table.
 func (r *Result) sessionRows(row func(name string, v any, verdict string), ok func(bool) string) {
+	row("lease-row writes a held-lease-minute (all kinds)", fmt.Sprintf("%.1f", r.WritesPerLeaseMinute), "")
 	if !r.Sessions {
 		return
 	}
@@ -425,7 +435,6 @@ func (r *Result) sessionRows(row func(name string, v any, verdict string), ok fu
 	row("  zone lost: held again max, other faults on top", r.ZoneStacked.Round(10*time.Millisecond), "")
 	row("  zone losses measured", r.ZonesMeasured, "")
 	row("  keeps a worker-minute", fmt.Sprintf("%.1f", r.KeepsPerWorkerMinute), "")
-	row("  lease-row writes a lease-minute", fmt.Sprintf("%.1f", r.WritesPerLeaseMinute), "")
 }
 
 // sessionSummary is the summary line's sessions part.
@@ -433,10 +442,8 @@ func (r *Result) sessionSummary() string {
 	if !r.Sessions {
 		return ""
 	}
-	var b strings.Builder
-	fmt.Fprintf(&b, ", stale writes accepted %d, zone held again max %v (bound %v), keeps/worker-min %.1f, lease-row writes/lease-min %.1f",
+	return fmt.Sprintf(", stale writes accepted %d, zone held again max %v (bound %v), keeps/worker-min %.1f, lease-row writes/lease-min %.1f",
 		r.StaleSessionAccepted, r.ZoneMax.Round(10*time.Millisecond), r.ZoneBound, r.KeepsPerWorkerMinute, r.WritesPerLeaseMinute)
-	return b.String()
 }
 
 // leaseWrites returns how many writes to lease rows the audit recorded

@@ -9,6 +9,11 @@
 // A dead-lettered record counts as handled (the user chose to set it aside),
 // at its place in partition-key order.
 //
+// With Config.Sessions every worker keeps a session (one keep a renew
+// interval keeps all its leases), and the faults add zone losses, takers
+// crashing between a fence and their claims, and same-id restarts
+// (sessions.go).
+//
 // It runs in two worlds: "fake" (the in-process Kinesis fake and
 // MemoryStore; run it inside a testing/synctest bubble for fake time) and
 // "emulator" (kinesalite and DynamoStore on dynalite). TestSoak runs both
