@@ -91,10 +91,18 @@ func (s *soak) sessionEvents(window time.Duration, n int) []event {
 
 // loseZone crashes a third of the workers at once, the coordinator among
 // them when the draw allows, and starts them again after downtime; it
-// measures how long their leases stay held by no live worker. It waits up
-// to three leases for every worker to be up, so that the zone is lost
-// alone.
+// measures how long their leases stay held by no live worker. It draws from
+// the schedule's rng here and waits on a goroutine of its own, up to three
+// leases, for every worker to be up, so that the zone is lost alone and
+// the events after it are not held up.
 func (s *soak) loseZone(ctx context.Context, downtime time.Duration) {
+	coord, perm := s.rng.IntN(2) == 0, s.rng.Perm(s.cfg.Workers)
+	s.restarts.Go(func() { s.loseZoneWhenUp(ctx, downtime, coord, perm) })
+}
+
+// loseZoneWhenUp is loseZone's goroutine: the zone is the coordinator's
+// slot if coord is set, then the slots up in the order of perm.
+func (s *soak) loseZoneWhenUp(ctx context.Context, downtime time.Duration, coord bool, perm []int) {
 	var up []int
 	for wait := 0; wait < 60; wait++ {
 		if up = s.upSlots(); len(up) == s.cfg.Workers {
@@ -109,17 +117,17 @@ func (s *soak) loseZone(ctx context.Context, downtime time.Duration) {
 		}
 	}
 	k := s.cfg.zoneSize()
-	if len(up) < k+1 {
+	if len(up) < k+1 || ctx.Err() != nil {
 		fmt.Fprintf(s.cfg.Events, "%6.1fs zone loss skipped: %d workers up\n", s.since(), len(up))
 		return
 	}
 	zone := make([]int, 0, k)
-	if c, ok := s.coordinatorSlot(); ok && s.rng.IntN(2) == 0 {
+	if c, ok := s.coordinatorSlot(); ok && coord && slices.Contains(up, c) {
 		zone = append(zone, c)
 	}
-	for _, i := range s.rng.Perm(len(up)) {
-		if len(zone) < k && !slices.Contains(zone, up[i]) {
-			zone = append(zone, up[i])
+	for _, slot := range perm {
+		if len(zone) < k && slices.Contains(up, slot) && !slices.Contains(zone, slot) {
+			zone = append(zone, slot)
 		}
 	}
 	var held []string
@@ -135,7 +143,8 @@ func (s *soak) loseZone(ctx context.Context, downtime time.Duration) {
 	for _, slot := range zone {
 		s.crash(slot, downtime)
 	}
-	s.restarts.Go(func() { s.zones.measure(ctx, s, at, held) })
+	// Measured past the faults' end: the drain waits for it.
+	s.zones.measure(context.WithoutCancel(ctx), s, at, held)
 }
 
 // upSlots returns the slots whose incarnation runs: started, neither
@@ -222,13 +231,22 @@ func (z *zones) measure(ctx context.Context, s *soak, at time.Time, held []strin
 	}
 }
 
-// sameIDRestart crashes the incarnation in slot and starts the next one at
-// once under the same owner id.
+// sameIDRestart crashes the incarnation in slot, or, if it is down or
+// leaving, the next slot's that is neither, and starts the next one at once
+// under the same owner id.
 func (s *soak) sameIDRestart(slot int) {
+	var inc *incarnation
 	s.mu.Lock()
-	inc := s.slots[slot]
+	for i := range len(s.slots) {
+		c := s.slots[(slot+i)%len(s.slots)]
+		if c != nil && c.consumer != nil && !c.leaving.Load() && c.crashed.CompareAndSwap(false, true) {
+			inc, slot = c, (slot+i)%len(s.slots)
+			break
+		}
+	}
 	s.mu.Unlock()
-	if inc.leaving.Load() || !inc.crashed.CompareAndSwap(false, true) {
+	if inc == nil {
+		fmt.Fprintf(s.cfg.Events, "%6.1fs no live worker to restart under its owner id\n", s.since())
 		return
 	}
 	s.counts.add(EvCrash, 1)
