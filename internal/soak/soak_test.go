@@ -1,6 +1,7 @@
 package soak_test
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -45,13 +46,20 @@ func checkRan(t *testing.T, res *soak.Result, err error) {
 
 func check(t *testing.T, res *soak.Result, err error) {
 	t.Helper()
+	checkExcept(t, res, err)
+}
+
+// checkExcept is check with the fault kinds of optional not required to
+// have been injected.
+func checkExcept(t *testing.T, res *soak.Result, err error, optional ...string) {
+	t.Helper()
 	checkRan(t, res, err)
 	if res.UntakenMax > res.UntakenBound {
 		t.Fatalf("untaken max %v, bound %v", res.UntakenMax, res.UntakenBound)
 	}
 	for _, kind := range []string{soak.EvCrash, soak.EvCrashCoordinator, soak.EvDrain, soak.EvRestart, soak.EvSplit, soak.EvMerge, soak.EvDeleteFinished, soak.EvSlow, soak.EvShared, soak.EvMixed,
 		soak.EvCrashJoint, soak.EvListsFail, soak.EvJointLeave, soak.EvCapped, soak.EvRewind, soak.EvReset, soak.EvDescribeDenied, soak.EvNoDescribe} {
-		if res.Injected[kind] == 0 {
+		if res.Injected[kind] == 0 && !slices.Contains(optional, kind) {
 			t.Errorf("no %q was injected", kind)
 		}
 	}
@@ -128,8 +136,10 @@ func TestSoak(t *testing.T) {
 			Stream: emulator.UniqueName("ssoak"), Table: emulator.UniqueName("ssoak-leases"), Events: logWriter{t},
 		})
 		// 40 seconds make one zone loss and few fences: a taker's death
-		// is drawn, not certain.
-		checkSessions(t, res, err, false)
+		// is drawn, not certain; and the sessions' crashes on top may
+		// leave no live coordinator and deputy for the one joint fault
+		// of each kind drawn.
+		checkSessions(t, res, err, false, soak.EvCrashJoint, soak.EvListsFail, soak.EvJointLeave)
 	})
 	t.Run("group-fake", func(t *testing.T) {
 		t.Parallel()
@@ -243,14 +253,14 @@ func checkMixed(t *testing.T, res *soak.Result, err error) {
 	}
 }
 
-// checkSessions checks a soak with sessions: what every soak checks, no
-// write accepted from a holder after its session was fenced, a lost zone's
-// leases held again within the zone bound, keeps measured, and the
-// sessions' faults injected (a taker's death between fence and claim
-// required when takerDied is set).
-func checkSessions(t *testing.T, res *soak.Result, err error, takerDied bool) {
+// checkSessions checks a soak with sessions: what every soak checks (the
+// fault kinds of optional aside), no write accepted from a holder after its
+// session was fenced, a lost zone's leases held again within the zone
+// bound, keeps measured, and the sessions' faults injected (a taker's death
+// between fence and claim required when takerDied is set).
+func checkSessions(t *testing.T, res *soak.Result, err error, takerDied bool, optional ...string) {
 	t.Helper()
-	check(t, res, err)
+	checkExcept(t, res, err, optional...)
 	if !res.Sessions {
 		t.Fatal("the result is not of a soak with sessions")
 	}
