@@ -68,6 +68,9 @@ type auditor struct {
 	// gens counts the deletions of each row: a row made again may start
 	// its counter again, so the audit keys counters by generation too.
 	gens map[string]int
+	// sess checks the holders' writes the store accepted against the
+	// sessions fenced (sessions.go).
+	sess *sessionAudit
 }
 
 func newAuditor(lease time.Duration) *auditor {
@@ -230,6 +233,7 @@ func (s *auditStore) Renew(ctx context.Context, l shardlease.Lease, e time.Time)
 	s.a.skew(e)
 	got, err := s.LeaseStore.Renew(ctx, l, e)
 	s.done("renew", l, true, got, err)
+	s.a.acceptedInSession(ctx, err)
 	return got, err
 }
 
@@ -237,6 +241,7 @@ func (s *auditStore) Checkpoint(ctx context.Context, l shardlease.Lease, cp stri
 	s.a.skew(e)
 	got, err := s.LeaseStore.Checkpoint(ctx, l, cp, sub, e)
 	s.done("checkpoint", l, true, got, err)
+	s.a.acceptedInSession(ctx, err)
 	return got, err
 }
 
@@ -246,6 +251,7 @@ func (s *auditStore) Release(ctx context.Context, l shardlease.Lease) (shardleas
 		return got, err // free already (released twice): no write
 	}
 	s.done("release", l, true, got, err)
+	s.a.acceptedInSession(ctx, err)
 	return got, err
 }
 
@@ -331,6 +337,7 @@ func (d *auditDynamo) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInp
 	if claimed {
 		w.claimOwner = avString(vals[":me"])
 		w.claimCtr, _ = strconv.ParseInt(avNumber(vals[":mine"]), 10, 64)
+		d.a.acceptedInSession(ctx, nil)
 	}
 	d.a.record(w)
 	return out, err

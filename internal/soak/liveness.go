@@ -177,11 +177,11 @@ func (s *soak) watchUntaken(ctx context.Context) {
 
 // sampleUntaken updates the untaken times from one reading of the rows.
 // Only while at most two workers are out (crashed, frozen, leaving or not
-// started again yet) does a lease count as untaken: the promise is to any
-// two workers failing together.
+// started again yet), with sessions a zone (outAllowed), does a lease count
+// as untaken: the promise is to any two workers failing together.
 func (s *soak) sampleUntaken(ls []shardlease.Lease, now time.Time) {
 	held, room, running := s.liveHolders()
-	room = room && running >= s.cfg.Workers-2
+	room = room && running >= s.cfg.Workers-s.cfg.outAllowed()
 	byShard := make(map[string]shardlease.Lease, len(ls))
 	for _, l := range ls {
 		byShard[l.Key.Shard] = l

@@ -69,7 +69,23 @@ type Result struct {
 	// worker with room was alive (UntakenLease); UntakenBound its bound.
 	UntakenMax, UntakenBound time.Duration
 	UntakenLease             string
-	Problems                 []string
+	// Sessions is set for a soak with sessions (Config.Sessions);
+	// StaleSessionAccepted counts writes a store accepted from a holder
+	// sent after its session was fenced, of SessionsFenced sessions; ZoneMax
+	// is the longest a lost zone's lease stayed held by no live worker
+	// while only the zone was out (ZoneLease), ZoneBound its bound, and
+	// ZoneStacked the longest with other faults on top.
+	Sessions             bool
+	StaleSessionAccepted int
+	SessionsFenced       int
+	FencedByTakers       int
+	ZoneMax, ZoneStacked time.Duration
+	ZoneBound            time.Duration
+	ZoneLease            string
+	ZonesMeasured        int
+	KeepsPerWorkerMinute float64 // successful keeps a worker-minute
+	WritesPerLeaseMinute float64 // lease-row writes a held-lease-minute
+	Problems             []string
 }
 
 // OK reports whether every invariant held.
@@ -93,6 +109,7 @@ func (s *soak) result(ctx context.Context, drained bool) *Result {
 	for _, e := range ex {
 		problem("stale write accepted: %s", e)
 	}
+	s.sessionsResult(r, problem)
 	n, ex := s.audit.regressions()
 	r.Regressions = n
 	for _, e := range ex {
@@ -370,6 +387,7 @@ func (r *Result) Table() string {
 	r.sinkRows(row, ok)
 	row("Run errors of live workers", r.RunErrors, ok(r.RunErrors == 0))
 	row(fmt.Sprintf("untaken max: a lease free or expired, a worker with room (bound %v)", r.UntakenBound), r.UntakenMax.Round(10*time.Millisecond), ok(r.UntakenMax <= r.UntakenBound))
+	r.sessionRows(row, ok)
 	if r.Unknown > 0 {
 		row("handled records never produced (failed puts that landed)", r.Unknown, "")
 	}
@@ -381,8 +399,8 @@ func (r *Result) Table() string {
 // kind of worker when there are several, and the result with its
 // problems.
 func (r *Result) summary(b *strings.Builder, ok func(bool) string) {
-	fmt.Fprintf(b, "\nsummary: produced %d, lost %d, overlaps %d, untaken max %v (bound %v), effects applied twice %d, stale sink writes accepted %d, live holder refused %d\n", r.Produced, r.Lost, r.Overlaps,
-		r.UntakenMax.Round(10*time.Millisecond), r.UntakenBound, r.AppliedTwice, r.StaleSinkAccepted, r.LiveRefused)
+	fmt.Fprintf(b, "\nsummary: produced %d, lost %d, overlaps %d, untaken max %v (bound %v), effects applied twice %d, stale sink writes accepted %d, live holder refused %d%s\n", r.Produced, r.Lost, r.Overlaps,
+		r.UntakenMax.Round(10*time.Millisecond), r.UntakenBound, r.AppliedTwice, r.StaleSinkAccepted, r.LiveRefused, r.sessionSummary())
 	r.streamsSummary(b)
 	r.mixedSummary(b)
 	fmt.Fprintf(b, "\nresult: %s", ok(r.OK()))

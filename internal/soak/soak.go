@@ -9,6 +9,11 @@
 // A dead-lettered record counts as handled (the user chose to set it aside),
 // at its place in partition-key order.
 //
+// With Config.Sessions every worker keeps a session (one keep a renew
+// interval keeps all its leases), and the faults add zone losses, takers
+// crashing between a fence and their claims, and same-id restarts
+// (sessions.go).
+//
 // It runs in two worlds: "fake" (the in-process Kinesis fake and
 // MemoryStore; run it inside a testing/synctest bubble for fake time) and
 // "emulator" (kinesalite and DynamoStore on dynalite). TestSoak runs both
@@ -98,6 +103,11 @@ type Config struct {
 	// restarted slot may come back as another kind (mixed.go). It needs four
 	// workers or more, and excludes Group.
 	Mixed bool
+
+	// Sessions, when set, runs every worker WithSessions(true), and adds
+	// zone losses, takers dying between a fence and their claims, and
+	// same-id restarts to the faults (sessions.go).
+	Sessions bool
 
 	// Kinesis is the service the stream is created in.
 	Kinesis Kinesis
@@ -241,6 +251,7 @@ func (c *counter) snapshot() map[string]int64 {
 type incarnation struct {
 	id        string
 	slot      int
+	owner     string // the owner id it was started with (WithOwnerID)
 	skew      time.Duration
 	crashed   atomic.Bool
 	paused    atomic.Bool
@@ -258,6 +269,7 @@ type incarnation struct {
 	runErr    error
 	startedAt time.Time
 	hrng      *rand.Rand // the handler's choices (under mu)
+	frng      *rand.Rand // the store's fault choices (under mu): a taker's death (sessions.go)
 }
 
 // running is a handler call in progress, from entry to exit, for the
@@ -287,15 +299,22 @@ type soak struct {
 	audit    *auditor
 	memory   *shardlease.MemoryStore
 	faultsOn atomic.Bool
-	start    time.Time
-	untaken  untaken   // liveness.go
-	sink     sink      // where handlers apply effects, fenced (sink.go)
-	sinkSt   sinkState // what the sink acknowledged
+	// faultsMu orders turning the faults off with the restarts a worker's
+	// own call starts (takerDied): none starts once they are off.
+	faultsMu  sync.Mutex
+	sessAudit sessionAudit // sessions.go
+	meter     meter
+	zones     zones
+	start     time.Time
+	untaken   untaken   // liveness.go
+	sink      sink      // where handlers apply effects, fenced (sink.go)
+	sinkSt    sinkState // what the sink acknowledged
 
 	mu        sync.Mutex
 	slots     []*incarnation
 	all       []*incarnation
 	gens      []int
+	ownerNext []string // per slot: the owner id its next incarnation starts with, "" for its own (sessions.go)
 	restarts  sync.WaitGroup
 	operator  sync.WaitGroup        // the operator's edits of the table
 	handled   map[string][]handling // id → handlings
@@ -337,6 +356,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		handled: map[string][]handling{}, keyOrder: map[string][]string{}, running: map[string][]*running{},
 		keyOf: map[string]string{}, seqOf: map[string]string{}, retried: map[string]bool{}, overlapsOf: map[string]int{}, putAt: map[string]time.Time{}, shardOfID: map[string]string{},
 	}
+	s.audit.sess = &s.sessAudit
 	if cfg.Group {
 		return s.runGroup(ctx)
 	}
@@ -367,6 +387,7 @@ func (s *soak) startWorkers() {
 	s.faultsOn.Store(true)
 	s.slots = make([]*incarnation, s.cfg.Workers)
 	s.gens = make([]int, s.cfg.Workers)
+	s.ownerNext = make([]string, s.cfg.Workers)
 	for i := range s.cfg.Workers {
 		s.launch(i)
 	}
@@ -379,6 +400,7 @@ func (s *soak) startWatched(ctx context.Context, watch func(context.Context)) (s
 	var wg sync.WaitGroup
 	watchCtx, cancel := context.WithCancel(ctx)
 	wg.Go(func() { watch(watchCtx) })
+	wg.Go(func() { s.meter.run(watchCtx, s) })
 	return func() {
 		cancel()
 		wg.Wait()
@@ -404,7 +426,9 @@ func (s *soak) withFaults(ctx context.Context, produce, chaos func(context.Conte
 	<-chaosCtx.Done()
 	bg.Wait()
 	s.operator.Wait()
+	s.faultsMu.Lock()
 	s.faultsOn.Store(false)
+	s.faultsMu.Unlock()
 	s.restarts.Wait()
 	s.mu.Lock()
 	n := len(s.produced)
@@ -492,6 +516,7 @@ func (s *soak) launch(slot int) {
 		done:     make(chan error, 1),
 		troubled: map[string]bool{}, startedAt: time.Now(),
 		hrng: rand.New(rand.NewPCG(cfg.Seed^3, uint64(slot)<<32|uint64(gen))),
+		frng: rand.New(rand.NewPCG(cfg.Seed^5, uint64(slot)<<32|uint64(gen))),
 	}
 	rate := func() float64 {
 		if s.faultsOn.Load() {
@@ -516,6 +541,12 @@ func (s *soak) launch(slot int) {
 	case lease != cfg.Lease:
 		s.counts.add(EvMixed, 1)
 	}
+	s.mu.Lock()
+	if o := s.ownerNext[slot]; o != "" {
+		owner, s.ownerNext[slot] = o, "" // a same-id restart (sessions.go)
+	}
+	s.mu.Unlock()
+	inc.owner = owner
 	if !cfg.Mixed { // the mixed mode caps another slot (mixed.go)
 		mode = append(mode, s.capped(slot)...)
 	}
@@ -534,6 +565,7 @@ func (s *soak) launch(slot int) {
 		shardlease.WithLogger(cfg.Log.With("worker", inc.id)),
 		shardlease.WithMaxAttempts(MaxAttempts),
 		shardlease.WithDeadLetter(s.deadLetter(inc)),
+		shardlease.WithSessions(cfg.Sessions),
 	)
 	c, err := s.newWorker(inc, gen, kin, store, opts)
 	if err != nil {
@@ -550,7 +582,7 @@ func (s *soak) launch(slot int) {
 	if gen > 1 {
 		s.counts.add(EvRestart, 1)
 	}
-	fmt.Fprintf(s.cfg.Events, "%6.1fs start %s (wall clock %+v)\n", s.since(), inc.id, inc.skew.Round(time.Second))
+	fmt.Fprintf(s.cfg.Events, "%6.1fs start %s as %s (wall clock %+v)\n", s.since(), inc.id, owner, inc.skew.Round(time.Second))
 }
 
 // newWorker returns inc's worker of the soak's mode: a Consumer, a Group,
@@ -591,14 +623,17 @@ func (s *soak) storeFor(inc *incarnation, in *injector) shardlease.LeaseStore {
 	} else {
 		store = &faultStore{next: &auditStore{LeaseStore: s.memory, WorkerStore: s.memory, a: s.audit, by: inc.id}, in: in}
 	}
-	return &troubleStore{LeaseStore: store, inc: inc}
+	return &troubleStore{LeaseStore: store, inc: inc, s: s}
 }
 
 // troubleStore marks the shards on which a write of the incarnation failed:
-// the lease may be lost there, which explains a record handled again.
+// the lease may be lost there, which explains a record handled again. It is
+// the outermost layer: the holder's writes it passes on carry when they
+// were sent (withHolderWrite), for the sessions' audit (sessions.go).
 type troubleStore struct {
 	shardlease.LeaseStore
 	inc *incarnation
+	s   *soak
 }
 
 func (t *troubleStore) mark(l shardlease.Lease, err error) {
@@ -610,19 +645,19 @@ func (t *troubleStore) mark(l shardlease.Lease, err error) {
 }
 
 func (t *troubleStore) Renew(ctx context.Context, l shardlease.Lease, e time.Time) (shardlease.Lease, error) {
-	got, err := t.LeaseStore.Renew(ctx, l, e)
+	got, err := t.LeaseStore.Renew(withHolderWrite(ctx, "renew", t.inc, l), l, e)
 	t.mark(l, err)
 	return got, err
 }
 
 func (t *troubleStore) Checkpoint(ctx context.Context, l shardlease.Lease, cp string, sub int64, e time.Time) (shardlease.Lease, error) {
-	got, err := t.LeaseStore.Checkpoint(ctx, l, cp, sub, e)
+	got, err := t.LeaseStore.Checkpoint(withHolderWrite(ctx, "checkpoint", t.inc, l), l, cp, sub, e)
 	t.mark(l, err)
 	return got, err
 }
 
 func (t *troubleStore) Release(ctx context.Context, l shardlease.Lease) (shardlease.Lease, error) {
-	got, err := t.LeaseStore.Release(ctx, l)
+	got, err := t.LeaseStore.Release(withHolderWrite(ctx, "release", t.inc, l), l)
 	t.mark(l, err)
 	return got, err
 }
@@ -638,8 +673,13 @@ func (t *troubleStore) Heartbeat(ctx context.Context, stream, owner string) (sha
 	return t.LeaseStore.(shardlease.WorkerStore).Heartbeat(ctx, stream, owner)
 }
 
+// RemoveWorker records a session row removed as a fence of its session.
 func (t *troubleStore) RemoveWorker(ctx context.Context, w shardlease.Worker) (bool, error) {
-	return t.LeaseStore.(shardlease.WorkerStore).RemoveWorker(ctx, w)
+	removed, err := t.LeaseStore.(shardlease.WorkerStore).RemoveWorker(ctx, w)
+	if err == nil && removed && t.s != nil {
+		t.s.sessAudit.fence(w)
+	}
+	return removed, err
 }
 
 func (t *troubleStore) ListWithWorkersEventually(ctx context.Context, stream string) ([]shardlease.Lease, []shardlease.Worker, error) {
@@ -918,6 +958,9 @@ func (s *soak) chaos(ctx context.Context) {
 				evs = append(evs, event{at: s.jitter(window), kind: kind, d: cfg.Lease/2 + time.Duration(s.rng.Float64()*float64(2*cfg.Lease))})
 			}
 		}
+		if cfg.Sessions {
+			evs = append(evs, s.sessionEvents(window, n)...)
+		}
 		return evs
 	})
 	evs = append(evs, event{at: window * 5 / 6, kind: EvDeleteFinished})
@@ -931,6 +974,10 @@ func (s *soak) chaos(ctx context.Context) {
 			s.leaveJoint(ctx, ev.d)
 		case EvDeleteFinished:
 			s.operator.Go(func() { s.deleteFinished(ctx) })
+		case EvZoneLost:
+			s.loseZone(ctx, ev.d)
+		case EvSameID:
+			s.sameIDRestart(ev.slot)
 		case EvSplit, EvMerge:
 			if err := s.reshard(ctx, ev.kind); err != nil {
 				fmt.Fprintf(cfg.Events, "%6.1fs %s failed: %v\n", s.since(), ev.kind, err)

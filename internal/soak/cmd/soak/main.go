@@ -5,6 +5,7 @@
 //	go run ./internal/soak/cmd/soak -world emulator -duration 5m -workers 4 -shards 8 -seed 1
 //	go run ./internal/soak/cmd/soak -world emulator -group -duration 2m -shards 4
 //	go run ./internal/soak/cmd/soak -world fake -mixed -duration 2m -shards 4
+//	go run ./internal/soak/cmd/soak -world fake -sessions -duration 40s -workers 4 -shards 4 -lease 2s
 //
 // The emulator world starts its own dynalite and kinesalite (Node.js and npm
 // needed; installed into .emulators/ on first use). The fake world runs the
@@ -46,6 +47,7 @@ func run() int {
 		verbose  = flag.Bool("v", false, "print the library's logs (info and up)")
 		group    = flag.Bool("group", false, "run each worker as one Group over three streams from a polled source; a fourth is added and one removed while it runs")
 		mixed    = flag.Bool("mixed", false, "run Consumers and Groups with different stream sets on one lease table (three streams); the sets change while it runs, and a restarted worker may come back as another kind; needs -workers 4 or more")
+		sessions = flag.Bool("sessions", false, "run every worker WithSessions(true) (one keep a renew interval keeps all its leases) and add zone losses, takers crashing between a fence and their claims, and same-id restarts to the faults")
 		interval = flag.Duration("source-interval", 2*time.Second, "with -group or -mixed: how often the workers poll the stream sources")
 		fanOut   = flag.String("fanout", "", "read with enhanced fan-out through the stream consumer of this name instead of polling; the emulator world then runs kinesis-local behind the fan-out shim instead of kinesalite")
 	)
@@ -57,7 +59,7 @@ func run() int {
 		Seed: *seed, Workers: *workers, Shards: *shards, Duration: *duration,
 		Rate: *rate, Keys: *keys, FaultRate: *faults, Lease: *lease, PoisonEvery: *poison,
 		Stream: emulator.UniqueName("soak"), Table: emulator.UniqueName("soak-leases"), FanOut: *fanOut,
-		Group: *group, Mixed: *mixed, SourceInterval: *interval,
+		Group: *group, Mixed: *mixed, SourceInterval: *interval, Sessions: *sessions,
 	}
 	if *events {
 		cfg.Events = os.Stdout
