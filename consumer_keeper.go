@@ -311,6 +311,7 @@ func (kl *keepLoop) next() bool {
 	case <-r.k.poll:
 		return kl.renew(true)
 	case <-r.h.abandoned:
+		kl.leaveToExpire()
 		return false
 	case <-r.procDone:
 		if !r.isAbandoned() {
@@ -320,6 +321,27 @@ func (kl *keepLoop) next() bool {
 			r.finish(kl.wctx)
 		}
 		return false
+	}
+}
+
+// leaveToExpire hands a lease a session keeps, whose handler was abandoned,
+// over to expiry: one acquire of its own row on the handle's counter, which
+// clears the session's record, so that the lease expires for the others a
+// lease duration later, as a lease renewed by its holder does once the
+// renewals stop. Without it the row would name a live session for good and
+// nobody would take it.
+func (kl *keepLoop) leaveToExpire() {
+	r := kl.r
+	if r.k.gen == 0 || r.lost() {
+		return
+	}
+	r.k.mu.Lock()
+	held := r.k.lease
+	r.k.mu.Unlock()
+	ctx, cancel := context.WithTimeout(kl.wctx, r.c.cfg.callTimeout())
+	defer cancel()
+	if _, err := r.c.store.Acquire(ctx, held.Key, held.Owner, held.Counter); err != nil {
+		r.log.Warn("handing an abandoned lease over to expiry failed; its session keeps it while this worker runs", "err", err)
 	}
 }
 

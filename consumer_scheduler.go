@@ -423,9 +423,19 @@ func (sc *scheduler) releaseLate(ctx context.Context) {
 // this moment has its runner already.
 func releaseUnrun(ctx context.Context, c *Consumer, leases []Lease) {
 	held, stuck := c.heldSet(), c.stuckSet()
+	var live Worker
+	if c.sess != nil {
+		live, _ = c.sess.current()
+	}
 	for _, l := range leases {
 		id := l.Key.String()
 		if l.Owner != c.cfg.identity || held[id] || stuck[id] {
+			continue
+		}
+		if l.Session != "" && (l.Session != live.Key() || l.SessionGen != live.Gen) {
+			// Kept by a session of this worker that ended (fenced, or not
+			// kept): no write of that incarnation may land; the others
+			// claim the lease once they confirm the session over.
 			continue
 		}
 		rctx, cancel := c.storeCtx(ctx)
@@ -588,11 +598,15 @@ func (sc *scheduler) listingOf(leases []Lease, live []string, now time.Time) *ta
 			in.Waiting++
 		}
 	}
-	// A row the store refused to hand out (until an operator acts) is
-	// nobody's to coordinate from: the first lease is the first of the
-	// others, so that the fleet does not list every take interval for a
-	// row no worker may take.
-	takable := slices.DeleteFunc(slices.Clone(in.Rows), func(r balance.Row) bool { return in.Refused[r.Shard] })
+	// A free row the store refused to hand out to this worker (until an
+	// operator acts) is nobody's to coordinate from: the first lease is the
+	// first of the others, so that the fleet does not list every take
+	// interval for a row no worker may take. Once somebody holds it again,
+	// it counts again.
+	takable := slices.DeleteFunc(slices.Clone(in.Rows), func(r balance.Row) bool {
+		_, refused := sc.refused[r.Shard]
+		return refused && r.Owner == ""
+	})
 	if first, ok := balance.FirstReadable(takable); ok && sc.cd.ns != nil {
 		in.First, tl.first = first.Shard, tl.byShard[first.Shard]
 		in.Firsts = balance.Firsts(takable)
