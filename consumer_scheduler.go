@@ -578,7 +578,7 @@ func (sc *scheduler) listingOf(leases []Lease, live []string, now time.Time) *ta
 		// of this worker's lease duration and the holder's, written on the
 		// row.
 		tl.expiresAt[id] = sc.obs[id].changed.Add(sc.sessions.wait(l, c.cfg.leaseDuration))
-		in.Expired[id] = l.Owner != "" && l.Owner != me && (!now.Before(tl.expiresAt[id]) || sc.sessions.over(l))
+		in.Expired[id] = l.Owner != "" && l.Owner != me && !now.Before(tl.expiresAt[id])
 		in.Stalled[id] = l.Owner != "" && now.Sub(sc.obs[id].changed) >= sc.cd.stall(l)
 		if since, ok := sc.takable[id]; ok && now.Sub(since) >= c.cfg.takeInterval {
 			in.Leftover[id] = true

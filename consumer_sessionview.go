@@ -137,15 +137,6 @@ func (v *sessionView) seen(l Lease) session.Seen {
 // mark returns what an observer of l watches stand still.
 func (v *sessionView) mark(l Lease) string { return session.Mark(v.seen(l)) }
 
-// over reports whether the view shows l kept by a session that is not live
-// (gone, reopened, or ended by this worker's fence): such a lease need not
-// stand still a lease duration before it is taken; the take confirms the
-// session is over first (mayClaim).
-func (v *sessionView) over(l Lease) bool {
-	s := v.seen(l)
-	return l.Owner != "" && s.Kept() && (s.Ended || !s.Lives())
-}
-
 // markRead reads the session that keeps l again (a deputy's look, between
 // listings) and returns l's mark.
 func (v *sessionView) markRead(ctx context.Context, c *Consumer, l Lease) string {
@@ -250,9 +241,9 @@ func (v *sessionView) remind(ctx context.Context, c *Consumer, pending map[strin
 }
 
 // fenceLeftOver fences the sessions of the expired leases a round left to
-// others (this worker at its cap, or beyond its share): a worker that can
-// take them then confirms the session over at its first listing and takes
-// them at once, instead of timing them a lease duration of its own.
+// others (this worker at its cap, or beyond its share): the session can
+// then never be kept again, whatever becomes of this worker, and the
+// workers that take its leases confirm it over once they have timed them.
 func (v *sessionView) fenceLeftOver(ctx context.Context, c *Consumer, tl *takeListing, obs map[string]observation, now time.Time) {
 	if v.store == nil {
 		return

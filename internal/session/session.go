@@ -94,12 +94,14 @@ const (
 	// observer's fence ended the session; take it on the lease counter
 	// seen.
 	Claim
-	// Confirm: the observer's read showed no live session of the lease's
-	// generation (the row gone, or reopened). Confirm it with a fence that
-	// deletes nothing (conditional on a counter no row has, NoCounter),
-	// and claim at once if the session is over: a session gone or reopened
-	// never keeps again, so there is nothing to wait for. A read a moment
-	// old that missed a live row only makes the fence find the row.
+	// Confirm: the lease is expired and the observer's read showed no live
+	// session of its generation (the row gone, or reopened). Confirm it
+	// with a fence that deletes nothing (conditional on a counter no row
+	// has, NoCounter), and claim if the session is over. A read a moment
+	// old that missed a live row only makes the fence find the row. The
+	// wait is not skipped: a session ended by an operator's tool (which
+	// takes one lease at once) may have been kept a moment before, and its
+	// holder runs its other leases until its cut-off.
 	Confirm
 )
 
@@ -126,16 +128,16 @@ func (s Step) String() string {
 // observer ended the session, even when its read showed no row.
 func Judge(s Seen, still, wait time.Duration) Step {
 	switch {
-	case s.Owner == "" || s.Kept() && s.Ended:
+	case s.Owner == "":
 		return Claim
-	case s.Kept() && !s.Lives():
-		return Confirm
 	case still < wait:
 		return Wait
-	case s.Kept():
-		return Fence
+	case !s.Kept() || s.Ended:
+		return Claim
+	case !s.Lives():
+		return Confirm
 	}
-	return Claim
+	return Fence
 }
 
 // FenceAt returns the counter a fence of s's session is conditional on:
