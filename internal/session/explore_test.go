@@ -1,0 +1,362 @@
+package session
+
+import (
+	"fmt"
+	"hash/maphash"
+	"strings"
+	"testing"
+	"time"
+	"unsafe"
+)
+
+// The exhaustive exploration of the session protocol's interleavings: a
+// breadth-first search over the model of model_test.go, states deduplicated
+// by their canonical form, every invariant checked in every state reached.
+
+// result is what one exploration found.
+type result struct {
+	States, Transitions int
+	Depth               int
+	Cov                 [covCount]int
+	UntakenMax          int // ticks, over states where a live worker had room
+	Bad                 string
+	Trace               []string
+	Elapsed             time.Duration
+}
+
+var seeds = [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()}
+
+// key hashes a canonical state to 128 bits. Every field of state is one
+// byte wide, so the struct has no padding and its bytes are its value.
+func key(s *state) [2]uint64 {
+	b := unsafe.Slice((*byte)(unsafe.Pointer(s)), unsafe.Sizeof(*s))
+	return [2]uint64{maphash.Bytes(seeds[0], b), maphash.Bytes(seeds[1], b)}
+}
+
+type node struct {
+	s   state
+	idx int32
+}
+
+// explore searches every state reachable from the initial one and stops at
+// the first broken invariant, with the trace that led there.
+func (p *params) explore() result {
+	start := time.Now()
+	p.win = p.window()
+	var r result
+	init := p.initial()
+	p.canon(&init)
+	visited := map[[2]uint64]struct{}{key(&init): {}}
+	parent := []int32{-1}
+	via := []move{{}}
+	frontier := []node{{init, 0}}
+	for len(frontier) > 0 && r.Bad == "" {
+		if p.Limit > 0 && len(visited) > p.Limit {
+			r.Bad = fmt.Sprintf("more than %d states", p.Limit)
+			break
+		}
+		var next []node
+		for _, n := range frontier {
+			emitted := false
+			p.successors(&n.s, func(m move, t *state, cov uint32, bad string) {
+				emitted = true
+				if r.Bad != "" {
+					return
+				}
+				r.Transitions++
+				for c := 0; c < covCount; c++ {
+					if cov&(1<<c) != 0 {
+						r.Cov[c]++
+					}
+				}
+				p.settleTimers(t)
+				p.canon(t)
+				if bad == "" {
+					bad = p.check(t, &r)
+				}
+				if bad != "" {
+					r.Bad = bad
+					r.Trace = p.replay(append(pathTo(parent, via, n.idx), m))
+					return
+				}
+				k := key(t)
+				if _, ok := visited[k]; ok {
+					return
+				}
+				visited[k] = struct{}{}
+				parent = append(parent, n.idx)
+				via = append(via, m)
+				next = append(next, node{*t, int32(len(parent) - 1)})
+			})
+			if !emitted && r.Bad == "" {
+				r.Bad = "no step is possible"
+				r.Trace = p.replay(pathTo(parent, via, n.idx))
+			}
+			if r.Bad != "" {
+				break
+			}
+		}
+		if len(next) > 0 {
+			r.Depth++
+		}
+		frontier = next
+	}
+	r.States = len(visited)
+	r.Elapsed = time.Since(start)
+	return r
+}
+
+// settleTimers restarts the untaken timer of every lease held now.
+func (p *params) settleTimers(t *state) {
+	for l := 0; l < p.Leases; l++ {
+		if p.isHeld(t, l) {
+			t.Untaken[l] = 0
+		}
+	}
+}
+
+// check returns the invariant s breaks, if any, and records the longest
+// wait for a lease while some worker had room.
+func (p *params) check(s *state, r *result) string {
+	for l := 0; l < p.Leases; l++ {
+		var hands []string
+		for i := range s.Inc {
+			if p.mayHand(s, i, l) {
+				hands = append(hands, fmt.Sprintf("#%d", i))
+			}
+		}
+		if len(hands) > 1 {
+			return fmt.Sprintf("lease %d may be handed by %s at once", l, strings.Join(hands, " and "))
+		}
+	}
+	if !p.roomAnywhere(s) {
+		return ""
+	}
+	for l := 0; l < p.Leases; l++ {
+		u := int(s.Untaken[l])
+		r.UntakenMax = max(r.UntakenMax, u)
+		if u > p.Bound() {
+			return fmt.Sprintf("lease %d untaken for more than %d ticks since the last fault while a worker has room", l, p.Bound())
+		}
+	}
+	return ""
+}
+
+func pathTo(parent []int32, via []move, idx int32) []move {
+	var rev []move
+	for i := idx; i > 0; i = parent[i] {
+		rev = append(rev, via[i])
+	}
+	out := make([]move, 0, len(rev)+1)
+	for i := len(rev) - 1; i >= 0; i-- {
+		out = append(out, rev[i])
+	}
+	return out
+}
+
+// replay runs the moves from the initial state and renders each state.
+func (p *params) replay(moves []move) []string {
+	s := p.initial()
+	p.canon(&s)
+	out := []string{"start: " + s.String()}
+	for _, m := range moves {
+		var found *state
+		p.successors(&s, func(mm move, t *state, _ uint32, _ string) {
+			if mm == m && found == nil {
+				c := *t
+				found = &c
+			}
+		})
+		if found == nil {
+			return append(out, fmt.Sprintf("(replay lost at %v)", m))
+		}
+		s = *found
+		p.settleTimers(&s)
+		p.canon(&s)
+		out = append(out, fmt.Sprintf("%-34s %s", m.String()+":", s.String()))
+	}
+	return out
+}
+
+// canon zeroes what no rule reads and renumbers counters and generations
+// by rank, so that states that behave alike are one.
+func (p *params) canon(s *state) {
+	win := int8(p.window())
+	for i := range s.Inc {
+		w := &s.Inc[i]
+		if w.Status == unused {
+			*w = inc{}
+			continue
+		}
+		if !w.Paused {
+			w.PauseAge = 0
+		}
+		if w.Gen == 0 {
+			w.LastOK = win
+		}
+		if w.Keep.St == idle {
+			w.Keep = keepReq{}
+		}
+		if w.Fence.St == idle {
+			w.Fence = fenceReq{}
+		}
+		for l := range w.Req {
+			if w.Req[l].St == idle {
+				w.Req[l] = leaseReq{}
+			}
+			if !w.Held[l].Has {
+				w.Held[l] = held{}
+			}
+			if !w.Seen[l].Valid {
+				w.Seen[l] = seen{}
+			}
+		}
+	}
+	for o := range s.Sess {
+		if int(s.Sess[o].Age) >= p.Stale {
+			s.Sess[o].Prev, s.Sess[o].Age = s.Sess[o].Cur, int8(p.Stale)
+		}
+	}
+	for l := range s.Lease {
+		if int(s.Lease[l].Age) >= p.Stale {
+			s.Lease[l].Prev, s.Lease[l].Age = s.Lease[l].Cur, int8(p.Stale)
+		}
+	}
+	p.renumberAll(s)
+}
+
+func (p *params) renumberAll(s *state) {
+	var buf [96]*int8
+	gens := buf[:0]
+	for o := range s.Sess {
+		gens = append(gens, &s.Sess[o].Cur.Gen, &s.Sess[o].Prev.Gen)
+	}
+	for l := range s.Lease {
+		gens = append(gens, &s.Lease[l].Cur.Gen, &s.Lease[l].Prev.Gen)
+	}
+	for i := range s.Inc {
+		w := &s.Inc[i]
+		gens = append(gens, &w.Gen, &w.Keep.Gen, &w.Fence.Gen)
+		for l := range w.Req {
+			gens = append(gens, &w.Req[l].Gen, &w.Seen[l].Gen, &w.Seen[l].RowGen)
+		}
+	}
+	s.NextGen = renumber(gens)
+	for o := range s.Sess {
+		cs := append(buf[:0], &s.Sess[o].Cur.Counter, &s.Sess[o].Prev.Counter)
+		for i := range s.Inc {
+			w := &s.Inc[i]
+			if w.Fence.St != idle && int(w.Fence.Owner) == o {
+				cs = append(cs, &w.Fence.Counter)
+			}
+			for l := range w.Seen {
+				if w.Seen[l].Valid && int(w.Seen[l].Owner) == o+1 {
+					cs = append(cs, &w.Seen[l].RowCounter)
+				}
+			}
+		}
+		s.NextSC[o] = renumber(cs)
+	}
+	for l := range s.Lease {
+		cs := append(buf[:0], &s.Lease[l].Cur.Counter, &s.Lease[l].Prev.Counter)
+		for i := range s.Inc {
+			w := &s.Inc[i]
+			cs = append(cs, &w.Held[l].Counter, &w.Req[l].Cond, &w.Req[l].New, &w.Seen[l].Counter)
+		}
+		s.NextLC[l] = renumber(cs)
+	}
+}
+
+// renumber maps the non-zero values behind ptrs to their rank (from 1),
+// and returns the next fresh value.
+func renumber(ptrs []*int8) int8 {
+	var seen [128]bool
+	for _, q := range ptrs {
+		if *q > 0 {
+			seen[*q] = true
+		}
+	}
+	var rank [128]int8
+	n := int8(0)
+	for v := range seen {
+		if seen[v] {
+			n++
+			rank[v] = n
+		}
+	}
+	for _, q := range ptrs {
+		if *q > 0 {
+			*q = rank[*q]
+		}
+	}
+	return n + 1
+}
+
+// base is the exploration's timing: a lease of 4 ticks (a tick is a
+// second), a keep every tick (R = L/4, the nearest tick to L/3), an
+// observation every tick, requests that land within the tick they are sent
+// in, reads that see every write, one record per lease, and pauses past L.
+func base(owners, leases int) params {
+	return params{
+		Owners: owners, Leases: leases, Cap: leases,
+		L: 4, R: 1, T: 1, MaxDelay: 0, Stale: 0, Records: 1, PauseMax: 5,
+		Crashes: 1, Pauses: 1, Restarts: 1, Losses: 1, Leaves: 1,
+		Tick: time.Second,
+	}
+}
+
+func report(t *testing.T, name string, p params, r result) {
+	t.Helper()
+	msg := fmt.Sprintf("%s: %d states, %d transitions, depth %d, untaken max %d ticks = %.2f L (bound %d), %v",
+		name, r.States, r.Transitions, r.Depth, r.UntakenMax, float64(r.UntakenMax)/float64(p.L), p.Bound(), r.Elapsed.Round(time.Millisecond))
+	t.Log(msg)
+	if testing.Verbose() {
+		fmt.Println(msg)
+	}
+	for c, n := range r.Cov {
+		t.Logf("  %-45s %d", covNames[c], n)
+	}
+}
+
+// runCase explores p and fails with the trace of the first broken invariant.
+func runCase(t *testing.T, name string, p params) result {
+	t.Helper()
+	r := p.explore()
+	report(t, name, p, r)
+	if r.Bad != "" {
+		t.Fatalf("%s: %s after:\n%s", name, r.Bad, strings.Join(r.Trace, "\n"))
+	}
+	return r
+}
+
+// needCoverage fails unless every path named was reached.
+func needCoverage(t *testing.T, r result, want uint32) {
+	t.Helper()
+	for c := 0; c < covCount; c++ {
+		if want&(1<<c) != 0 && r.Cov[c] == 0 {
+			t.Errorf("the exploration never reached: %s", covNames[c])
+		}
+	}
+}
+
+// TestProtocolExplore2Workers2Leases: two workers over two leases, any two
+// faults of crash, pause past L, lost request or reply, graceful leave and
+// same-id restart (so a taker dying between fence and claim, a zombie
+// beside its restart, a claim whose reply was lost).
+func TestProtocolExplore2Workers2Leases(t *testing.T) {
+	p := base(2, 2)
+	p.Faults = 2
+	r := runCase(t, "2 workers x 2 leases, 2 faults", p)
+	needCoverage(t, r, covFenceThenDie|covKeepRefused|covZombie|covAdopt|covLostClaimReply|covClaimGone|covTakenFromPaused)
+}
+
+// TestProtocolExplore3Workers2Leases: three workers over two leases, at
+// most one lease each, so a crash leaves the lease to the one worker with
+// room.
+func TestProtocolExplore3Workers2Leases(t *testing.T) {
+	p := base(3, 2)
+	p.Cap = 1
+	p.Faults = 1
+	r := runCase(t, "3 workers x 2 leases, cap 1, 1 fault", p)
+	needCoverage(t, r, covKeepRefused|covTakenFromPaused)
+}
