@@ -360,3 +360,52 @@ func TestProtocolExplore3Workers2Leases(t *testing.T) {
 	r := runCase(t, "3 workers x 2 leases, cap 1, 1 fault", p)
 	needCoverage(t, r, covKeepRefused|covTakenFromPaused)
 }
+
+// TestProtocolExploreStaleReads: reads may miss a write of the same tick,
+// the lease row and the session row each on its own (a lease row seen
+// before the session row its holder wrote first), with one fault.
+func TestProtocolExploreStaleReads(t *testing.T) {
+	p := base(2, 2)
+	p.Stale, p.Faults = 1, 1
+	r := runCase(t, "2 workers x 2 leases, stale reads, 1 fault", p)
+	needCoverage(t, r, covStaleSession|covKeepRefused|covTakenFromPaused)
+}
+
+// TestProtocolExploreLateRequests: claims, fences and checkpoints land up
+// to a tick after they were sent (after the sender's cut-off, after a
+// fence), with one fault.
+func TestProtocolExploreLateRequests(t *testing.T) {
+	p := base(2, 2)
+	p.MaxDelay, p.Faults = 1, 1
+	r := runCase(t, "2 workers x 2 leases, requests a tick late, 1 fault", p)
+	needCoverage(t, r, covKeepRefused|covTakenFromPaused|covAdopt)
+}
+
+// TestProtocolExploreFindsBrokenRules breaks one rule at a time and asserts
+// the explorer finds the invariant it breaks: the exploration can fail.
+func TestProtocolExploreFindsBrokenRules(t *testing.T) {
+	for _, c := range []struct {
+		m    mutation
+		want string
+		edit func(*params)
+	}{
+		{claimWithoutFence, "at once", nil},
+		{staleMark, "at once", nil},
+		{keepUnconditional, "at once", nil},
+	} {
+		p := base(2, 2)
+		p.Faults, p.Mutation = 2, c.m
+		if c.edit != nil {
+			c.edit(&p)
+		}
+		r := p.explore()
+		msg := fmt.Sprintf("%s: %d states until %q (trace of %d steps)", c.m, r.States, r.Bad, len(r.Trace))
+		t.Log(msg)
+		if testing.Verbose() {
+			fmt.Println(msg)
+		}
+		if !strings.Contains(r.Bad, c.want) {
+			t.Errorf("%s: the explorer found %q, want a violation containing %q", c.m, r.Bad, c.want)
+		}
+	}
+}

@@ -232,7 +232,7 @@ func (p *params) landKeep(t *state, i int) uint32 {
 		settle(w, &w.Keep.St, true)
 		return 0
 	}
-	ok := t.Sess[o].Cur.Gen == w.Keep.Gen
+	ok := t.Sess[o].Cur.Gen == w.Keep.Gen || p.Mutation == keepUnconditional
 	if ok {
 		writeSess(t, o, sessVer{Gen: w.Keep.Gen, Counter: t.NextSC[o]})
 		t.NextSC[o]++
@@ -322,9 +322,6 @@ func (p *params) replyKeep(t *state, i int) uint32 {
 	k := w.Keep
 	w.Keep = keepReq{}
 	age := k.Age
-	if p.Mutation == cutoffFromReply {
-		age = 0
-	}
 	switch {
 	case k.Open:
 		w.Gen, w.LastOK = k.Gen, age

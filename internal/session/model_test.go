@@ -103,14 +103,15 @@ const (
 	claimWithoutFence
 	// staleMark keeps timing a mark's stillness across changes of the mark.
 	staleMark
-	// cutoffFromReply times the cut-off from the reply of a keep, not its send.
-	cutoffFromReply
+	// keepUnconditional lets a keep write the session row whatever it holds,
+	// so a fenced session comes back.
+	keepUnconditional
 	// checkpointOnOwner conditions checkpoint writes on the owner id alone.
 	checkpointOnOwner
 )
 
 func (m mutation) String() string {
-	return [...]string{"intact", "claim without fence", "stale mark", "cut-off from the reply", "checkpoint on owner id alone"}[m]
+	return [...]string{"intact", "claim without fence", "stale mark", "keep without its condition", "checkpoint on owner id alone"}[m]
 }
 
 // params sets one exploration.
