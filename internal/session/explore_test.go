@@ -3,6 +3,8 @@ package session
 import (
 	"fmt"
 	"hash/maphash"
+	"math/bits"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -122,7 +124,7 @@ func (p *params) check(s *state, r *result) string {
 		var hands []string
 		for i := range s.Inc {
 			if p.mayHand(s, i, l) {
-				hands = append(hands, fmt.Sprintf("#%d", i))
+				hands = append(hands, "#"+strconv.Itoa(i))
 			}
 		}
 		if len(hands) > 1 {
@@ -268,28 +270,20 @@ func (p *params) renumberAll(s *state) {
 }
 
 // renumber maps the non-zero values behind ptrs to their rank (from 1),
-// and returns the next fresh value.
+// and returns the next fresh value. Canonical values stay far below 64.
 func renumber(ptrs []*int8) int8 {
-	var seen [128]bool
+	var mask uint64
 	for _, q := range ptrs {
 		if *q > 0 {
-			seen[*q] = true
-		}
-	}
-	var rank [128]int8
-	n := int8(0)
-	for v := range seen {
-		if seen[v] {
-			n++
-			rank[v] = n
+			mask |= 1 << uint(*q)
 		}
 	}
 	for _, q := range ptrs {
 		if *q > 0 {
-			*q = rank[*q]
+			*q = int8(bits.OnesCount64(mask&(1<<uint(*q)-1))) + 1
 		}
 	}
-	return n + 1
+	return int8(bits.OnesCount64(mask)) + 1
 }
 
 // base is the exploration's timing: a lease of 4 ticks (a tick is a
@@ -361,6 +355,28 @@ func TestProtocolExplore3Workers2Leases(t *testing.T) {
 	needCoverage(t, r, covKeepRefused|covTakenFromPaused)
 }
 
+// TestProtocolExplore3WorkersTakerDies: three workers, at most one lease
+// each, a holder paused past L or crashed and a taker crashed, at any two
+// points: a taker dying between fence and claim leaves the lease to the
+// one worker left with room.
+func TestProtocolExplore3WorkersTakerDies(t *testing.T) {
+	p := base(3, 2)
+	p.Cap, p.Faults = 1, 2
+	p.Restarts, p.Losses, p.Leaves = 0, 0, 0
+	r := runCase(t, "3 workers x 2 leases, cap 1, crash and pause", p)
+	needCoverage(t, r, covFenceThenDie|covKeepRefused|covClaimGone|covTakenFromPaused)
+}
+
+// TestProtocolExplore3WorkersTwoCrash: three workers, no cap, two of them
+// crash at any two points (more than a zone).
+func TestProtocolExplore3WorkersTwoCrash(t *testing.T) {
+	p := base(3, 2)
+	p.Faults, p.Crashes = 2, 2
+	p.Pauses, p.Restarts, p.Losses, p.Leaves = 0, 0, 0, 0
+	r := runCase(t, "3 workers x 2 leases, two crashes", p)
+	needCoverage(t, r, covFenceThenDie|covClaimGone)
+}
+
 // TestProtocolExploreStaleReads: reads may miss a write of the same tick,
 // the lease row and the session row each on its own (a lease row seen
 // before the session row its holder wrote first), with one fault.
@@ -394,7 +410,8 @@ func TestProtocolExploreFindsBrokenRules(t *testing.T) {
 		{keepUnconditional, "at once", nil},
 	} {
 		p := base(2, 2)
-		p.Faults, p.Mutation = 2, c.m
+		p.Faults, p.Mutation = 1, c.m
+		p.Crashes, p.Restarts, p.Losses, p.Leaves = 0, 0, 0, 0
 		if c.edit != nil {
 			c.edit(&p)
 		}
