@@ -295,7 +295,7 @@ func base(owners, leases int) params {
 		Owners: owners, Leases: leases, Cap: leases,
 		L: 4, R: 1, T: 1, MaxDelay: 0, Stale: 0, Records: 1, PauseMax: 5,
 		Crashes: 1, Pauses: 1, Restarts: 1, Losses: 1, Leaves: 1,
-		Tick: time.Second,
+		Mutation: intact, Tick: time.Second,
 	}
 }
 
@@ -417,7 +417,7 @@ func TestProtocolExploreFindsBrokenRules(t *testing.T) {
 		}
 		r := p.explore()
 		msg := fmt.Sprintf("%s: %d states until %q (trace of %d steps)", c.m, r.States, r.Bad, len(r.Trace))
-		t.Log(msg)
+		t.Log(msg + ":\n" + strings.Join(r.Trace, "\n"))
 		if testing.Verbose() {
 			fmt.Println(msg)
 		}

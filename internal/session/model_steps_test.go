@@ -11,14 +11,8 @@ import (
 // Move kinds.
 const (
 	mTick uint8 = iota
-	mReplyKeep
-	mReplyFence
-	mReplyReq
-	mOpen
-	mKeep
 	mObserve
 	mHand
-	mCheckpoint
 	mLeave
 	mCrash
 	mPause
@@ -36,7 +30,7 @@ const (
 )
 
 var moveNames = [...]string{
-	"tick", "reply-keep", "reply-fence", "reply-lease", "open", "keep", "observe", "hand", "checkpoint",
+	"tick", "observe", "hand and checkpoint",
 	"leave", "crash", "pause", "resume", "restart", "land-keep", "land-fence", "land-lease",
 	"lose-keep", "lose-fence", "lose-lease-request", "lose-keep-reply", "lose-fence-reply", "lose-lease-reply",
 }
@@ -55,14 +49,15 @@ func (m move) String() string {
 	s := fmt.Sprintf("#%d %s", m.I, moveNames[m.Kind])
 	switch m.Kind {
 	case mObserve:
-		s += fmt.Sprintf(" lease %d", m.A)
-		if m.B&1 != 0 {
-			s += " (stale lease row)"
+		for l := 0; l < maxLeases; l++ {
+			if m.B>>(2*l)&1 != 0 {
+				s += fmt.Sprintf(" (lease %d row stale)", l)
+			}
+			if m.B>>(2*l)&2 != 0 {
+				s += fmt.Sprintf(" (lease %d session row stale)", l)
+			}
 		}
-		if m.B&2 != 0 {
-			s += " (stale session row)"
-		}
-	case mHand, mCheckpoint, mReplyReq, mLandReq, mLoseReq, mLoseReqReply:
+	case mHand, mLandReq, mLoseReq, mLoseReqReply:
 		s += fmt.Sprintf(" lease %d", m.A)
 	case mRestart:
 		s = fmt.Sprintf("restart w%d as #%d", m.A, m.I)

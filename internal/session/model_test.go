@@ -13,57 +13,63 @@ package session
 //     the session that keeps it, a counter bumped at every owner change and
 //     every checkpoint, and a checkpoint: how many records were handled).
 //   - Incarnations. A worker process is an incarnation of an owner id. It
-//     opens a session (OpenSession: a new generation whatever the row held),
-//     keeps it every R ticks (a write conditional on the generation), and
-//     every T ticks observes each lease: it reads the lease row and the
-//     session row the lease names, computes Mark, times how long the mark
-//     stood still on its own clock, and calls Judge. Fence deletes the
+//     opens a session (OpenSession: a new generation whatever the row held)
+//     and keeps it every R ticks (a write conditional on the generation). A
+//     keep refused ends the session: every lease is dropped and a new session
+//     opened. Every T ticks it observes every lease: it reads the lease row
+//     and the session row the lease names, computes Mark, times how long the
+//     mark stood still on its own clock, and calls Judge. Fence deletes the
 //     session row conditional on the generation and counter seen; after an
-//     ended fence the taker claims, on the lease counters it saw, every
-//     lease it saw kept by that session. A claim is a write conditional on
-//     the lease counter seen, naming the taker's session. A holder hands
-//     records (its position moves up to Records) and writes checkpoints
-//     conditional on its owner id and the lease counter, only before its
-//     cut-off. A keep that fails drops every lease and opens a new session.
-//     A lease row that names the incarnation's own session is adopted (after
-//     a claim whose reply was lost). A worker holds at most Cap leases.
-//   - Network. A request lands (is applied to the rows) at most MaxDelay
-//     ticks after it was sent; its reply waits until the sender takes a step.
-//     Requests of dead incarnations still land.
+//     ended fence the taker claims, on the lease counters it saw, every lease
+//     it saw kept by that session. Anyone else claims such a lease once its
+//     "gone" mark stood still for L. A claim is a write conditional on the
+//     lease counter seen, naming the taker's session. A holder hands a record
+//     and writes its checkpoint (conditional on its owner id and the lease
+//     counter) only before its cut-off; a refused checkpoint drops the lease.
+//     A lease row naming the incarnation's own session is adopted (after a
+//     claim whose reply was lost). A worker holds at most Cap leases, and
+//     neither fences nor claims without room.
+//   - Network. Claims, fences, checkpoints and releases land at most
+//     MaxDelay ticks after they were sent, interleaved with every other step;
+//     requests of dead incarnations still land. A reply is taken when its
+//     request lands, or when a paused sender resumes. Keeps and opens land
+//     when they are sent: a keep landing later only moves the counter later,
+//     which delays takers and never lets one act sooner.
 //   - Reads. A read may return the version of a row before its last write
 //     while that write is less than Stale ticks old (eventual consistency,
-//     one version deep), independently for the lease row and the session row.
-//   - Faults, within a budget: a crash (the incarnation is gone for good);
-//     a pause (no steps; its clock-driven obligations lapse) that ends after
-//     1 to PauseMax ticks, past L, with every belief kept; a request lost
-//     before it lands; a reply lost after its request landed (the sender does
-//     not know); a graceful leave (release every lease, then stop); and a
-//     restart under the same owner id (a new incarnation, so a new
-//     generation) while the previous one is dead or paused, so that it may
-//     come back as a zombie. A taker that dies between fencing and claiming
-//     is a crash at that point; the coverage counters show it is reached.
+//     one version deep), for the lease row and the session row on their own.
+//   - Faults, within a budget: a crash (the incarnation is gone for good); a
+//     pause of L to PauseMax ticks (no steps, every belief kept, then
+//     replies are taken and keeps resume); a request lost before it lands; a
+//     reply lost after its request landed (the sender does not know); a
+//     graceful leave (release every lease, then stop); and a restart under
+//     the same owner id (a new incarnation, so a new generation) while the
+//     previous one is dead or paused, so that it may come back as a zombie.
+//     A taker that dies between fencing and claiming is a crash while its
+//     fence is on its way; the coverage counters show it is reached.
 //
 // # What is abstracted, and why that is sound
 //
 //   - Time is ticks. Every stored time is an age in ticks since the event,
-//     clamped at the largest value any rule distinguishes (a keep sent a cut-off
-//     window ago or earlier is simply expired). Rules compare ages only, so a
-//     clamped state behaves like every state it stands for, and the state
-//     space is finite without a horizon: the exploration covers runs of any
-//     length within the fault budget.
-//   - Counters and generations are only compared for equality (and a new
-//     one is never equal to an old one). Each state renumbers them by rank
-//     within their domain (generations; each session row's counters; each
-//     lease row's counters), which maps equal states to one. A real session
-//     row made again after a fence may restart its counter, but always with
-//     a new generation, and every comparison of a session counter is paired
-//     with its generation (Mark, FenceSession), so fresh counters lose
-//     nothing.
+//     clamped at the largest value any rule distinguishes (a keep sent a
+//     cut-off window ago or earlier is simply expired). Rules compare ages
+//     only, so a clamped state behaves like every state it stands for, and
+//     the state space is finite without a horizon: the exploration covers
+//     runs of any length within the fault budget.
+//   - Counters and generations are only compared for equality, and a new
+//     one never equals an old one. Each state renumbers them by rank within
+//     their domain (generations; each session row's counters; each lease
+//     row's counters), which maps states that behave alike to one. A real
+//     session row made again after a fence may restart its counter, but
+//     always with a new generation, and every comparison of a session
+//     counter is paired with its generation (Mark, FenceSession), so fresh
+//     counters lose nothing.
+//   - States are stored as 128-bit hashes of their canonical bytes; the odds
+//     of two of a few million states colliding are below one in 10^24.
 //   - Clocks run at one rate. The margin of Cutoff, a tenth of L, is smaller
-//     than a tick here and is covered by the ordering argument (a taker
-//     fences at least L after the send of the holder's last successful
-//     keep). Rate drift is not explored; pauses past L stand in for the
-//     worst of it.
+//     than a tick here: the ordering argument (a taker fences at least L
+//     after the send of the holder's last successful keep) holds without it.
+//     Rate drift is not explored; pauses past L stand in for the worst of it.
 //   - Handoffs, rewinds, the mail of a session and rows of holders without
 //     sessions are not modeled: a lease moves away from a live session only
 //     through its holder, and here only by its release.
@@ -73,13 +79,15 @@ package session
 //  1. Never two live incarnations (paused or not) that believe they hold a
 //     lease and are both before their cut-off.
 //  2. Every accepted checkpoint write is at least the row's checkpoint.
-//  3. Within Bound ticks of the later of the last fault and the moment a
-//     lease stopped being held, it is held again, whenever some live,
-//     unpaused incarnation with an open session has room. Time advances
-//     only when every live, unpaused incarnation has done what is due (keep,
-//     observation, replies) and every overdue request has landed or been
+//  3. A lease is held again within Bound ticks of the latest of: the moment
+//     it stopped being held, the last fault, the last resume, whenever some
+//     live, unpaused incarnation with an open session has room. Time
+//     advances only when every live, unpaused incarnation has done what is
+//     due (keep, observation) and every overdue request has landed or been
 //     lost, so every path explored is fair and the check holds on all of
 //     them.
+//
+// Every state also has a next step (no deadlock).
 
 import (
 	"fmt"
