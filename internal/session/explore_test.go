@@ -397,6 +397,19 @@ func TestProtocolExploreLateRequests(t *testing.T) {
 	needCoverage(t, r, covKeepRefused|covTakenFromPaused|covAdopt)
 }
 
+// TestProtocolExploreSameIDRestart: a worker paused past L is restarted
+// under its owner id and then resumes beside the restart (a zombie). The
+// zombie's keep is refused for another generation: it stops for good
+// (Superseded) instead of opening again. (TestProtocolExploreFindsBrokenRules
+// shows what opening again does.)
+func TestProtocolExploreSameIDRestart(t *testing.T) {
+	p := base(2, 2)
+	p.Faults = 2
+	p.Crashes, p.Losses, p.Leaves = 0, 0, 0
+	r := runCase(t, "2 workers x 2 leases, pause and same-id restart", p)
+	needCoverage(t, r, covZombie|covSuperseded|covKeepRefused|covTakenFromPaused)
+}
+
 // TestProtocolExploreFindsBrokenRules breaks one rule at a time and asserts
 // the explorer finds the invariant it breaks: the exploration can fail.
 func TestProtocolExploreFindsBrokenRules(t *testing.T) {
@@ -408,6 +421,9 @@ func TestProtocolExploreFindsBrokenRules(t *testing.T) {
 		{claimWithoutFence, "at once", nil},
 		{staleMark, "at once", nil},
 		{keepUnconditional, "at once", nil},
+		{reopenSuperseded, "untaken", func(p *params) {
+			p.Leases, p.MaxDelay, p.Faults, p.Restarts = 1, 1, 2, 1
+		}},
 	} {
 		p := base(2, 2)
 		p.Faults, p.Mutation = 1, c.m

@@ -239,6 +239,8 @@ func (p *params) landKeep(t *state, i int) uint32 {
 	}
 	settle(w, &w.Keep.St, ok)
 	if !ok {
+		r := t.Sess[o].Cur
+		w.Keep.Superseded = Superseded(r.Gen != 0, int64(r.Gen), int64(w.Keep.Gen))
 		return covKeepRefused
 	}
 	return 0
@@ -328,6 +330,9 @@ func (p *params) replyKeep(t *state, i int) uint32 {
 		w.Held = [maxLeases]held{}
 	case k.St == replyOK && k.Gen == w.Gen:
 		w.LastOK = min(w.LastOK, age)
+	case k.St == replyNo && k.Superseded && p.Mutation != reopenSuperseded:
+		p.kill(t, i)
+		return covSuperseded
 	case k.St == replyNo:
 		w.Gen, w.LastOK = 0, int8(p.window())
 		w.Held = [maxLeases]held{}

@@ -116,10 +116,13 @@ const (
 	keepUnconditional
 	// checkpointOnOwner conditions checkpoint writes on the owner id alone.
 	checkpointOnOwner
+	// reopenSuperseded opens a new session after a keep refused for another
+	// generation of the row, as after a fence.
+	reopenSuperseded
 )
 
 func (m mutation) String() string {
-	return [...]string{"intact", "claim without fence", "stale mark", "keep without its condition", "checkpoint on owner id alone"}[m]
+	return [...]string{"intact", "claim without fence", "stale mark", "keep without its condition", "checkpoint on owner id alone", "reopen when superseded"}[m]
 }
 
 // params sets one exploration.
@@ -198,10 +201,11 @@ type leaseRow struct {
 
 // keepReq is the one open or keep request of an incarnation.
 type keepReq struct {
-	St   int8
-	Open bool
-	Age  int8 // ticks since sent
-	Gen  int8 // keep: generation kept; open: generation opened (reply)
+	St         int8
+	Superseded bool // refused: the row holds another generation
+	Open       bool
+	Age        int8 // ticks since sent
+	Gen        int8 // keep: generation kept; open: generation opened (reply)
 }
 
 type fenceReq struct {
