@@ -131,7 +131,7 @@ func (p *params) check(s *state, r *result) string {
 			return fmt.Sprintf("lease %d may be handed by %s at once", l, strings.Join(hands, " and "))
 		}
 	}
-	if !p.roomAnywhere(s) {
+	if !p.roomAnywhere(s) || s.lateInFlight() {
 		return ""
 	}
 	for l := 0; l < p.Leases; l++ {
@@ -142,6 +142,19 @@ func (p *params) check(s *state, r *result) string {
 		}
 	}
 	return ""
+}
+
+// lateInFlight reports whether a late request has yet to land: a fault
+// that lasts until it does.
+func (s *state) lateInFlight() bool {
+	for i := range s.Inc {
+		for l := range s.Inc[i].Req {
+			if s.Inc[i].Req[l].Late && s.Inc[i].Req[l].St == flight {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func pathTo(parent []int32, via []move, idx int32) []move {
@@ -410,6 +423,25 @@ func TestProtocolExploreSameIDRestart(t *testing.T) {
 	needCoverage(t, r, covZombie|covSuperseded|covKeepRefused|covTakenFromPaused)
 }
 
+// TestProtocolExploreLateWrites: two records per lease, so checkpoints can
+// move back, and claims, checkpoints and releases that land at any later
+// time (a fault that lasts until they land): with a holder paused past L,
+// and (over one lease) with a crash and a restart under the same owner id,
+// whose checkpoint of the dead incarnation lands after the restart's.
+func TestProtocolExploreLateWrites(t *testing.T) {
+	p := base(2, 2)
+	p.Records, p.Faults = 2, 2
+	p.Crashes, p.Restarts, p.Losses, p.Leaves, p.Lates = 0, 0, 0, 0, 1
+	r := runCase(t, "2 workers x 2 leases, 2 records, pause and a late write", p)
+	needCoverage(t, r, covLateWriteRefused|covCheckpointRefused|covTakenFromPaused)
+
+	p = base(2, 1)
+	p.Records, p.Faults = 2, 3
+	p.Pauses, p.Losses, p.Leaves, p.Lates = 0, 0, 0, 1
+	r = runCase(t, "2 workers x 1 lease, 2 records, crash, same-id restart and a late write", p)
+	needCoverage(t, r, covLateWriteRefused)
+}
+
 // TestProtocolExploreFindsBrokenRules breaks one rule at a time and asserts
 // the explorer finds the invariant it breaks: the exploration can fail.
 func TestProtocolExploreFindsBrokenRules(t *testing.T) {
@@ -421,6 +453,9 @@ func TestProtocolExploreFindsBrokenRules(t *testing.T) {
 		{claimWithoutFence, "at once", nil},
 		{staleMark, "at once", nil},
 		{keepUnconditional, "at once", nil},
+		{checkpointOnOwner, "backwards", func(p *params) {
+			p.Owners, p.Leases, p.Records, p.Faults, p.Crashes, p.Restarts, p.Lates, p.Pauses = 1, 1, 2, 3, 1, 1, 1, 0
+		}},
 		{reopenSuperseded, "untaken", func(p *params) {
 			p.Leases, p.MaxDelay, p.Faults, p.Restarts = 1, 1, 2, 1
 		}},

@@ -135,6 +135,12 @@ func (p *params) networkSteps(s *state, i int, emit emitFn) {
 	for l := 0; l < p.Leases; l++ {
 		if w.Req[l].St == flight {
 			p.landSteps(s, i, mLandReq, l, emit)
+			if !w.Req[l].Late && p.canFault(s, useLate) {
+				t := *s
+				t.Inc[i].Req[l].Late = true
+				p.fault(&t, useLate)
+				emit(move{Kind: mLate, I: int8(i), A: int8(l)}, &t, 0, "")
+			}
 		}
 	}
 }
@@ -274,6 +280,9 @@ func (p *params) landReq(t *state, i, l int) (uint32, string) {
 	var cov uint32
 	var bad string
 	ok := false
+	if q.Late {
+		t.Untaken = [maxLeases]int8{} // the fault ends when the request lands
+	}
 	switch q.Kind {
 	case claimReq:
 		if ok = row.Counter == q.Cond; ok {
@@ -299,6 +308,9 @@ func (p *params) landReq(t *state, i, l int) (uint32, string) {
 			t.NextLC[l]++
 		} else {
 			cov = covCheckpointRefused
+			if q.Late {
+				cov |= covLateWriteRefused
+			}
 		}
 	}
 	settle(w, &q.St, ok)

@@ -27,12 +27,13 @@ const (
 	mLoseKeepReply
 	mLoseFenceReply
 	mLoseReqReply
+	mLate
 )
 
 var moveNames = [...]string{
 	"tick", "observe", "hand and checkpoint",
 	"leave", "crash", "pause", "resume", "restart", "land-keep", "land-fence", "land-lease",
-	"lose-keep", "lose-fence", "lose-lease-request", "lose-keep-reply", "lose-fence-reply", "lose-lease-reply",
+	"lose-keep", "lose-fence", "lose-lease-request", "lose-keep-reply", "lose-fence-reply", "lose-lease-reply", "late",
 }
 
 // move names one step: its kind, the incarnation, and a lease or a choice.
@@ -57,7 +58,7 @@ func (m move) String() string {
 				s += fmt.Sprintf(" (lease %d session row stale)", l)
 			}
 		}
-	case mHand, mLandReq, mLoseReq, mLoseReqReply:
+	case mHand, mLandReq, mLoseReq, mLoseReqReply, mLate:
 		s += fmt.Sprintf(" lease %d", m.A)
 	case mRestart:
 		s = fmt.Sprintf("restart w%d as #%d", m.A, m.I)
@@ -77,13 +78,14 @@ const (
 	covClaimGone
 	covTakenFromPaused
 	covSuperseded
+	covLateWriteRefused
 	covCount = iota
 )
 
 var covNames = [covCount]string{
 	"taker died between fence and claim", "keep refused (fenced or reopened)", "restart beside a paused incarnation",
 	"session row read stale", "lease adopted from its row", "checkpoint refused", "claim reply lost",
-	"claim of a gone session by a non-fencer", "lease taken from a paused holder", "superseded incarnation stopped",
+	"claim of a gone session by a non-fencer", "lease taken from a paused holder", "superseded incarnation stopped", "late checkpoint or release refused",
 }
 
 // emitFn receives one successor: the move, the state after it (before
@@ -124,7 +126,7 @@ func (p *params) tickEnabled(s *state) bool {
 			return false
 		}
 		for l := 0; l < p.Leases; l++ {
-			if w.Req[l].St == flight && int(w.Req[l].Age) >= p.MaxDelay {
+			if w.Req[l].St == flight && !w.Req[l].Late && int(w.Req[l].Age) >= p.MaxDelay {
 				return false
 			}
 		}

@@ -16,7 +16,8 @@ package session
 //     opens a session (OpenSession: a new generation whatever the row held)
 //     and keeps it every R ticks (a write conditional on the generation). A
 //     keep refused ends the session: every lease is dropped and a new session
-//     opened. Every T ticks it observes every lease: it reads the lease row
+//     opened, unless the row holds another generation: a restart under the
+//     owner id superseded it (Superseded), and it stops for good. Every T ticks it observes every lease: it reads the lease row
 //     and the session row the lease names, computes Mark, times how long the
 //     mark stood still on its own clock, and calls Judge. Fence deletes the
 //     session row conditional on the generation and counter seen; after an
@@ -38,7 +39,8 @@ package session
 //   - Reads. A read may return the version of a row before its last write
 //     while that write is less than Stale ticks old (eventual consistency,
 //     one version deep), for the lease row and the session row on their own.
-//   - Faults, within a budget: a crash (the incarnation is gone for good); a
+//   - Faults, within a budget: a claim, checkpoint or release that lands at
+//     any later time (late: retried by an SDK, stuck in a queue); a crash (the incarnation is gone for good); a
 //     pause of L to PauseMax ticks (no steps, every belief kept, then
 //     replies are taken and keeps resume); a request lost before it lands; a
 //     reply lost after its request landed (the sender does not know); a
@@ -80,7 +82,8 @@ package session
 //     lease and are both before their cut-off.
 //  2. Every accepted checkpoint write is at least the row's checkpoint.
 //  3. A lease is held again within Bound ticks of the latest of: the moment
-//     it stopped being held, the last fault, the last resume, whenever some
+//     it stopped being held, the last fault, the last resume, the landing of
+//     the last late request (none may be in flight), whenever some
 //     live, unpaused incarnation with an open session has room. Time
 //     advances only when every live, unpaused incarnation has done what is
 //     due (keep, observation) and every overdue request has landed or been
@@ -136,6 +139,7 @@ type params struct {
 	PauseMax                                  int // a pause lasts at most this many ticks
 	Faults                                    int // total fault budget
 	Crashes, Pauses, Restarts, Losses, Leaves int
+	Lates                                     int // requests that land at any later time
 	Mutation                                  mutation
 	Limit                                     int // states; 0: none
 	win                                       int // window(), once computed
@@ -220,6 +224,7 @@ type leaseReq struct {
 	Cond          int8 // lease counter the write is conditional on
 	Val           int8 // checkpoint written; claim reply: the row's checkpoint
 	New           int8 // reply: the lease counter written
+	Late          bool // may land at any later time (a fault)
 }
 
 type held struct {
@@ -264,7 +269,7 @@ type state struct {
 	NextGen  int8
 	NextSC   [maxOwners]int8
 	NextLC   [maxLeases]int8
-	Used     [6]int8 // faults used: total, crashes, pauses, restarts, losses, leaves
+	Used     [7]int8 // faults used: total, crashes, pauses, restarts, losses, leaves, lates
 	FaultAge int8
 	Untaken  [maxLeases]int8
 }
@@ -276,10 +281,11 @@ const (
 	useRestart
 	useLoss
 	useLeave
+	useLate
 )
 
 func (p *params) budget(kind int) int {
-	return [...]int{p.Faults, p.Crashes, p.Pauses, p.Restarts, p.Losses, p.Leaves}[kind]
+	return [...]int{p.Faults, p.Crashes, p.Pauses, p.Restarts, p.Losses, p.Leaves, p.Lates}[kind]
 }
 
 func (p *params) canFault(s *state, kind int) bool {
