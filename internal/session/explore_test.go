@@ -26,13 +26,12 @@ type result struct {
 	Elapsed             time.Duration
 }
 
-var seeds = [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()}
+var seed = maphash.MakeSeed()
 
-// key hashes a canonical state to 128 bits. Every field of state is one
-// byte wide, so the struct has no padding and its bytes are its value.
-func key(s *state) [2]uint64 {
-	b := unsafe.Slice((*byte)(unsafe.Pointer(s)), unsafe.Sizeof(*s))
-	return [2]uint64{maphash.Bytes(seeds[0], b), maphash.Bytes(seeds[1], b)}
+// key hashes a canonical state to 64 bits. Every field of state is one byte
+// wide, so the struct has no padding and its bytes are its value.
+func key(s *state) uint64 {
+	return maphash.Bytes(seed, unsafe.Slice((*byte)(unsafe.Pointer(s)), unsafe.Sizeof(*s)))
 }
 
 type node struct {
@@ -48,7 +47,7 @@ func (p *params) explore() result {
 	var r result
 	init := p.initial()
 	p.canon(&init)
-	visited := map[[2]uint64]struct{}{key(&init): {}}
+	visited := map[uint64]struct{}{key(&init): {}}
 	parent := []int32{-1}
 	via := []move{{}}
 	frontier := []node{{init, 0}}
@@ -121,13 +120,19 @@ func (p *params) settleTimers(t *state) {
 // wait for a lease while some worker had room.
 func (p *params) check(s *state, r *result) string {
 	for l := 0; l < p.Leases; l++ {
-		var hands []string
+		n := 0
 		for i := range s.Inc {
 			if p.mayHand(s, i, l) {
-				hands = append(hands, "#"+strconv.Itoa(i))
+				n++
 			}
 		}
-		if len(hands) > 1 {
+		if n > 1 {
+			var hands []string
+			for i := range s.Inc {
+				if p.mayHand(s, i, l) {
+					hands = append(hands, "#"+strconv.Itoa(i))
+				}
+			}
 			return fmt.Sprintf("lease %d may be handed by %s at once", l, strings.Join(hands, " and "))
 		}
 	}

@@ -66,8 +66,9 @@ package session
 //     always with a new generation, and every comparison of a session
 //     counter is paired with its generation (Mark, FenceSession), so fresh
 //     counters lose nothing.
-//   - States are stored as 128-bit hashes of their canonical bytes; the odds
-//     of two of a few million states colliding are below one in 10^24.
+//   - States are stored as 64-bit hashes of their canonical bytes (a new
+//     seed every run); the odds that two of a million states collide, and
+//     one goes unexplored, are about one in 30 million.
 //   - Clocks run at one rate. The margin of Cutoff, a tenth of L, is smaller
 //     than a tick here: the ordering argument (a taker fences at least L
 //     after the send of the holder's last successful keep) holds without it.
