@@ -163,9 +163,11 @@ func (p *params) window() int {
 }
 
 // Bound is the liveness bound in ticks: the holder's last keep lands
-// (MaxDelay), a read may miss it (Stale), the next observation (T), the mark
-// stands still for L and is judged at an observation (T), then the fence
-// and the claim each land (MaxDelay each) and their replies are taken.
+// (MaxDelay; keeps land at their send here, so this is slack), a read may
+// miss it (Stale), the next observation (T), the mark stands still for L
+// and is judged at an observation (T), the fence and the claim each land
+// (MaxDelay each) and their replies are taken, and one tick because a lease
+// is counted untaken from the tick it stops being held.
 func (p *params) Bound() int {
 	return p.MaxDelay + p.Stale + p.T + p.L + p.T + 2*p.MaxDelay + 1
 }
@@ -325,7 +327,7 @@ func (p *params) mayHand(s *state, i, l int) bool {
 	return w.Status == live && w.Gen != 0 && w.Held[l].Has && int(w.LastOK) < p.window()
 }
 
-// held reports whether a live, unpaused incarnation may hand lease l.
+// isHeld reports whether a live, unpaused incarnation may hand lease l.
 func (p *params) isHeld(s *state, l int) bool {
 	for i := range s.Inc {
 		if !s.Inc[i].Paused && p.mayHand(s, i, l) {
