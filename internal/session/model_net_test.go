@@ -112,9 +112,16 @@ func (p *params) observe(t *state, i, l int, v leaseVer, r sessVer) uint32 {
 		step = Claim
 	}
 	switch step {
-	case Fence:
+	case Fence, Confirm:
+		// Confirm is a fence on a counter no row has: it deletes nothing
+		// and ends in a claim only when the session is over already.
+		at, cov := r.Counter, uint32(0)
+		if step == Confirm {
+			at, cov = int8(NoCounter), covClaimGone
+		}
 		if w.Fence.St == idle {
-			w.Fence = fenceReq{St: flight, Owner: v.Owner - 1, Gen: v.Gen, Counter: r.Counter}
+			w.Fence = fenceReq{St: flight, Owner: v.Owner - 1, Gen: v.Gen, Counter: at}
+			return cov
 		}
 	case Claim:
 		if w.Req[l].St == idle {

@@ -85,7 +85,7 @@ const (
 var covNames = [covCount]string{
 	"taker died between fence and claim", "keep refused (fenced or reopened)", "restart beside a paused incarnation",
 	"session row read stale", "lease adopted from its row", "checkpoint refused", "claim reply lost",
-	"claim of a gone session by a non-fencer", "lease taken from a paused holder", "superseded incarnation stopped", "late checkpoint or release refused",
+	"a gone session confirmed by a non-fencer", "lease taken from a paused holder", "superseded incarnation stopped", "late checkpoint or release refused",
 }
 
 // emitFn receives one successor: the move, the state after it (before

@@ -4,7 +4,8 @@ package session
 // explore_test.go. Every decision a worker takes goes through the package's
 // own functions: Cutoff sets how long a holder hands records after the send
 // of its last successful keep, Mark is what a taker watches stand still, and
-// Judge says whether it waits, fences or claims.
+// Judge says whether it waits, fences, confirms (a fence that deletes
+// nothing) or claims.
 //
 // # What is modeled
 //
@@ -167,9 +168,15 @@ func (p *params) window() int {
 // miss it (Stale), the next observation (T), the mark stands still for L
 // and is judged at an observation (T), the fence and the claim each land
 // (MaxDelay each) and their replies are taken, and one tick because a lease
-// is counted untaken from the tick it stops being held.
+// is counted untaken from the tick it stops being held; and one
+// observation more (T) when the taker that fenced dies before its claim or
+// a restart's session replaces a paused one: the next taker times the mark
+// itself (Judge never skips the wait for a session it finds over, since an
+// operator's tool may have ended it a moment after a keep), from its own
+// first observation of the final mark, and confirms the session over with
+// a fence that deletes nothing before it claims.
 func (p *params) Bound() int {
-	return p.MaxDelay + p.Stale + p.T + p.L + p.T + 2*p.MaxDelay + 1
+	return p.MaxDelay + p.Stale + p.T + p.L + p.T + 2*p.MaxDelay + 1 + p.T
 }
 
 // Slot states of a request.
