@@ -330,23 +330,11 @@ func (c *Consumer) Run(ctx context.Context) error {
 		return err
 	}
 	if c.sess != nil {
-		if err := c.sess.start(ctx); err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			return errorf("shardlease: %s: opening this worker's session: %w", c.stream, err)
+		end, err := c.sess.begin(ctx)
+		if end == nil {
+			return err // nil when ctx was cancelled during start-up
 		}
-		sessCtx, stopSession := context.WithCancel(context.WithoutCancel(ctx))
-		kept := make(chan struct{})
-		go func() {
-			defer close(kept)
-			c.sess.run(sessCtx)
-		}()
-		defer func() {
-			stopSession()
-			<-kept
-			c.sess.close(context.WithoutCancel(ctx))
-		}()
+		defer end()
 	}
 	boot.at("listing the stream's shards", calls.sync)
 	if err := boot.startup(ctx, sc.syncShards); err != nil || ctx.Err() != nil {

@@ -79,6 +79,30 @@ func (s *sessionKeeper) start(ctx context.Context) error {
 	return nil
 }
 
+// begin opens the session and starts keeping it on a goroutine of its own;
+// end stops the keeping and closes the session, once every runner stopped
+// (Run defers it). An open that fails is Run's error, naming the stream;
+// one cancelled by ctx is none.
+func (s *sessionKeeper) begin(ctx context.Context) (end func(), err error) {
+	if err := s.start(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil, nil
+		}
+		return nil, errorf("shardlease: %s: opening this worker's session: %w", s.domain, err)
+	}
+	keepCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	kept := make(chan struct{})
+	go func() {
+		defer close(kept)
+		s.run(keepCtx)
+	}()
+	return func() {
+		stop()
+		<-kept
+		s.close(context.WithoutCancel(ctx))
+	}, nil
+}
+
 // current returns the session leases are taken in now; ok is false while
 // there is none that is surely live (before a new one is opened).
 func (s *sessionKeeper) current() (w Worker, ok bool) {
