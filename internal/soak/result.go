@@ -153,24 +153,29 @@ func (s *soak) result(ctx context.Context, drained bool) *Result {
 		}
 	}
 	s.buffersResult(r, problem)
-	// Every lease was released by the graceful stop at the end.
-	store := s.memoryOrDynamo()
-	if ls, err := store.List(ctx, cfg.Stream); err != nil {
-		problem("listing the leases at the end: %v", err)
-	} else {
-		for _, l := range ls {
-			if l.Owner != "" {
-				r.HeldAtEnd++
-				problem("lease %s still held by %s after every worker stopped", l.Key, l.Owner)
-			}
-		}
-	}
+	s.heldAtEnd(ctx, r, problem)
 	r.StalledAtRest = s.stallProblems(problem)
 	if !drained && r.Lost == 0 {
 		problem("drain did not finish")
 	}
 	s.untakenResult(r)
 	return r
+}
+
+// heldAtEnd checks that every lease was released by the graceful stop at
+// the end.
+func (s *soak) heldAtEnd(ctx context.Context, r *Result, problem func(string, ...any)) {
+	ls, err := s.memoryOrDynamo().List(ctx, s.cfg.Stream)
+	if err != nil {
+		problem("listing the leases at the end: %v", err)
+		return
+	}
+	for _, l := range ls {
+		if l.Owner != "" {
+			r.HeldAtEnd++
+			problem("lease %s still held by %s after every worker stopped", l.Key, l.Owner)
+		}
+	}
 }
 
 // recordAudit fills in the figures of the records ids (produced, and

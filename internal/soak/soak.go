@@ -531,22 +531,7 @@ func (s *soak) launch(slot int) {
 	s.attachSink(inc, mk("sink dynamodb", 3))
 	kin, mode := s.kinesisFor(&faultKinesis{next: cfg.Kinesis, in: mk("kinesis", 2)}, slot, gen)
 	lease := cfg.leaseOf(slot)
-	owner := inc.id
-	switch {
-	case slot == 1:
-		// Slots 0 and 1 are started with one owner id, as two pods with a
-		// reused name would be.
-		owner = fmt.Sprintf("w0-%d", gen)
-		s.counts.add(EvShared, 1)
-	case lease != cfg.Lease:
-		s.counts.add(EvMixed, 1)
-	}
-	s.mu.Lock()
-	if o := s.ownerNext[slot]; o != "" {
-		owner, s.ownerNext[slot] = o, "" // a same-id restart (sessions.go)
-	}
-	s.mu.Unlock()
-	inc.owner = owner
+	owner := s.ownerOf(inc, slot, gen, lease)
 	if !cfg.Mixed { // the mixed mode caps another slot (mixed.go)
 		mode = append(mode, s.capped(slot)...)
 	}
@@ -583,6 +568,27 @@ func (s *soak) launch(slot int) {
 		s.counts.add(EvRestart, 1)
 	}
 	fmt.Fprintf(s.cfg.Events, "%6.1fs start %s as %s (wall clock %+v)\n", s.since(), inc.id, owner, inc.skew.Round(time.Second))
+}
+
+// ownerOf returns the owner id inc of slot runs under, and sets it: its own
+// id; slot 1 shares slot 0's, as two pods with a reused name would; and a
+// same-id restart (sessions.go) reuses the one it was given.
+func (s *soak) ownerOf(inc *incarnation, slot, gen int, lease time.Duration) string {
+	owner := inc.id
+	switch {
+	case slot == 1:
+		owner = fmt.Sprintf("w0-%d", gen)
+		s.counts.add(EvShared, 1)
+	case lease != s.cfg.Lease:
+		s.counts.add(EvMixed, 1)
+	}
+	s.mu.Lock()
+	if o := s.ownerNext[slot]; o != "" {
+		owner, s.ownerNext[slot] = o, ""
+	}
+	s.mu.Unlock()
+	inc.owner = owner
+	return owner
 }
 
 // newWorker returns inc's worker of the soak's mode: a Consumer, a Group,
