@@ -30,6 +30,10 @@ type sessionView struct {
 	reminded map[string]time.Time
 	// ended holds the session generations this worker's fences ended.
 	ended map[sessionGen]bool
+	// longest holds the longest lease duration each session generation's
+	// row showed this worker: a row gone (an operator's tool ended the
+	// session) still holds its leases for that long.
+	longest map[sessionGen]time.Duration
 }
 
 // sessionGen names one generation of a session.
@@ -39,7 +43,7 @@ type sessionGen struct {
 }
 
 func newSessionView(store SessionStore) *sessionView {
-	return &sessionView{store: store, rows: make(map[string]Worker), last: make(map[sessionGen]int64), reminded: make(map[string]time.Time), ended: make(map[sessionGen]bool)}
+	return &sessionView{store: store, rows: make(map[string]Worker), last: make(map[sessionGen]int64), reminded: make(map[string]time.Time), ended: make(map[sessionGen]bool), longest: make(map[sessionGen]time.Duration)}
 }
 
 // sessionOf returns the session that keeps l, as a worker row whose counter
@@ -92,6 +96,11 @@ func (v *sessionView) update(ctx context.Context, c *Consumer, leases []Lease, w
 			delete(v.ended, k)
 		}
 	}
+	for k := range v.longest {
+		if _, ok := rows[k.key]; !ok {
+			delete(v.longest, k)
+		}
+	}
 }
 
 // read reads the session that keeps l; a row not found reads as the zero
@@ -129,6 +138,7 @@ func (v *sessionView) seen(l Lease) session.Seen {
 	g := sessionGen{l.Session, l.SessionGen}
 	if s.Lives() {
 		v.last[g] = s.RowCounter
+		v.longest[g] = max(v.longest[g], v.rows[l.Session].Duration)
 	}
 	s.Last, s.Ended = v.last[g], v.ended[g]
 	return s
@@ -153,10 +163,13 @@ func (v *sessionView) markRead(ctx context.Context, c *Consumer, l Lease) string
 // lease duration, which the session's row carries for a lease it keeps.
 func (v *sessionView) wait(l Lease, own time.Duration) time.Duration {
 	d := expiresAfter(l, own)
-	if w, ok := v.rows[l.Session]; ok && l.Session != "" {
+	if l.Session == "" {
+		return d
+	}
+	if w, ok := v.rows[l.Session]; ok && w.Gen == l.SessionGen {
 		d = max(d, w.Duration)
 	}
-	return d
+	return max(d, v.longest[sessionGen{l.Session, l.SessionGen}])
 }
 
 // mayClaim carries out what session.Judge says of l, a lease held by
@@ -173,6 +186,10 @@ func (v *sessionView) mayClaim(ctx context.Context, c *Consumer, l Lease, still 
 		return false
 	case session.Claim:
 		return true
+	}
+	if v.store == nil {
+		c.log.Error("a lease kept by a session stands still, and this worker's store cannot fence sessions (it is no SessionStore): it leaves the lease to workers whose store can", "lease", l.Key.String(), "session", l.Session)
+		return false
 	}
 	s, _ := sessionOf(l)
 	s.Counter = session.FenceAt(seen)

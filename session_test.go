@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -803,3 +804,29 @@ func TestSessionResetWithHandoverStopsTheHolder(t *testing.T) {
 }
 
 type produced2 struct{ n int }
+
+// TestSessionAStoreWithoutSessionsLeavesKeptLeases: a worker whose store
+// cannot fence sessions (a wrapper that hides SessionStore) shares the
+// table with a worker whose session kept every lease and crashed: it does
+// not take a kept lease it cannot fence (that would give it a second
+// reader if the session lived), logs why, and keeps running.
+func TestSessionAStoreWithoutSessionsLeavesKeptLeases(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		fake := shardleasetest.NewKinesis()
+		w := newFakeWorld(t, fake, 2)
+		h := newHandled()
+		sw := &crash.Switch{}
+		kept := startWorker(t, w, crash.Kinesis(w.kin, sw), crash.Store(w.store, sw), h.handler("kept"), w.opts("kept", sessionsOn)...)
+		waitFor(t, 10*w.lease, "both leases kept by a session", func() bool { return len(kept.c.Held()) == 2 })
+		sw.Crash()
+		bare := startWorker(t, w, w.kin, struct{ shardlease.LeaseStore }{w.store}, h.handler("bare"), w.opts("bare")...)
+		time.Sleep(5 * w.lease)
+		assert.Empty(t, bare.c.Held(), "no kept lease taken without a fence")
+		select {
+		case err := <-bare.done:
+			t.Fatalf("the worker stopped: %v", err)
+		default:
+		}
+	})
+}

@@ -354,14 +354,30 @@ func (d *drainer) noteHeld(ctx context.Context, res *drainResult) ([]string, err
 		if !slices.Contains(res.Shards, l.Key.Shard) {
 			res.Shards = append(res.Shards, l.Key.Shard)
 		}
-		if balance.IsDrainNote(l.Note) {
-			continue
+		if !balance.IsDrainNote(l.Note) {
+			d.nonceCounter++
+			_, err := d.store.Note(ctx, l, balance.DrainNoteText(fmt.Sprintf("cli-%d", d.nonceCounter)))
+			if err != nil && !errors.Is(err, shardlease.ErrLeaseHeld) && !errors.Is(err, shardlease.ErrLeaseNotFound) {
+				return nil, err
+			}
 		}
-		d.nonceCounter++
-		_, err := d.store.Note(ctx, l, balance.DrainNoteText(fmt.Sprintf("cli-%d", d.nonceCounter)))
-		if err != nil && !errors.Is(err, shardlease.ErrLeaseHeld) && !errors.Is(err, shardlease.ErrLeaseNotFound) {
+		if err := d.mail(ctx, l); err != nil {
 			return nil, err
 		}
 	}
 	return left, nil
+}
+
+// mail tells the session that keeps l, if one does, that its row carries
+// the drain note: its holder writes the row only for checkpoints, so it
+// reads the note after its next keep returns the mail. It is sent at every
+// pass while the row is left: a keep whose reply was lost takes the mail
+// with it.
+func (d *drainer) mail(ctx context.Context, l shardlease.Lease) error {
+	stream, owner, ok := strings.Cut(l.Session, ":@")
+	if !ok || l.SessionGen == 0 {
+		return nil
+	}
+	_, err := d.store.MailSession(ctx, shardlease.Worker{Stream: stream, Owner: owner, Gen: l.SessionGen}, l.Key)
+	return err
 }
