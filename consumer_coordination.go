@@ -260,7 +260,7 @@ func backstopPeriod(take time.Duration, readable, held int, sessions bool) time.
 // backstop is the rule of a resting worker's occasional look at the first
 // lease, so that a coordinator that left no deputy behind is noticed: at
 // each take tick, once lookAt has passed, it looks and sets the next look
-// a period later, give or take half. The first tick sets it anywhere in a period.
+// a period later, give or take half (see due for the first).
 type backstop struct {
 	lookAt time.Time
 	// confirm is set while the next look confirms one that found the mark
@@ -277,12 +277,17 @@ func (b *backstop) confirmBy(at time.Time) {
 }
 
 // due reports whether the look is due at now, and if so (or at the first
-// call) sets the next one. The first call sets it anywhere within a period,
-// so that the looks of workers that turned quiet together are spread over
-// it from the start.
-func (b *backstop) due(now time.Time, period time.Duration) bool {
+// call) sets the next one. With spread, the first call sets it anywhere
+// within a period, so that the looks of workers that turned quiet together
+// are spread over it from the start (the role-free looks of a fleet with
+// sessions); without, a period later give or take half, as every later
+// one.
+func (b *backstop) due(now time.Time, period time.Duration, spread bool) bool {
 	if b.lookAt.IsZero() {
-		b.lookAt = now.Add(rand.N(period))
+		b.lookAt = now.Add(period/2 + rand.N(period))
+		if spread {
+			b.lookAt = now.Add(rand.N(period))
+		}
 		return false
 	}
 	if now.Before(b.lookAt) {
@@ -482,7 +487,7 @@ func (cd *coordination) lookNowAndThen(ctx context.Context) {
 	c := cd.c
 	period := backstopPeriod(c.cfg.takeInterval, cd.readable, c.heldCount(), c.sess != nil)
 	confirming := cd.backstop.confirm
-	if !cd.backstop.due(time.Now(), period) {
+	if !cd.backstop.due(time.Now(), period, c.sess != nil) {
 		return
 	}
 	cd.backstop.confirm = false

@@ -135,7 +135,7 @@ func (cd *coordination) idleLists(now time.Time) bool {
 	if live.idle.lookAt.IsZero() {
 		live.idle.lookAt = now.Add(rand.N(period))
 	}
-	return live.idle.due(now, period)
+	return live.idle.due(now, period, true)
 }
 
 // countIdlers records how many live owners held nothing at a listing.
