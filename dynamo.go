@@ -559,7 +559,7 @@ func (s *DynamoStore) acquireInput(ctx context.Context, owner string, observed i
 	remove := " REMOVE handoff_to, lease_expiry, lease_note, " + attrSession + ", " + attrSessionGen
 	switch d := HolderLeaseDuration(ctx); {
 	case session != nil:
-		set += ", " + sessionRecordSet(vals, *session)
+		set += ", " + sessionRecordSet(vals, *session, d)
 		remove = " REMOVE handoff_to, lease_expiry, lease_note"
 	case d > 0:
 		set += ", lease_duration = :dur"

@@ -42,8 +42,9 @@ const (
 	attrSessionMail = "session_mail"  // SS, on the worker row: lease keys left for the holder
 	// sessionDuration is the lease_duration of a row a session keeps: a
 	// string where releases from before sessions read a number, so that
-	// they read the row as corrupt and never take it. It decodes as no
-	// duration: the session's row carries the holder's.
+	// they read the row as corrupt and never take it. It is followed by
+	// ":" and the holder's lease duration in milliseconds when its acquire
+	// carried one ("session:10000"); alone it decodes as no duration.
 	sessionDuration = "session"
 )
 
@@ -367,8 +368,18 @@ func unixMilliTime(ms int64) time.Time {
 // decodeDuration reads the lease duration the holder runs with: none on a
 // row a session keeps (the string sessionDuration).
 func decodeDuration(r leaseRow, l *Lease) error {
-	if s, ok := r.item[attrDuration].(*types.AttributeValueMemberS); ok && s.Value == sessionDuration {
-		return nil
+	if s, ok := r.item[attrDuration].(*types.AttributeValueMemberS); ok {
+		if s.Value == sessionDuration {
+			return nil
+		}
+		if ms, ok := strings.CutPrefix(s.Value, sessionDuration+":"); ok {
+			n, err := strconv.ParseInt(ms, 10, 64)
+			if err != nil || n < 0 {
+				return r.corrupt(attrDuration, "\""+sessionDuration+"\" or \""+sessionDuration+":<ms>\"", err)
+			}
+			l.Duration = time.Duration(n) * time.Millisecond
+			return nil
+		}
 	}
 	ms, present, err := r.nonNegativeAttr(attrDuration, "a non-negative number of milliseconds (or \""+sessionDuration+"\" on a row a session keeps)")
 	if err != nil {

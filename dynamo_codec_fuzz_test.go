@@ -99,7 +99,7 @@ func encodeLease(l Lease) map[string]types.AttributeValue {
 	if l.Session != "" {
 		stream, owner, _ := strings.Cut(l.Session, ":"+workerMark)
 		vals := map[string]types.AttributeValue{}
-		sessionRecordSet(vals, Worker{Stream: stream, Owner: owner, Gen: l.SessionGen})
+		sessionRecordSet(vals, Worker{Stream: stream, Owner: owner, Gen: l.SessionGen}, l.Duration)
 		item[attrSession], item[attrSessionGen], item[attrDuration] = vals[":sess"], vals[":sgen"], vals[":sdur"]
 	}
 	return item

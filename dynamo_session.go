@@ -10,6 +10,8 @@ package shardlease
 import (
 	"context"
 	"errors"
+	"strconv"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -21,11 +23,16 @@ var _ SessionStore = (*DynamoStore)(nil)
 
 // sessionRecordSet is the SET clause that records on a lease row that
 // session keeps it, filling :sess, :sgen and :sdur in vals: the session's
-// worker row key, its generation, and "session" in lease_duration.
-func sessionRecordSet(vals map[string]types.AttributeValue, session Worker) string {
+// worker row key, its generation, and "session" in lease_duration, with
+// the holder's lease duration d when it is known ("session:10000"), so that
+// a taker that never saw the session's row still waits the holder's out.
+func sessionRecordSet(vals map[string]types.AttributeValue, session Worker, d time.Duration) string {
 	vals[":sess"] = str(session.Key())
 	vals[":sgen"] = num(session.Gen)
 	vals[":sdur"] = str(sessionDuration)
+	if d > 0 {
+		vals[":sdur"] = str(sessionDuration + ":" + strconv.FormatInt(d.Milliseconds(), 10))
+	}
 	return attrSession + " = :sess, " + attrSessionGen + " = :sgen, " + attrDuration + " = :sdur"
 }
 

@@ -254,9 +254,9 @@ func (m *MemoryStore) acquire(ctx context.Context, key LeaseKey, owner string, o
 	row.Duration = HolderLeaseDuration(ctx)
 	row.Session, row.SessionGen = "", 0
 	if session != nil {
-		// A kept row carries no duration (DynamoStore writes "session"
-		// in its place, which reads as none): the session row has it.
-		row.Duration = 0
+		// A kept row carries the holder's duration too (DynamoStore in
+		// "session:<ms>"), so that a taker that never saw the session's
+		// row still waits it out.
 		row.Session, row.SessionGen = session.Key(), session.Gen
 	}
 	row.Lag = nil

@@ -47,7 +47,7 @@ func durationType(item map[string]types.AttributeValue) string {
 }
 
 // TestSessionStoreKeptRowEncoding: a row a session keeps carries
-// lease_duration as the string "session" through every write of its
+// lease_duration as the string "session:<the holder's ms>" through every write of its
 // holder (a release from before sessions decodes lease_duration as a
 // number and so refuses the row: it never takes it), and a number again, or
 // none, once Release or a plain Acquire cleared the record.
@@ -71,7 +71,7 @@ func TestSessionStoreKeptRowEncoding(t *testing.T) {
 	assertKeptItem := func(what string) {
 		t.Helper()
 		item := rawItem(t, client, table, k.String())
-		assert.Equal(t, &types.AttributeValueMemberS{Value: "session"}, item["lease_duration"], "%s: lease_duration is the string \"session\"", what)
+		assert.Equal(t, &types.AttributeValueMemberS{Value: "session:20000"}, item["lease_duration"], "%s: lease_duration is the string \"session:<holder's ms>\"", what)
 		assert.Equal(t, &types.AttributeValueMemberS{Value: w.Key()}, item["lease_session"], what)
 		assert.Equal(t, &types.AttributeValueMemberN{Value: fmt.Sprint(w.Gen)}, item["session_gen"], what)
 	}
@@ -126,7 +126,7 @@ func TestSessionStoreWriteWithoutTheRecordRefused(t *testing.T) {
 	assert.Contains(t, err.Error(), w.Key(), "the error names the session")
 	assert.Contains(t, err.Error(), table)
 	item := rawItem(t, client, table, k.String())
-	assert.Equal(t, &types.AttributeValueMemberS{Value: "session"}, item["lease_duration"])
+	assert.Equal(t, &types.AttributeValueMemberS{Value: "session:20000"}, item["lease_duration"])
 	_, err = store.Renew(ctx, l, time.Now())
 	require.NoError(t, err, "the holder's own handle still holds")
 }

@@ -254,12 +254,13 @@ func keptLease(t *testing.T, s shardlease.LeaseStore, ss shardlease.SessionStore
 }
 
 // assertKept asserts that l's row is kept by session w: it names it, and
-// carries no lease duration of its own.
+// carries the lease duration its holder's acquire carried (keptLease's 20
+// s), which no later write of the holder changes.
 func assertKept(t *testing.T, w shardlease.Worker, l shardlease.Lease, what string) {
 	t.Helper()
 	assert.Equal(t, w.Key(), l.Session, "%s: the row names the session", what)
 	assert.Equal(t, w.Gen, l.SessionGen, "%s: the row names the session's generation", what)
-	assert.Zero(t, l.Duration, "%s: a kept row's duration is its session's", what)
+	assert.Equal(t, 20*time.Second, l.Duration, "%s: a kept row carries its holder's lease duration, as its acquire wrote it", what)
 }
 
 func testAcquireInSession(t *testing.T, s shardlease.LeaseStore, ss shardlease.SessionStore) {
@@ -293,7 +294,7 @@ func testAcquireInSessionFenced(t *testing.T, s shardlease.LeaseStore, ss shardl
 	require.ErrorIs(t, err, shardlease.ErrLeaseHeld, "a held row at another counter")
 	_, err = ss.AcquireInSession(ctx, shardlease.LeaseKey{Stream: l.Key.Stream, Shard: "shardId-missing"}, b, 0)
 	require.ErrorIs(t, err, shardlease.ErrLeaseNotFound)
-	taken, err := ss.AcquireInSession(ctx, l.Key, b, l.Counter)
+	taken, err := ss.AcquireInSession(holderCtx(t, 20*time.Second), l.Key, b, l.Counter)
 	require.NoError(t, err, "the counter observed")
 	assert.Equal(t, "b", taken.Owner)
 	assert.Greater(t, taken.Counter, l.Counter, "a claim in session moves the counter up, as Acquire does")
@@ -389,7 +390,7 @@ func testSessionFenceThenClaim(t *testing.T, s shardlease.LeaseStore, ss shardle
 	row, err := s.Get(ctx, held.Key)
 	require.NoError(t, err)
 	b := open(t, ss, held.Key.Stream, "b", 20*time.Second)
-	claimed, err := ss.AcquireInSession(ctx, held.Key, b, row.Counter)
+	claimed, err := ss.AcquireInSession(holderCtx(t, 20*time.Second), held.Key, b, row.Counter)
 	require.NoError(t, err)
 	assertKept(t, b, claimed, "claim")
 	assert.Equal(t, "200", claimed.Checkpoint, "the claim keeps the checkpoint")
