@@ -150,7 +150,7 @@ func (e leaseEdit) endSession(ctx context.Context, seen Lease) (Lease, error) {
 		case err != nil:
 			return seen, errorf("end session %s: %w", seen.Session, err)
 		case ended:
-			seen.Duration = sess.Duration
+			seen.Duration = max(seen.Duration, sess.Duration)
 			return seen, nil
 		case attempt == editTakeAttempts:
 			return seen, errorf("%w: session %s (generation %d) was kept between each read and fence, %d times", ErrLeaseHeld, seen.Session, seen.SessionGen, editTakeAttempts)
