@@ -14,13 +14,14 @@ import (
 	"github.com/shardlease/shardlease/internal/emulator"
 )
 
-// runConsumer runs a consumer of stream named owner until the test ends.
-func runConsumer(t *testing.T, f *fixture, kc shardlease.KinesisAPI, stream, owner string) *shardlease.Consumer {
+// runConsumer runs a consumer of stream named owner, with extra options,
+// until the test ends.
+func runConsumer(t *testing.T, f *fixture, kc shardlease.KinesisAPI, stream, owner string, extra ...shardlease.Option) *shardlease.Consumer {
 	t.Helper()
 	c, err := shardlease.NewConsumer(kc, f.store, stream,
 		func(context.Context, *shardlease.Batch) error { return nil },
-		shardlease.WithOwnerID(owner), shardlease.WithLeaseDuration(2*time.Second),
-		shardlease.WithTakeInterval(200*time.Millisecond), shardlease.WithIdlePollInterval(50*time.Millisecond))
+		append([]shardlease.Option{shardlease.WithOwnerID(owner), shardlease.WithLeaseDuration(2 * time.Second),
+			shardlease.WithTakeInterval(200 * time.Millisecond), shardlease.WithIdlePollInterval(50 * time.Millisecond)}, extra...)...)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -66,6 +67,42 @@ func TestDrainCommand(t *testing.T) {
 	text := f.run(t, env{}, "drain", "-stream", stream, "-owner", "drain-a")
 	require.Equal(t, 1, text.code, "drain-a is drained: it holds nothing and keeps no worker row: %s", text.stdout)
 	assert.Contains(t, text.stderr, "no lease is held by a worker of owner id drain-a, so nothing was drained; leases are held by drain-b (4 leases)")
+}
+
+// drain -owner reaches a worker whose session keeps its leases (it writes
+// its lease rows only for checkpoints): the note is mailed to its session,
+// and it releases every lease while it keeps running.
+func TestDrainCommandWithSessions(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	kc := emulator.Kinesis(t)
+	stream := emulator.UniqueName("orders")
+	require.NoError(t, emulator.CreateStream(t.Context(), kc, stream, 4))
+	on := shardlease.WithSessions(true)
+	a := runConsumer(t, f, kc, stream, "drain-a", on)
+	b := runConsumer(t, f, kc, stream, "drain-b", on)
+	require.Eventually(t, func() bool { return len(a.Held())+len(b.Held()) == 4 && len(a.Held()) > 0 },
+		30*time.Second, 20*time.Millisecond, "the consumers never held the 4 leases between them, a some")
+	rows, err := f.store.List(t.Context(), stream)
+	require.NoError(t, err)
+	for _, l := range rows {
+		require.NotEmpty(t, l.Session, "%s is kept by a session", l.Key.Shard)
+	}
+
+	// The worker that does not coordinate lists nothing: only the mail
+	// tells it of the note.
+	require.Eventually(t, func() bool { return a.Stats().Coordinating != b.Stats().Coordinating },
+		30*time.Second, 20*time.Millisecond, "one coordinator")
+	drained, other, owner := a, b, "drain-a"
+	if a.Stats().Coordinating {
+		drained, other, owner = b, a, "drain-b"
+	}
+	require.NotEmpty(t, drained.Held())
+	r := f.run(t, env{poll: 20 * time.Millisecond}, "drain", "-stream", stream, "-owner", owner, "-wait", "10s", "-json")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Eventually(t, func() bool { return len(drained.Held()) == 0 }, 10*time.Second, 10*time.Millisecond, "the drained worker holds nothing")
+	require.Eventually(t, func() bool { return len(other.Held()) == 4 },
+		30*time.Second, 20*time.Millisecond, "the other worker never took the drained leases")
 }
 
 // A drain nobody answers (the worker is gone, or of an earlier release)
