@@ -123,6 +123,18 @@ func (k *keeper) cutoff() time.Time {
 	return k.validUntil
 }
 
+// pastCutoff refuses a write of a lease a session keeps once the session's
+// cut-off passed (or the session ended): a write to the lease row proves
+// nothing of the session, and no write of an incarnation another worker may
+// have fenced may be sent. A lease renewed by its holder writes on: its
+// write is what proves it.
+func (k *keeper) pastCutoff(key LeaseKey) error {
+	if k.gen == 0 || time.Now().Before(k.cutoff()) {
+		return nil
+	}
+	return &LeaseError{Op: "write", Key: key, Err: errorf("%w: the session that keeps the lease is past its cut-off or ended; nothing more is written", ErrLeaseLost)}
+}
+
 // close marks the keeper done: no checkpoint is taken and no flush answered
 // any more.
 func (k *keeper) close() {
@@ -379,6 +391,9 @@ func (r *leaseRunner) renew(ctx context.Context, force bool, cut *time.Timer) er
 	if !a.dirty && !force && !a.again && (r.k.gen != 0 || time.Since(r.k.lastWrite)+cfg.checkpointFlush/2 < cfg.renewInterval) {
 		return nil
 	}
+	if err := r.k.pastCutoff(r.key); err != nil {
+		return err
+	}
 	wctx, cancel := context.WithTimeout(ctx, cfg.renewInterval)
 	defer cancel()
 	next, err := r.send(wctx, held, a)
@@ -466,6 +481,9 @@ func (r *leaseRunner) finish(wctx context.Context) {
 // once no checkpoint can come in any more. It reports whether the lease was
 // released.
 func (r *leaseRunner) finalWrite(ctx context.Context) (released bool, err error) {
+	if err := r.k.pastCutoff(r.key); err != nil {
+		return false, err
+	}
 	held, a := r.nextWrite()
 	if a.dirty || a.again {
 		_, err := r.send(ctx, held, a)
