@@ -22,18 +22,12 @@ type sessionView struct {
 	// rows holds the sessions' rows as last read, by key; one gone reads
 	// as the zero Worker.
 	rows map[string]Worker
-	// last holds the counter each session generation was last seen live
-	// at (session.Seen.Last), by key and generation.
-	last map[sessionGen]int64
+	// gens holds what this worker learnt of each session generation that
+	// keeps a listed lease, by key and generation.
+	gens map[sessionGen]genSeen
 	// reminded holds when this worker last mailed the holder of a lease it
 	// asked for again, by row key.
 	reminded map[string]time.Time
-	// ended holds the session generations this worker's fences ended.
-	ended map[sessionGen]bool
-	// longest holds the longest lease duration each session generation's
-	// row showed this worker: a row gone (an operator's tool ended the
-	// session) still holds its leases for that long.
-	longest map[sessionGen]time.Duration
 }
 
 // sessionGen names one generation of a session.
@@ -42,8 +36,20 @@ type sessionGen struct {
 	gen int64
 }
 
+// genSeen is what a worker learnt of one session generation.
+type genSeen struct {
+	// last is the counter it was last seen live at (session.Seen.Last).
+	last int64
+	// ended is set once this worker's fence ended it.
+	ended bool
+	// longest is the longest lease duration its row showed: a row gone
+	// (an operator's tool ended the session) still holds its leases for
+	// that long.
+	longest time.Duration
+}
+
 func newSessionView(store SessionStore) *sessionView {
-	return &sessionView{store: store, rows: make(map[string]Worker), last: make(map[sessionGen]int64), reminded: make(map[string]time.Time), ended: make(map[sessionGen]bool), longest: make(map[sessionGen]time.Duration)}
+	return &sessionView{store: store, rows: make(map[string]Worker), gens: make(map[sessionGen]genSeen), reminded: make(map[string]time.Time)}
 }
 
 // sessionOf returns the session that keeps l, as a worker row whose counter
@@ -86,19 +92,9 @@ func (v *sessionView) update(ctx context.Context, c *Consumer, leases []Lease, w
 		}
 	}
 	v.rows = rows
-	for k := range v.last {
+	for k := range v.gens {
 		if _, ok := rows[k.key]; !ok {
-			delete(v.last, k)
-		}
-	}
-	for k := range v.ended {
-		if _, ok := rows[k.key]; !ok {
-			delete(v.ended, k)
-		}
-	}
-	for k := range v.longest {
-		if _, ok := rows[k.key]; !ok {
-			delete(v.longest, k)
+			delete(v.gens, k)
 		}
 	}
 }
@@ -136,11 +132,12 @@ func (v *sessionView) seen(l Lease) session.Seen {
 		s.Found, s.RowGen, s.RowCounter = true, w.Gen, w.Counter
 	}
 	g := sessionGen{l.Session, l.SessionGen}
+	known := v.gens[g]
 	if s.Lives() {
-		v.last[g] = s.RowCounter
-		v.longest[g] = max(v.longest[g], v.rows[l.Session].Duration)
+		known.last, known.longest = s.RowCounter, max(known.longest, v.rows[l.Session].Duration)
+		v.gens[g] = known
 	}
-	s.Last, s.Ended = v.last[g], v.ended[g]
+	s.Last, s.Ended = known.last, known.ended
 	return s
 }
 
@@ -169,7 +166,7 @@ func (v *sessionView) wait(l Lease, own time.Duration) time.Duration {
 	if w, ok := v.rows[l.Session]; ok && w.Gen == l.SessionGen {
 		d = max(d, w.Duration)
 	}
-	return max(d, v.longest[sessionGen{l.Session, l.SessionGen}])
+	return max(d, v.gens[sessionGen{l.Session, l.SessionGen}].longest)
 }
 
 // mayClaim carries out what session.Judge says of l, a lease held by
@@ -206,7 +203,10 @@ func (v *sessionView) mayClaim(ctx context.Context, c *Consumer, l Lease, still 
 		c.log.Debug("not taken: its session lives", "lease", l.Key.String(), "session", l.Session, "step", step.String())
 		return false
 	}
-	v.ended[sessionGen{l.Session, l.SessionGen}] = true
+	g := sessionGen{l.Session, l.SessionGen}
+	known := v.gens[g]
+	known.ended = true
+	v.gens[g] = known
 	if step == session.Fence {
 		c.count(evSessionFenced, 1)
 		c.log.Info("fenced the session of a worker judged gone", "session", l.Session, "gen", s.Gen, "counter", s.Counter)
