@@ -3,7 +3,6 @@ package shardlease
 import (
 	"context"
 	"errors"
-	"strings"
 	"time"
 
 	"github.com/shardlease/shardlease/internal/session"
@@ -52,16 +51,6 @@ func newSessionView(store SessionStore) *sessionView {
 	return &sessionView{store: store, rows: make(map[string]Worker), gens: make(map[sessionGen]genSeen), reminded: make(map[string]time.Time)}
 }
 
-// sessionOf returns the session that keeps l, as a worker row whose counter
-// is unknown.
-func sessionOf(l Lease) (Worker, bool) {
-	stream, owner, ok := strings.Cut(l.Session, ":"+workerMark)
-	if !ok || l.SessionGen == 0 {
-		return Worker{}, false
-	}
-	return Worker{Stream: stream, Owner: owner, Gen: l.SessionGen}, true
-}
-
 // update learns the sessions that keep leases from a listing: its worker
 // rows, and a read of each session a held lease names that the listing does
 // not hold. A read that fails leaves what was seen before.
@@ -102,7 +91,7 @@ func (v *sessionView) update(ctx context.Context, c *Consumer, leases []Lease, w
 // read reads the session that keeps l; a row not found reads as the zero
 // Worker (gone). ok is false when the read failed otherwise.
 func (v *sessionView) read(ctx context.Context, c *Consumer, l Lease) (Worker, bool) {
-	s, ok := sessionOf(l)
+	s, ok := l.KeptBy()
 	if !ok || v.store == nil {
 		return Worker{}, false
 	}
@@ -188,7 +177,7 @@ func (v *sessionView) mayClaim(ctx context.Context, c *Consumer, l Lease, still 
 		c.log.Error("a lease kept by a session stands still, and this worker's store cannot fence sessions (it is no SessionStore): it leaves the lease to workers whose store can", "lease", l.Key.String(), "session", l.Session)
 		return false
 	}
-	s, _ := sessionOf(l)
+	s, _ := l.KeptBy()
 	s.Counter = session.FenceAt(seen)
 	fctx, cancel := c.storeCtx(ctx)
 	ended, err := v.store.FenceSession(fctx, s)
@@ -218,7 +207,7 @@ func (v *sessionView) mayClaim(ctx context.Context, c *Consumer, l Lease, still 
 // handoff request or a note: the holder reads it after its next keep. A
 // failure is logged; the requester asks again.
 func mail(ctx context.Context, c *Consumer, l Lease) {
-	s, ok := sessionOf(l)
+	s, ok := l.KeptBy()
 	if !ok || c.caps.sessions == nil {
 		return
 	}

@@ -142,6 +142,17 @@ type Lease struct {
 // Held reports whether somebody holds the lease.
 func (l Lease) Held() bool { return l.Owner != "" }
 
+// KeptBy returns the session that keeps l (see SessionStore): its worker
+// row's stream and owner and its generation, with the counter unknown (0).
+// ok is false when l names no session: its holder renews the row itself.
+func (l Lease) KeptBy() (s Worker, ok bool) {
+	stream, owner, ok := strings.Cut(l.Session, ":"+workerMark)
+	if !ok || l.SessionGen == 0 {
+		return Worker{}, false
+	}
+	return Worker{Stream: stream, Owner: owner, Gen: l.SessionGen}, true
+}
+
 // Worker is a worker row: the presence of a running worker that holds no
 // lease, so that other workers count it when they work out their fair share.
 // A worker that holds a lease is counted through its leases and needs no row.

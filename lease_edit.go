@@ -41,8 +41,9 @@ package shardlease
 import (
 	"context"
 	"errors"
-	"strings"
 	"time"
+
+	"github.com/shardlease/shardlease/internal/session"
 )
 
 // editWriteTimeout bounds the writes that finish an edit once the tool
@@ -135,10 +136,11 @@ func (e leaseEdit) endSession(ctx context.Context, seen Lease) (Lease, error) {
 	if !ok {
 		return seen, errorf("%w: the row is kept by session %s, which this store cannot end (it does not implement SessionStore); take the lease with the store the consumers use", ErrInvalidConfig, seen.Session)
 	}
-	stream, owner, _ := strings.Cut(seen.Session, ":"+workerMark)
+	named, _ := seen.KeptBy()
 	for attempt := 1; ; attempt++ {
-		sess := Worker{Stream: stream, Owner: owner, Gen: seen.SessionGen, Counter: -1}
-		read, err := ss.ReadSession(ctx, stream, owner)
+		sess := named
+		sess.Counter = session.NoCounter
+		read, err := ss.ReadSession(ctx, named.Stream, named.Owner)
 		switch {
 		case err == nil && read.Gen == seen.SessionGen:
 			sess = read

@@ -357,3 +357,16 @@ func TestSessionStoreResetEndsTheKeepingSession(t *testing.T) {
 		})
 	}
 }
+
+// Lease.KeptBy names the session a row records, and nothing for a row its
+// holder renews or one whose record lacks a generation.
+func TestSessionStoreKeptByNamesTheSession(t *testing.T) {
+	s, ok := shardlease.Lease{Session: "orders:@pod-0#a1b2c3d4e5f60718", SessionGen: 7}.KeptBy()
+	require.True(t, ok)
+	assert.Equal(t, shardlease.Worker{Stream: "orders", Owner: "pod-0#a1b2c3d4e5f60718", Gen: 7}, s)
+	assert.Equal(t, "orders:@pod-0#a1b2c3d4e5f60718", s.Key())
+	_, ok = shardlease.Lease{}.KeptBy()
+	assert.False(t, ok, "renewed by its holder")
+	_, ok = shardlease.Lease{Session: "orders:@pod-0", SessionGen: 0}.KeptBy()
+	assert.False(t, ok, "no generation")
+}

@@ -374,10 +374,10 @@ func (d *drainer) noteHeld(ctx context.Context, res *drainResult) ([]string, err
 // pass while the row is left: a keep whose reply was lost takes the mail
 // with it.
 func (d *drainer) mail(ctx context.Context, l shardlease.Lease) error {
-	stream, owner, ok := strings.Cut(l.Session, ":@")
-	if !ok || l.SessionGen == 0 {
+	s, ok := l.KeptBy()
+	if !ok {
 		return nil
 	}
-	_, err := d.store.MailSession(ctx, shardlease.Worker{Stream: stream, Owner: owner, Gen: l.SessionGen}, l.Key)
+	_, err := d.store.MailSession(ctx, s, l.Key)
 	return err
 }

@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/shardlease/shardlease"
+	"github.com/shardlease/shardlease/internal/session"
 )
 
 // A lease a session keeps (Lease.Session) is not written by its holder
@@ -25,15 +25,16 @@ func (r releaser) keepingSession(ctx context.Context, l shardlease.Lease) (shard
 	if l.Session == "" {
 		return shardlease.Worker{}, nil
 	}
-	stream, owner, _ := strings.Cut(l.Session, ":@")
-	read, err := r.store.ReadSession(ctx, stream, owner)
+	named, _ := l.KeptBy()
+	read, err := r.store.ReadSession(ctx, named.Stream, named.Owner)
 	switch {
 	case err == nil && read.Gen == l.SessionGen:
 		return read, nil
 	case err != nil && !errors.Is(err, shardlease.ErrLeaseNotFound):
 		return shardlease.Worker{}, fmt.Errorf("%s: read the session %s that keeps it: %w; nothing was changed", l.Key, l.Session, err)
 	}
-	return shardlease.Worker{Stream: stream, Owner: owner, Gen: l.SessionGen, Counter: -1}, nil
+	named.Counter = session.NoCounter
+	return named, nil
 }
 
 // endStillSession fences s, the session that keeps l as keepingSession
