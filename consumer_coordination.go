@@ -153,6 +153,9 @@ type coordination struct {
 	// readable is how many leases the last listing could read.
 	backstop backstop
 	readable int
+	// rota times this worker's looks at the first lease in a fleet with
+	// sessions, in place of the deputies' and the backstop's (see rota).
+	rota rota
 	// recent is the last listing's rows (also by row key) and when it was
 	// made, for shard syncs to reuse instead of listing again, and for the
 	// notes and takes made between listings.
@@ -306,6 +309,7 @@ func newCoordination(sc *scheduler) coordination {
 		cd.role = uncoordinated
 	}
 	cd.lookTimer = stoppedTimer()
+	cd.rota = newRota()
 	cd.expiry = deadlines{Timer: stoppedTimer()}
 	return cd
 }
@@ -462,21 +466,67 @@ func (cd *coordination) watches() bool {
 }
 
 // onTakeTick is a take tick for a worker that does not list now: a
-// resting role's look at the first lease, when its rule says so.
+// resting role's look at the first lease, when its rule says so (the
+// rota's, with sessions, when it has candidates).
 func (cd *coordination) onTakeTick(ctx context.Context) {
+	rota := cd.armRota(time.Time{})
 	switch cd.role {
 	case watching:
 		if !cd.watches() {
 			cd.on(balance.WatchEnded, balance.RoleFacts{}) // the watch ran out
-			cd.lookNowAndThen(ctx)
+			if !rota {
+				cd.lookNowAndThen(ctx)
+			}
 		}
 	case deputy:
 		if !cd.watches() {
 			cd.unnamed(time.Now()) // the row that named it moved on
 		}
 	case quiet:
-		cd.lookNowAndThen(ctx)
+		if !rota {
+			cd.lookNowAndThen(ctx)
+		}
 	}
+}
+
+// rotaLooks reports whether the rota looks at the first lease for this
+// worker: sessions on, a resting role, and a last listing that shows the
+// first lease held and some lease held by another worker.
+func (cd *coordination) rotaLooks() ([]string, bool) {
+	if cd.c.sess == nil || !cd.role.Resting() || cd.first == "" {
+		return nil, false
+	}
+	cands := rotaCandidates(cd.recent, cd.first)
+	return cands, len(cands) > 0
+}
+
+// armRota sets the rota's timer (see rota.arm; confirm is when a look that
+// found the first lease standing still looks again) and reports whether
+// the rota looks for this worker; when it does not, its timer is stopped.
+func (cd *coordination) armRota(confirm time.Time) bool {
+	cands, ok := cd.rotaLooks()
+	if !ok {
+		cd.rota.stop()
+		return false
+	}
+	cd.rota.arm(time.Now(), cd.c.cfg.takeInterval, cands, cd.c.holds, confirm)
+	return true
+}
+
+// onRota is the rota's timer: this worker's turn at the first lease. A
+// look that finds its mark unchanged since an earlier one looks again the
+// moment it would have stood still long enough: that look raises the alarm.
+func (cd *coordination) onRota(ctx context.Context) {
+	cd.rota.fired()
+	if _, ok := cd.rotaLooks(); !ok {
+		return
+	}
+	l, o, ok := cd.lookAtFirst(ctx)
+	confirm := time.Time{}
+	if ok && o.changed.Before(o.seen) {
+		confirm = o.changed.Add(cd.stall(l))
+	}
+	cd.armRota(confirm)
 }
 
 // lookNowAndThen is the backstop's look at the first lease, when due.
@@ -516,7 +566,7 @@ func (cd *coordination) onLook(ctx context.Context) {
 	}
 	defer cd.armWatch()
 	looked := ""
-	if cd.first != "" && cd.watch.looks(time.Now(), cd.c.holds) {
+	if _, rota := cd.rotaLooks(); !rota && cd.first != "" && cd.watch.looks(time.Now(), cd.c.holds) {
 		cd.lookAtFirst(ctx)
 		looked = cd.first
 	}

@@ -222,6 +222,8 @@ func (sc *scheduler) loop(ctx context.Context) error {
 			return c.drain.drain(ctx, sc, reply)
 		case <-sc.cd.lookTimer.C:
 			sc.cd.onLook(ctx)
+		case <-sc.cd.rota.C:
+			sc.cd.onRota(ctx)
 		case <-sc.cd.expiry.C:
 			if err := sc.cd.onExpiry(ctx); err != nil {
 				return err

@@ -27,7 +27,24 @@ type sessionView struct {
 	// reminded holds when this worker last mailed the holder of a lease it
 	// asked for again, by row key.
 	reminded map[string]time.Time
+	// watched holds the kept rows this worker watches (the first leases),
+	// as last read, by row key (see cachedWatch).
+	watched map[string]watchedRow
 }
+
+// watchedRow is a watched kept row as last read, and how many more looks
+// may use it instead of reading it again.
+type watchedRow struct {
+	l     Lease
+	reuse int
+}
+
+// watchReuse is how many looks in a row use a kept row read once: a row a
+// session keeps changes only when its owner does, so a look reads its
+// session's row alone, and the lease row every watchReuse+1 looks and
+// whenever the session no longer reads live (a first lease handed to
+// another worker is then watched a few looks late at worst).
+const watchReuse = session.RotaTurn - 1
 
 // sessionGen names one generation of a session.
 type sessionGen struct {
@@ -48,7 +65,7 @@ type genSeen struct {
 }
 
 func newSessionView(store SessionStore) *sessionView {
-	return &sessionView{store: store, rows: make(map[string]Worker), gens: make(map[sessionGen]genSeen), reminded: make(map[string]time.Time)}
+	return &sessionView{store: store, rows: make(map[string]Worker), gens: make(map[sessionGen]genSeen), reminded: make(map[string]time.Time), watched: make(map[string]watchedRow)}
 }
 
 // update learns the sessions that keep leases from a listing: its worker
@@ -108,6 +125,36 @@ func (v *sessionView) read(ctx context.Context, c *Consumer, l Lease) (Worker, b
 		c.log.Debug("reading a session failed", "session", l.Session, "lease", l.Key.String(), "err", err)
 	}
 	return Worker{}, false
+}
+
+// cachedWatch returns the watched row key as last read, when this look may
+// use it instead of reading it (see watchReuse).
+func (v *sessionView) cachedWatch(key string) (Lease, bool) {
+	w, ok := v.watched[key]
+	if !ok || w.reuse <= 0 {
+		return Lease{}, false
+	}
+	w.reuse--
+	v.watched[key] = w
+	return w.l, true
+}
+
+// watchRead remembers l, the watched row key as just read, for the next
+// looks; a row that no session keeps is read at every look.
+func (v *sessionView) watchRead(key string, l Lease) {
+	if v.store == nil || l.Owner == "" || l.Session == "" {
+		delete(v.watched, key)
+		return
+	}
+	v.watched[key] = watchedRow{l: l, reuse: watchReuse}
+}
+
+// watchSeen forgets the watched row l of key once its session no longer
+// reads live: the next look reads the row.
+func (v *sessionView) watchSeen(key string, l Lease) {
+	if l.Session != "" && !v.seen(l).Lives() {
+		delete(v.watched, key)
+	}
 }
 
 // seen returns l and its session as session.Seen, and remembers the

@@ -148,22 +148,31 @@ type watchedRead struct {
 // consistent (a row not found reads as free: its shard finished and was
 // cleaned up, or it was deleted), and records the observation in obs. ok
 // is false when the read failed otherwise: the look changes nothing. The
-// deputy's look (lookAtFirst) and the side watches' both read this way.
+// deputy's look (lookAtFirst) and the side watches' both read this way. A
+// row a session keeps is read at one look in watchReuse+1 (and again as
+// soon as its session no longer reads live); the looks between read the
+// session's row alone (sessionView.cachedWatch).
 func readWatched(ctx context.Context, c *Consumer, v *sessionView, obs map[string]observation, first string) (Lease, watchedRead, bool) {
-	gctx, cancel := c.storeCtx(ctx)
-	l, err := c.caps.notes.GetEventually(gctx, keyOf(first))
-	cancel()
-	switch {
-	case err == nil:
-	case errors.Is(err, ErrLeaseNotFound):
-		l = Lease{}
-	default:
-		if ctx.Err() == nil {
-			c.log.Debug("reading a coordinator's lease failed", "lease", first, "err", err)
+	l, cached := v.cachedWatch(first)
+	if !cached {
+		gctx, cancel := c.storeCtx(ctx)
+		var err error
+		l, err = c.caps.notes.GetEventually(gctx, keyOf(first))
+		cancel()
+		switch {
+		case err == nil:
+		case errors.Is(err, ErrLeaseNotFound):
+			l = Lease{}
+		default:
+			if ctx.Err() == nil {
+				c.log.Debug("reading a coordinator's lease failed", "lease", first, "err", err)
+			}
+			return Lease{}, watchedRead{}, false
 		}
-		return Lease{}, watchedRead{}, false
+		v.watchRead(first, l)
 	}
 	mark := v.markRead(ctx, c, l)
+	v.watchSeen(first, l)
 	now := time.Now()
 	return l, watchedRead{observeRow(obs, first, l.Counter, mark, now), now}, true
 }
