@@ -830,3 +830,35 @@ func TestSessionAStoreWithoutSessionsLeavesKeptLeases(t *testing.T) {
 		}
 	})
 }
+
+// TestSessionReadsFlatInWorkers: with sessions the looks at the first lease
+// are the watch rota's, a fixed number a take interval between the
+// workers, so 12 workers over 12 shards read the first lease about as often
+// as 2 do, and list about as often (the coordinator alone lists).
+func TestSessionReadsFlatInWorkers(t *testing.T) {
+	t.Parallel()
+	sessionWorlds(t, 12, func(t *testing.T, w *world, h *handled, g *overlapGuard) {
+		window := 12 * w.lease
+		measure := func(fleet []*sessionWorker) (lists, gets int64) {
+			l0, g0 := readsOf(sessionCoords(fleet))
+			time.Sleep(window)
+			l1, g1 := readsOf(sessionCoords(fleet))
+			for i := range fleet {
+				lists, gets = lists+l1[i]-l0[i], gets+g1[i]-g0[i]
+			}
+			return lists, gets
+		}
+		fleet := startSessionFleet(t, w, 2, 12, h, g)
+		lists2, gets2 := measure(fleet)
+		for i := 2; i < 12; i++ {
+			fleet = append(fleet, startSessionWorker(t, w, fmt.Sprintf("w%02d", i), h, g))
+		}
+		waitBalanced(t, w, fleet, 12)
+		time.Sleep(2 * w.lease) // the newcomers' first listings and asks are over
+		lists12, gets12 := measure(fleet)
+		t.Logf("%s: in %v, 2 workers listed %d times and read %d rows; 12 workers %d and %d", w.name, window, lists2, gets2, lists12, gets12)
+		require.Positive(t, gets2, "2 workers look at the first lease")
+		assert.LessOrEqual(t, float64(gets12), 1.5*float64(gets2), "reads of the first lease do not grow with the fleet")
+		assert.LessOrEqual(t, float64(lists12), 1.5*float64(lists2)+2, "listings do not grow with the fleet")
+	})
+}
