@@ -496,7 +496,7 @@ func (cd *coordination) rotaLooks() ([]string, bool) {
 	if cd.c.sess == nil || !cd.role.Resting() || cd.first == "" {
 		return nil, false
 	}
-	cands := rotaCandidates(cd.recent, cd.first)
+	cands := rotaCandidates(cd.recent, cd.first, cd.rota.idle)
 	return cands, len(cands) > 0
 }
 
@@ -509,7 +509,9 @@ func (cd *coordination) armRota(confirm time.Time) bool {
 		cd.rota.stop()
 		return false
 	}
-	cd.rota.arm(time.Now(), cd.c.cfg.takeInterval, cands, cd.c.holds, confirm)
+	me := idleCandidate(cd.c.cfg.identity)
+	mine := func(k string) bool { return k == me || cd.c.holds(k) }
+	cd.rota.arm(time.Now(), cd.c.cfg.takeInterval, cands, mine, confirm)
 	return true
 }
 

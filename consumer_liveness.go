@@ -4,6 +4,7 @@ import (
 	"context"
 	"maps"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -138,15 +139,18 @@ func (cd *coordination) idleLists(now time.Time) bool {
 	return live.idle.due(now, period, true)
 }
 
-// countIdlers records how many live owners held nothing at a listing.
+// countIdlers records how many live owners held nothing at a listing, and
+// which (the rota's idle candidates).
 func (cd *coordination) countIdlers(p balance.Plan) {
-	n := 0
-	for _, load := range p.Load {
+	var idle []string
+	for owner, load := range p.Load {
 		if load == 0 {
-			n++
+			idle = append(idle, owner)
 		}
 	}
-	cd.live.idlers = n
+	slices.Sort(idle)
+	cd.live.idlers = len(idle)
+	cd.rota.idle = idle
 }
 
 // listingWorked records a listing that succeeded.

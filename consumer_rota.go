@@ -18,15 +18,24 @@ type rota struct {
 	*time.Timer
 	// at is when the timer is set for; zero while it is stopped.
 	at time.Time
+	// idle are the live owners the last listing showed holding nothing:
+	// they take turns too, each as one candidate (idleCandidate).
+	idle []string
 }
+
+// idleCandidate is the rota's candidate for a worker that holds nothing.
+func idleCandidate(owner string) string { return "@" + owner }
 
 func newRota() rota { return rota{Timer: stoppedTimer()} }
 
-// rotaCandidates returns the leases, among rows (a listing), whose holders
-// share the looks at first: every held lease, unfinished, of a worker
-// other than first's holder. Nil when the listing does not show first
-// held: then nobody can tell whom to watch, and the backstop looks.
-func rotaCandidates(rows []Lease, first string) []string {
+// rotaCandidates returns the candidates, among rows and idle (a listing's),
+// whose holders share the looks at first: every held lease, unfinished, of
+// a worker other than first's holder, and each worker that held nothing
+// (idleCandidate), so that a fleet whose leases all fail with the
+// coordinator is still watched by its idle workers. Nil when the listing
+// does not show first held: then nobody can tell whom to watch, and the
+// backstop looks.
+func rotaCandidates(rows []Lease, first string, idle []string) []string {
 	var head Lease
 	for _, l := range rows {
 		if l.Key.String() == first {
@@ -40,6 +49,11 @@ func rotaCandidates(rows []Lease, first string) []string {
 	for _, l := range rows {
 		if l.Owner != "" && l.Owner != head.Owner && !l.Finished() {
 			out = append(out, l.Key.String())
+		}
+	}
+	for _, owner := range idle {
+		if owner != head.Owner {
+			out = append(out, idleCandidate(owner))
 		}
 	}
 	return out
