@@ -186,21 +186,35 @@ func (cd *coordination) listFailed(ctx context.Context) {
 }
 
 // giveUp hands the first lease, and with it coordination, to a deputy (or
-// another worker) with a fenced handoff, and tells it to lead.
+// another worker) with a fenced handoff, and tells it to lead. The request
+// is written on the row when the last listing showed it this worker's;
+// when that listing is older than this worker's take of the lease (it
+// could not list since), the runner's release to the taker alone hands it
+// over. With nobody to hand it to, the lease is released.
 func (cd *coordination) giveUp(ctx context.Context) {
 	c := cd.c
 	to := balance.PassLead(cd.recentRows(), c.cfg.identity, cd.first)
-	first, ok := cd.recentByShard[cd.first]
-	if len(to) == 0 || !ok || first.Owner != c.cfg.identity {
+	if !c.holds(cd.first) {
+		return
+	}
+	if len(to) == 0 {
+		// The last listing showed nobody to hand it to (it was made before
+		// the others took their leases): release it, and the workers that
+		// look at the first lease find it free, list and take it.
+		c.log.Warn("releasing the coordinator's lease: this worker cannot list, and its last listing showed no other worker to hand it to", "lease", cd.first)
+		c.answerHandoff(cd.first, "")
+		cd.on(balance.GaveUp, balance.RoleFacts{})
 		return
 	}
 	taker := to[0].Row.Owner
-	rctx, cancel := c.storeCtx(ctx)
-	_, err := c.store.RequestHandoff(rctx, first, taker)
-	cancel()
-	if err != nil {
-		c.log.Warn("handing the coordinator's lease over failed", "lease", cd.first, "to", taker, "err", err)
-		return
+	if first, ok := cd.recentByShard[cd.first]; ok && first.Owner == c.cfg.identity {
+		rctx, cancel := c.storeCtx(ctx)
+		_, err := c.store.RequestHandoff(rctx, first, taker)
+		cancel()
+		if err != nil {
+			c.log.Warn("handing the coordinator's lease over failed", "lease", cd.first, "to", taker, "err", err)
+			return
+		}
 	}
 	c.log.Warn("handing coordination over: this worker cannot list", "lease", cd.first, "to", taker)
 	c.answerHandoff(cd.first, taker)
