@@ -45,6 +45,12 @@ type sessionKeeper struct {
 	validUntil time.Time     // (mu) the cut-off of row.Gen on this machine's monotonic clock
 	ended      chan struct{} // (mu) closed once row.Gen ends
 	open       bool          // (mu) whether row.Gen is a session not known to have ended
+	// doubt is set when the last session ended for want of a keep that
+	// succeeded (a throttled or hung worker row), until a keep of the next
+	// succeeds: no lease is taken in it meanwhile, so that a worker whose
+	// keeps cannot land does not take leases only to drop them at each
+	// cut-off, making the others wait a lease duration every time. (mu)
+	doubt bool
 }
 
 func newSessionKeeper(c *Consumer) *sessionKeeper {
@@ -104,11 +110,13 @@ func (s *sessionKeeper) begin(ctx context.Context) (end func(), err error) {
 }
 
 // current returns the session leases are taken in now; ok is false while
-// there is none that is surely live (before a new one is opened).
+// there is none that is surely live (before a new one is opened), and
+// while a session opened after one that could not be kept has not been
+// kept yet (doubt).
 func (s *sessionKeeper) current() (w Worker, ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.row, s.open && time.Now().Before(s.validUntil)
+	return s.row, s.open && !s.doubt && time.Now().Before(s.validUntil)
 }
 
 // cutoff returns when leases of generation gen stop being surely this
@@ -203,7 +211,7 @@ func (s *sessionKeeper) step(ctx context.Context, sent time.Time) bool {
 	case err == nil:
 		s.mu.Lock()
 		if s.open && s.row.Gen == row.Gen {
-			s.row, s.validUntil = kept, session.Cutoff(sent, s.cfg.leaseDuration)
+			s.row, s.validUntil, s.doubt = kept, session.Cutoff(sent, s.cfg.leaseDuration), false
 		}
 		s.mu.Unlock()
 		if len(mail) > 0 {
@@ -215,6 +223,9 @@ func (s *sessionKeeper) step(ctx context.Context, sent time.Time) bool {
 	case errors.Is(err, ErrLeaseLost):
 		s.end(row.Gen, "another worker fenced it (it judged this worker gone)", err)
 	case !time.Now().Before(until):
+		s.mu.Lock()
+		s.doubt = true
+		s.mu.Unlock()
 		s.end(row.Gen, "no keep succeeded for almost a lease duration", err)
 	default:
 		s.log.Warn("keeping the session failed; retrying", "err", err)
