@@ -33,7 +33,22 @@ var errScanThrottled = errors.New("ProvisionedThroughputExceededException: the S
 type faultyReads struct {
 	*readCounter
 	failLists atomic.Bool
+	failGets  atomic.Bool  // single-row and session reads fail too
 	slowRenew atomic.Int64 // ns each renewal and checkpoint waits before it is sent
+}
+
+func (s *faultyReads) GetEventually(ctx context.Context, k shardlease.LeaseKey) (shardlease.Lease, error) {
+	if s.failGets.Load() {
+		return shardlease.Lease{}, errScanThrottled
+	}
+	return s.readCounter.GetEventually(ctx, k)
+}
+
+func (s *faultyReads) ReadSession(ctx context.Context, stream, owner string) (shardlease.Worker, error) {
+	if s.failGets.Load() {
+		return shardlease.Worker{}, errScanThrottled
+	}
+	return s.readCounter.ReadSession(ctx, stream, owner)
 }
 
 func (s *faultyReads) listErr() error {

@@ -174,6 +174,7 @@ type faultySession struct {
 	failKeeps atomic.Bool  // every keep and open fails
 	failEvery atomic.Int64 // when n > 0, n-1 keeps of every n fail
 	slowKeep  atomic.Int64 // ns each keep waits before it is sent
+	hangKeeps atomic.Bool  // every keep hangs until its deadline
 	keeps     atomic.Int64
 }
 
@@ -188,6 +189,10 @@ func (s *faultySession) KeepSession(ctx context.Context, w shardlease.Worker) (s
 	n := s.keeps.Add(1)
 	if d := time.Duration(s.slowKeep.Load()); d > 0 {
 		time.Sleep(d)
+	}
+	if s.hangKeeps.Load() {
+		<-ctx.Done() // an endpoint that answers nothing: the call's deadline ends it
+		return shardlease.Worker{}, nil, ctx.Err()
 	}
 	if every := s.failEvery.Load(); s.failKeeps.Load() || every > 0 && n%every != 0 {
 		return shardlease.Worker{}, nil, errKeepThrottled
@@ -207,11 +212,12 @@ type sessionWorker struct {
 func startSessionWorker(t *testing.T, w *world, name string, h *handled, g *overlapGuard, extra ...shardlease.Option) *sessionWorker {
 	t.Helper()
 	rc := newReadCounter(t, w.store)
-	fs := &faultySession{coordStore: rc}
+	fr := &faultyReads{readCounter: rc}
+	fs := &faultySession{coordStore: fr}
 	sw := &crash.Switch{}
 	opts := append([]shardlease.Option{shardlease.WithIdlePollInterval(max(w.idle, w.take)), sessionsOn}, extra...)
 	wk := startWorker(t, w, crash.Kinesis(w.kin, sw), crash.Store(fs, sw), g.wrap(name, h.handler(name)), w.opts(name, opts...)...)
-	return &sessionWorker{liveWorker: &liveWorker{coordWorker: &coordWorker{worker: wk, reads: rc, sw: sw}}, faults: fs}
+	return &sessionWorker{liveWorker: &liveWorker{coordWorker: &coordWorker{worker: wk, reads: rc, sw: sw}, faults: fr}, faults: fs}
 }
 
 // startSessionFleet starts n session workers and waits until they are
@@ -860,5 +866,91 @@ func TestSessionReadsFlatInWorkers(t *testing.T) {
 		require.Positive(t, gets2, "2 workers look at the first lease")
 		assert.LessOrEqual(t, float64(gets12), 1.5*float64(gets2), "reads of the first lease do not grow with the fleet")
 		assert.LessOrEqual(t, float64(lists12), 1.5*float64(lists2)+2, "listings do not grow with the fleet")
+	})
+}
+
+// sessionCoordinator returns the worker of fleet that coordinates, nil if
+// none does.
+func sessionCoordinator(fleet []*sessionWorker) *sessionWorker {
+	cw := coordinatorOf(sessionCoords(fleet))
+	for _, sw := range fleet {
+		if cw != nil && sw.coordWorker == cw {
+			return sw
+		}
+	}
+	return nil
+}
+
+// TestSessionCoordinatorCannotRead: the coordinator's reads (listings, and
+// the reads of rows and sessions) are throttled while its writes go
+// through, so its keeps keep its session alive: it hands the coordination
+// to another worker within L + 3T (released when its only listing showed
+// nobody to hand it to), and then a plain worker's crash is held
+// again within L + T and nothing is read twice at once, with sessions as
+// without.
+func TestSessionCoordinatorCannotRead(t *testing.T) {
+	t.Parallel()
+	sessionWorlds(t, 8, func(t *testing.T, w *world, h *handled, g *overlapGuard) {
+		fleet := startSessionFleet(t, w, 4, 8, h, g)
+		coord := sessionCoordinator(fleet)
+		require.NotNil(t, coord)
+		failed := time.Now()
+		coord.liveWorker.faults.failLists.Store(true)
+		coord.liveWorker.faults.failGets.Store(true)
+		var next *sessionWorker
+		waitFor(t, 10*w.lease, "another worker coordinating", func() bool {
+			next = sessionCoordinator(fleet)
+			return next != nil && next != coord && !coord.c.Stats().Coordinating
+		})
+		gaveUp := time.Since(failed)
+		// Listings fail from the first after the switch (up to T), for L;
+		// the lease handed over or released, a look within T/3 finds it.
+		assert.LessOrEqual(t, gaveUp, bound(w, w.lease+3*w.take), "given up within L + 3T")
+		assert.Positive(t, coord.c.Stats().CoordinationStalls, "the stall is counted")
+		var victim *sessionWorker
+		for _, sw := range fleet {
+			if sw != coord && sw != next {
+				victim = sw
+			}
+		}
+		lost := victim.c.Held()
+		crashed := time.Now()
+		victim.sw.Crash()
+		waitFor(t, 10*w.lease, "the crashed worker's leases held again", func() bool { return heldAgain(sessionCoords(fleet), lost) })
+		took := time.Since(crashed)
+		t.Logf("%s: coordination handed over %.2f L after the reads began to fail; a crash then held again after %.2f L", w.name, gaveUp.Seconds()/w.lease.Seconds(), took.Seconds()/w.lease.Seconds())
+		assert.LessOrEqual(t, took, bound(w, w.lease+w.take+w.take/4), "a crash: within L + T")
+	})
+}
+
+// TestSessionKeepHangsUntilItsDeadline: every keep of one worker hangs
+// until its call's deadline (an endpoint that answers nothing): the worker
+// stops handing records at its session's cut-off, before a lease duration,
+// counts the session lost (as its keep returns at its deadline), opens a
+// new one but takes nothing in it until a keep of it lands, and the other
+// worker takes its leases (the old session fenced, or confirmed over); once
+// the endpoint answers again the fleet balances and
+// every record is handled, none by two workers at once.
+func TestSessionKeepHangsUntilItsDeadline(t *testing.T) {
+	t.Parallel()
+	sessionWorlds(t, 4, func(t *testing.T, w *world, h *handled, g *overlapGuard) {
+		fleet := startSessionFleet(t, w, 2, 4, h, g)
+		hung := fleet[1]
+		held := hung.c.Held()
+		hung.faults.hangKeeps.Store(true)
+		start := time.Now()
+		waitFor(t, 3*w.lease, "the hung worker's leases dropped", func() bool { return len(hung.c.Held()) == 0 })
+		dropped := time.Since(start)
+		assert.Less(t, dropped, w.lease, "dropped before a lease duration")
+		waitFor(t, 5*w.lease, "the leases held by the other worker", func() bool { return heldAgain(sessionCoords(fleet[:1]), held) })
+		t.Logf("%s: dropped %.2f L, held again %.2f L after the keeps began to hang", w.name, dropped.Seconds()/w.lease.Seconds(), time.Since(start).Seconds()/w.lease.Seconds())
+		// Counted as the hung keep returns, at its deadline (a renew
+		// interval after it was sent).
+		waitFor(t, w.lease, "the session's end counted", func() bool { return hung.c.Stats().SessionsLost > 0 })
+		p := &produced{}
+		w.put(t, p, 40, 8)
+		hung.faults.hangKeeps.Store(false)
+		waitBalanced(t, w, fleet, 4)
+		waitFor(t, 10*w.lease, "every record handled", func() bool { return h.distinct() == p.count() })
 	})
 }
