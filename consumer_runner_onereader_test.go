@@ -172,39 +172,43 @@ func TestOneReaderMixedLeaseDurations(t *testing.T) {
 // takes it once it has expired.
 func TestOneReaderStuckHandler(t *testing.T) {
 	t.Parallel()
-	worlds(t, 1, func(t *testing.T, w *world) {
-		p := &produced{}
-		w.put(t, p, 5, 2)
-		block := make(chan struct{})
-		defer close(block) // lets the abandoned handler return before the test ends
-		entered := make(chan struct{}, 1)
-		stuck := func(ctx context.Context, b *shardlease.Batch) error {
-			select {
-			case entered <- struct{}{}:
-			default:
-			}
-			<-block // ignores ctx
-			return nil
+	worlds(t, 1, func(t *testing.T, w *world) { stuckHandlerTakenOver(t, w) })
+}
+
+// stuckHandlerTakenOver is TestOneReaderStuckHandler's course, its workers
+// configured with extra too.
+func stuckHandlerTakenOver(t *testing.T, w *world, extra ...shardlease.Option) {
+	p := &produced{}
+	w.put(t, p, 5, 2)
+	block := make(chan struct{})
+	defer close(block) // lets the abandoned handler return before the test ends
+	entered := make(chan struct{}, 1)
+	stuck := func(ctx context.Context, b *shardlease.Batch) error {
+		select {
+		case entered <- struct{}{}:
+		default:
 		}
-		timeout := w.lease / 2
-		a := startWorker(t, w, w.kin, w.store, stuck, w.opts("a", shardlease.WithShutdownTimeout(timeout))...)
-		<-entered
+		<-block // ignores ctx
+		return nil
+	}
+	timeout := w.lease / 2
+	a := startWorker(t, w, w.kin, w.store, stuck, w.opts("a", append([]shardlease.Option{shardlease.WithShutdownTimeout(timeout)}, extra...)...)...)
+	<-entered
 
-		stopping := time.Now()
-		require.ErrorIs(t, a.stop(t), shardlease.ErrHandlerAbandoned, "Run says it abandoned the handler")
-		took := time.Since(stopping)
-		t.Logf("%s: Run returned %v after cancel (shutdown timeout %v)", w.name, took, timeout)
-		assert.LessOrEqual(t, took, timeout+w.renew/2, "Run returned within the shutdown timeout")
+	stopping := time.Now()
+	require.ErrorIs(t, a.stop(t), shardlease.ErrHandlerAbandoned, "Run says it abandoned the handler")
+	took := time.Since(stopping)
+	t.Logf("%s: Run returned %v after cancel (shutdown timeout %v)", w.name, took, timeout)
+	assert.LessOrEqual(t, took, timeout+w.renew/2, "Run returned within the shutdown timeout")
 
-		// Nothing renews the lease any more.
-		after := w.leases(t)[0]
-		assert.Equal(t, a.c.OwnerID(), after.Owner, "not released while the handler may still run")
-		h := newHandled()
-		b := startWorker(t, w, w.kin, w.store, h.handler("b"), w.opts("b")...)
-		waitFor(t, w.lease+4*w.take, "b takes the expired lease", func() bool { return len(b.c.Held()) == 1 })
-		waitFor(t, 10*w.lease, "b handles the records", func() bool { return h.distinct() == 5 })
-		require.NoError(t, b.stop(t))
-	})
+	// Nothing renews the lease any more.
+	after := w.leases(t)[0]
+	assert.Equal(t, a.c.OwnerID(), after.Owner, "not released while the handler may still run")
+	h := newHandled()
+	b := startWorker(t, w, w.kin, w.store, h.handler("b"), w.opts("b", extra...)...)
+	waitFor(t, w.lease+4*w.take, "b takes the expired lease", func() bool { return len(b.c.Held()) == 1 })
+	waitFor(t, 10*w.lease, "b handles the records", func() bool { return h.distinct() == 5 })
+	require.NoError(t, b.stop(t))
 }
 
 // asyncWork checkpoints each batch after a fixed amount of work, off the
