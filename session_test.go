@@ -954,3 +954,12 @@ func TestSessionKeepHangsUntilItsDeadline(t *testing.T) {
 		waitFor(t, 10*w.lease, "every record handled", func() bool { return h.distinct() == p.count() })
 	})
 }
+
+// TestSessionStuckHandler: TestOneReaderStuckHandler with sessions: a
+// handler deaf to its context is abandoned at the shutdown timeout, its
+// lease is not released while it may run, and another worker takes it once
+// the stopped worker's session is over and a lease duration has passed.
+func TestSessionStuckHandler(t *testing.T) {
+	t.Parallel()
+	worlds(t, 1, func(t *testing.T, w *world) { stuckHandlerTakenOver(t, w, sessionsOn) })
+}
