@@ -963,3 +963,33 @@ func TestSessionStuckHandler(t *testing.T) {
 	t.Parallel()
 	worlds(t, 1, func(t *testing.T, w *world) { stuckHandlerTakenOver(t, w, sessionsOn) })
 }
+
+// TestSessionRollingTimingChange: during a rolling deploy that triples the
+// lease duration, a worker of the new timings whose keeps fail goes on
+// handing records until its own cut-off (0.9 of its longer lease); the
+// workers of the old timings wait out its lease duration, as its session's
+// row carries it, before they take its leases: no shard is read by two
+// workers at once, and every record is handled.
+func TestSessionRollingTimingChange(t *testing.T) {
+	t.Parallel()
+	sessionWorlds(t, 6, func(t *testing.T, w *world, h *handled, g *overlapGuard) {
+		fleet := startSessionFleet(t, w, 2, 6, h, g)
+		long := 3 * w.lease
+		slow := startSessionWorker(t, w, "long", h, g, shardlease.WithLeaseDuration(long))
+		fleet = append(fleet, slow)
+		waitBalanced(t, w, fleet, 6)
+		p := &produced{}
+		prod := w.produce(t, p, w.take/4, 1, 12)
+		held := slow.c.Held()
+		require.NotEmpty(t, held)
+		failed := time.Now()
+		slow.faults.failKeeps.Store(true)
+		waitFor(t, 3*long, "the long worker's leases held by the others", func() bool { return heldAgain(sessionCoords(fleet[:2]), held) })
+		took := time.Since(failed)
+		prod.stop()
+		t.Logf("%s: held again %.2f of the long lease after its keeps began to fail", w.name, took.Seconds()/long.Seconds())
+		assert.GreaterOrEqual(t, took, long*9/10, "not taken before the long holder's cut-off")
+		slow.faults.failKeeps.Store(false)
+		waitFor(t, 10*long, "every record handled", func() bool { return h.distinct() == p.count() })
+	})
+}
