@@ -55,10 +55,10 @@ func costChart(lease time.Duration, m costModels) lineChart {
 func failoverChart(f map[time.Duration][]time.Duration) barChart {
 	c := barChart{Title: "Crash failover with sessions, until every shard is read again", YLabel: "seconds",
 		Target: 5, TargetLabel: fmt.Sprintf("target at %v: 5 s", fastLease)}
-	for _, lease := range costLeases {
+	for i, lease := range costLeases {
 		if ds := f[lease]; len(ds) > 0 {
 			worst, median := worstOf(ds)
-			c.Bars = append(c.Bars, chartBar{fmt.Sprintf("L %v worst", lease), worst.Seconds()}, chartBar{fmt.Sprintf("L %v median", lease), median.Seconds()})
+			c.Bars = append(c.Bars, chartBar{fmt.Sprintf("L %v worst", lease), worst.Seconds(), i}, chartBar{fmt.Sprintf("L %v median", lease), median.Seconds(), i})
 		}
 	}
 	return c

@@ -160,5 +160,5 @@ func addCostUnitRows(e *env, ws []*costWorker, use []costUse, w time.Duration) {
 func kclNote(lease time.Duration) string {
 	m := kclModel(lease, 100)
 	return fmt.Sprintf("computed (kclModel), not run: a renewal of every lease every L/3 - 25ms (%v), one application checkpoint a lease-minute, a WorkerMetricStats write a worker every 30s, the leader's lock heartbeat every 30s shared by 100 workers; %.2f a lease-minute plus %.2f a worker-minute, every write one unit",
-		lease/3-kclEpsilon, m.perLease, m.perWorker)
+		(lease/3 - kclEpsilon).Round(time.Millisecond), m.perLease, m.perWorker)
 }

@@ -27,10 +27,11 @@ type lineChart struct {
 	Series                []chartSeries
 }
 
-// chartBar is one bar of a bar chart.
+// chartBar is one bar of a bar chart; bars of one Group share a colour.
 type chartBar struct {
 	Label string
 	Value float64
+	Group int
 }
 
 // barChart is a bar chart's data and labels; Target, when above zero, is
@@ -171,7 +172,7 @@ func (c barChart) svg() string {
 	slot := float64(plotW) / float64(max(len(c.Bars), 1))
 	for i, b := range c.Bars {
 		x, y := plotL+slot*float64(i)+slot*0.15, yAt(b.Value, yMax)
-		d.printf(`<rect x="%s" y="%s" width="%s" height="%s" fill="%s"/>`+"\n", num(x), num(y), num(slot*0.7), num(plotT+plotH-y), chartColors[i%len(chartColors)])
+		d.printf(`<rect x="%s" y="%s" width="%s" height="%s" fill="%s"/>`+"\n", num(x), num(y), num(slot*0.7), num(plotT+plotH-y), chartColors[b.Group%len(chartColors)])
 		d.text(x+slot*0.35, y-4, `text-anchor="middle"`, tickLabel(math.Round(b.Value*100)/100))
 		d.text(x+slot*0.35, plotT+plotH+16, `text-anchor="middle"`, b.Label)
 	}

@@ -87,7 +87,7 @@ func TestLineChartSVGOnePoint(t *testing.T) {
 
 func TestBarChartSVG(t *testing.T) {
 	c := barChart{Title: "crash failover", YLabel: "seconds", TargetLabel: "target 5 s", Target: 5,
-		Bars: []chartBar{{"L 10 s worst", 13.2}, {"L 10 s median", 12.1}, {"L 3 s worst", 4.1}, {"L 3 s median", 3.6}}}
+		Bars: []chartBar{{"L 10 s worst", 13.2, 0}, {"L 10 s median", 12.1, 0}, {"L 3 s worst", 4.1, 1}, {"L 3 s median", 3.6, 1}}}
 	doc := c.svg()
 	elems, texts := svgElements(t, doc)
 	// The background and one bar each.
