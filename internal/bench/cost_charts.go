@@ -41,7 +41,7 @@ func costChart(lease time.Duration, m costModels) lineChart {
 		return s
 	}
 	return lineChart{
-		Title:  fmt.Sprintf("Write units per lease-minute, busy leases, lease %v", lease),
+		Title:  "Write units per lease-minute, busy leases, " + settingName(lease),
 		XLabel: "leases per worker", YLabel: "write units per lease-minute", LogX: true,
 		Series: []chartSeries{
 			line("KCL 3.x (model)", kclModel(lease, 100)),

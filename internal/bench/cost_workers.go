@@ -18,11 +18,12 @@ import (
 	"github.com/shardlease/shardlease/shardleasetest"
 )
 
-// costSpec is one lone worker of the cost rows: its lease duration, how
-// many leases it holds, sessions on or off, and whether records flow on
-// its shards.
+// costSpec is one lone worker of the cost rows: its lease duration and
+// renew interval (0: the default), how many leases it holds, sessions on or
+// off, and whether records flow on its shards.
 type costSpec struct {
 	lease    time.Duration
+	renew    time.Duration
 	leases   int
 	sessions bool
 	busy     bool
@@ -34,7 +35,7 @@ func (s costSpec) String() string {
 	if s.busy {
 		load = "busy"
 	}
-	return fmt.Sprintf("%d %s leases, lease %v, sessions %v", s.leases, load, s.lease, s.sessions)
+	return fmt.Sprintf("%d %s leases, lease %v, renew %v, sessions %v", s.leases, load, s.lease, s.renew, s.sessions)
 }
 
 // startCostWorker starts a worker alone over a new stream of s.leases
@@ -62,9 +63,12 @@ func startCostWorker(ctx context.Context, e *env, fake *shardleasetest.Kinesis, 
 	if err != nil {
 		return nil, err
 	}
-	lw.run, err = startConsumer(fake, store, stream, func(context.Context, *shardlease.Batch) error { return nil },
-		shardlease.WithOwnerID(fmt.Sprintf("lone-%d", s.leases)), shardlease.WithLeaseDuration(s.lease),
-		shardlease.WithShutdownTimeout(s.lease), shardlease.WithSessions(s.sessions))
+	opts := []shardlease.Option{shardlease.WithOwnerID(fmt.Sprintf("lone-%d", s.leases)), shardlease.WithLeaseDuration(s.lease),
+		shardlease.WithShutdownTimeout(s.lease), shardlease.WithSessions(s.sessions)}
+	if s.renew > 0 {
+		opts = append(opts, shardlease.WithRenewInterval(s.renew))
+	}
+	lw.run, err = startConsumer(fake, store, stream, func(context.Context, *shardlease.Batch) error { return nil }, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("start a worker of %s on table %s: %w", s, table, err)
 	}
