@@ -104,13 +104,14 @@ func (d *svgDoc) close() string {
 // yAt maps v on an axis from 0 to yMax to the plot's y.
 func yAt(v, yMax float64) float64 { return plotT + plotH - v/yMax*plotH }
 
-// niceMax rounds v up to 1, 2 or 5 times a power of ten (at least 1).
+// niceMax rounds v up to a round multiple of a power of ten (1, 1.5, 2,
+// 2.5, 3, 4, 5, 6 or 8 times it); 1 when v is not above zero.
 func niceMax(v float64) float64 {
 	if v <= 0 || math.IsNaN(v) || math.IsInf(v, 0) {
 		return 1
 	}
 	p := math.Pow(10, math.Floor(math.Log10(v)))
-	for _, m := range []float64{1, 2, 5, 10} {
+	for _, m := range []float64{1, 1.5, 2, 2.5, 3, 4, 5, 6, 8, 10} {
 		if m*p >= v {
 			return m * p
 		}

@@ -67,7 +67,7 @@ func TestLineChartSVG(t *testing.T) {
 	if elems["polyline"] != 3 {
 		t.Errorf("%d polylines, want one per series (3)", elems["polyline"])
 	}
-	for _, want := range []string{"Cost & <failover>", "leases per worker", "write units per lease-minute", "KCL 3.x", "sessions", "1", "10", "100", "0", "50"} {
+	for _, want := range []string{"Cost & <failover>", "leases per worker", "write units per lease-minute", "KCL 3.x", "sessions", "1", "10", "100", "0", "25"} {
 		if !contains(texts, want) {
 			t.Errorf("no text %q in %q", want, texts)
 		}
@@ -105,7 +105,7 @@ func TestBarChartSVG(t *testing.T) {
 }
 
 func TestNiceMax(t *testing.T) {
-	for _, c := range []struct{ in, want float64 }{{0, 1}, {0.7, 1}, {1, 1}, {1.2, 2}, {19.3, 20}, {21, 50}, {63, 100}} {
+	for _, c := range []struct{ in, want float64 }{{0, 1}, {0.7, 0.8}, {1, 1}, {1.2, 1.5}, {19.3, 20}, {21, 25}, {63, 80}, {102, 150}} {
 		if got := niceMax(c.in); got != c.want {
 			t.Errorf("niceMax(%v) = %v, want %v", c.in, got, c.want)
 		}
