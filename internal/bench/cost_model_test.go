@@ -24,3 +24,39 @@ func TestModelFrom(t *testing.T) {
 		t.Errorf("modelFrom: %+v, at(10) %v", m, m.at(10))
 	}
 }
+
+func TestCostChart(t *testing.T) {
+	m := costModels{perLease: costModel{perLease: 18}, sessions: costModel{perWorker: 18}}
+	c := costChart(defLease, m)
+	if len(c.Series) != 3 {
+		t.Fatalf("%d series, want the KCL's, per-lease renewals and sessions", len(c.Series))
+	}
+	for _, s := range c.Series {
+		if len(s.X) != len(chartLeases) || len(s.Y) != len(chartLeases) {
+			t.Errorf("series %q: %d x and %d y, want %d each", s.Name, len(s.X), len(s.Y), len(chartLeases))
+		}
+	}
+	// At 10 leases a worker (the fourth x): the KCL's 19.3, 18 and 1.8.
+	if kcl, per, ses := c.Series[0].Y[3], c.Series[1].Y[3], c.Series[2].Y[3]; kcl < 19.25 || kcl > 19.4 || per != 18 || ses != 1.8 {
+		t.Errorf("at 10 leases a worker: KCL %.2f, per-lease %.2f, sessions %.2f; want 19.3, 18, 1.8", kcl, per, ses)
+	}
+}
+
+func TestFailoverChart(t *testing.T) {
+	c := failoverChart(map[time.Duration][]time.Duration{
+		defLease:  {12 * time.Second},
+		fastLease: {3 * time.Second, 4 * time.Second, 3500 * time.Millisecond},
+	})
+	want := []chartBar{{"L 10s worst", 12, 0}, {"L 10s median", 12, 0}, {"L 3s worst", 4, 1}, {"L 3s median", 3.5, 1}}
+	if len(c.Bars) != len(want) {
+		t.Fatalf("bars %+v, want %+v", c.Bars, want)
+	}
+	for i := range want {
+		if c.Bars[i] != want[i] {
+			t.Errorf("bar %d: %+v, want %+v", i, c.Bars[i], want[i])
+		}
+	}
+	if c.Target != 5 {
+		t.Errorf("target %v s, want 5", c.Target)
+	}
+}
