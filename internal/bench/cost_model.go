@@ -1,24 +1,33 @@
 package main
 
 import (
+	"math"
 	"time"
 )
 
-// costModel is what a worker's lease table writes cost, as two rates: the
-// write units a worker pays whatever it holds (its heartbeat or session
-// row, its metrics, its share of a leader's lock), and the write units
-// each lease it holds adds (renewals, checkpoints). Both are a minute's.
+// costModel is what a worker's lease table writes cost, as rates a minute:
+// the write units a worker pays whatever it holds (its heartbeat, its
+// metrics, its share of a leader's lock), the write units each lease it
+// holds adds (renewals, checkpoints of their own), and the keeps of a row
+// that grows with the leases held (a session row carrying their packed
+// checkpoints), each of which costs a write unit for every 1 KB of it.
 type costModel struct {
 	perWorker float64 // write units a worker-minute
 	perLease  float64 // write units a lease-minute
+	keeps     float64 // writes a worker-minute of its growing row
+	// rowBytes and entryBytes are the growing row's size without entries,
+	// and what each lease held adds to it.
+	rowBytes, entryBytes float64
 }
+
+// writeUnit is the bytes a write unit covers.
+const writeUnit = 1024
 
 // at returns the write units per lease-minute of a worker holding k leases.
 func (m costModel) at(k int) float64 {
-	if k < 1 {
-		k = 1
-	}
-	return m.perLease + m.perWorker/float64(k)
+	k = max(k, 1)
+	perKeep := math.Ceil((m.rowBytes + m.entryBytes*float64(k)) / writeUnit)
+	return m.perLease + (m.perWorker+m.keeps*max(perKeep, 1))/float64(k)
 }
 
 // modelFrom returns the model of a worker measured holding k leases, whose
@@ -26,6 +35,19 @@ func (m costModel) at(k int) float64 {
 // leaseUnits on its lease rows, over w.
 func modelFrom(k int, workerUnits, leaseUnits float64, w time.Duration) costModel {
 	return costModel{perWorker: workerUnits / w.Minutes(), perLease: leaseUnits / float64(k) / w.Minutes()}
+}
+
+// keptModelFrom returns the model of a worker measured holding k leases,
+// whose keeps (keepWrites writes, keepUnits write units over w) wrote a row
+// of row bytes, entries of which were its leases' (entryBytes in all), and
+// whose lease rows cost leaseUnits. What the keeps cost beyond their
+// size's units is the worker's own.
+func keptModelFrom(k int, keepWrites int64, keepUnits, leaseUnits float64, row, entryBytes int, w time.Duration) costModel {
+	m := costModel{perLease: leaseUnits / float64(k) / w.Minutes(), keeps: float64(keepWrites) / w.Minutes(),
+		rowBytes: float64(row - entryBytes), entryBytes: float64(entryBytes) / float64(k)}
+	perKeep := max(math.Ceil(float64(row)/writeUnit), 1)
+	m.perWorker = max(0, keepUnits/w.Minutes()-m.keeps*perKeep)
+	return m
 }
 
 // The Java KCL 3.x's defaults that its model uses.

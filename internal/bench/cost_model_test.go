@@ -1,6 +1,7 @@
 package main
 
 import (
+	"math"
 	"testing"
 	"time"
 )
@@ -58,5 +59,22 @@ func TestFailoverChart(t *testing.T) {
 	}
 	if c.Target != 5 {
 		t.Errorf("target %v s, want 5", c.Target)
+	}
+}
+
+func TestKeptModelFrom(t *testing.T) {
+	// 9 keeps of a 800-byte row in 30 s, 500 bytes of it ten leases'
+	// packed checkpoints, nothing on lease rows.
+	m := keptModelFrom(10, 9, 9, 0, 800, 500, 30*time.Second)
+	for _, c := range []struct {
+		k    int
+		want float64
+	}{{1, 18}, {10, 1.8}, {14, 18.0 / 14}, {20, 1.8}, {100, 18.0 * 6 / 100}} {
+		if got := m.at(c.k); math.Abs(got-c.want) > 1e-9 {
+			t.Errorf("at(%d) = %v, want %v (a keep a unit a KB of 300 bytes and 50 a lease)", c.k, got, c.want)
+		}
+	}
+	if m.perWorker != 0 {
+		t.Errorf("perWorker %v, want 0: every unit was the keeps' size", m.perWorker)
 	}
 }

@@ -51,11 +51,11 @@ func measureCostScale(ctx context.Context, e *env) error {
 	if !ok {
 		return errors.New("the scale rows scale the rates cost-units measures: run it first (-only cost, or -only cost-units,cost-scale)")
 	}
-	perWorker := m.sessions.perWorker + m.sessions.perLease*scaleTableShards/scaleTableWorkers
-	wcu := perWorker * scaleTableWorkers / 60
+	const perWorker = scaleTableShards / scaleTableWorkers
+	wcu := m.sessions.at(perWorker) * perWorker * scaleTableWorkers / 60
 	e.add(row{Section: costUnitsSection, Metric: "10,000 busy shards read by 1,000 workers, sessions: write units a second on the lease table", Value: wcu, Unit: "WU/s",
 		Shown: fmt.Sprintf("%.0f", wcu), Target: fmt.Sprintf("< %.0f (one partition)", partitionWCU), OK: okp(wcu < partitionWCU),
-		Note: fmt.Sprintf("from the rates measured at lease %v (the busy worker with sessions and %d leases: %.1f write units a worker-minute on its session row, %.2f a lease-minute on lease rows), times 1,000 workers of 10 leases", defLease, costPerWorker, m.sessions.perWorker, m.sessions.perLease)})
+		Note: fmt.Sprintf("from the rates measured at lease %v (the busy worker with sessions and %d leases: %.1f write units a worker-minute, %.1f of them keeps of its session row), times 1,000 workers of 10 leases", defLease, costPerWorker, m.sessions.at(perWorker)*perWorker, m.sessions.at(perWorker)*perWorker-m.sessions.perLease*perWorker)})
 	// In-process, 10 workers of 1,000 leases: a fleet of 1,000 in one
 	// process would measure the machine, not the writes.
 	const workers = 10

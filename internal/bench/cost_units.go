@@ -63,12 +63,15 @@ const costPerWorker = 10
 
 // costUse is what a worker wrote over a window.
 type costUse struct {
-	units, leaseUnits float64 // write units in all, and on lease rows
-	writes            int64
+	units, leaseUnits   float64 // write units in all, and on lease rows
+	writes, leaseWrites int64
+	// rowBytes is the size of the worker's own row at the window's end,
+	// packedBytes that of the packed checkpoints it carries.
+	rowBytes, packedBytes int
 }
 
 func (u costUse) minus(v costUse) costUse {
-	return costUse{u.units - v.units, u.leaseUnits - v.leaseUnits, u.writes - v.writes}
+	return costUse{units: u.units - v.units, leaseUnits: u.leaseUnits - v.leaseUnits, writes: u.writes - v.writes, leaseWrites: u.leaseWrites - v.leaseWrites}
 }
 
 // measureCostUnits runs, side by side, lone workers of 10 leases each on
@@ -119,7 +122,7 @@ func measureCostUnits(ctx context.Context, e *env) error {
 	use := func() []costUse {
 		out := make([]costUse, len(ws))
 		for i, w := range ws {
-			out[i] = costUse{w.dyn.WriteUnits(), w.rows.LeaseUnits(), w.dyn.Writes()}
+			out[i] = costUse{units: w.dyn.WriteUnits(), leaseUnits: w.rows.LeaseUnits(), writes: w.dyn.Writes(), leaseWrites: w.rows.LeaseWrites()}
 		}
 		return out
 	}
@@ -131,6 +134,12 @@ func measureCostUnits(ctx context.Context, e *env) error {
 			return fmt.Errorf("a worker of %s lost leases in the window: it holds %d", w.spec, n)
 		}
 		u1[i] = u1[i].minus(u0[i])
+		if w.spec.busy && w.spec.sessions {
+			var err error
+			if u1[i].rowBytes, u1[i].packedBytes, err = workerRowBytes(ctx, w.dyn, w.table); err != nil {
+				return err
+			}
+		}
 	}
 	addCostUnitRows(e, ws, u1, win)
 	return nil
@@ -173,10 +182,24 @@ func addCostUnitRows(e *env, ws []*costWorker, use []costUse, w time.Duration) {
 		idle := perLeaseMin(idleOn.leaseUnits)
 		e.add(row{Section: costUnitsSection, Metric: at + ", an idle lease with sessions: write units on its lease row a minute", Value: idle, Unit: "WU/lease/min",
 			Shown: fmt.Sprintf("%.2f", idle), Target: "0", OK: okp(idle == 0)})
-		e.costs().models[lease] = costModels{
-			perLease: modelFrom(costPerWorker, off.units-off.leaseUnits, off.leaseUnits, w),
-			sessions: modelFrom(costPerWorker, on.units-on.leaseUnits, on.leaseUnits, w),
-		}
+		addSessionRow(e, lease, off, on, w)
+	}
+}
+
+// addSessionRow adds the size of the busy worker's session row at lease,
+// and keeps the models of the busy workers, off without sessions and on
+// with them, for the charts.
+func addSessionRow(e *env, lease time.Duration, off, on costUse, w time.Duration) {
+	note := ""
+	if lease == defLease {
+		note = "the worker's row as DynamoDB sizes it (names and values), read at the window's end; a write unit covers 1 KB; the charts' sessions lines cost each keep a unit a KB of this row, grown by the packed checkpoints' bytes a lease"
+	}
+	e.add(row{Section: costUnitsSection, Metric: settingName(lease) + ", 10 busy leases: the session row's bytes (packed checkpoints)", Value: float64(on.rowBytes), Unit: "bytes",
+		Shown: fmt.Sprintf("%d (%d)", on.rowBytes, on.packedBytes), Target: "-",
+		Note: note})
+	e.costs().models[lease] = costModels{
+		perLease: modelFrom(costPerWorker, off.units-off.leaseUnits, off.leaseUnits, w),
+		sessions: keptModelFrom(costPerWorker, on.writes-on.leaseWrites, on.units-on.leaseUnits, on.leaseUnits, on.rowBytes, on.packedBytes, w),
 	}
 }
 

@@ -58,7 +58,7 @@ func startCostWorker(ctx context.Context, e *env, fake *shardleasetest.Kinesis, 
 		return nil, fmt.Errorf("create lease table %s: %w", table, err)
 	}
 	lw := &loneWorker{leases: s.leases, sessions: s.sessions, dyn: &dyncount.Client{DynamoDBAPI: dc, Capacity: true}}
-	cw := &costWorker{loneWorker: lw, spec: s, stream: stream, rows: &rowUnits{DynamoDBAPI: lw.dyn}}
+	cw := &costWorker{loneWorker: lw, spec: s, stream: stream, table: table, rows: &rowUnits{DynamoDBAPI: lw.dyn}}
 	store, err := shardlease.NewDynamoStore(cw.rows, table)
 	if err != nil {
 		return nil, err
@@ -78,22 +78,27 @@ func startCostWorker(ctx context.Context, e *env, fake *shardleasetest.Kinesis, 
 // costWorker is a lone worker of the cost rows.
 type costWorker struct {
 	*loneWorker
-	spec   costSpec
-	stream string
-	rows   *rowUnits
+	spec          costSpec
+	stream, table string
+	rows          *rowUnits
 }
 
-// rowUnits sums the write units that writes to lease rows consumed, apart
-// from those of worker rows ("stream:@owner", where a session lives). It
+// rowUnits sums the writes to lease rows and the write units they
+// consumed, apart from those of worker rows ("stream:@owner", where a
+// session lives). It
 // wraps a dyncount.Client with Capacity set, whose outputs carry the
 // consumed capacity; the client's totals hold both kinds.
 type rowUnits struct {
 	shardlease.DynamoDBAPI
 	leaseMicros atomic.Int64 // millionths of a write unit
+	leaseWrites atomic.Int64
 }
 
 // LeaseUnits returns the write units lease rows consumed so far.
 func (r *rowUnits) LeaseUnits() float64 { return float64(r.leaseMicros.Load()) / 1e6 }
+
+// LeaseWrites returns the writes to lease rows so far.
+func (r *rowUnits) LeaseWrites() int64 { return r.leaseWrites.Load() }
 
 // add counts cc if key names a lease row.
 func (r *rowUnits) add(key map[string]dtypes.AttributeValue, cc *dtypes.ConsumedCapacity) {
@@ -102,6 +107,7 @@ func (r *rowUnits) add(key map[string]dtypes.AttributeValue, cc *dtypes.Consumed
 		return
 	}
 	r.leaseMicros.Add(int64(*cc.CapacityUnits * 1e6))
+	r.leaseWrites.Add(1)
 }
 
 // PutItem counts a lease row's units.

@@ -57,3 +57,14 @@ func TestRowUnitsCountsLeaseRowsOnly(t *testing.T) {
 		t.Errorf("lease rows' units %v, want 4.5 (three writes of 1.5, the worker row's left out)", got)
 	}
 }
+
+func TestItemBytes(t *testing.T) {
+	item := map[string]dtypes.AttributeValue{
+		"lease_key": &dtypes.AttributeValueMemberS{Value: "ab:@c"},                                                                                   // 9 + 5
+		"n":         &dtypes.AttributeValueMemberN{Value: "123"},                                                                                     // 1 + 3
+		"m":         &dtypes.AttributeValueMemberM{Value: map[string]dtypes.AttributeValue{"x": &dtypes.AttributeValueMemberB{Value: []byte{1, 2}}}}, // 1 + 3 + 1 + 1 + 2
+	}
+	if got := itemBytes(item); got != 26 {
+		t.Errorf("itemBytes = %d, want 26", got)
+	}
+}
