@@ -8,6 +8,7 @@
 //	go run ./internal/bench -only fleet-large   # the 1,000-shard, 100-worker fleet row alone
 //	go run ./internal/bench -only sessions      # the session rows (session-cost, -failover, -reads, -upgrade)
 //	go run ./internal/bench -json out.json
+//	go run ./internal/bench -quick -only cost -charts docs/img   # the cost rows, and their charts as SVG
 //
 // It starts its own dynalite and kinesalite (internal/emulator), which need
 // Node.js and npm on the PATH.
@@ -72,6 +73,7 @@ type env struct {
 	kinesis  string // endpoint
 	rows     []row
 	progress io.Writer
+	cost     *costFigures // what the cost steps measured for the charts; see costs
 }
 
 func (e *env) add(r row) {
@@ -88,7 +90,8 @@ func okp(b bool) *bool { return &b }
 func main() {
 	quick := flag.Bool("quick", false, "smaller sizes and windows (about 7 minutes on 2 cores)")
 	jsonOut := flag.String("json", "", "also write the rows as JSON to this file")
-	only := flag.String("only", "", "comma-separated sections to run (throughput,overhead,cost,failover,deploy,balance,scale,fleet,latency,lanes,window,memory,group-reads,group-share,session-cost,session-failover,session-reads,session-upgrade; sessions runs the four session-... sections; fleet-large runs the fleet section's 1,000-shard row alone); default all")
+	charts := flag.String("charts", "", "also draw the cost and failover charts as SVG files in this directory (needs the cost steps)")
+	only := flag.String("only", "", "comma-separated sections to run (throughput,overhead,cost,cost-units,cost-crash,cost-scale,failover,deploy,balance,scale,fleet,latency,lanes,window,memory,group-reads,group-share,session-cost,session-failover,session-reads,session-upgrade; cost runs the four cost... sections, sessions the four session-... sections; fleet-large runs the fleet section's 1,000-shard row alone); default all")
 	flag.Parse()
 	// The consumers log to slog.Default(); their lease changes (Info) would
 	// drown the table, their warnings are worth seeing.
@@ -120,6 +123,12 @@ func main() {
 		mode = "quick"
 	}
 	fmt.Printf("\n%s run, %s, GOMAXPROCS %d, %s, took %s\n", mode, runtime.Version(), runtime.GOMAXPROCS(0), runtime.GOARCH, time.Since(start).Round(time.Second))
+	if *charts != "" {
+		if err := writeCharts(*charts, e.cost); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+	}
 	if *jsonOut != "" {
 		b, err := json.MarshalIndent(struct {
 			Mode string `json:"mode"`
@@ -142,7 +151,7 @@ func run(e *env, only string) error {
 			return true
 		}
 		for _, o := range strings.Split(only, ",") {
-			if o = strings.TrimSpace(o); o == s || o == "sessions" && slices.Contains(sessionSteps, s) {
+			if o = strings.TrimSpace(o); o == s || o == "sessions" && slices.Contains(sessionSteps, s) || o == "cost" && slices.Contains(costSteps, s) {
 				return true
 			}
 		}
@@ -150,7 +159,7 @@ func run(e *env, only string) error {
 	}
 	// fleet-large is the fleet section's large row alone; only when named.
 	named := func(s string) bool { return only != "" && want(s) }
-	needDynamo := want("throughput") || want("cost") || want("scale") || want("fleet") || named("fleet-large") || want("group-reads") || want("group-share") || want("session-cost") || want("session-reads")
+	needDynamo := want("throughput") || want("cost") || want("cost-units") || want("scale") || want("fleet") || named("fleet-large") || want("group-reads") || want("group-share") || want("session-cost") || want("session-reads")
 	needKinesis := want("throughput")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Minute)
 	defer cancel()
@@ -177,6 +186,9 @@ func run(e *env, only string) error {
 		{"throughput", measureThroughput},
 		{"overhead", measureOverhead},
 		{"cost", measureCost},
+		{"cost-units", measureCostUnits},
+		{"cost-crash", measureCostCrash},
+		{"cost-scale", measureCostScale},
 		{"failover", measureFailover},
 		{"deploy", measureDeploy},
 		{"balance", measureBalance},

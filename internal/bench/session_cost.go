@@ -8,12 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/kinesis"
-
-	"github.com/shardlease/shardlease"
 	"github.com/shardlease/shardlease/internal/dyncount"
-	"github.com/shardlease/shardlease/internal/emulator"
 	"github.com/shardlease/shardlease/shardleasetest"
 )
 
@@ -33,24 +28,11 @@ type loneWorker struct {
 // startLone starts a worker alone over a new stream of leases idle shards
 // of fake, on a new table, with sessions on or off.
 func startLone(ctx context.Context, e *env, fake *shardleasetest.Kinesis, leases int, sessions bool) (*loneWorker, error) {
-	stream := emulator.UniqueName("idle")
-	if _, err := fake.CreateStream(ctx, &kinesis.CreateStreamInput{StreamName: aws.String(stream), ShardCount: aws.Int32(int32(leases))}); err != nil {
-		return nil, err
-	}
-	dc := emulator.NewDynamoClient(e.dynamo)
-	table := emulator.UniqueName("sessions")
-	if err := shardlease.CreateTable(ctx, dc, table); err != nil {
-		return nil, fmt.Errorf("create lease table %s: %w", table, err)
-	}
-	lw := &loneWorker{leases: leases, sessions: sessions, dyn: &dyncount.Client{DynamoDBAPI: dc, Capacity: true}}
-	store, err := shardlease.NewDynamoStore(lw.dyn, table)
+	cw, err := startCostWorker(ctx, e, fake, costSpec{lease: sessionCostLease, leases: leases, sessions: sessions})
 	if err != nil {
 		return nil, err
 	}
-	lw.run, err = startConsumer(fake, store, stream, func(context.Context, *shardlease.Batch) error { return nil },
-		shardlease.WithOwnerID(fmt.Sprintf("lone-%d", leases)), shardlease.WithLeaseDuration(sessionCostLease),
-		shardlease.WithShutdownTimeout(sessionCostLease), shardlease.WithSessions(sessions))
-	return lw, err
+	return cw.loneWorker, nil
 }
 
 // loneUse is what a lone worker wrote over a window.
