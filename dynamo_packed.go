@@ -67,12 +67,43 @@ func encodePacked(e PackedCheckpoint) []byte {
 	return append(append(b, packedRaw), e.Checkpoint...)
 }
 
-// decodePacked decodes the value of key's entry on worker row w.
-func decodePacked(w LeaseKey, key string, v []byte) (PackedCheckpoint, error) {
-	bad := func(what string) (PackedCheckpoint, error) {
-		return PackedCheckpoint{}, errorf("%w: worker row %q: packed checkpoint of %q: %s; remove the entry from %s (the lease row's own checkpoint is used)", ErrCorruptLease, w, key, what, attrPacked)
+// shardPrefix starts every Kinesis shard id.
+const shardPrefix = "shardId-"
+
+// packedName is the name of lease k's entry on a worker row of stream: the
+// shard id alone for a lease of stream, with "~" for its usual prefix, else
+// the whole lease key (a Group's session keeps leases of many streams). So
+// an entry of a Consumer's lease takes about 50 bytes, however long the
+// stream's name.
+func packedName(stream string, k LeaseKey) string {
+	switch {
+	case k.Stream != stream:
+		return k.String()
+	case strings.HasPrefix(k.Shard, shardPrefix):
+		return "~" + strings.TrimPrefix(k.Shard, shardPrefix)
 	}
-	lk, err := ParseLeaseKey(key)
+	return k.Shard
+}
+
+// packedLeaseKey is the lease key of the entry named name on a worker row
+// of stream (see packedName).
+func packedLeaseKey(stream, name string) (LeaseKey, error) {
+	switch {
+	case strings.Contains(name, ":"):
+		return ParseLeaseKey(name)
+	case strings.HasPrefix(name, "~"):
+		name = shardPrefix + name[1:]
+	}
+	k := LeaseKey{Stream: stream, Shard: name}
+	return k, k.Validate()
+}
+
+// decodePacked decodes the value of the entry named name on worker row w.
+func decodePacked(w LeaseKey, name string, v []byte) (PackedCheckpoint, error) {
+	bad := func(what string) (PackedCheckpoint, error) {
+		return PackedCheckpoint{}, errorf("%w: worker row %q: packed checkpoint %q: %s; remove the entry from %s (the lease row's own checkpoint is used)", ErrCorruptLease, w, name, what, attrPacked)
+	}
+	lk, err := packedLeaseKey(w.Stream, name)
 	if err != nil {
 		return bad("not a lease key")
 	}
@@ -123,7 +154,7 @@ func decodePackedAttr(item map[string]types.AttributeValue) (map[string]PackedCh
 	}
 	w := LeaseKey{}
 	if k, ok := item[attrKey].(*types.AttributeValueMemberS); ok {
-		w, _ = ParseLeaseKey(k.Value)
+		w.Stream, w.Shard, _ = strings.Cut(k.Value, ":")
 	}
 	m, ok := av.(*types.AttributeValueMemberM)
 	if !ok {
@@ -139,7 +170,7 @@ func decodePackedAttr(item map[string]types.AttributeValue) (map[string]PackedCh
 		if err != nil {
 			return nil, err
 		}
-		out[k] = e
+		out[e.Key.String()] = e
 	}
 	return out, nil
 }
@@ -198,14 +229,14 @@ func keepInput(ctx context.Context, table string, sess Worker, put []PackedCheck
 	}
 	for i, e := range put {
 		n := "#p" + strconv.Itoa(i)
-		names[n] = e.Key.String()
+		names[n] = packedName(sess.Stream, e.Key)
 		set = append(set, attrPacked+"."+n+" = :p"+strconv.Itoa(i))
 		vals[":p"+strconv.Itoa(i)] = &types.AttributeValueMemberB{Value: encodePacked(e)}
 	}
 	remove := []string{attrSessionMail}
 	for i, k := range drop {
 		n := "#d" + strconv.Itoa(i)
-		names[n] = k.String()
+		names[n] = packedName(sess.Stream, k)
 		remove = append(remove, attrPacked+"."+n)
 	}
 	in := &dynamodb.UpdateItemInput{
@@ -354,7 +385,7 @@ func (s *DynamoStore) dropEntries(ctx context.Context, w Worker, keys []LeaseKey
 	cond := attrSessionGen + " = :g"
 	for i, k := range keys {
 		n := "#d" + strconv.Itoa(i)
-		names[n] = k.String()
+		names[n] = packedName(w.Stream, k)
 		remove = append(remove, attrPacked+"."+n)
 	}
 	if read != nil {
