@@ -51,10 +51,10 @@ type checkpointPack struct {
 	store PackedCheckpointStore
 
 	mu     sync.Mutex
-	gen    int64                     // (mu) the session generation the pack writes in
-	leases map[string]*packedLease   // (mu) by lease row key
-	sent   map[string]session.Sent   // (mu) what landed in the row in gen, by lease row key
-	now    func() time.Time          // the clock
+	gen    int64                   // (mu) the session generation the pack writes in
+	leases map[string]*packedLease // (mu) by lease row key
+	sent   map[string]session.Sent // (mu) what landed in the row in gen, by lease row key
+	now    func() time.Time        // the clock
 }
 
 func newCheckpointPack(store PackedCheckpointStore) *checkpointPack {
