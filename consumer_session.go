@@ -56,13 +56,14 @@ func newSessionKeeper(c *Consumer) *sessionKeeper {
 		count:   func(e event) { c.count(e, 1) },
 		deliver: func(keys []string) { pollRunners(c, keys) },
 		ended:   closedChan(),
-		pack:    packOf(c.caps.packed),
+		pack:    packOf(c.caps.packed, c.cfg.unpacked),
 	}
 }
 
-// packOf returns the pack of a session on store; nil when store is nil.
-func packOf(store PackedCheckpointStore) *checkpointPack {
-	if store == nil {
+// packOf returns the pack of a session on store; nil when store is nil or
+// packing is off (WithPackedCheckpoints).
+func packOf(store PackedCheckpointStore, off bool) *checkpointPack {
+	if store == nil || off {
 		return nil
 	}
 	return newCheckpointPack(store)
