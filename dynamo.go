@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -535,20 +536,10 @@ func (s *DynamoStore) acquireIn(ctx context.Context, key LeaseKey, owner string,
 		if err != nil {
 			return Lease{}, s.fail("acquire", key, err)
 		}
-		carry, err := s.carryFor(ctx, key, observed)
-		if err != nil {
-			return Lease{}, s.fail("acquire", key, err)
-		}
-		in := s.acquireInput(ctx, owner, observed, f, session)
-		carry.apply(in)
-		var seen Lease
-		l, err := s.acquire(ctx, key, owner, f.counter, in, func(row Lease) error {
-			seen = row
+		mk := func() *dynamodb.UpdateItemInput { return s.acquireInput(ctx, owner, observed, f, session) }
+		l, seen, err := s.claimCarrying(ctx, key, owner, f.counter, observed, mk, func(row Lease) error {
 			return errorf("%w: held by %q at counter %d, observed %d", ErrLeaseHeld, row.Owner, row.Counter, observed)
 		})
-		if err == nil {
-			s.carried(ctx, carry)
-		}
 		if err == nil || attempt == 2 || seen.Owner != "" || seen.Key != key {
 			return l, err
 		}
@@ -631,22 +622,16 @@ func (s *DynamoStore) AcquireAt(ctx context.Context, key LeaseKey, owner string,
 		update = "SET lease_owner = :owner, lease_counter = lease_counter + :one, lease_duration = :dur REMOVE handoff_to, lease_expiry, lease_note, " + attrSession + ", " + attrSessionGen
 		vals[":dur"] = durationAttr(d)
 	}
-	carry, err := s.carryFor(ctx, key, counter)
-	if err != nil {
-		return Lease{}, s.fail("acquire", key, err)
+	mk := func() *dynamodb.UpdateItemInput {
+		return &dynamodb.UpdateItemInput{
+			ConditionExpression:       aws.String("lease_counter = :observed"),
+			UpdateExpression:          aws.String(update),
+			ExpressionAttributeValues: maps.Clone(vals),
+		}
 	}
-	in := &dynamodb.UpdateItemInput{
-		ConditionExpression:       aws.String("lease_counter = :observed"),
-		UpdateExpression:          aws.String(update),
-		ExpressionAttributeValues: vals,
-	}
-	carry.apply(in)
-	l, err := s.acquire(ctx, key, owner, counter+1, in, func(row Lease) error {
+	l, _, err := s.claimCarrying(ctx, key, owner, counter+1, counter, mk, func(row Lease) error {
 		return errorf("%w: owner %q at counter %d, expected counter %d", ErrLeaseHeld, row.Owner, row.Counter, counter)
 	})
-	if err == nil {
-		s.carried(ctx, carry)
-	}
 	return l, err
 }
 

@@ -474,16 +474,28 @@ type packedCarry struct {
 	from  Worker
 }
 
-// carryFor reads key's row and, when it is held at observed by a session,
-// that session's row (both consistently), and returns the entry a claim on
-// observed carries (see carried); nil when none.
-func (s *DynamoStore) carryFor(ctx context.Context, key LeaseKey, observed int64) (*packedCarry, error) {
-	l, found, err := s.read(ctx, key, true)
-	if err != nil || !found || l.Counter != observed {
-		return nil, err
+// observedCarry returns what a claim of key on observed carries, when ctx
+// carries the row observed (withObservedRow: a consumer's take): nothing
+// for a row no session kept, else the entry of one consistent read of the
+// session's row when it holds at observed (at the same counter an entry is
+// never older than the row's own checkpoint). known is false when ctx
+// carries no row: the claim then learns the row from its own refusal
+// (claimCarrying).
+func (s *DynamoStore) observedCarry(ctx context.Context, key LeaseKey, observed int64) (carry *packedCarry, known bool, err error) {
+	w, known := observedSession(ctx)
+	if !known || w.Gen == 0 {
+		return nil, known, nil
 	}
+	c, err := s.carryOf(ctx, Lease{Key: key, Owner: w.Owner, Counter: observed, Session: w.Key(), SessionGen: w.Gen})
+	return c, true, err
+}
+
+// carryOf returns the entry a claim of l, a row as read, carries: the one
+// of l's session row (read consistently) that holds for l and is newer
+// (see carried); nil when none.
+func (s *DynamoStore) carryOf(ctx context.Context, l Lease) (*packedCarry, error) {
 	w, ok := l.KeptBy()
-	if !ok {
+	if !ok || l.Owner == "" {
 		return nil, nil
 	}
 	entries, _, err := s.readPacked(ctx, workerKey(w), true)
@@ -496,6 +508,43 @@ func (s *DynamoStore) carryFor(ctx context.Context, key LeaseKey, observed int64
 	return nil, nil
 }
 
+// claimCarrying runs an acquire on observed (the update mk makes, which
+// writes the counter wrote) so that a claim of a row a session keeps
+// carries the session's entry for it (see lease_packed.go). Without the
+// row observed in ctx, the first try is refused for a row a session keeps
+// at observed, and the row its refusal returns tells which entry to carry
+// in a second try. seen is the row a refusal returned.
+func (s *DynamoStore) claimCarrying(ctx context.Context, key LeaseKey, owner string, wrote, observed int64, mk func() *dynamodb.UpdateItemInput, held func(Lease) error) (l, seen Lease, err error) {
+	carry, known, err := s.observedCarry(ctx, key, observed)
+	if err != nil {
+		return Lease{}, Lease{}, s.fail("acquire", key, err)
+	}
+	heldSeen := func(row Lease) error {
+		seen = row
+		return held(row)
+	}
+	in := mk()
+	carry.apply(in)
+	if !known {
+		in.ConditionExpression = aws.String("(" + aws.ToString(in.ConditionExpression) + ") AND (attribute_not_exists(" + attrSession + ") OR lease_counter <> :observed)")
+		in.ExpressionAttributeValues[":observed"] = num(observed)
+	}
+	l, err = s.acquire(ctx, key, owner, wrote, in, heldSeen)
+	if err != nil && !known && seen.Key == key && seen.Owner != "" && seen.Session != "" && seen.Counter == observed {
+		if carry, err = s.carryOf(ctx, seen); err != nil {
+			return Lease{}, seen, s.fail("acquire", key, err)
+		}
+		in = mk()
+		carry.apply(in)
+		seen = Lease{}
+		l, err = s.acquire(ctx, key, owner, wrote, in, heldSeen)
+	}
+	if err == nil {
+		s.carried(ctx, carry)
+	}
+	return l, seen, err
+}
+
 // apply makes in, an acquire's update on observed, write the carried
 // checkpoint, and only on the counter observed: a row released meanwhile
 // holds a checkpoint at least as new.
@@ -503,6 +552,7 @@ func (c *packedCarry) apply(in *dynamodb.UpdateItemInput) {
 	if c == nil {
 		return
 	}
+	in.ExpressionAttributeValues[":observed"] = num(c.entry.Counter)
 	set, remove := checkpointSet(in.ExpressionAttributeValues, c.entry.Checkpoint, c.entry.SubSequence)
 	expr := strings.Replace(aws.ToString(in.UpdateExpression), "SET ", "SET "+set+", ", 1)
 	if remove != "" {
