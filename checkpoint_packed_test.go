@@ -2,6 +2,7 @@ package shardlease_test
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"sync/atomic"
 	"testing"
@@ -430,5 +431,75 @@ func TestCheckpointCostTenBusyLeases(t *testing.T) {
 			assert.LessOrEqual(t, units/leaseMinutes, 2.0, "at most 2 write units a lease-minute")
 		}
 		waitFor(t, 5*w.lease, "every record handled", func() bool { return len(h.lost(p)) == 0 })
+	})
+}
+
+// packedFenceThenCrash is fenceThenCrash for a worker whose keeps carry its
+// checkpoints.
+type packedFenceThenCrash struct {
+	fenceThenCrash
+	ps shardlease.PackedCheckpointStore
+}
+
+func (s *packedFenceThenCrash) KeepPacked(ctx context.Context, w shardlease.Worker, put []shardlease.PackedCheckpoint, drop []shardlease.LeaseKey) (shardlease.Worker, []string, error) {
+	return s.ps.KeepPacked(ctx, w, put, drop)
+}
+
+func (s *packedFenceThenCrash) ReadPacked(ctx context.Context, stream, owner string) ([]shardlease.PackedCheckpoint, error) {
+	return s.ps.ReadPacked(ctx, stream, owner)
+}
+
+// TestCheckpointPackedTakerDiesBetweenFenceAndClaim: the worker that fences
+// a crashed worker's session dies before it claims; the fenced session's
+// row keeps its checkpoints, and the worker that finishes the takeover
+// starts from them, as it starts from the dead taker's own: no record
+// handled before the crashes is handed again.
+func TestCheckpointPackedTakerDiesBetweenFenceAndClaim(t *testing.T) {
+	t.Parallel()
+	sessionWorlds(t, 6, func(t *testing.T, w *world, h *handled, g *overlapGuard) {
+		var fleet []*sessionWorker
+		var fenced atomic.Bool
+		for i := range 3 {
+			name := fmt.Sprintf("w%02d", i)
+			rc := newReadCounter(t, w.store)
+			sw := &crash.Switch{}
+			fc := &packedFenceThenCrash{fenceThenCrash: fenceThenCrash{coordStore: rc, sw: sw, fenced: &fenced}, ps: w.store.(shardlease.PackedCheckpointStore)}
+			wk := startWorker(t, w, crash.Kinesis(w.kin, sw), crash.Store(fc, sw), g.wrap(name, h.handler(name)),
+				w.opts(name, shardlease.WithIdlePollInterval(max(w.idle, w.take)), sessionsOn)...)
+			fleet = append(fleet, &sessionWorker{liveWorker: &liveWorker{coordWorker: &coordWorker{worker: wk, reads: rc, sw: sw}}})
+		}
+		waitBalanced(t, w, fleet, 6)
+		p := &produced{}
+		w.put(t, p, 60, 12)
+		waitFor(t, 5*w.lease, "every record handled", func() bool { return h.distinct() == p.count() })
+		last := lastSeqs(p)
+		waitFor(t, w.lease/2, "the keeps carried every last checkpoint", func() bool {
+			carried := 0
+			for _, sw := range fleet {
+				for shard, e := range packedOf(t, w, sw.c.OwnerID()) {
+					if e.Checkpoint == last[shard] {
+						carried++
+					}
+				}
+			}
+			return carried == len(last)
+		})
+		fleet[0].sw.Crash()
+		waitFor(t, 3*w.lease, "a taker fenced and died", func() bool {
+			down := 0
+			for _, sw := range fleet {
+				if sw.sw.Down() {
+					down++
+				}
+			}
+			return down == 2
+		})
+		waitFor(t, bound(w, 6*w.lease), "every lease held again", func() bool { return heldAgain(sessionCoords(fleet), allShards(6)) })
+		for shard, seq := range last {
+			assert.Equal(t, seq, rowOf(t, w, shard).Checkpoint, "%s: the claim carried the packed checkpoint", shard)
+		}
+		w.put(t, p, 12, 12)
+		waitFor(t, 10*w.lease, "every record handled", func() bool { return h.distinct() == p.count() })
+		assert.Zero(t, h.duplicates(), "no record handed again")
 	})
 }
