@@ -25,6 +25,7 @@ var packedTests = []struct {
 	{"PackedRemoveWorkerKeepsEntries", capable(testPackedRemoveWorker)},
 	{"PackedReopenKeepsEarlierEntries", capable(testPackedReopen)},
 	{"PackedFenceOfReleasedLeasesDeletesTheRow", capable(testPackedFenceReleased)},
+	{"PackedSessionOfAnotherStream", capable(testPackedOtherStream)},
 }
 
 // longSeq is a sequence number as long as Kinesis's.
@@ -218,4 +219,30 @@ func testPackedFenceReleased(t *testing.T, s shardlease.LeaseStore, ps shardleas
 	assert.Empty(t, readPacked(t, ps, w.Stream, "a"), "a fenced row whose entries no lease row backs is deleted")
 	_, err = ps.ReadSession(ctx, w.Stream, "a")
 	require.ErrorIs(t, err, shardlease.ErrLeaseNotFound)
+}
+
+// testPackedOtherStream: a session on the worker rows of a group (a name of
+// its own) keeps a lease of a stream: the stream's listings read its entry,
+// and a claim carries it.
+func testPackedOtherStream(t *testing.T, s shardlease.LeaseStore, ps shardlease.PackedCheckpointStore) {
+	ctx := t.Context()
+	k := fresh(t, s)
+	group := uniqueStream(t)
+	w := open(t, ps, group, "a", 20*time.Second)
+	l, err := ps.AcquireInSession(holderCtx(t, 20*time.Second), k, w, 0)
+	require.NoError(t, err)
+	w = keepPacked(t, ps, w, []shardlease.PackedCheckpoint{{Key: k, Counter: l.Counter, Checkpoint: longSeq, SubSequence: -1}}, nil)
+	assert.Equal(t, longSeq, readPacked(t, ps, group, "a")[k.String()].Checkpoint, "an entry of another stream's lease comes back")
+	rows := listed(t, s, k.Stream)
+	require.Len(t, rows, 1)
+	assert.Equal(t, longSeq, rows[0].Checkpoint, "the stream's listing reads the group's session row")
+
+	ended, err := ps.FenceSession(ctx, w)
+	require.NoError(t, err)
+	require.True(t, ended)
+	b := open(t, ps, k.Stream, "b", 20*time.Second)
+	claimed, err := ps.AcquireInSession(holderCtx(t, 20*time.Second), k, b, l.Counter)
+	require.NoError(t, err)
+	assert.Equal(t, longSeq, claimed.Checkpoint, "the claim carries it")
+	assert.Empty(t, readPacked(t, ps, group, "a"))
 }
