@@ -153,9 +153,9 @@ type params struct {
 	// into its session row, a fence leaves them, a claim carries the one
 	// that holds, and a holder may flush a landed one to the lease row.
 	Packed bool
-	Limit                                     int // states; 0: none
-	win                                       int // window(), once computed
-	Tick                                      time.Duration
+	Limit  int // states; 0: none
+	win    int // window(), once computed
+	Tick   time.Duration
 }
 
 // window returns the number of ticks after a keep's send during which its
