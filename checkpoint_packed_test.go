@@ -434,21 +434,6 @@ func TestCheckpointCostTenBusyLeases(t *testing.T) {
 	})
 }
 
-// packedFenceThenCrash is fenceThenCrash for a worker whose keeps carry its
-// checkpoints.
-type packedFenceThenCrash struct {
-	fenceThenCrash
-	ps shardlease.PackedCheckpointStore
-}
-
-func (s *packedFenceThenCrash) KeepPacked(ctx context.Context, w shardlease.Worker, put []shardlease.PackedCheckpoint, drop []shardlease.LeaseKey) (shardlease.Worker, []string, error) {
-	return s.ps.KeepPacked(ctx, w, put, drop)
-}
-
-func (s *packedFenceThenCrash) ReadPacked(ctx context.Context, stream, owner string) ([]shardlease.PackedCheckpoint, error) {
-	return s.ps.ReadPacked(ctx, stream, owner)
-}
-
 // TestCheckpointPackedTakerDiesBetweenFenceAndClaim: the worker that fences
 // a crashed worker's session dies before it claims; the fenced session's
 // row keeps its checkpoints, and the worker that finishes the takeover
@@ -463,7 +448,7 @@ func TestCheckpointPackedTakerDiesBetweenFenceAndClaim(t *testing.T) {
 			name := fmt.Sprintf("w%02d", i)
 			rc := newReadCounter(t, w.store)
 			sw := &crash.Switch{}
-			fc := &packedFenceThenCrash{fenceThenCrash: fenceThenCrash{coordStore: rc, sw: sw, fenced: &fenced}, ps: w.store.(shardlease.PackedCheckpointStore)}
+			fc := &fenceThenCrash{coordStore: rc, sw: sw, fenced: &fenced}
 			wk := startWorker(t, w, crash.Kinesis(w.kin, sw), crash.Store(fc, sw), g.wrap(name, h.handler(name)),
 				w.opts(name, shardlease.WithIdlePollInterval(max(w.idle, w.take)), sessionsOn)...)
 			fleet = append(fleet, &sessionWorker{liveWorker: &liveWorker{coordWorker: &coordWorker{worker: wk, reads: rc, sw: sw}}})
@@ -502,4 +487,47 @@ func TestCheckpointPackedTakerDiesBetweenFenceAndClaim(t *testing.T) {
 		waitFor(t, 10*w.lease, "every record handled", func() bool { return h.distinct() == p.count() })
 		assert.Zero(t, h.duplicates(), "no record handed again")
 	})
+}
+
+// The session tests' store wrappers pass packed checkpoints on, so that
+// every session test runs with the default: checkpoints riding the keeps.
+
+func (s *readCounter) KeepPacked(ctx context.Context, w shardlease.Worker, put []shardlease.PackedCheckpoint, drop []shardlease.LeaseKey) (shardlease.Worker, []string, error) {
+	return s.coordStore.(shardlease.PackedCheckpointStore).KeepPacked(ctx, w, put, drop)
+}
+
+func (s *readCounter) ReadPacked(ctx context.Context, stream, owner string) ([]shardlease.PackedCheckpoint, error) {
+	return s.coordStore.(shardlease.PackedCheckpointStore).ReadPacked(ctx, stream, owner)
+}
+
+func (s *fenceThenCrash) KeepPacked(ctx context.Context, w shardlease.Worker, put []shardlease.PackedCheckpoint, drop []shardlease.LeaseKey) (shardlease.Worker, []string, error) {
+	return s.coordStore.(shardlease.PackedCheckpointStore).KeepPacked(ctx, w, put, drop)
+}
+
+func (s *fenceThenCrash) ReadPacked(ctx context.Context, stream, owner string) ([]shardlease.PackedCheckpoint, error) {
+	return s.coordStore.(shardlease.PackedCheckpointStore).ReadPacked(ctx, stream, owner)
+}
+
+// KeepPacked fails, or is slow, as KeepSession does.
+func (s *faultySession) KeepPacked(ctx context.Context, w shardlease.Worker, put []shardlease.PackedCheckpoint, drop []shardlease.LeaseKey) (shardlease.Worker, []string, error) {
+	n := s.keeps.Add(1)
+	if d := time.Duration(s.slowKeep.Load()); d > 0 {
+		time.Sleep(d)
+	}
+	if every := s.failEvery.Load(); s.failKeeps.Load() || every > 0 && n%every != 0 {
+		return shardlease.Worker{}, nil, errKeepThrottled
+	}
+	return s.coordStore.(shardlease.PackedCheckpointStore).KeepPacked(ctx, w, put, drop)
+}
+
+func (s *faultySession) ReadPacked(ctx context.Context, stream, owner string) ([]shardlease.PackedCheckpoint, error) {
+	return s.coordStore.(shardlease.PackedCheckpointStore).ReadPacked(ctx, stream, owner)
+}
+
+func (s refuseFirst) KeepPacked(ctx context.Context, w shardlease.Worker, put []shardlease.PackedCheckpoint, drop []shardlease.LeaseKey) (shardlease.Worker, []string, error) {
+	return s.coordStore.(shardlease.PackedCheckpointStore).KeepPacked(ctx, w, put, drop)
+}
+
+func (s refuseFirst) ReadPacked(ctx context.Context, stream, owner string) ([]shardlease.PackedCheckpoint, error) {
+	return s.coordStore.(shardlease.PackedCheckpointStore).ReadPacked(ctx, stream, owner)
 }
