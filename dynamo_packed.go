@@ -1,9 +1,10 @@
 package shardlease
 
 // The DynamoStore's packed checkpoints (see lease_packed.go). A worker row
-// carries them in session_packed (M): one entry a lease, keyed by the lease
-// key, whose value is a binary of a few dozen bytes (packedCodec), so that
-// about ten entries and the row fit one 1 KB write unit; an UpdateItem is
+// carries them in session_packed (M): one entry a lease, named by its shard
+// id (packedName), whose value is a binary of a few dozen bytes
+// (encodePacked), so that about ten entries and the row fit one 1 KB write
+// unit; an UpdateItem is
 // billed on the larger of the item before and after, so the row holds
 // nothing else of size. session_end (N), present once the session ended
 // with entries, makes the row read as gone to every session operation and
