@@ -81,6 +81,10 @@ type keeper struct {
 	// keeper writes only checkpoints and what the mail asks for.
 	sess *sessionKeeper
 	gen  int64
+	// packed is set while the session's keeps carry the lease's
+	// checkpoints (consumer_packed.go): the keeper then writes the row
+	// only to flush one that stood still, for a Flush, and at the end.
+	packed bool
 
 	flushReq chan chan error // a handler's Flush, answered by the keeper
 	poll     chan struct{}   // poked when the session's mail names the lease
@@ -275,6 +279,7 @@ func newKeepLoop(r *leaseRunner, parent context.Context) *keepLoop {
 	var ended <-chan struct{}
 	if r.k.gen != 0 {
 		ended = r.k.sess.endedOf(r.k.gen)
+		r.k.packed = r.k.sess.pack != nil && r.k.sess.pack.join(r.key, r.k.gen, r.packedView)
 	}
 	return &keepLoop{
 		r:     r,
@@ -286,8 +291,12 @@ func newKeepLoop(r *leaseRunner, parent context.Context) *keepLoop {
 	}
 }
 
-// stop stops the loop's timers.
+// stop stops the loop's timers, and takes the lease out of the session's
+// pack.
 func (kl *keepLoop) stop() {
+	if kl.r.k.packed {
+		kl.r.k.sess.pack.leave(kl.r.key)
+	}
 	kl.tick.Stop()
 	kl.cut.Stop()
 	if kl.retry != nil {
@@ -388,6 +397,9 @@ func (kl *keepLoop) failed(err error) bool {
 func (r *leaseRunner) renew(ctx context.Context, force bool, cut *time.Timer) error {
 	cfg := r.c.cfg
 	held, a := r.nextWrite()
+	if r.k.packed && !force && !a.again && (!a.dirty || !r.k.sess.pack.idle(r.key, cfg.leaseDuration)) {
+		return nil // the session's keeps carry the checkpoint
+	}
 	if !a.dirty && !force && !a.again && (r.k.gen != 0 || time.Since(r.k.lastWrite)+cfg.checkpointFlush/2 < cfg.renewInterval) {
 		return nil
 	}
@@ -412,6 +424,20 @@ func (r *leaseRunner) renew(ctx context.Context, force bool, cut *time.Timer) er
 		r.c.sendNote(r.id, next.Note)
 	}
 	return nil
+}
+
+// packedView is what the session's pack sees of the lease at a keep: the
+// holding's counter, the pending checkpoint, whether the row holds it, and
+// the lag.
+func (r *leaseRunner) packedView() packedView {
+	k := &r.k
+	k.mu.Lock()
+	v := packedView{counter: k.lease.Counter, at: k.pending, rowHolds: k.pending == k.written}
+	k.mu.Unlock()
+	if l, ok := r.lag.lag(time.Now()); ok {
+		v.lag = &l
+	}
+	return v
 }
 
 // writeFailed handles a failed renewal and reports whether the keeper must

@@ -66,6 +66,7 @@ type config struct {
 	windowRecords    int           // WithBatchWindow
 	windowWait       time.Duration // WithBatchWindow
 	sessions         bool          // WithSessions
+	unpacked         bool          // WithPackedCheckpoints(false)
 
 	// set explicitly, to tell defaults from choices
 	renewSet, takeSet, flushSet, ownerSet bool
@@ -118,6 +119,17 @@ func WithShardSyncInterval(d time.Duration) Option { return func(c *config) { c.
 // before sessions reads them as corrupt and never takes them (see
 // docs/coordination.md#sessions). The store must implement SessionStore.
 func WithSessions(on bool) Option { return func(c *config) { c.sessions = on } }
+
+// WithPackedCheckpoints turns packed checkpoints on or off (see
+// PackedCheckpointStore): with sessions on and a store that has them, the
+// checkpoints of the leases a session keeps ride its keeps, one write a
+// renew interval for all of them, instead of a write of each lease row.
+// Default: on; without sessions, or with a store that has none, it changes
+// nothing. Turn it off while workers of a release from before packed
+// checkpoints share the table (a rolling upgrade): their fences and
+// removals delete a session row with its checkpoints, so their takers start
+// from the lease rows' older ones (more records handed again, none lost).
+func WithPackedCheckpoints(on bool) Option { return func(c *config) { c.unpacked = !on } }
 
 // WithMaxLeases caps how many leases this consumer holds. Default: no cap.
 func WithMaxLeases(n int) Option { return func(c *config) { c.maxLeases = n } }

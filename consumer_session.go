@@ -39,6 +39,9 @@ type sessionKeeper struct {
 	// deliver hands the mail a keep returned (lease row keys) to the
 	// runners of those leases.
 	deliver func(keys []string)
+	// pack holds the checkpoints the keeps carry; nil when the store
+	// carries none (it is no PackedCheckpointStore).
+	pack *checkpointPack
 
 	mu         sync.Mutex
 	row        Worker        // (mu) the session as the last open or keep left it
@@ -59,7 +62,17 @@ func newSessionKeeper(c *Consumer) *sessionKeeper {
 		count:   func(e event) { c.count(e, 1) },
 		deliver: func(keys []string) { pollRunners(c, keys) },
 		ended:   closedChan(),
+		pack:    packOf(c.caps.packed, c.cfg.unpacked),
 	}
+}
+
+// packOf returns the pack of a session on store; nil when store is nil or
+// packing is off (WithPackedCheckpoints).
+func packOf(store PackedCheckpointStore, off bool) *checkpointPack {
+	if store == nil || off {
+		return nil
+	}
+	return newCheckpointPack(store)
 }
 
 // closedChan returns a closed channel.
@@ -77,6 +90,9 @@ func (s *sessionKeeper) start(ctx context.Context) error {
 	cancel()
 	if err != nil {
 		return err
+	}
+	if s.pack != nil {
+		s.pack.reset(w.Gen)
 	}
 	s.mu.Lock()
 	s.row, s.validUntil, s.ended, s.open = w, session.Cutoff(sent, s.cfg.leaseDuration), make(chan struct{}), true
@@ -205,7 +221,7 @@ func (s *sessionKeeper) step(ctx context.Context, sent time.Time) bool {
 		return true
 	}
 	kctx, cancel := context.WithTimeout(WithHolderLeaseDuration(ctx, s.cfg.leaseDuration), s.cfg.renewInterval)
-	kept, mail, err := s.store.KeepSession(kctx, row)
+	kept, mail, err := s.keep(kctx, row)
 	cancel()
 	switch {
 	case err == nil:
@@ -233,6 +249,20 @@ func (s *sessionKeeper) step(ctx context.Context, sent time.Time) bool {
 	return false
 }
 
+// keep makes one keep of row, carrying the pack's checkpoints when there
+// is a pack.
+func (s *sessionKeeper) keep(ctx context.Context, row Worker) (Worker, []string, error) {
+	if s.pack == nil {
+		return s.store.KeepSession(ctx, row)
+	}
+	put, drop, landed := s.pack.batch(row.Gen)
+	kept, mail, err := s.pack.store.KeepPacked(ctx, row, put, drop)
+	if err == nil {
+		landed()
+	}
+	return kept, mail, err
+}
+
 // close ends the session when Run ends, once every runner stopped: its row
 // is deleted, so that the others neither count this worker nor wait for
 // leases it could not release.
@@ -249,6 +279,13 @@ func (s *sessionKeeper) close(ctx context.Context) {
 	}
 	cctx, cancel := context.WithTimeout(ctx, s.cfg.callTimeout())
 	defer cancel()
+	if s.pack != nil && open {
+		// Every runner stopped: one last keep removes their entries, so
+		// that the fence deletes the row.
+		if kept, _, err := s.keep(WithHolderLeaseDuration(cctx, s.cfg.leaseDuration), row); err == nil {
+			row = kept
+		}
+	}
 	// The row may have moved since (a keep in flight): read it once more.
 	for range 2 {
 		ended, err := s.store.FenceSession(cctx, row)

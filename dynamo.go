@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -382,6 +383,7 @@ func (s *DynamoStore) scanRows(ctx context.Context, what, named, workersOf strin
 	var workers []Worker
 	var corrupt []CorruptRow
 	var start map[string]types.AttributeValue
+	packed := make(map[string]map[string]PackedCheckpoint)
 	for {
 		in := &dynamodb.ScanInput{TableName: aws.String(s.table), ConsistentRead: aws.Bool(consistent), ExclusiveStartKey: start}
 		if filter != nil {
@@ -399,6 +401,9 @@ func (s *DynamoStore) scanRows(ctx context.Context, what, named, workersOf strin
 			if k != nil && isIdentityKey(k.Value) {
 				s.sawFloorRow(k.Value, item)
 				continue
+			}
+			if scannedPacked(packed, item) {
+				continue // a session that ended: no worker
 			}
 			if w, ok, err := decodeWorker(item, workersOf); ok {
 				if err != nil {
@@ -432,6 +437,7 @@ func (s *DynamoStore) scanRows(ctx context.Context, what, named, workersOf strin
 		return cmp.Or(strings.Compare(a.Key.Stream, b.Key.Stream), strings.Compare(a.Key.Shard, b.Key.Shard))
 	})
 	slices.SortFunc(workers, func(a, b Worker) int { return strings.Compare(a.Owner, b.Owner) })
+	leases = s.mergeScanned(ctx, leases, packed, consistent)
 	if len(corrupt) > 0 {
 		return leases, workers, &TableError{Table: s.table, Err: &CorruptRowsError{Table: s.table, Stream: named, Rows: corrupt}}
 	}
@@ -471,19 +477,12 @@ func (s *DynamoStore) RemoveWorker(ctx context.Context, w Worker) (bool, error) 
 	if err := checkWorker(ctx, w); err != nil {
 		return false, s.fail("remove worker", workerKey(w), err)
 	}
-	_, err := s.client.DeleteItem(ctx, &dynamodb.DeleteItemInput{
-		TableName:                 aws.String(s.table),
-		Key:                       keyAttr(workerKey(w)),
-		ConditionExpression:       aws.String("lease_counter = :counter"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":counter": num(w.Counter)},
-	})
+	// A row with packed checkpoints ends rather than goes (lease_packed.go).
+	removed, err := s.removeWorker(ctx, w)
 	if err != nil {
-		if _, ok := condFailed(err); ok {
-			return false, nil
-		}
 		return false, s.fail("remove worker", workerKey(w), err)
 	}
-	return true, nil
+	return removed, nil
 }
 
 // update runs one conditional UpdateItem returning the new row. On a failed
@@ -537,9 +536,8 @@ func (s *DynamoStore) acquireIn(ctx context.Context, key LeaseKey, owner string,
 		if err != nil {
 			return Lease{}, s.fail("acquire", key, err)
 		}
-		var seen Lease
-		l, err := s.acquire(ctx, key, owner, f.counter, s.acquireInput(ctx, owner, observed, f, session), func(row Lease) error {
-			seen = row
+		mk := func() *dynamodb.UpdateItemInput { return s.acquireInput(ctx, owner, observed, f, session) }
+		l, seen, err := s.claimCarrying(ctx, key, owner, f.counter, observed, mk, func(row Lease) error {
 			return errorf("%w: held by %q at counter %d, observed %d", ErrLeaseHeld, row.Owner, row.Counter, observed)
 		})
 		if err == nil || attempt == 2 || seen.Owner != "" || seen.Key != key {
@@ -624,13 +622,17 @@ func (s *DynamoStore) AcquireAt(ctx context.Context, key LeaseKey, owner string,
 		update = "SET lease_owner = :owner, lease_counter = lease_counter + :one, lease_duration = :dur REMOVE handoff_to, lease_expiry, lease_note, " + attrSession + ", " + attrSessionGen
 		vals[":dur"] = durationAttr(d)
 	}
-	return s.acquire(ctx, key, owner, counter+1, &dynamodb.UpdateItemInput{
-		ConditionExpression:       aws.String("lease_counter = :observed"),
-		UpdateExpression:          aws.String(update),
-		ExpressionAttributeValues: vals,
-	}, func(row Lease) error {
+	mk := func() *dynamodb.UpdateItemInput {
+		return &dynamodb.UpdateItemInput{
+			ConditionExpression:       aws.String("lease_counter = :observed"),
+			UpdateExpression:          aws.String(update),
+			ExpressionAttributeValues: maps.Clone(vals),
+		}
+	}
+	l, _, err := s.claimCarrying(ctx, key, owner, counter+1, counter, mk, func(row Lease) error {
 		return errorf("%w: owner %q at counter %d, expected counter %d", ErrLeaseHeld, row.Owner, row.Counter, counter)
 	})
+	return l, err
 }
 
 // write runs a holder's write (renew, checkpoint, release) under the

@@ -62,9 +62,10 @@ func (s *DynamoStore) OpenSession(ctx context.Context, stream, owner string) (Wo
 	if err := checkWorker(ctx, w); err != nil {
 		return Worker{}, s.fail("open session", workerKey(w), err)
 	}
-	vals := map[string]types.AttributeValue{":owner": str(owner), ":g": num(newSessionGen()), ":zero": num(0), ":one": num(1)}
-	set := "SET lease_owner = :owner, " + attrSessionGen + " = :g, lease_counter = if_not_exists(lease_counter, :zero) + :one"
-	remove := " REMOVE " + attrSessionMail
+	vals := map[string]types.AttributeValue{":owner": str(owner), ":g": num(newSessionGen()), ":zero": num(0), ":one": num(1), ":empty": emptyMap()}
+	// Entries of earlier generations stay for the claims of their leases.
+	set := "SET lease_owner = :owner, " + attrSessionGen + " = :g, lease_counter = if_not_exists(lease_counter, :zero) + :one, " + attrPacked + " = if_not_exists(" + attrPacked + ", :empty)"
+	remove := " REMOVE " + attrSessionMail + ", " + attrSessionEnd
 	if d := HolderLeaseDuration(ctx); d > 0 {
 		set += ", " + attrDuration + " = :dur"
 		vals[":dur"] = durationAttr(d)
@@ -95,42 +96,7 @@ func (s *DynamoStore) KeepSession(ctx context.Context, sess Worker) (Worker, []s
 	if err := checkSession(ctx, sess); err != nil {
 		return Worker{}, nil, s.fail("keep session", workerKey(sess), err)
 	}
-	vals := map[string]types.AttributeValue{":g": num(sess.Gen), ":one": num(1)}
-	set := "SET lease_counter = lease_counter + :one"
-	d := HolderLeaseDuration(ctx)
-	if d > 0 {
-		set += ", " + attrDuration + " = :dur"
-		vals[":dur"] = durationAttr(d)
-	}
-	out, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                           aws.String(s.table),
-		Key:                                 keyAttr(workerKey(sess)),
-		ConditionExpression:                 aws.String(attrSessionGen + " = :g"),
-		UpdateExpression:                    aws.String(set + " REMOVE " + attrSessionMail),
-		ExpressionAttributeValues:           vals,
-		ReturnValues:                        types.ReturnValueAllOld,
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	})
-	if cf, ok := condFailed(err); ok {
-		return Worker{}, nil, s.fail("keep session", workerKey(sess), s.keepRefused(ctx, sess, cf))
-	}
-	if err != nil {
-		return Worker{}, nil, s.fail("keep session", workerKey(sess), workerCorrupt(sess, err))
-	}
-	old, err := decodeSessionRow(out.Attributes, sess)
-	if err != nil {
-		return Worker{}, nil, s.fail("keep session", workerKey(sess), err)
-	}
-	mail, err := decodeMail(out.Attributes, sess)
-	if err != nil {
-		return Worker{}, nil, s.fail("keep session", workerKey(sess), err)
-	}
-	kept := old
-	kept.Counter++
-	if d > 0 {
-		kept.Duration = d
-	}
-	return kept, mail, nil
+	return s.keepPacked(ctx, sess, nil, nil)
 }
 
 // keepRefused is the error of a keep of sess whose condition failed: the
@@ -145,7 +111,7 @@ func (s *DynamoStore) keepRefused(ctx context.Context, sess Worker, cf *types.Co
 		}
 		item = out.Item
 	}
-	if len(item) == 0 {
+	if len(item) == 0 || endedRow(item) {
 		return sessionLost(sess, false, 0)
 	}
 	row, _ := decodeSessionRow(item, sess)
@@ -163,7 +129,7 @@ func (s *DynamoStore) ReadSession(ctx context.Context, stream, owner string) (Wo
 	if err != nil {
 		return Worker{}, s.fail("read session", workerKey(w), err)
 	}
-	if len(out.Item) == 0 {
+	if len(out.Item) == 0 || endedRow(out.Item) {
 		return Worker{}, s.fail("read session", workerKey(w), ErrLeaseNotFound)
 	}
 	got, err := decodeSessionRow(out.Item, w)
@@ -184,8 +150,8 @@ func (s *DynamoStore) FenceSession(ctx context.Context, sess Worker) (bool, erro
 	_, err := s.client.DeleteItem(ctx, &dynamodb.DeleteItemInput{
 		TableName:                           aws.String(s.table),
 		Key:                                 keyAttr(workerKey(sess)),
-		ConditionExpression:                 aws.String("lease_counter = :c AND " + attrSessionGen + " = :g"),
-		ExpressionAttributeValues:           map[string]types.AttributeValue{":c": num(sess.Counter), ":g": num(sess.Gen)},
+		ConditionExpression:                 aws.String("lease_counter = :c AND " + attrSessionGen + " = :g AND attribute_not_exists(" + attrSessionEnd + ") AND " + noEntries),
+		ExpressionAttributeValues:           map[string]types.AttributeValue{":c": num(sess.Counter), ":g": num(sess.Gen), ":zero": num(0)},
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
 	cf, failed := condFailed(err)
@@ -203,16 +169,25 @@ func (s *DynamoStore) FenceSession(ctx context.Context, sess Worker) (bool, erro
 		}
 		item = out.Item
 	}
-	if len(item) == 0 {
-		return true, nil // gone: fenced already
+	if len(item) == 0 || endedRow(item) {
+		return true, nil // gone or ended: fenced already
 	}
 	row, err := decodeSessionRow(item, sess)
 	if err != nil {
 		return false, s.fail("fence session", workerKey(sess), err)
 	}
-	// Another generation is over already; the same one was kept since it
-	// was seen: the session lives.
-	return row.Gen != sess.Gen, nil
+	switch {
+	case row.Gen != sess.Gen:
+		return true, nil // another generation: over already
+	case row.Counter != sess.Counter:
+		return false, nil // kept since it was seen: the session lives
+	}
+	// The row carries packed checkpoints: it ends rather than goes.
+	ended, err := s.endSession(ctx, row)
+	if err != nil {
+		return false, s.fail("fence session", workerKey(sess), err)
+	}
+	return ended, nil
 }
 
 // MailSession implements SessionStore with one UpdateItem that adds lease
@@ -227,7 +202,7 @@ func (s *DynamoStore) MailSession(ctx context.Context, sess Worker, lease LeaseK
 	_, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:           aws.String(s.table),
 		Key:                 keyAttr(workerKey(sess)),
-		ConditionExpression: aws.String(attrSessionGen + " = :g"),
+		ConditionExpression: aws.String(attrSessionGen + " = :g AND attribute_not_exists(" + attrSessionEnd + ")"),
 		UpdateExpression:    aws.String("ADD " + attrSessionMail + " :m"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{
 			":g": num(sess.Gen), ":m": &types.AttributeValueMemberSS{Value: []string{lease.String()}},

@@ -78,21 +78,41 @@ func newRowIncarnation() string {
 }
 
 // observedRowKey carries, in an acquire's context, the incarnation of the
-// row as the acquiring worker observed it.
+// row as the acquiring worker observed it, and the session it named.
 type observedRowKey struct{}
 
+// observedRow is what an acquire's context carries of the row observed.
+type observedRow struct {
+	incarnation string
+	session     string // the session that kept it (Lease.Session), if any
+	gen         int64
+}
+
 // withObservedRow returns ctx carrying l's incarnation: the acquire then
-// takes the row only while it is that incarnation.
+// takes the row only while it is that incarnation. It carries the session
+// that keeps l too, whose packed checkpoint a claim carries (lease_packed.go).
 func withObservedRow(ctx context.Context, l Lease) context.Context {
-	return context.WithValue(ctx, observedRowKey{}, l.incarnation)
+	return context.WithValue(ctx, observedRowKey{}, observedRow{l.incarnation, l.Session, l.SessionGen})
 }
 
 // observedIncarnation returns the incarnation withObservedRow put in ctx,
 // and false when ctx carries none (an operator's tool, which hands no
 // token out).
 func observedIncarnation(ctx context.Context) (string, bool) {
-	inc, ok := ctx.Value(observedRowKey{}).(string)
-	return inc, ok
+	o, ok := ctx.Value(observedRowKey{}).(observedRow)
+	return o.incarnation, ok
+}
+
+// observedSession returns the session that kept the row withObservedRow
+// put in ctx (ok false when ctx carries no row; s.Gen 0 when it named no
+// session).
+func observedSession(ctx context.Context) (s Worker, ok bool) {
+	o, ok := ctx.Value(observedRowKey{}).(observedRow)
+	if !ok {
+		return Worker{}, false
+	}
+	s, _ = Lease{Session: o.session, SessionGen: o.gen}.KeptBy()
+	return s, true
 }
 
 // floorSteps remembers the floor counter each stream's floor row last

@@ -61,7 +61,8 @@ type SessionStore interface {
 	ReadSession(ctx context.Context, stream, owner string) (Worker, error)
 
 	// FenceSession ends the session s: it deletes s's row if the row's
-	// counter and generation still equal s's. ended reports whether s is
+	// counter and generation still equal s's (a PackedCheckpointStore
+	// marks a row that carries packed checkpoints ended instead). ended reports whether s is
 	// over now (deleted by this call, or gone or of another generation
 	// already): no KeepSession of s.Gen can succeed any more. It is false,
 	// with no error, when the row moved past s.Counter: the session lives.

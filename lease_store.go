@@ -310,8 +310,10 @@ type storeCaps struct {
 	// notes is nil unless the store keeps worker rows too: coordination
 	// needs both (without it every worker lists).
 	notes NoteStore
-	// sessions is nil unless the store keeps worker rows too.
+	// sessions is nil unless the store keeps worker rows too; packed is
+	// nil unless it keeps sessions.
 	sessions  SessionStore
+	packed    PackedCheckpointStore
 	lineage   LineageStore
 	identity  IdentityStore
 	withdraws HandoffWithdrawer
@@ -342,6 +344,7 @@ func resolveCaps(store LeaseStore) storeCaps {
 		c.eventual, _ = store.(EventualLister)
 		c.notes, _ = store.(NoteStore)
 		c.sessions, _ = store.(SessionStore)
+		c.packed, _ = store.(PackedCheckpointStore)
 	}
 	c.lineage, _ = store.(LineageStore)
 	c.identity, _ = store.(IdentityStore)

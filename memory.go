@@ -126,9 +126,12 @@ func (m *MemoryStore) ListWithWorkers(ctx context.Context, stream string) ([]Lea
 		}
 	}
 	slices.SortFunc(leases, func(a, b Lease) int { return strings.Compare(a.Key.Shard, b.Key.Shard) })
+	leases = m.mergeLocked(leases)
 	var workers []Worker
 	for owner, row := range m.workers[stream] {
-		workers = append(workers, row.worker(stream, owner))
+		if listedWorker(row) {
+			workers = append(workers, row.worker(stream, owner))
+		}
 	}
 	slices.SortFunc(workers, func(a, b Worker) int { return strings.Compare(a.Owner, b.Owner) })
 	return leases, workers, nil
@@ -161,9 +164,12 @@ func (m *MemoryStore) ListStreams(ctx context.Context, streams []string, workers
 	slices.SortFunc(leases, func(a, b Lease) int {
 		return cmp.Or(strings.Compare(a.Key.Stream, b.Key.Stream), strings.Compare(a.Key.Shard, b.Key.Shard))
 	})
+	leases = m.mergeLocked(leases)
 	var workers []Worker
 	for owner, row := range m.workers[workersOf] {
-		workers = append(workers, row.worker(workersOf, owner))
+		if listedWorker(row) {
+			workers = append(workers, row.worker(workersOf, owner))
+		}
 	}
 	slices.SortFunc(workers, func(a, b Worker) int { return strings.Compare(a.Owner, b.Owner) })
 	return leases, workers, nil
@@ -190,10 +196,12 @@ func (m *MemoryStore) RemoveWorker(ctx context.Context, w Worker) (bool, error) 
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if row, ok := m.workers[w.Stream][w.Owner]; !ok || row.counter != w.Counter {
+	row, ok := m.workers[w.Stream][w.Owner]
+	if !ok || row.counter != w.Counter {
 		return false, nil
 	}
-	delete(m.workers[w.Stream], w.Owner)
+	// A row with packed checkpoints ends rather than goes (lease_packed.go).
+	m.endWorker("remove worker", w.Stream, w.Owner, row)
 	return true, nil
 }
 
@@ -240,6 +248,7 @@ func (m *MemoryStore) acquire(ctx context.Context, key LeaseKey, owner string, o
 		return Lease{}, memErr("acquire", key, errorf("%w: the row's counter %d passed the one reserved, %d", ErrLeaseHeld, row.Counter, fromRound.counter))
 	}
 	before := row
+	m.carryPacked(&row)
 	f := fromRound
 	if f == nil {
 		own := m.reserve(ctx, key.Stream, row.Counter)

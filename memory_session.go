@@ -16,12 +16,16 @@ var _ SessionStore = (*MemoryStore)(nil)
 
 // memWorker is a worker row of a MemoryStore: its counter and, while a
 // session is open on it, the session's generation, the holder's lease
-// duration and the mail left for the holder (lease keys, as a set).
+// duration and the mail left for the holder (lease keys, as a set); the
+// packed checkpoints it carries, by lease key, and whether its session
+// ended with some (see lease_packed.go).
 type memWorker struct {
 	counter  int64
 	gen      int64
 	duration time.Duration
 	mail     map[string]bool
+	packed   map[string]PackedCheckpoint
+	ended    bool
 }
 
 // worker is the row as the store returns it.
@@ -95,7 +99,8 @@ func (m *MemoryStore) OpenSession(ctx context.Context, stream, owner string) (Wo
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	before, existed := m.workers[stream][owner]
-	row := memWorker{counter: before.counter + 1, gen: newSessionGen(), duration: HolderLeaseDuration(ctx)}
+	// Entries of earlier generations stay for the claims of their leases.
+	row := memWorker{counter: before.counter + 1, gen: newSessionGen(), duration: HolderLeaseDuration(ctx), packed: before.packed}
 	m.putWorker(stream, owner, row)
 	m.wroteWorker("open session", stream, owner, before, existed, row, true)
 	return row.worker(stream, owner), nil
@@ -106,9 +111,18 @@ func (m *MemoryStore) KeepSession(ctx context.Context, s Worker) (Worker, []stri
 	if err := checkSession(ctx, s); err != nil {
 		return Worker{}, nil, memErr("keep session", workerKey(s), err)
 	}
+	return m.keep(ctx, s, nil, nil)
+}
+
+// keep is KeepSession that also puts and drops packed checkpoints
+// (KeepPacked), under the lock.
+func (m *MemoryStore) keep(ctx context.Context, s Worker, put []PackedCheckpoint, drop []LeaseKey) (Worker, []string, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	before, ok := m.workers[s.Stream][s.Owner]
+	if ok && before.ended {
+		ok = false // an ended session's row reads as gone
+	}
 	if !ok || before.gen != s.Gen {
 		return Worker{}, nil, memErr("keep session", workerKey(s), sessionLost(s, ok, before.gen))
 	}
@@ -118,6 +132,7 @@ func (m *MemoryStore) KeepSession(ctx context.Context, s Worker) (Worker, []stri
 		row.duration = d
 	}
 	row.mail = nil
+	row.packed = packedAfter(before.packed, put, drop)
 	m.putWorker(s.Stream, s.Owner, row)
 	m.wroteWorker("keep session", s.Stream, s.Owner, before, true, row, true)
 	return row.worker(s.Stream, s.Owner), sortedMail(before.mail), nil
@@ -140,7 +155,7 @@ func (m *MemoryStore) ReadSession(ctx context.Context, stream, owner string) (Wo
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	row, ok := m.workers[stream][owner]
-	if !ok {
+	if !ok || row.ended {
 		return Worker{}, memErr("read session", workerKey(w), ErrLeaseNotFound)
 	}
 	return row.worker(stream, owner), nil
@@ -155,13 +170,12 @@ func (m *MemoryStore) FenceSession(ctx context.Context, s Worker) (bool, error) 
 	defer m.mu.Unlock()
 	row, ok := m.workers[s.Stream][s.Owner]
 	switch {
-	case !ok || row.gen != s.Gen:
+	case !ok || row.gen != s.Gen || row.ended:
 		return true, nil // gone, or another generation: over already
 	case row.counter != s.Counter:
 		return false, nil // kept since: the session lives
 	}
-	delete(m.workers[s.Stream], s.Owner)
-	m.wroteWorker("fence session", s.Stream, s.Owner, row, true, memWorker{}, false)
+	m.endWorker("fence session", s.Stream, s.Owner, row)
 	return true, nil
 }
 
@@ -176,7 +190,7 @@ func (m *MemoryStore) MailSession(ctx context.Context, s Worker, lease LeaseKey)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	before, ok := m.workers[s.Stream][s.Owner]
-	if !ok || before.gen != s.Gen {
+	if !ok || before.gen != s.Gen || before.ended {
 		return false, nil
 	}
 	row := before

@@ -35,7 +35,8 @@ const firstShard = "shardId-000000000000"
 // checkpoints, handoffs and cancelled contexts. Each optional capability a
 // store may implement has subtests of its own (WorkerStore, EventualLister,
 // NoteStore, LineageStore, IdentityStore, Rewinder, GroupLister,
-// StreamRemover, HandoffWithdrawer, TableChecker, SessionStore), and so has the lag a
+// StreamRemover, HandoffWithdrawer, TableChecker, SessionStore,
+// PackedCheckpointStore), and so has the lag a
 // holder's writes carry (HolderLag); each skips, saying why, a store without
 // its capability. Run one subtest with go test -run 'TestName/AcquireFree'.
 func RunStoreConformance(t *testing.T, newStore func(t *testing.T) shardlease.LeaseStore) {
@@ -86,6 +87,7 @@ func RunStoreConformance(t *testing.T, newStore func(t *testing.T) shardlease.Le
 	tests = append(tests, rewindTests...)
 	tests = append(tests, capTests...)
 	tests = append(tests, sessionTests...)
+	tests = append(tests, packedTests...)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -16,12 +16,15 @@ import (
 
 // Store returns s wrapped so that every call fails once sw is flipped. The
 // wrapper keeps worker rows (shardlease.WorkerStore) when s has them, and
-// notes and sessions when it has those too.
+// notes, sessions and packed checkpoints when it has those too.
 func Store(s shardlease.LeaseStore, sw *Switch) shardlease.LeaseStore {
 	if ws, ok := s.(shardlease.WorkerStore); ok {
 		if ns, ok := s.(shardlease.NoteStore); ok {
 			n := noteStore{workerStore{store{s, sw}, ws}, ns}
 			if ss, ok := s.(shardlease.SessionStore); ok {
+				if ps, ok := s.(shardlease.PackedCheckpointStore); ok {
+					return packedStore{sessionStore{n, ss}, ps}
+				}
 				return sessionStore{n, ss}
 			}
 			return n
@@ -248,4 +251,25 @@ func (s sessionStore) AcquireInSession(ctx context.Context, k shardlease.LeaseKe
 		return shardlease.Lease{}, err
 	}
 	return s.ss.AcquireInSession(ctx, k, w, observed)
+}
+
+// packedStore passes packed checkpoints on (shardlease.PackedCheckpointStore)
+// for stores that keep them and sessions.
+type packedStore struct {
+	sessionStore
+	ps shardlease.PackedCheckpointStore
+}
+
+func (s packedStore) KeepPacked(ctx context.Context, w shardlease.Worker, put []shardlease.PackedCheckpoint, drop []shardlease.LeaseKey) (shardlease.Worker, []string, error) {
+	if err := s.err(); err != nil {
+		return shardlease.Worker{}, nil, err
+	}
+	return s.ps.KeepPacked(ctx, w, put, drop)
+}
+
+func (s packedStore) ReadPacked(ctx context.Context, stream, owner string) ([]shardlease.PackedCheckpoint, error) {
+	if err := s.err(); err != nil {
+		return nil, err
+	}
+	return s.ps.ReadPacked(ctx, stream, owner)
 }

@@ -71,6 +71,9 @@ func (p *params) explore() result {
 					}
 				}
 				p.settleTimers(t)
+				if bad == "" {
+					bad = p.checkDurable(&n.s, t)
+				}
 				p.canon(t)
 				if bad == "" {
 					bad = p.check(t, &r)
@@ -144,6 +147,33 @@ func (p *params) check(s *state, r *result) string {
 		r.UntakenMax = max(r.UntakenMax, u)
 		if u > p.Bound() {
 			return fmt.Sprintf("lease %d untaken for more than %d ticks since the last fault while a worker has room", l, p.Bound())
+		}
+	}
+	return ""
+}
+
+// durable is lease l's newest durable checkpoint in s: the row's, or the
+// packed checkpoint that holds for it (session.Valid) when newer.
+func (s *state) durable(l int) int8 {
+	row := s.Lease[l].Cur
+	d := row.Ckpt
+	if row.Owner != 0 {
+		if e := s.Pack[row.Owner-1][l]; e.Counter != 0 && Valid(sessionName(row.Owner-1), int64(row.Counter), sessionName(row.Owner-1), int64(e.Counter)) {
+			d = max(d, e.Ckpt)
+		}
+	}
+	return d
+}
+
+// checkDurable returns the invariant a step from s to t breaks when it
+// moves a lease's newest durable checkpoint back.
+func (p *params) checkDurable(s, t *state) string {
+	if !p.Packed {
+		return ""
+	}
+	for l := 0; l < p.Leases; l++ {
+		if t.durable(l) < s.durable(l) {
+			return fmt.Sprintf("lease %d: the newest durable checkpoint moved backwards, from %d to %d", l, s.durable(l), t.durable(l))
 		}
 	}
 	return ""
@@ -282,6 +312,9 @@ func (p *params) renumberAll(s *state) {
 		for i := range s.Inc {
 			w := &s.Inc[i]
 			cs = append(cs, &w.Held[l].Counter, &w.Req[l].Cond, &w.Req[l].New, &w.Seen[l].Counter)
+		}
+		for o := range s.Pack {
+			cs = append(cs, &s.Pack[o][l].Counter)
 		}
 		s.NextLC[l] = renumber(cs)
 	}
@@ -447,6 +480,26 @@ func TestProtocolExploreLateWrites(t *testing.T) {
 	needCoverage(t, r, covLateWriteRefused)
 }
 
+// TestProtocolExplorePackedCheckpoints: checkpoints ride the keeps
+// (packed checkpoints), two records per lease, with any two faults of
+// crash, pause past L, lost request or reply, graceful leave and same-id
+// restart (so a taker dying between fence and claim, a zombie beside its
+// restart, a flush racing a claim): one reader per lease, a lease's newest
+// durable checkpoint never moves back, and every lease is taken again in
+// bound.
+func TestProtocolExplorePackedCheckpoints(t *testing.T) {
+	p := base(2, 2)
+	p.Packed, p.Faults = true, 2
+	r := runCase(t, "2 workers x 2 leases, packed checkpoints, 2 faults", p)
+	needCoverage(t, r, covCarried|covFenceThenDie|covZombie|covKeepRefused|covCheckpointRefused|covTakenFromPaused)
+
+	p = base(3, 2)
+	p.Packed, p.Cap, p.Faults = true, 1, 2
+	p.Restarts, p.Losses, p.Leaves = 0, 0, 0
+	r = runCase(t, "3 workers x 2 leases, packed checkpoints, cap 1, crash and pause", p)
+	needCoverage(t, r, covCarried|covFenceThenDie)
+}
+
 // TestProtocolExploreFindsBrokenRules breaks one rule at a time and asserts
 // the explorer finds the invariant it breaks: the exploration can fail.
 func TestProtocolExploreFindsBrokenRules(t *testing.T) {
@@ -464,6 +517,7 @@ func TestProtocolExploreFindsBrokenRules(t *testing.T) {
 		{reopenSuperseded, "untaken", func(p *params) {
 			p.Leases, p.MaxDelay, p.Faults, p.Restarts = 1, 1, 2, 1
 		}},
+		{packedNoCarry, "backwards", func(p *params) { p.Packed = true }},
 	} {
 		p := base(2, 2)
 		p.Faults, p.Mutation = 1, c.m

@@ -92,7 +92,13 @@ func (p *params) observe(t *state, i, l int, v leaseVer, r sessVer) uint32 {
 		if w.Held[l].Has || w.Req[l].St != idle {
 			return 0
 		}
-		w.Held[l] = held{Has: true, Counter: v.Counter, Pos: v.Ckpt}
+		// A worker takes its own row back with a claim, which carries its
+		// own packed checkpoint (lease_packed.go).
+		pos := v.Ckpt
+		if e := t.Pack[w.Owner][l]; p.Packed && e.Counter == v.Counter && v.Counter == t.Lease[l].Cur.Counter {
+			pos = max(pos, e.Ckpt)
+		}
+		w.Held[l] = held{Has: true, Counter: v.Counter, Pos: pos}
 		return covAdopt
 	}
 	n := seen{Valid: true, Owner: v.Owner, Counter: v.Counter, Gen: v.Gen, Found: r.Gen != 0, RowGen: r.Gen, RowCounter: r.Counter}
@@ -249,6 +255,15 @@ func (p *params) landKeep(t *state, i int) uint32 {
 	if ok {
 		writeSess(t, o, sessVer{Gen: w.Keep.Gen, Counter: t.NextSC[o]})
 		t.NextSC[o]++
+		if p.Packed && w.Gen == w.Keep.Gen {
+			// The keep carries the holder's positions (it lands at its
+			// send here, so they are the ones it was sent with).
+			for l := 0; l < p.Leases; l++ {
+				if h := w.Held[l]; h.Has {
+					t.Pack[o][l] = packEnt{h.Counter, h.Pos}
+				}
+			}
+		}
 	}
 	settle(w, &w.Keep.St, ok)
 	if !ok {
@@ -296,8 +311,12 @@ func (p *params) landReq(t *state, i, l int) (uint32, string) {
 			if prev := t.holderOf(l, row); prev >= 0 && t.Inc[prev].Paused {
 				cov = covTakenFromPaused
 			}
-			writeLease(t, l, leaseVer{Owner: w.Owner + 1, Gen: q.Gen, Counter: t.NextLC[l], Ckpt: row.Ckpt})
-			q.New, q.Val = t.NextLC[l], row.Ckpt
+			ckpt, carried := p.carry(t, l, row)
+			if carried {
+				cov |= covCarried
+			}
+			writeLease(t, l, leaseVer{Owner: w.Owner + 1, Gen: q.Gen, Counter: t.NextLC[l], Ckpt: ckpt})
+			q.New, q.Val = t.NextLC[l], ckpt
 			t.NextLC[l]++
 		}
 	default:
@@ -322,6 +341,22 @@ func (p *params) landReq(t *state, i, l int) (uint32, string) {
 	}
 	settle(w, &q.St, ok)
 	return cov, bad
+}
+
+// carry returns the checkpoint a claim of lease l, whose row is row, writes:
+// the packed checkpoint of the session the row names when it holds and is
+// newer (and it leaves the session row), else the row's.
+func (p *params) carry(t *state, l int, row leaseVer) (ckpt int8, carried bool) {
+	if !p.Packed || row.Owner == 0 || p.Mutation == packedNoCarry {
+		return row.Ckpt, false
+	}
+	e := &t.Pack[row.Owner-1][l]
+	if e.Counter == 0 || !Valid(sessionName(row.Owner-1), int64(row.Counter), sessionName(row.Owner-1), int64(e.Counter)) {
+		return row.Ckpt, false
+	}
+	ckpt, carried = max(row.Ckpt, e.Ckpt), e.Ckpt > row.Ckpt
+	*e = packEnt{}
+	return ckpt, carried
 }
 
 // holderOf returns the live incarnation whose session the lease row names,

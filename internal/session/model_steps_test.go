@@ -28,12 +28,14 @@ const (
 	mLoseFenceReply
 	mLoseReqReply
 	mLate
+	mFlush
 )
 
 var moveNames = [...]string{
 	"tick", "observe", "hand and checkpoint",
 	"leave", "crash", "pause", "resume", "restart", "land-keep", "land-fence", "land-lease",
 	"lose-keep", "lose-fence", "lose-lease-request", "lose-keep-reply", "lose-fence-reply", "lose-lease-reply", "late",
+	"flush the packed checkpoint",
 }
 
 // move names one step: its kind, the incarnation, and a lease or a choice.
@@ -58,7 +60,7 @@ func (m move) String() string {
 				s += fmt.Sprintf(" (lease %d session row stale)", l)
 			}
 		}
-	case mHand, mLandReq, mLoseReq, mLoseReqReply, mLate:
+	case mHand, mLandReq, mLoseReq, mLoseReqReply, mLate, mFlush:
 		s += fmt.Sprintf(" lease %d", m.A)
 	case mRestart:
 		s = fmt.Sprintf("restart w%d as #%d", m.A, m.I)
@@ -79,6 +81,7 @@ const (
 	covTakenFromPaused
 	covSuperseded
 	covLateWriteRefused
+	covCarried
 	covCount = iota
 )
 
@@ -86,6 +89,7 @@ var covNames = [covCount]string{
 	"taker died between fence and claim", "keep refused (fenced or reopened)", "restart beside a paused incarnation",
 	"session row read stale", "lease adopted from its row", "checkpoint refused", "claim reply lost",
 	"a gone session confirmed by a non-fencer", "lease taken from a paused holder", "superseded incarnation stopped", "late checkpoint or release refused",
+	"a claim carried a packed checkpoint",
 }
 
 // emitFn receives one successor: the move, the state after it (before
@@ -213,8 +217,18 @@ func (p *params) workerSteps(s *state, i int, emit emitFn) {
 			t := *s
 			h := &t.Inc[i].Held[l]
 			h.Pos++
-			t.Inc[i].Req[l] = leaseReq{St: flight, Kind: checkpointReq, Cond: h.Counter, Val: h.Pos}
+			if !p.Packed {
+				t.Inc[i].Req[l] = leaseReq{St: flight, Kind: checkpointReq, Cond: h.Counter, Val: h.Pos}
+			}
 			emit(move{Kind: mHand, I: int8(i), A: int8(l)}, &t, 0, "")
+		}
+		if p.Packed && p.mayHand(s, i, l) && w.Req[l].St == idle && s.Pack[w.Owner][l] == (packEnt{w.Held[l].Counter, w.Held[l].Pos}) && w.Held[l].Pos > 0 {
+			// The packed checkpoint landed and stood still: flush it to
+			// the lease row.
+			t := *s
+			h := &t.Inc[i].Held[l]
+			t.Inc[i].Req[l] = leaseReq{St: flight, Kind: checkpointReq, Cond: h.Counter, Val: h.Pos}
+			emit(move{Kind: mFlush, I: int8(i), A: int8(l)}, &t, 0, "")
 		}
 	}
 	if p.canFault(s, useLeave) {

@@ -82,7 +82,9 @@ package session
 //
 //  1. Never two live incarnations (paused or not) that believe they hold a
 //     lease and are both before their cut-off.
-//  2. Every accepted checkpoint write is at least the row's checkpoint.
+//  2. Every accepted checkpoint write is at least the row's checkpoint, and
+//     with packed checkpoints no step moves a lease's newest durable
+//     checkpoint (the row's, or the packed one that holds when newer) back.
 //  3. A lease is held again within Bound ticks of the latest of: the moment
 //     it stopped being held, the last fault, the last resume, the landing of
 //     the last late request (none may be in flight), whenever some
@@ -124,10 +126,13 @@ const (
 	// reopenSuperseded opens a new session after a keep refused for another
 	// generation of the row, as after a fence.
 	reopenSuperseded
+	// packedNoCarry claims a lease without carrying the packed checkpoint
+	// of the session that kept it.
+	packedNoCarry
 )
 
 func (m mutation) String() string {
-	return [...]string{"intact", "claim without fence", "stale mark", "keep without its condition", "checkpoint on owner id alone", "reopen when superseded"}[m]
+	return [...]string{"intact", "claim without fence", "stale mark", "keep without its condition", "checkpoint on owner id alone", "reopen when superseded", "claim without the packed checkpoint"}[m]
 }
 
 // params sets one exploration.
@@ -143,9 +148,14 @@ type params struct {
 	Crashes, Pauses, Restarts, Losses, Leaves int
 	Lates                                     int // requests that land at any later time
 	Mutation                                  mutation
-	Limit                                     int // states; 0: none
-	win                                       int // window(), once computed
-	Tick                                      time.Duration
+	// Packed: checkpoints ride the keeps (session.Valid, packed.go): a hand
+	// writes nothing, every keep that lands writes the holder's positions
+	// into its session row, a fence leaves them, a claim carries the one
+	// that holds, and a holder may flush a landed one to the lease row.
+	Packed bool
+	Limit  int // states; 0: none
+	win    int // window(), once computed
+	Tick   time.Duration
 }
 
 // window returns the number of ticks after a keep's send during which its
@@ -272,8 +282,13 @@ type inc struct {
 	Req             [maxLeases]leaseReq
 }
 
+// packEnt is a packed checkpoint on a session row: the lease counter of
+// the holding that wrote it (0: none) and the checkpoint.
+type packEnt struct{ Counter, Ckpt int8 }
+
 type state struct {
 	Sess     [maxOwners]sessRow
+	Pack     [maxOwners][maxLeases]packEnt // packed checkpoints, by owner's row and lease
 	Lease    [maxLeases]leaseRow
 	Inc      [maxIncs]inc
 	NextGen  int8
@@ -400,6 +415,13 @@ func (s *state) String() string {
 	}
 	for l, r := range s.Lease {
 		fmt.Fprintf(&b, " lease[%d]=%s/g%d/c%d/ck%d", l, ownerOrNone(r.Cur.Owner), r.Cur.Gen, r.Cur.Counter, r.Cur.Ckpt)
+	}
+	for o := range s.Pack {
+		for l, e := range s.Pack[o] {
+			if e.Counter != 0 {
+				fmt.Fprintf(&b, " packed[w%d,%d]=c%d/ck%d", o, l, e.Counter, e.Ckpt)
+			}
+		}
 	}
 	for i, w := range s.Inc {
 		if w.Status == unused {
