@@ -632,6 +632,7 @@ func (cd *coordination) afterRound(ctx context.Context, tl *takeListing, r *bala
 	if cd.role == uncoordinated {
 		return
 	}
+	defer cd.armRota(time.Time{}) // a worker that rests from here on takes its turns from now
 	c := cd.c
 	in, first := tl.in, tl.first
 	moreToDo := r.Busy() || len(cd.pending) > 0 || balance.MayTakeSoon(in, r.Plan()) || balance.Uncoordinated(in) || cd.judging(tl, now) || now.Before(cd.live.listUntil)

@@ -73,7 +73,10 @@ func (r *rota) arm(now time.Time, take time.Duration, candidates []string, holds
 	if stall.After(now) && (at.IsZero() || stall.Before(at)) {
 		at = stall
 	}
-	if at.IsZero() || !r.at.IsZero() && !r.at.After(at) && r.at.After(now) {
+	// A time set already and not later stays: one in the past has fired
+	// and waits in the channel (fired and stop clear it), and a Reset
+	// would drop it.
+	if at.IsZero() || !r.at.IsZero() && !r.at.After(at) {
 		return
 	}
 	r.at = at

@@ -35,15 +35,18 @@ type sessionView struct {
 // watchedRow is a watched kept row as last read, and how many more looks
 // may use it instead of reading it again.
 type watchedRow struct {
-	l     Lease
-	reuse int
+	l      Lease
+	reuse  int
+	readAt time.Time
 }
 
 // watchReuse is how many looks in a row use a kept row read once: a row a
 // session keeps changes only when its owner does, so a look reads its
-// session's row alone, and the lease row every watchReuse+1 looks and
-// whenever the session no longer reads live (a first lease handed to
-// another worker is then watched a few looks late at worst).
+// session's row alone, and the lease row every watchReuse+1 looks, when
+// the read is older than a take interval (the looks of one rota turn share
+// a read, never those of two), and whenever the session no longer reads
+// live: a first lease handed to another worker is watched a take interval
+// late at worst.
 const watchReuse = session.RotaTurn - 1
 
 // sessionGen names one generation of a session.
@@ -98,6 +101,7 @@ func (v *sessionView) update(ctx context.Context, c *Consumer, leases []Lease, w
 		}
 	}
 	v.rows = rows
+	clear(v.watched) // the listing is newer than every row read for a look
 	for k := range v.gens {
 		if _, ok := rows[k.key]; !ok {
 			delete(v.gens, k)
@@ -129,9 +133,9 @@ func (v *sessionView) read(ctx context.Context, c *Consumer, l Lease) (Worker, b
 
 // cachedWatch returns the watched row key as last read, when this look may
 // use it instead of reading it (see watchReuse).
-func (v *sessionView) cachedWatch(key string) (Lease, bool) {
+func (v *sessionView) cachedWatch(key string, now time.Time, take time.Duration) (Lease, bool) {
 	w, ok := v.watched[key]
-	if !ok || w.reuse <= 0 {
+	if !ok || w.reuse <= 0 || now.Sub(w.readAt) > take+take/4 {
 		return Lease{}, false
 	}
 	w.reuse--
@@ -141,12 +145,12 @@ func (v *sessionView) cachedWatch(key string) (Lease, bool) {
 
 // watchRead remembers l, the watched row key as just read, for the next
 // looks; a row that no session keeps is read at every look.
-func (v *sessionView) watchRead(key string, l Lease) {
+func (v *sessionView) watchRead(key string, l Lease, now time.Time) {
 	if v.store == nil || l.Owner == "" || l.Session == "" {
 		delete(v.watched, key)
 		return
 	}
-	v.watched[key] = watchedRow{l: l, reuse: watchReuse}
+	v.watched[key] = watchedRow{l: l, reuse: watchReuse, readAt: now}
 }
 
 // watchSeen forgets the watched row l of key once its session no longer

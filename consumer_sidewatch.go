@@ -149,11 +149,11 @@ type watchedRead struct {
 // cleaned up, or it was deleted), and records the observation in obs. ok
 // is false when the read failed otherwise: the look changes nothing. The
 // deputy's look (lookAtFirst) and the side watches' both read this way. A
-// row a session keeps is read at one look in watchReuse+1 (and again as
-// soon as its session no longer reads live); the looks between read the
-// session's row alone (sessionView.cachedWatch).
+// row a session keeps is read at one look in watchReuse+1, once a take
+// interval has passed, and as soon as its session no longer reads live;
+// the looks between read the session's row alone (sessionView.cachedWatch).
 func readWatched(ctx context.Context, c *Consumer, v *sessionView, obs map[string]observation, first string) (Lease, watchedRead, bool) {
-	l, cached := v.cachedWatch(first)
+	l, cached := v.cachedWatch(first, time.Now(), c.cfg.takeInterval)
 	if !cached {
 		gctx, cancel := c.storeCtx(ctx)
 		var err error
@@ -169,7 +169,7 @@ func readWatched(ctx context.Context, c *Consumer, v *sessionView, obs map[strin
 			}
 			return Lease{}, watchedRead{}, false
 		}
-		v.watchRead(first, l)
+		v.watchRead(first, l, time.Now())
 	}
 	mark := v.markRead(ctx, c, l)
 	v.watchSeen(first, l)

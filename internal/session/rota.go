@@ -76,14 +76,15 @@ func Watcher(i Instant, candidates []string) string {
 	return best
 }
 
-// NextWatch returns the first instant after now, within one take interval,
-// at which one of mine (a lease this worker holds, among candidates) wins
+// NextWatch returns the first instant after now, within one take interval
+// and one instant more (a tick that comes late still finds the instant
+// after it), at which one of mine (a lease this worker holds, among candidates) wins
 // the rota, and whether there is one. A worker that wins several slots
 // looks at each of their instants, so the fleet's looks stay RotaSlots a
 // take interval whatever its size.
 func NextWatch(now time.Time, take time.Duration, candidates []string, mine func(string) bool) (Instant, bool) {
 	first := InstantAfter(now, take)
-	for i := first; i < first+RotaSlots; i++ {
+	for i := first; i <= first+RotaSlots; i++ {
 		if w := Watcher(i, candidates); w != "" && mine(w) {
 			return i, true
 		}
