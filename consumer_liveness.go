@@ -187,27 +187,33 @@ func (cd *coordination) listFailed(ctx context.Context) {
 
 // giveUp hands the first lease, and with it coordination, to a deputy (or
 // another worker) with a fenced handoff, and tells it to lead. The request
-// is written on the row when the last listing showed it this worker's;
-// when that listing is older than this worker's take of the lease (it
-// could not list since), the runner's release to the taker alone hands it
-// over. With nobody to hand it to, the lease is released.
+// is written on the row when the last listing showed it this worker's.
+// When that listing is older than this worker's take of the lease (it
+// could not list since), the runner releases the lease (no taker is on the
+// row) and the lead note makes the worker it names list and take it; so
+// too when that listing showed nobody to hand it to. A worker whose
+// listing showed it the first lease's holder and nobody else keeps reading
+// (it is alone).
 func (cd *coordination) giveUp(ctx context.Context) {
 	c := cd.c
 	to := balance.PassLead(cd.recentRows(), c.cfg.identity, cd.first)
 	if !c.holds(cd.first) {
 		return
 	}
+	first, listed := cd.recentByShard[cd.first]
+	ours := listed && first.Owner == c.cfg.identity
 	if len(to) == 0 {
-		// The last listing showed nobody to hand it to (it was made before
-		// the others took their leases): release it, and the workers that
-		// look at the first lease find it free, list and take it.
-		c.log.Warn("releasing the coordinator's lease: this worker cannot list, and its last listing showed no other worker to hand it to", "lease", cd.first)
+		if ours {
+			c.log.Warn("cannot hand coordination over: this worker cannot list, and its last listing showed no other worker", "lease", cd.first)
+			return
+		}
+		c.log.Warn("releasing the coordinator's lease: this worker cannot list, and its only listing was made before it took the lease", "lease", cd.first)
 		c.answerHandoff(cd.first, "")
 		cd.on(balance.GaveUp, balance.RoleFacts{})
 		return
 	}
 	taker := to[0].Row.Owner
-	if first, ok := cd.recentByShard[cd.first]; ok && first.Owner == c.cfg.identity {
+	if ours {
 		rctx, cancel := c.storeCtx(ctx)
 		_, err := c.store.RequestHandoff(rctx, first, taker)
 		cancel()
