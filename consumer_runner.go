@@ -192,7 +192,11 @@ func (r *leaseRunner) handOff(taker string) {
 	}
 	r.k.mu.Unlock()
 	if r.end.raise(stopHandoff) {
-		r.log.Info("handoff requested by " + taker + "; finishing the batch in hand")
+		if taker == "" {
+			r.log.Info("releasing the lease; finishing the batch in hand")
+		} else {
+			r.log.Info("handoff requested by " + taker + "; finishing the batch in hand")
+		}
 		r.stop()
 	}
 }
