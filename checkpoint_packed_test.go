@@ -512,12 +512,8 @@ func (s *fenceThenCrash) ReadPacked(ctx context.Context, stream, owner string) (
 
 // KeepPacked fails, or is slow, as KeepSession does.
 func (s *faultySession) KeepPacked(ctx context.Context, w shardlease.Worker, put []shardlease.PackedCheckpoint, drop []shardlease.LeaseKey) (shardlease.Worker, []string, error) {
-	n := s.keeps.Add(1)
-	if d := time.Duration(s.slowKeep.Load()); d > 0 {
-		time.Sleep(d)
-	}
-	if every := s.failEvery.Load(); s.failKeeps.Load() || every > 0 && n%every != 0 {
-		return shardlease.Worker{}, nil, errKeepThrottled
+	if err := s.fault(ctx); err != nil {
+		return shardlease.Worker{}, nil, err
 	}
 	return s.coordStore.(shardlease.PackedCheckpointStore).KeepPacked(ctx, w, put, drop)
 }

@@ -186,18 +186,27 @@ func (s *faultySession) OpenSession(ctx context.Context, stream, owner string) (
 }
 
 func (s *faultySession) KeepSession(ctx context.Context, w shardlease.Worker) (shardlease.Worker, []string, error) {
+	if err := s.fault(ctx); err != nil {
+		return shardlease.Worker{}, nil, err
+	}
+	return s.coordStore.KeepSession(ctx, w)
+}
+
+// fault is what a keep (plain or packed) meets before it is sent: a
+// delay, a hang until its deadline, or a throttle.
+func (s *faultySession) fault(ctx context.Context) error {
 	n := s.keeps.Add(1)
 	if d := time.Duration(s.slowKeep.Load()); d > 0 {
 		time.Sleep(d)
 	}
 	if s.hangKeeps.Load() {
 		<-ctx.Done() // an endpoint that answers nothing: the call's deadline ends it
-		return shardlease.Worker{}, nil, ctx.Err()
+		return ctx.Err()
 	}
 	if every := s.failEvery.Load(); s.failKeeps.Load() || every > 0 && n%every != 0 {
-		return shardlease.Worker{}, nil, errKeepThrottled
+		return errKeepThrottled
 	}
-	return s.coordStore.KeepSession(ctx, w)
+	return nil
 }
 
 // sessionWorker is a running worker of a session test.
