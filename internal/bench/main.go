@@ -88,7 +88,7 @@ func okp(b bool) *bool { return &b }
 func main() {
 	quick := flag.Bool("quick", false, "smaller sizes and windows (about 7 minutes on 2 cores)")
 	jsonOut := flag.String("json", "", "also write the rows as JSON to this file")
-	only := flag.String("only", "", "comma-separated sections to run (throughput,overhead,cost,failover,deploy,balance,scale,fleet,latency,lanes,window,memory,group-reads,group-share,session-cost,session-failover,session-reads,session-upgrade; sessions runs the four session-... sections; fleet-large runs the fleet section's 1,000-shard row alone); default all")
+	only := flag.String("only", "", "comma-separated sections to run (throughput,overhead,cost,failover,deploy,balance,scale,fleet,latency,lanes,window,memory,memory-large,idle-leases,group-reads,group-share,session-cost,session-failover,session-reads,session-upgrade; sessions runs the four session-... sections; fleet-large runs the fleet section's 1,000-shard row alone); default all")
 	flag.Parse()
 	// The consumers log to slog.Default(); their lease changes (Info) would
 	// drown the table, their warnings are worth seeing.
@@ -186,6 +186,8 @@ func run(e *env, only string) error {
 		{"lanes", measureLanes},
 		{"window", measureWindow},
 		{"memory", measureMemory},
+		{"memory-large", measureMemoryLarge},
+		{"idle-leases", measureIdleLeases},
 		{"group-reads", measureGroupReads},
 		{"group-share", measureGroupShare},
 		{"session-cost", measureSessionCost},
