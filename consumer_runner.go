@@ -115,10 +115,7 @@ func (e *ending) get() stopCause { return stopCause(e.cause.Load()) }
 func newLeaseRunner(c *Consumer, l Lease, fromStart bool, written time.Time) *leaseRunner {
 	ctx, cancel := context.WithCancel(context.Background())
 	id, key := l.Key.String(), l.Key
-	log := c.log.With("shard", key.Shard)
-	if c.set.grouped {
-		log = c.log.With("stream", key.Stream, "shard", key.Shard)
-	}
+	log := newRunnerLog(c.log, key, c.set.grouped)
 	r := &leaseRunner{
 		c: c, m: c.set.of(id), id: id, shard: key.Shard, key: key, fromStart: fromStart,
 		taken:    taken{checkpoint: l.Checkpoint, sub: l.SubSequence, start: l.Start, counter: l.Counter, epoch: holdingEpoch(l, c.set.of(id).learntEpoch())},
