@@ -30,7 +30,7 @@ func (c *Consumer) newReader(r *leaseRunner) shardReader {
 	if m.fanOut != nil {
 		return shardReader{r, kinesisread.FanOutReader{Shard: sh, FanOut: m.fanOut.kin, ConsumerARN: m.fanOut.arn}}
 	}
-	return shardReader{r, kinesisread.PollingReader{Shard: sh}}
+	return shardReader{r, &kinesisread.PollingReader{Shard: sh}}
 }
 
 // start sends the shard's batches on out in order (the last batch of a

@@ -28,7 +28,7 @@ type Starter interface {
 	Start(ctx context.Context, pos Position, deliver Deliver, done func())
 }
 
-var _ Starter = PollingReader{}
+var _ Starter = (*PollingReader)(nil)
 
 // parking is the state of a reader started by Start.
 type parking struct {
@@ -52,8 +52,9 @@ const (
 )
 
 // Start reads the shard one batch ahead of deliver, as Read does, without
-// a goroutine during the idle poll's pauses (see Starter).
-func (r PollingReader) Start(ctx context.Context, pos Position, deliver Deliver, done func()) {
+// a goroutine during the idle poll's pauses (see Starter). The reader
+// keeps r, which must not change while it reads.
+func (r *PollingReader) Start(ctx context.Context, pos Position, deliver Deliver, done func()) {
 	if pos.Ended {
 		go func() {
 			r.end(deliver)

@@ -33,7 +33,7 @@ func TestPollingStartHoldsNoGoroutineWhileIdle(t *testing.T) {
 		var got []string
 		var dones atomic.Int32
 		g0 := runtime.NumGoroutine()
-		kinesisread.PollingReader{Shard: sh}.Start(ctx, kinesisread.Position{SubSequence: -1, Initial: trimHorizon}, func(b kinesisread.Batch) bool {
+		(&kinesisread.PollingReader{Shard: sh}).Start(ctx, kinesisread.Position{SubSequence: -1, Initial: trimHorizon}, func(b kinesisread.Batch) bool {
 			mu.Lock()
 			defer mu.Unlock()
 			for _, r := range b.Records {

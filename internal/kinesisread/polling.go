@@ -34,8 +34,8 @@ func (r PollingReader) Read(ctx context.Context, pos Position, deliver Deliver) 
 	}
 }
 
-// poller returns the state of a read from pos.
-func (r PollingReader) poller(pos Position, deliver Deliver) *poller {
+// poller returns the state of a read from pos, which shares r.
+func (r *PollingReader) poller(pos Position, deliver Deliver) *poller {
 	return &poller{PollingReader: r, deliver: deliver, pos: pos, gap: readGapBehind,
 		bo: backoff.Backoff{Min: r.Config.RetryMin, Max: r.Config.RetryMax}}
 }
@@ -49,7 +49,7 @@ func (p *poller) arn() *string {
 }
 
 type poller struct {
-	PollingReader
+	*PollingReader
 	deliver  Deliver
 	pos      Position // where the records read so far end
 	iter     string   // the shard iterator in hand; empty for none
