@@ -48,7 +48,15 @@ var idleLeaseRuns = []struct {
 
 // measureLeaseMemory adds the memory and goroutines per held idle lease.
 func measureLeaseMemory(ctx context.Context, e *env, sec string) error {
+	g0 := runtime.NumGoroutine()
 	for i, run := range idleLeaseRuns {
+		// What ran before (a run's last timers and goroutines) may still
+		// hold its state for a moment: the baseline waits for it to go.
+		if !waitUntil(time.Minute, func() bool { return runtime.NumGoroutine() <= g0 }) {
+			return fmt.Errorf("%d goroutines a minute after the run before, %d before it", runtime.NumGoroutine(), g0)
+		}
+		time.Sleep(2 * defIdle)
+		runtime.GC()
 		c, err := idleLeaseCost(ctx, run.n, run.sessions)
 		if err != nil {
 			return err
