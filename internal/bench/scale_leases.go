@@ -23,14 +23,16 @@ import (
 // The figure is stable against the machine's load. Every reading is taken
 // after one collection, as a running process's own periodic collections
 // leave it: the live heap (HeapAlloc) and the goroutines' stacks
-// (StackInuse). The row is the median of several readings spread over a
-// renew interval, less the median before the consumer was made. The
+// (StackInuse). The leases are held for three renew intervals, with a
+// collection after each, before the readings; the row is the median of
+// seven readings spread over two renew intervals, less the median before
+// the consumer was made. The
 // stream's records and the store's rows are made before that first
 // reading, so neither is counted. HeapInuse, which adds the free room of
 // the heap's partly used spans, is shown beside it.
 
 // idleReadings is how many readings make a figure (their median).
-const idleReadings = 5
+const idleReadings = 7
 
 // leaseCost is what the held leases cost, per lease.
 type leaseCost struct {
@@ -67,7 +69,7 @@ func measureLeaseMemory(ctx context.Context, e *env, sec string) error {
 		}
 		note := ""
 		if i == 0 {
-			note = fmt.Sprintf("MemoryStore and the in-process stream, one record a shard (a checkpoint on every row), default timings; the live heap (HeapAlloc) and StackInuse after one collection, the median of %d readings over a renew interval with every lease held, less the median before the consumer was made (the stream's records and the store's rows are made before it, so neither is counted); HeapInuse instead of the live heap adds the free room of partly used spans; goroutines: runtime.NumGoroutine likewise; -only idle-leases runs these rows alone", idleReadings)
+			note = fmt.Sprintf("MemoryStore and the in-process stream, one record a shard (a checkpoint on every row), default timings; the live heap (HeapAlloc) and StackInuse after one collection, the median of %d readings over two renew intervals once every lease was held for three (a collection after each), less the median before the consumer was made (the stream's records and the store's rows are made before it, so neither is counted); HeapInuse instead of the live heap adds the free room of partly used spans; goroutines: runtime.NumGoroutine likewise; -only idle-leases runs these rows alone", idleReadings)
 		}
 		e.add(row{Section: sec, Metric: fmt.Sprintf("%s idle leases %s, MemoryStore: memory per held lease", thousands(run.n), with), Value: c.perLease, Unit: "bytes",
 			Shown:  fmt.Sprintf("%.1f KiB (heap %.1f, stacks %.1f; with HeapInuse %.1f); %.2f goroutines", c.perLease/1024, c.heap/1024, c.stacks/1024, c.inuse/1024, c.goroutines),
@@ -117,9 +119,15 @@ func idleLeaseCost(ctx context.Context, n int, sessions bool) (leaseCost, error)
 	if !waitUntil(5*time.Minute, func() bool { return len(r.c.Held()) == n }) {
 		return leaseCost{}, fmt.Errorf("holds %d of %d leases after 5 minutes", len(r.c.Held()), n)
 	}
-	// Steady state: every lease kept at least twice, its one record handled.
-	time.Sleep(2 * defRenew)
-	held := readings(idleReadings, defRenew/idleReadings)
+	// Steady state: every lease kept at least three times, its one record
+	// handled, and the collections a running process makes now and then
+	// (at least every two minutes) have given back the stacks the start
+	// grew; one halves a stack at most.
+	for range 3 {
+		time.Sleep(defRenew)
+		runtime.GC()
+	}
+	held := readings(idleReadings, 2*defRenew/idleReadings)
 	per := func(a, b float64) float64 { return (a - b) / float64(n) }
 	c := leaseCost{
 		perLease: per(held.heap+held.stacks, before.heap+before.stacks),
