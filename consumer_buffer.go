@@ -39,8 +39,9 @@ func (s *buffered) add(n, size int64) {
 func (s *buffered) reader() *readAhead { return &readAhead{sum: s} }
 
 // readAhead is one reader's part of buffered: the batch its processor has
-// in hand and the one it is handing on. Only the reader's goroutine uses
-// it.
+// in hand and the one it is handing on. Only the reader uses it: one
+// goroutine at a time, when a parked reader's steps move from one to the
+// next (kinesisread.Starter).
 type readAhead struct {
 	sum          *buffered
 	inHand, next batchSize

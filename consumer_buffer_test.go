@@ -2,6 +2,7 @@ package shardlease_test
 
 import (
 	"context"
+	"crypto/md5"
 	"fmt"
 	"slices"
 	"sync"
@@ -373,4 +374,60 @@ func TestMemorySlowHandlerHandsOffInGrace(t *testing.T) {
 		require.NoError(t, b.stop(t))
 		assert.Zero(t, a.c.Stats().BytesBuffered+b.c.Stats().BytesBuffered, "bytes held once Run returned")
 	})
+}
+
+func TestMemoryLargeRecordsHandedWholeTwoAhead(t *testing.T) {
+	t.Parallel()
+	// Records of 10 MiB, the largest Kinesis takes, reach a slow handler
+	// whole, byte for byte, and the reader still holds at most two batches
+	// (a read returns at most 10 MiB, so a batch is one such record), in
+	// both reading modes.
+	modes := map[string][]shardlease.Option{"polling": nil, "fan-out": {shardlease.WithEnhancedFanOut(consumerName)}}
+	for name, mode := range modes {
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				fake := shardleasetest.NewKinesis()
+				w := newFakeWorld(t, fake, 1)
+				require.NoError(t, fake.AllowLargeRecords(w.stream))
+				const key, n = "big", 4
+				size := shardleasetest.MaxLargeRecordSize - len(key)
+				var sums [][md5.Size]byte
+				for i := range n {
+					data := make([]byte, size)
+					for j := range data {
+						data[j] = byte(j*31 + i)
+					}
+					sums = append(sums, md5.Sum(data))
+					_, _, err := fake.Put(w.stream, key, data)
+					require.NoError(t, err)
+				}
+				var mu sync.Mutex
+				var got [][md5.Size]byte
+				var calls atomic.Int64
+				slow := slowBatches(&calls)
+				h := func(ctx context.Context, b *shardlease.Batch) error {
+					mu.Lock()
+					for _, r := range b.Records {
+						got = append(got, md5.Sum(r.Data))
+					}
+					mu.Unlock()
+					return slow(ctx, b)
+				}
+				wk := startWorker(t, w, fake, w.store, h, w.opts("a", mode...)...)
+				waitFor(t, time.Minute, "the first record handed", func() bool { return calls.Load() > 0 })
+				var most int64
+				for calls.Load() < n {
+					time.Sleep(5 * time.Second)
+					synctest.Wait()
+					most = max(most, wk.c.Stats().BytesBuffered)
+				}
+				assert.Equal(t, int64(2*size), most, "bytes the reader holds: the record in hand and one read ahead")
+				mu.Lock()
+				assert.Equal(t, sums, got, "every record handed whole, in order")
+				mu.Unlock()
+				require.NoError(t, wk.stop(t))
+				assert.Zero(t, wk.c.Stats().BytesBuffered, "bytes held once Run returned")
+			})
+		})
+	}
 }

@@ -30,40 +30,59 @@ func (c *Consumer) newReader(r *leaseRunner) shardReader {
 	if m.fanOut != nil {
 		return shardReader{r, kinesisread.FanOutReader{Shard: sh, FanOut: m.fanOut.kin, ConsumerARN: m.fanOut.arn}}
 	}
-	return shardReader{r, kinesisread.PollingReader{Shard: sh}}
+	return shardReader{r, &kinesisread.PollingReader{Shard: sh}}
 }
 
-// read sends the shard's batches on out in order (the last batch of a
-// closed shard has end set), and returns when ctx is done or the shard has
-// ended; out is closed then. It holds nothing open once it has returned:
-// the runner releases the lease only after that. What it holds meanwhile
-// is counted in Stats (see consumer_buffer.go).
-func (sr shardReader) read(ctx context.Context, out chan<- *Batch) {
+// start sends the shard's batches on out in order (the last batch of a
+// closed shard has end set), on goroutines of its own, until ctx is done or
+// the shard has ended; out is closed then, and done called once the reader
+// holds nothing open: the runner releases the lease only after that. A
+// polling reader holds no goroutine while it waits out an idle shard's
+// poll (kinesisread.Starter). What it holds meanwhile is counted in Stats
+// (see consumer_buffer.go).
+func (sr shardReader) start(ctx context.Context, out chan<- *Batch, done func()) {
 	r := sr.r
-	defer r.proc.ensure() // a resting processor sees the end
-	defer close(out)
 	held := r.c.buffers.reader()
-	defer held.close()
-	sr.rd.Read(ctx, r.readPosition(), func(kb kinesisread.Batch) bool {
-		recs := r.c.convert(kb.Records, kb.After, kb.AfterSub, r.log)
-		if len(recs) == 0 && !kb.End {
-			return true
-		}
-		b := &Batch{Stream: r.key.Stream, ShardID: r.shard, Records: recs, MillisBehindLatest: kb.MillisBehindLatest, r: r, end: kb.End}
-		if len(recs) > 0 {
-			r.lag.read(positionOf(recs[len(recs)-1]))
-		}
-		held.handing(len(recs), payloadBytes(kb.Records))
-		r.proc.sendingNow(true)
-		defer r.proc.sendingNow(false)
-		select {
-		case out <- b:
-			held.handed()
-			return true
-		case <-ctx.Done():
-			return false
-		}
-	})
+	finish := func() {
+		held.close()
+		close(out)
+		r.proc.ensure() // a resting processor sees the end
+		done()
+	}
+	deliver := func(kb kinesisread.Batch) bool { return sr.hand(ctx, out, held, kb) }
+	if st, ok := sr.rd.(kinesisread.Starter); ok {
+		st.Start(ctx, r.readPosition(), deliver, finish)
+		return
+	}
+	go func() {
+		sr.rd.Read(ctx, r.readPosition(), deliver)
+		finish()
+	}()
+}
+
+// hand hands one batch the reader read on to out, de-aggregated, counting
+// what the reader holds in held. It reports false when the reader must
+// stop.
+func (sr shardReader) hand(ctx context.Context, out chan<- *Batch, held *readAhead, kb kinesisread.Batch) bool {
+	r := sr.r
+	recs := r.c.convert(kb.Records, kb.After, kb.AfterSub, r.log)
+	if len(recs) == 0 && !kb.End {
+		return true
+	}
+	b := &Batch{Stream: r.key.Stream, ShardID: r.shard, Records: recs, MillisBehindLatest: kb.MillisBehindLatest, r: r, end: kb.End}
+	if len(recs) > 0 {
+		r.lag.read(positionOf(recs[len(recs)-1]))
+	}
+	held.handing(len(recs), payloadBytes(kb.Records))
+	r.proc.sendingNow(true)
+	defer r.proc.sendingNow(false)
+	select {
+	case out <- b:
+		held.handed()
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // readSink tells a runner what its reader learns.

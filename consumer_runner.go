@@ -26,12 +26,14 @@ import (
 //	                     No write at all: the lease expires for the others.
 //
 // Goroutines: the keeper (run's own, consumer_keeper.go) makes every write
-// to the row; the reader reads the shard one batch ahead; the processor,
-// which runs only while there is work (consumer_processor.go), hands batches
-// to the handler, which runs on a goroutine of its own so that it can be
-// abandoned (consumer_handler.go). The watchdog's two timers enforce the
-// grace period. An idle held shard costs two goroutines. Why the runner stops is one cause (ending),
-// set by the first request and raised only by a graver one.
+// to the row; the reader reads the shard one batch ahead, a polling one
+// holding no goroutine while it waits out an idle poll (kinesisread.Starter);
+// the processor, which runs only while there is work (consumer_processor.go),
+// hands batches to the handler, which runs on a goroutine of its own so that
+// it can be abandoned (consumer_handler.go). The watchdog's two timers
+// enforce the grace period. An idle held shard read by polling costs one
+// goroutine, the keeper's. Why the runner stops is one cause (ending), set
+// by the first request and raised only by a graver one.
 
 // leaseRunner holds one lease (see the top of this file).
 type leaseRunner struct {
@@ -113,10 +115,7 @@ func (e *ending) get() stopCause { return stopCause(e.cause.Load()) }
 func newLeaseRunner(c *Consumer, l Lease, fromStart bool, written time.Time) *leaseRunner {
 	ctx, cancel := context.WithCancel(context.Background())
 	id, key := l.Key.String(), l.Key
-	log := c.log.With("shard", key.Shard)
-	if c.set.grouped {
-		log = c.log.With("stream", key.Stream, "shard", key.Shard)
-	}
+	log := newRunnerLog(c.log, key, c.set.grouped)
 	r := &leaseRunner{
 		c: c, m: c.set.of(id), id: id, shard: key.Shard, key: key, fromStart: fromStart,
 		taken:    taken{checkpoint: l.Checkpoint, sub: l.SubSequence, start: l.Start, counter: l.Counter, epoch: holdingEpoch(l, c.set.of(id).learntEpoch())},
@@ -143,10 +142,7 @@ func (r *leaseRunner) run(parent context.Context) {
 	fetchCtx, fetchCancel := context.WithCancel(r.leaseCtx)
 	rd := r.c.newReader(r)
 	r.proc.start(func() { r.processor(batches, fetchCancel) })
-	go func() {
-		defer close(r.readDone)
-		rd.read(fetchCtx, batches)
-	}()
+	rd.start(fetchCtx, batches, func() { close(r.readDone) })
 	// The grace period starts when the runner is told to stop (stop) or
 	// its lease's context ends; either end needs a processor to see it.
 	unwatch := context.AfterFunc(r.leaseCtx, func() {

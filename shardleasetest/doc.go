@@ -79,6 +79,11 @@
 //   - Streams are ACTIVE as soon as CreateStream returns, and resharding takes
 //     effect at once. Records are kept for the stream's life; with
 //     [WithRetention], closed shards age out (see there).
+//   - A stream takes records of up to 1 MiB ([MaxRecordSize]), or up to
+//     10 MiB once [Kinesis.AllowLargeRecords] or UpdateMaxRecordSize raised
+//     its limit, as with the service's large records. A GetRecords call or
+//     a subscription event carries at most 10 MiB but always at least one
+//     record, so a 10 MiB record is handed whole.
 //   - DescribeStreamSummary reports the stream's ARN and creation time; a
 //     stream deleted and created again has a later creation time, as with the
 //     real service.

@@ -25,6 +25,8 @@ const (
 	OpGetRecords       = "GetRecords"
 	OpSplitShard       = "SplitShard"
 	OpMergeShards      = "MergeShards"
+	// OpUpdateMaxRecordSize is the operation name of UpdateMaxRecordSize.
+	OpUpdateMaxRecordSize = "UpdateMaxRecordSize"
 )
 
 const (
@@ -46,8 +48,22 @@ const (
 	MaxListShardsResults = 1000
 	// MaxPutRecordsEntries is the most records one PutRecords call may carry.
 	MaxPutRecordsEntries = 500
-	// MaxRecordSize is the largest record payload (data plus partition key).
+	// MaxRecordSize is the largest record payload (data plus partition key)
+	// a stream takes by default, as with the service: 1 MiB. CreateStream's
+	// MaxRecordSizeInKiB and UpdateMaxRecordSize raise a stream's limit up to
+	// [MaxLargeRecordSize].
 	MaxRecordSize = 1 << 20
+	// MaxLargeRecordSize is the most a stream's maximum record size may be
+	// set to: 10 MiB, the service's large records.
+	MaxLargeRecordSize = 10 << 20
+	// MaxPutRecordsSize is the most data and partition keys one PutRecords
+	// call may carry: 10 MiB.
+	MaxPutRecordsSize = 10 << 20
+	// MaxReadSize is the most record data (data plus partition keys) one
+	// GetRecords call returns, or one SubscribeToShard event carries: 10 MiB.
+	// Either carries at least one record, so a record as large as
+	// [MaxLargeRecordSize] is always handed whole.
+	MaxReadSize = 10 << 20
 )
 
 // FaultFunc is consulted before each call, after the call is counted. If it

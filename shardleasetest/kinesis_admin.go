@@ -86,8 +86,10 @@ func lockedFind[T any](f *Kinesis, find func() (T, error)) (v T, unlock func(), 
 
 // CreateStream creates a stream whose hash key space is split evenly over
 // ShardCount shards named shardId-000000000000 onwards. An on-demand stream
-// without a ShardCount gets 4 shards. The stream is ACTIVE on return. A
-// stream of that name existing already is a ResourceInUseException.
+// without a ShardCount gets 4 shards. It takes records of up to
+// MaxRecordSizeInKiB (1,024 to 10,240), [MaxRecordSize] without one. The
+// stream is ACTIVE on return. A stream of that name existing already is a
+// ResourceInUseException.
 func (f *Kinesis) CreateStream(ctx context.Context, params *kinesis.CreateStreamInput, optFns ...func(*kinesis.Options)) (*kinesis.CreateStreamOutput, error) {
 	if err := f.begin(ctx, OpCreateStream, ""); err != nil {
 		return nil, err
@@ -111,6 +113,14 @@ func (f *Kinesis) CreateStream(ctx context.Context, params *kinesis.CreateStream
 	default:
 		return nil, invalidArgument("ShardCount is required for a PROVISIONED stream.")
 	}
+	maxRecord := MaxRecordSize
+	if params.MaxRecordSizeInKiB != nil {
+		kib, err := recordSizeKiB(*params.MaxRecordSizeInKiB)
+		if err != nil {
+			return nil, err
+		}
+		maxRecord = kib << 10
+	}
 
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -119,7 +129,7 @@ func (f *Kinesis) CreateStream(ctx context.Context, params *kinesis.CreateStream
 	}
 	now := time.Now()
 	f.incarnation++
-	st := &stream{name: name, incarnation: f.incarnation, created: now}
+	st := &stream{name: name, incarnation: f.incarnation, created: now, maxRecord: maxRecord}
 	for _, r := range evenRanges(n) {
 		st.addShard(r[0], r[1], "", "", now)
 	}

@@ -16,8 +16,9 @@ const OpDescribeStreamSummary = "DescribeStreamSummary"
 const RetentionPeriodHours = 24
 
 // DescribeStreamSummary describes a stream: its name, ARN, status (always
-// ACTIVE), creation time, retention period ([RetentionPeriodHours]) and
-// number of open shards. A missing stream is a ResourceNotFoundException.
+// ACTIVE), creation time, retention period ([RetentionPeriodHours]),
+// number of open shards and maximum record size. A missing stream is a
+// ResourceNotFoundException.
 func (f *Kinesis) DescribeStreamSummary(ctx context.Context, params *kinesis.DescribeStreamSummaryInput, optFns ...func(*kinesis.Options)) (*kinesis.DescribeStreamSummaryOutput, error) {
 	if params == nil {
 		params = &kinesis.DescribeStreamSummaryInput{}
@@ -45,5 +46,6 @@ func (f *Kinesis) DescribeStreamSummary(ctx context.Context, params *kinesis.Des
 		RetentionPeriodHours:    ptr(int32(RetentionPeriodHours)),
 		OpenShardCount:          ptr(int32(open)),
 		EnhancedMonitoring:      []types.EnhancedMetrics{},
+		MaxRecordSizeInKiB:      ptr(int32(st.maxRecord >> 10)),
 	}}, nil
 }

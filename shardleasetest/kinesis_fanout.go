@@ -483,7 +483,7 @@ func (s *subscription) next() (p pending, gone string) {
 	}
 	sh := st.shards[s.shard]
 	from := min(s.pos, len(sh.records))
-	to := min(from+MaxGetRecordsLimit, len(sh.records))
+	to := readEnd(sh.records, from, MaxGetRecordsLimit)
 	ev := types.SubscribeToShardEvent{Records: make([]types.Record, 0, to-from), MillisBehindLatest: ptr(int64(0))}
 	for _, r := range sh.records[from:to] {
 		r.Data = slices.Clone(r.Data)

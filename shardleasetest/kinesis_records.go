@@ -15,8 +15,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 )
 
-const maxPutRecordsBytes = 5 << 20
-
 // iterator is the state a shard iterator carries.
 type iterator struct {
 	Fake        uint64
@@ -64,6 +62,9 @@ func (f *Kinesis) PutRecord(ctx context.Context, params *kinesis.PutRecordInput,
 		return nil, err
 	}
 	defer unlock()
+	if err := st.fits(*params.PartitionKey, len(params.Data)); err != nil {
+		return nil, err
+	}
 	s, seq := st.put(h, *params.PartitionKey, params.Data)
 	return &kinesis.PutRecordOutput{ShardId: ptr(s.id), SequenceNumber: ptr(seq), EncryptionType: types.EncryptionTypeNone}, nil
 }
@@ -92,14 +93,19 @@ func (f *Kinesis) PutRecords(ctx context.Context, params *kinesis.PutRecordsInpu
 		hashes[i] = h
 		total += len(e.Data) + len(*e.PartitionKey)
 	}
-	if total > maxPutRecordsBytes {
-		return nil, invalidArgument("Records total %d bytes; PutRecords takes at most %d.", total, maxPutRecordsBytes)
+	if total > MaxPutRecordsSize {
+		return nil, invalidArgument("Records total %d bytes; PutRecords takes at most %d.", total, MaxPutRecordsSize)
 	}
 	st, unlock, err := f.lockStream(name)
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
+	for i, e := range params.Records {
+		if err := st.fits(*e.PartitionKey, len(e.Data)); err != nil {
+			return nil, fmt.Errorf("records[%d]: %w", i, err)
+		}
+	}
 	out := &kinesis.PutRecordsOutput{FailedRecordCount: ptr(int32(0)), EncryptionType: types.EncryptionTypeNone}
 	for i, e := range params.Records {
 		s, seq := st.put(hashes[i], *e.PartitionKey, e.Data)
@@ -112,8 +118,8 @@ func recordHash(key, explicit *string, dataLen int) (*big.Int, error) {
 	if key == nil || *key == "" || utf8.RuneCountInString(*key) > 256 {
 		return nil, invalidArgument("PartitionKey must be 1 to 256 characters.")
 	}
-	if dataLen+len(*key) > MaxRecordSize {
-		return nil, invalidArgument("Record of %d bytes (data and partition key) exceeds the limit of %d.", dataLen+len(*key), MaxRecordSize)
+	if dataLen+len(*key) > MaxLargeRecordSize {
+		return nil, invalidArgument("Record of %d bytes (data and partition key) exceeds the limit of %d.", dataLen+len(*key), MaxLargeRecordSize)
 	}
 	if explicit != nil {
 		h, ok := parseHashKey(*explicit)
@@ -123,6 +129,15 @@ func recordHash(key, explicit *string, dataLen int) (*big.Int, error) {
 		return h, nil
 	}
 	return partitionHash(*key), nil
+}
+
+// fits checks a record's size against the stream's maximum record size.
+// f.mu must be held.
+func (st *stream) fits(key string, dataLen int) error {
+	if n := dataLen + len(key); n > st.maxRecord {
+		return invalidArgument("Record of %d bytes (data and partition key) exceeds the maximum record size of stream %s, %d KiB; UpdateMaxRecordSize raises it up to %d KiB.", n, st.name, st.maxRecord>>10, MaxLargeRecordSize>>10)
+	}
+	return nil
 }
 
 // put appends a record. f.mu must be held.
@@ -225,8 +240,8 @@ func (f *Kinesis) GetShardIterator(ctx context.Context, params *kinesis.GetShard
 	return &kinesis.GetShardIteratorOutput{ShardIterator: ptr(encode(it))}, nil
 }
 
-// GetRecords returns up to Limit records (default and maximum 10,000) from
-// the iterator's position, MillisBehindLatest (0 once caught up, else the age
+// GetRecords returns up to Limit records (default and maximum 10,000), and
+// up to [MaxReadSize] of them but at least one, from the iterator's position, MillisBehindLatest (0 once caught up, else the age
 // of the oldest record not yet returned) and a NextShardIterator. An open shard
 // always gets a NextShardIterator, also when no records are returned. The call
 // that reaches the end of a closed shard returns the remaining records, the
@@ -299,7 +314,7 @@ func (f *Kinesis) GetRecords(ctx context.Context, params *kinesis.GetRecordsInpu
 // from the position of iterator it, at now. f.mu must be held.
 func (st *stream) page(s *shard, it iterator, limit int, now time.Time) *kinesis.GetRecordsOutput {
 	start := min(it.Pos, len(s.records))
-	end := min(start+limit, len(s.records))
+	end := readEnd(s.records, start, limit)
 	out := &kinesis.GetRecordsOutput{Records: make([]types.Record, 0, end-start)}
 	for _, r := range s.records[start:end] {
 		// Copies, so a caller changing what it got cannot change the stream.

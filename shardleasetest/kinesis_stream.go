@@ -31,6 +31,7 @@ type stream struct {
 	incarnation uint64
 	created     time.Time
 	counter     uint64
+	maxRecord   int           // the largest record it takes, data plus partition key
 	shards      []*shard      // index is the shard's number
 	changed     chan struct{} // closed at the next change; see changes
 }

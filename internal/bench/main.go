@@ -91,7 +91,7 @@ func main() {
 	quick := flag.Bool("quick", false, "smaller sizes and windows (about 7 minutes on 2 cores)")
 	jsonOut := flag.String("json", "", "also write the rows as JSON to this file")
 	charts := flag.String("charts", "", "also draw the cost and failover charts as SVG files in this directory (needs the cost steps)")
-	only := flag.String("only", "", "comma-separated sections to run (throughput,overhead,cost,cost-units,cost-crash,cost-scale,failover,deploy,balance,scale,fleet,latency,lanes,window,memory,group-reads,group-share,session-cost,session-failover,session-reads,session-upgrade; cost runs the four cost... sections, sessions the four session-... sections; fleet-large runs the fleet section's 1,000-shard row alone); default all")
+	only := flag.String("only", "", "comma-separated sections to run (throughput,overhead,cost,cost-units,cost-crash,cost-scale,failover,deploy,balance,scale,fleet,latency,lanes,window,memory,memory-large,idle-leases,group-reads,group-share,session-cost,session-failover,session-reads,session-upgrade; cost runs the four cost... sections, sessions the four session-... sections; fleet-large runs the fleet section's 1,000-shard row alone, idle-leases the scale section's idle-lease rows alone); default all")
 	flag.Parse()
 	// The consumers log to slog.Default(); their lease changes (Info) would
 	// drown the table, their warnings are worth seeing.
@@ -157,7 +157,8 @@ func run(e *env, only string) error {
 		}
 		return false
 	}
-	// fleet-large is the fleet section's large row alone; only when named.
+	// fleet-large is the fleet section's large row alone, idle-leases the
+	// scale section's idle-lease rows alone; only when named.
 	named := func(s string) bool { return only != "" && want(s) }
 	needDynamo := want("throughput") || want("cost") || want("cost-units") || want("scale") || want("fleet") || named("fleet-large") || want("group-reads") || want("group-share") || want("session-cost") || want("session-reads")
 	needKinesis := want("throughput")
@@ -198,6 +199,8 @@ func run(e *env, only string) error {
 		{"lanes", measureLanes},
 		{"window", measureWindow},
 		{"memory", measureMemory},
+		{"memory-large", measureMemoryLarge},
+		{"idle-leases", measureIdleLeases},
 		{"group-reads", measureGroupReads},
 		{"group-share", measureGroupShare},
 		{"session-cost", measureSessionCost},
@@ -207,7 +210,7 @@ func run(e *env, only string) error {
 		{"fleet-large", measureFleetLarge},
 	}
 	for _, s := range steps {
-		if s.name == "fleet-large" && !named(s.name) || !want(s.name) {
+		if (s.name == "fleet-large" || s.name == "idle-leases") && !named(s.name) || !want(s.name) {
 			continue
 		}
 		t0 := time.Now()

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"runtime"
 	"slices"
 	"sync"
 	"time"
@@ -16,26 +15,6 @@ import (
 	"github.com/shardlease/shardlease/internal/emulator"
 	"github.com/shardlease/shardlease/shardleasetest"
 )
-
-// heapAndStacks returns HeapInuse+StackInuse once collections stop
-// shrinking the stacks: one collection shrinks a goroutine's stack by at
-// most half, so a figure taken after a single one counts the stacks a
-// burst of work grew, which a running process's periodic collections
-// give back (at most five collections).
-func heapAndStacks() uint64 {
-	var ms runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&ms)
-	for i := 0; i < 4; i++ {
-		stacks := ms.StackInuse
-		runtime.GC()
-		runtime.ReadMemStats(&ms)
-		if ms.StackInuse >= stacks {
-			break
-		}
-	}
-	return ms.HeapInuse + ms.StackInuse
-}
 
 // measureScale runs one worker with the default timings that holds
 // scaleLeases leases of a stream with scaleRows rows in a table on
@@ -65,7 +44,7 @@ func measureScale(ctx context.Context, e *env) error {
 		return err
 	}
 	e.logf("  created %d rows in %s", nRows, time.Since(t0).Round(time.Millisecond))
-	mem0 := heapAndStacks()
+	mem0 := readings(idleReadings, 0)
 	t1 := time.Now()
 	r, err := startConsumer(fake, store, stream, func(context.Context, *shardlease.Batch) error { return nil },
 		shardlease.WithOwnerID("scale"), shardlease.WithMaxLeases(nLeases))
@@ -89,7 +68,7 @@ func measureScale(ctx context.Context, e *env) error {
 		return err
 	}
 	winEnd := time.Now()
-	mem1 := heapAndStacks()
+	mem1 := readings(idleReadings, defRenew/idleReadings)
 	if err := r.stop(); err != nil {
 		return err
 	}
@@ -105,7 +84,7 @@ func measureScale(ctx context.Context, e *env) error {
 		return fmt.Errorf("no listing in the window")
 	}
 	slices.Sort(rounds)
-	perLease := float64(int64(mem1)-int64(mem0)) / float64(nLeases)
+	perLease := (mem1.heap + mem1.stacks - mem0.heap - mem0.stacks) / float64(nLeases)
 
 	const sec = "scale (one worker, DynamoStore on dynalite, shards on the in-process fake)"
 	renewTarget := defRenew * 6 / 5
@@ -119,7 +98,7 @@ func measureScale(ctx context.Context, e *env) error {
 		Note: "a take round is one paginated eventually consistent Scan of the stream's rows plus in-memory work; timed from the first page's request to the last page's reply; timed here: " + how})
 	e.add(row{Section: sec, Metric: "memory per held lease (heap + stacks)", Value: perLease, Unit: "bytes",
 		Shown: fmt.Sprintf("%.1f KiB", perLease/1024), Target: "none set",
-		Note: fmt.Sprintf("HeapInuse+StackInuse after the collections that shrink the stacks, with %d leases held, minus before Run; includes the goroutines of each held lease (the runner, which keeps the lease, and the reader; a processor only while there is work), the take round's view of all %d rows and the HTTP connections", nLeases, nRows)})
+		Note: fmt.Sprintf("the live heap (HeapAlloc) and StackInuse after one collection, the median of %d readings over a renew interval with %d leases held, less the median before Run (see the idle-lease rows); includes the goroutine of each held lease (the runner, which keeps the lease; a polling reader of an idle shard holds none between its polls, a processor only while there is work), the take round's view of all %d rows and the HTTP connections", idleReadings, nLeases, nRows)})
 	return measureLeaseMemory(ctx, e, sec)
 }
 

@@ -23,10 +23,21 @@ func (r PollingReader) Read(ctx context.Context, pos Position, deliver Deliver) 
 		r.end(deliver)
 		return
 	}
-	p := &poller{PollingReader: r, deliver: deliver, pos: pos, gap: readGapBehind,
-		bo: backoff.Backoff{Min: r.Config.RetryMin, Max: r.Config.RetryMax}}
+	p := r.poller(pos, deliver)
 	for ctx.Err() == nil && p.step(ctx) {
+		if p.idle {
+			p.idle = false
+			if !backoff.Wait(ctx, p.Config.IdlePoll) {
+				return
+			}
+		}
 	}
+}
+
+// poller returns the state of a read from pos, which shares r.
+func (r *PollingReader) poller(pos Position, deliver Deliver) *poller {
+	return &poller{PollingReader: r, deliver: deliver, pos: pos, gap: readGapBehind,
+		bo: backoff.Backoff{Min: r.Config.RetryMin, Max: r.Config.RetryMax}}
 }
 
 // poller is the state of one Read, on its goroutine.
@@ -38,13 +49,14 @@ func (p *poller) arn() *string {
 }
 
 type poller struct {
-	PollingReader
+	*PollingReader
 	deliver  Deliver
 	pos      Position // where the records read so far end
 	iter     string   // the shard iterator in hand; empty for none
 	lastCall time.Time
 	gap      time.Duration // see readGap
 	bo       backoff.Backoff
+	idle     bool // the last call returned no record: pause IdlePoll
 }
 
 // step makes one call: GetShardIterator when no iterator is in hand, else
@@ -58,7 +70,7 @@ func (p *poller) step(ctx context.Context) bool {
 		return p.failed(ctx, err)
 	}
 	p.bo.Reset()
-	return p.hand(ctx, res)
+	return p.hand(res)
 }
 
 // position gets an iterator at p.pos, and waits out a failure. It reports
@@ -119,10 +131,10 @@ func (p *poller) failed(ctx context.Context, err error) bool {
 	return true
 }
 
-// hand hands on the records of one GetRecords call, or the shard's end, and
-// waits the idle poll after a call that returned none. It reports false
-// when the reader must stop.
-func (p *poller) hand(ctx context.Context, res *kinesis.GetRecordsOutput) bool {
+// hand hands on the records of one GetRecords call, or the shard's end,
+// and asks for the idle poll's pause after a call that returned none. It
+// reports false when the reader must stop.
+func (p *poller) hand(res *kinesis.GetRecordsOutput) bool {
 	if res.MillisBehindLatest != nil {
 		p.Sink.Behind(*res.MillisBehindLatest)
 	}
@@ -138,9 +150,7 @@ func (p *poller) hand(ctx context.Context, res *kinesis.GetRecordsOutput) bool {
 		}
 	}
 	p.iter = *res.NextShardIterator
-	if len(res.Records) == 0 {
-		return backoff.Wait(ctx, p.Config.IdlePoll)
-	}
+	p.idle = len(res.Records) == 0
 	return true
 }
 
