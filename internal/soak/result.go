@@ -85,6 +85,15 @@ type Result struct {
 	ZonesMeasured        int
 	KeepsPerWorkerMinute float64 // successful keeps a worker-minute
 	WritesPerLeaseMinute float64 // lease-row writes a held-lease-minute
+	// WriteUnitsPerLeaseMinute is the write units of the lease-row writes
+	// and the keeps a held-lease-minute, as DynamoDB bills them
+	// (sessions_units.go).
+	WriteUnitsPerLeaseMinute float64
+	// Crashed counts the incarnations that crashed; DupCrashBound bounds
+	// DupCrash: each crash hands again at most what two renew intervals
+	// of the stream's traffic hold (the checkpoints its keeps or its
+	// checkpoint writes had not yet made durable).
+	Crashed, DupCrashBound int
 	Problems             []string
 }
 
@@ -137,6 +146,7 @@ func (s *soak) result(ctx context.Context, drained bool) *Result {
 		}
 	}
 	s.recordAudit(r, s.produced, problem)
+	s.crashDuplicates(r, problem)
 
 	r.BadDeadLetter = len(s.badDead)
 	for i, e := range s.badDead {

@@ -426,7 +426,9 @@ func (s *soak) sessionsResult(r *Result, problem func(string, ...any)) {
 		r.KeepsPerWorkerMinute = float64(a.keeps.Load()) / m.workerTime.Minutes()
 	}
 	if m.leaseTime > 0 {
-		r.WritesPerLeaseMinute = float64(s.audit.leaseWrites()-m.writes0) / m.leaseTime.Minutes()
+		writes := s.audit.leaseWrites() - m.writes0
+		r.WritesPerLeaseMinute = float64(writes) / m.leaseTime.Minutes()
+		r.WriteUnitsPerLeaseMinute = float64(int64(writes)+s.units.total()) / m.leaseTime.Minutes()
 	}
 	m.mu.Unlock()
 	z := &s.zones
@@ -443,6 +445,8 @@ func (s *soak) sessionsResult(r *Result, problem func(string, ...any)) {
 // of Table.
 func (r *Result) sessionRows(row func(name string, v any, verdict string), ok func(bool) string) {
 	row("lease-row writes a held-lease-minute (all kinds)", fmt.Sprintf("%.1f", r.WritesPerLeaseMinute), "")
+	row("write units a held-lease-minute (lease rows and keeps, as DynamoDB bills them)", fmt.Sprintf("%.2f", r.WriteUnitsPerLeaseMinute), "")
+	row(fmt.Sprintf("duplicates after crashes (bound %d: %d crashes, two renew intervals of traffic each)", r.DupCrashBound, r.Crashed), r.DupCrash, ok(r.DupCrash <= r.DupCrashBound))
 	if !r.Sessions {
 		return
 	}
@@ -460,8 +464,8 @@ func (r *Result) sessionSummary() string {
 	if !r.Sessions {
 		return ""
 	}
-	return fmt.Sprintf(", stale writes accepted %d, zone held again max %v (bound %v), keeps/worker-min %.1f, lease-row writes/lease-min %.1f",
-		r.StaleSessionAccepted, r.ZoneMax.Round(10*time.Millisecond), r.ZoneBound, r.KeepsPerWorkerMinute, r.WritesPerLeaseMinute)
+	return fmt.Sprintf(", stale writes accepted %d, zone held again max %v (bound %v), keeps/worker-min %.1f, lease-row writes/lease-min %.1f, write units/lease-min %.2f, duplicates after crashes %d (bound %d)",
+		r.StaleSessionAccepted, r.ZoneMax.Round(10*time.Millisecond), r.ZoneBound, r.KeepsPerWorkerMinute, r.WritesPerLeaseMinute, r.WriteUnitsPerLeaseMinute, r.DupCrash, r.DupCrashBound)
 }
 
 // leaseWrites returns how many writes to lease rows the audit recorded
@@ -491,4 +495,21 @@ func (a *sessionAudit) takerFenced() {
 	a.mu.Lock()
 	a.byTaker++
 	a.mu.Unlock()
+}
+
+// crashDuplicates bounds the records handed again after crashes: each
+// crashed incarnation at most two renew intervals of the stream's traffic
+// (what its keeps, or its checkpoint writes, had not made durable yet).
+// s.mu is held, and r.DupCrash counted.
+func (s *soak) crashDuplicates(r *Result, problem func(string, ...any)) {
+	for _, inc := range s.all {
+		if inc.crashed.Load() {
+			r.Crashed++
+		}
+	}
+	renew := s.cfg.Lease / 3
+	r.DupCrashBound = int(float64(r.Crashed) * float64(s.cfg.Rate) * 2 * renew.Seconds())
+	if r.DupCrash > r.DupCrashBound {
+		problem("%d records handed again after %d crashes, more than two renew intervals of traffic each (%d)", r.DupCrash, r.Crashed, r.DupCrashBound)
+	}
 }

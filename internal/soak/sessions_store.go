@@ -31,8 +31,18 @@ func (t *troubleStore) OpenSession(ctx context.Context, stream, owner string) (s
 // KeepSession counts a keep that succeeded, and checks it against the
 // fences: a keep of a fenced generation sent after the fence must fail.
 func (t *troubleStore) KeepSession(ctx context.Context, w shardlease.Worker) (shardlease.Worker, []string, error) {
+	kept, mail, err := t.keep(w, func() (shardlease.Worker, []string, error) { return t.sessions().KeepSession(ctx, w) })
+	if err == nil && t.s != nil {
+		t.s.units.kept(w.Key(), nil, nil, t.s.meter.on.Load())
+	}
+	return kept, mail, err
+}
+
+// keep makes the keep of w (call), counts it when it succeeded and checks
+// it against the fences.
+func (t *troubleStore) keep(w shardlease.Worker, call func() (shardlease.Worker, []string, error)) (shardlease.Worker, []string, error) {
 	sent := time.Now()
-	kept, mail, err := t.sessions().KeepSession(ctx, w)
+	kept, mail, err := call()
 	if err == nil && t.s != nil {
 		if t.s.meter.on.Load() {
 			t.s.sessAudit.keeps.Add(1)

@@ -303,6 +303,7 @@ type soak struct {
 	// own call starts (takerDied): none starts once they are off.
 	faultsMu  sync.Mutex
 	sessAudit sessionAudit // sessions.go
+	units     packedUnits  // sessions_units.go
 	meter     meter
 	zones     zones
 	start     time.Time
