@@ -94,7 +94,7 @@ type Result struct {
 	// of the stream's traffic hold (the checkpoints its keeps or its
 	// checkpoint writes had not yet made durable).
 	Crashed, DupCrashBound int
-	Problems             []string
+	Problems               []string
 }
 
 // OK reports whether every invariant held.
