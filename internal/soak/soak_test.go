@@ -138,8 +138,8 @@ func TestSoak(t *testing.T) {
 		// 40 seconds make one zone loss and few fences: a taker's death
 		// is drawn, not certain; and the sessions' crashes on top may
 		// leave no live coordinator and deputy for the one joint fault
-		// of each kind drawn.
-		checkSessions(t, res, err, false, soak.EvCrashJoint, soak.EvListsFail, soak.EvJointLeave)
+		// of each kind drawn, nor a coordinator for its crash.
+		checkSessions(t, res, err, false, soak.EvCrashJoint, soak.EvListsFail, soak.EvJointLeave, soak.EvCrashCoordinator)
 	})
 	t.Run("group-fake", func(t *testing.T) {
 		t.Parallel()
