@@ -318,23 +318,35 @@ func TestSessionHandoffByMail(t *testing.T) {
 func TestSessionCutoffStopsTheHolder(t *testing.T) {
 	t.Parallel()
 	sessionWorlds(t, 4, func(t *testing.T, w *world, h *handled, g *overlapGuard) {
-		fleet := startSessionFleet(t, w, 2, 4, h, g)
-		cut := fleet[1]
-		held := cut.c.Held()
-		cut.faults.failKeeps.Store(true)
-		start := time.Now()
-		waitFor(t, 3*w.lease, "the worker's leases lost", func() bool { return len(cut.c.Held()) == 0 })
-		t.Logf("%s: leases dropped %.2f L after the keeps began to fail", w.name, time.Since(start).Seconds()/w.lease.Seconds())
-		assert.Less(t, time.Since(start), w.lease, "dropped before a lease duration")
-		waitFor(t, 5*w.lease, "the leases held by the other worker", func() bool { return heldAgain(sessionCoords(fleet[:1]), held) })
-		assert.Positive(t, cut.c.Stats().SessionsLost, "the session's end is counted")
-		assert.Positive(t, fleet[0].c.Stats().SessionsFenced, "the other worker fenced it")
-		p := &produced{}
-		w.put(t, p, 40, 8)
-		cut.faults.failKeeps.Store(false)
-		waitBalanced(t, w, fleet, 4)
-		waitFor(t, 10*w.lease, "every record handled", func() bool { return h.distinct() == p.count() })
+		keepFaultCourse(t, w, h, g, "fail", func(sw *sessionWorker) *atomic.Bool { return &sw.faults.failKeeps }, func(fleet []*sessionWorker) {
+			assert.Positive(t, fleet[1].c.Stats().SessionsLost, "the session's end is counted")
+			assert.Positive(t, fleet[0].c.Stats().SessionsFenced, "the other worker fenced it")
+		})
 	})
+}
+
+// keepFaultCourse starts two workers and sets the second's keep fault
+// (what its keeps do then, for the log): it drops its leases before a
+// lease duration and the first holds them; check then looks at the fleet.
+// With the fault cleared, the fleet balances and every record put
+// meanwhile is handled.
+func keepFaultCourse(t *testing.T, w *world, h *handled, g *overlapGuard, what string, fault func(*sessionWorker) *atomic.Bool, check func([]*sessionWorker)) {
+	fleet := startSessionFleet(t, w, 2, 4, h, g)
+	cut := fleet[1]
+	held := cut.c.Held()
+	fault(cut).Store(true)
+	start := time.Now()
+	waitFor(t, 3*w.lease, "the worker's leases dropped", func() bool { return len(cut.c.Held()) == 0 })
+	dropped := time.Since(start)
+	assert.Less(t, dropped, w.lease, "dropped before a lease duration")
+	waitFor(t, 5*w.lease, "the leases held by the other worker", func() bool { return heldAgain(sessionCoords(fleet[:1]), held) })
+	t.Logf("%s: dropped %.2f L, held again %.2f L after the keeps began to %s", w.name, dropped.Seconds()/w.lease.Seconds(), time.Since(start).Seconds()/w.lease.Seconds(), what)
+	check(fleet)
+	p := &produced{}
+	w.put(t, p, 40, 8)
+	fault(cut).Store(false)
+	waitBalanced(t, w, fleet, 4)
+	waitFor(t, 10*w.lease, "every record handled", func() bool { return h.distinct() == p.count() })
 }
 
 // TestSessionThrottledRowRetries: two keeps in three are throttled; the
@@ -943,24 +955,11 @@ func TestSessionCoordinatorCannotRead(t *testing.T) {
 func TestSessionKeepHangsUntilItsDeadline(t *testing.T) {
 	t.Parallel()
 	sessionWorlds(t, 4, func(t *testing.T, w *world, h *handled, g *overlapGuard) {
-		fleet := startSessionFleet(t, w, 2, 4, h, g)
-		hung := fleet[1]
-		held := hung.c.Held()
-		hung.faults.hangKeeps.Store(true)
-		start := time.Now()
-		waitFor(t, 3*w.lease, "the hung worker's leases dropped", func() bool { return len(hung.c.Held()) == 0 })
-		dropped := time.Since(start)
-		assert.Less(t, dropped, w.lease, "dropped before a lease duration")
-		waitFor(t, 5*w.lease, "the leases held by the other worker", func() bool { return heldAgain(sessionCoords(fleet[:1]), held) })
-		t.Logf("%s: dropped %.2f L, held again %.2f L after the keeps began to hang", w.name, dropped.Seconds()/w.lease.Seconds(), time.Since(start).Seconds()/w.lease.Seconds())
-		// Counted as the hung keep returns, at its deadline (a renew
-		// interval after it was sent).
-		waitFor(t, w.lease, "the session's end counted", func() bool { return hung.c.Stats().SessionsLost > 0 })
-		p := &produced{}
-		w.put(t, p, 40, 8)
-		hung.faults.hangKeeps.Store(false)
-		waitBalanced(t, w, fleet, 4)
-		waitFor(t, 10*w.lease, "every record handled", func() bool { return h.distinct() == p.count() })
+		keepFaultCourse(t, w, h, g, "hang", func(sw *sessionWorker) *atomic.Bool { return &sw.faults.hangKeeps }, func(fleet []*sessionWorker) {
+			// Counted as the hung keep returns, at its deadline (a renew
+			// interval after it was sent).
+			waitFor(t, w.lease, "the session's end counted", func() bool { return fleet[1].c.Stats().SessionsLost > 0 })
+		})
 	})
 }
 
