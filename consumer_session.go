@@ -171,7 +171,7 @@ func (s *sessionKeeper) end(gen int64, why string, err error) {
 	s.log.Error("session ended: "+why+"; every lease it kept is lost, opening a new session", "gen", gen, "err", err)
 }
 
-// run keeps the session every renew interval (give or take a twentieth,
+// run keeps the session every renew interval (less up to a twentieth,
 // so that a fleet started together spreads its writes), counted from the
 // send of the last keep so that a slow one does not slow the beat, until
 // ctx ends. A keep that fails is retried with backoff within the renew
@@ -198,14 +198,15 @@ func (s *sessionKeeper) run(ctx context.Context) {
 	}
 }
 
-// interval is the wait before the next keep: the renew interval give or
-// take a twentieth, at random (a fleet started together spreads its
-// writes, and keeps come once a renew interval on average: the bill is
-// 60/R a minute; a keep at most R/20 late still leaves the cut-off, at
-// L less a tenth, more than a renew interval away).
+// interval is the wait before the next keep: the renew interval less up to
+// a twentieth, at random. The jitter spreads the writes of a fleet started
+// together; never more than R, so that a crash repeats at most a renew
+// interval of records (what the last keep's checkpoints did not cover), and
+// little less, so that a worker writes barely more than 60/R keeps a
+// minute (the bill).
 func (s *sessionKeeper) interval() time.Duration {
 	r := s.cfg.renewInterval
-	return r - r/20 + time.Duration(rand.Int64N(int64(r/10)+1))
+	return r - time.Duration(rand.Int64N(int64(r/20)+1))
 }
 
 // step makes one keep, sent at sent, or opens a new session when the last

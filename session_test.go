@@ -114,9 +114,9 @@ func TestSessionOneKeepKeepsEveryLease(t *testing.T) {
 		keptPerLease := float64(wc.keeps.Load()-keeps) / window
 		assert.Equal(t, renews, wc.renews.Load(), "no lease row renewed")
 		assert.Equal(t, checkpoints, wc.checkpoints.Load(), "no checkpoint written for idle leases")
-		// One keep a renew interval (L/3, give or take a twentieth): 2.9
-		// to 3.2 a lease duration, whatever the number of leases.
-		assert.InDelta(t, 3.0, keptPerLease, 0.5, "keeps a lease duration")
+		// One keep a renew interval (L/3, less up to a twentieth): 3 to
+		// 3.2 a lease duration, whatever the number of leases.
+		assert.InDelta(t, 3.1, keptPerLease, 0.5, "keeps a lease duration")
 		for _, l := range w.leases(t) {
 			assert.NotEmpty(t, l.Session, "lease %s names the session", l.Key)
 		}

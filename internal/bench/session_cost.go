@@ -112,7 +112,7 @@ func addSessionCostRows(e *env, w time.Duration, use []loneUse) {
 	e.add(row{Section: sessionSection, Metric: "one worker with sessions, 1 / 10 / 100 idle leases: writes per minute", Value: hi, Unit: "writes/min",
 		Shown:  strings.Join(shown, " / ") + fmt.Sprintf(" (spread %.1f%%)", 100*spread),
 		Target: fmt.Sprintf("spread <= 10%%; %.0f-%.0f (60/R = %.0f)", 0.9*ideal, 1.2*ideal, ideal), OK: okp(ok),
-		Note: fmt.Sprintf("each worker alone on its own table on dynalite and its own stream of the in-process fake, no records; lease %v, renew %v; every PutItem, UpdateItem and DeleteItem counted through the DynamoDB client over %v once it held every lease (write units: %.1f / %.1f / %.1f a minute); the keeps are paced at the renew interval give or take a twentieth", sessionCostLease, renew, w.Round(time.Second), use[0].units/w.Minutes(), use[1].units/w.Minutes(), use[2].units/w.Minutes())})
+		Note: fmt.Sprintf("each worker alone on its own table on dynalite and its own stream of the in-process fake, no records; lease %v, renew %v; every PutItem, UpdateItem and DeleteItem counted through the DynamoDB client over %v once it held every lease (write units: %.1f / %.1f / %.1f a minute); the keeps are paced at the renew interval less up to a twentieth", sessionCostLease, renew, w.Round(time.Second), use[0].units/w.Minutes(), use[1].units/w.Minutes(), use[2].units/w.Minutes())})
 	off := use[3]
 	e.add(row{Section: sessionSection, Metric: "the same without sessions, 10 idle leases: writes per lease per minute", Value: perMin(off.writes) / 10, Unit: "writes/lease/min",
 		Shown: fmt.Sprintf("%.1f", perMin(off.writes)/10), Target: "-",
