@@ -30,6 +30,9 @@ type sessionView struct {
 	// watched holds the kept rows this worker watches (the first leases),
 	// as last read, by row key (see cachedWatch).
 	watched map[string]watchedRow
+	// kept holds the rows the last listing showed kept by a session, by
+	// row key (see tellMoved).
+	kept map[string]Lease
 }
 
 // watchedRow is a watched kept row as last read, and how many more looks
@@ -102,6 +105,7 @@ func (v *sessionView) update(ctx context.Context, c *Consumer, leases []Lease, w
 	}
 	v.rows = rows
 	clear(v.watched) // the listing is newer than every row read for a look
+	v.tellMoved(ctx, c, leases)
 	for k := range v.gens {
 		if _, ok := rows[k.key]; !ok {
 			delete(v.gens, k)
@@ -252,6 +256,39 @@ func (v *sessionView) mayClaim(ctx context.Context, c *Consumer, l Lease, still 
 		c.log.Info("fenced the session of a worker judged gone", "session", l.Session, "gen", s.Gen, "counter", s.Counter)
 	}
 	return true
+}
+
+// tellMoved mails the holder of each row the previous listing showed kept
+// by a session that this listing shows still live, when the row changed
+// hands since (another owner or session), or is free, gone or unreadable:
+// a row edited by hand, which its holder, writing nothing while the lease
+// is idle, would not notice. The mail makes its runner write the row; the
+// write is refused and the runner stops. A row that moved through its
+// holder (a handoff, a release) costs a mail no runner acts on; one whose
+// session is over (fenced, closed) none. Then it remembers this listing's
+// kept rows.
+func (v *sessionView) tellMoved(ctx context.Context, c *Consumer, leases []Lease) {
+	now := make(map[string]Lease, len(leases))
+	for _, l := range leases {
+		now[l.Key.String()] = l
+	}
+	for key, was := range v.kept {
+		l, ok := now[key]
+		if ok && l.Owner == was.Owner && l.Session == was.Session && l.SessionGen == was.SessionGen {
+			continue
+		}
+		if w := v.rows[was.Session]; w.Owner == "" || w.Gen != was.SessionGen {
+			continue // the session is over: nobody to tell
+		}
+		c.log.Debug("a row kept by a live session changed hands: telling its holder", "lease", key, "session", was.Session, "owner", l.Owner)
+		mail(ctx, c, was)
+	}
+	v.kept = make(map[string]Lease)
+	for key, l := range now {
+		if l.Owner != "" && l.Session != "" {
+			v.kept[key] = l
+		}
+	}
 }
 
 // mail tells the session that keeps l, if one does, that its row carries a
