@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -1004,5 +1005,51 @@ func TestSessionRollingTimingChange(t *testing.T) {
 		assert.GreaterOrEqual(t, took, long*9/10, "not taken before the long holder's cut-off")
 		slow.faults.failKeeps.Store(false)
 		waitFor(t, 10*long, "every record handled", func() bool { return h.distinct() == p.count() })
+	})
+}
+
+// TestSessionRowFreedByHand: a row a live session keeps is freed by hand
+// (a raw release, as an UpdateItem by hand would): the holder, writing
+// nothing while the lease is idle, learns it from a listing worker's mail
+// and stops, so that within a lease duration one worker runs the shard,
+// the one the row names.
+func TestSessionRowFreedByHand(t *testing.T) {
+	t.Parallel()
+	sessionWorlds(t, 4, func(t *testing.T, w *world, h *handled, g *overlapGuard) {
+		fleet := startSessionFleet(t, w, 2, 4, h, g)
+		// A listing after the fleet settled has seen the rows kept.
+		coord := sessionCoordinator(fleet)
+		require.NotNil(t, coord)
+		listed := coord.c.Stats().TableListings
+		waitFor(t, 3*w.take, "a listing of the settled rows", func() bool { return coord.c.Stats().TableListings > listed+1 })
+		var row shardlease.Lease
+		for _, l := range w.leases(t) {
+			if l.Owner == fleet[1].c.OwnerID() {
+				row = l
+			}
+		}
+		require.NotEmpty(t, row.Session, "the lease is kept by a session")
+		_, err := w.store.Release(context.Background(), row)
+		require.NoError(t, err)
+		freed := time.Now()
+		runners := func() (n int, owner string) {
+			for _, sw := range fleet {
+				if slices.Contains(sw.c.Held(), row.Key.Shard) {
+					n, owner = n+1, sw.c.OwnerID()
+				}
+			}
+			return n, owner
+		}
+		waitFor(t, 3*w.lease, "one worker runs the freed shard, the one its row names", func() bool {
+			n, owner := runners()
+			for _, l := range w.leases(t) {
+				if l.Key == row.Key {
+					return n == 1 && l.Owner == owner
+				}
+			}
+			return false
+		})
+		t.Logf("%s: one runner again %.2f L after the row was freed by hand", w.name, time.Since(freed).Seconds()/w.lease.Seconds())
+		assert.LessOrEqual(t, time.Since(freed), bound(w, w.lease), "within a lease duration")
 	})
 }
