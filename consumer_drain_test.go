@@ -41,32 +41,35 @@ func requireNoRowOf(t *testing.T, w *world, c *shardlease.Consumer) {
 // nothing afterwards; Run then returns at once when its context ends.
 func TestDrainHandsEveryLeaseToTheOthers(t *testing.T) {
 	t.Parallel()
-	worlds(t, 16, func(t *testing.T, w *world) {
-		p := &produced{}
-		h := newHandled()
-		workers, prod := w.balancedFleet(t, p, h)
-		leaving := workers[0]
+	worlds(t, 16, drainHandsEveryLease)
+}
 
-		require.NoError(t, leaving.c.Drain(t.Context()))
-		requireNoRowOf(t, w, leaving.c)
-		assert.Empty(t, leaving.c.Held())
-		took := waitHeldBy(t, w, drainSlack(w), workers[1:]...)
-		waitSettled(t, w, w.renew+5*w.take+drainSlack(w), []int{8, 8}, workers[1:]...)
-		// Drained, it takes nothing, however long it keeps running.
-		waitFor(t, 30*w.lease, "records flowing after the drain", func() bool { return h.distinct() > p.count()/2+40 })
-		assert.Empty(t, leaving.c.Held(), "a drained worker takes nothing")
-		requireNoRowOf(t, w, leaving.c)
+// drainHandsEveryLease is TestDrainHandsEveryLeaseToTheOthers' course in w.
+func drainHandsEveryLease(t *testing.T, w *world) {
+	p := &produced{}
+	h := newHandled()
+	workers, prod := w.balancedFleet(t, p, h)
+	leaving := workers[0]
 
-		stopping := time.Now()
-		require.NoError(t, leaving.stop(t))
-		assert.Less(t, time.Since(stopping), w.renew, "Run returns at once after a drain")
-		prod.stop()
-		waitFor(t, 30*w.lease, "every record handled", func() bool { return h.distinct() == p.count() })
-		assert.Empty(t, h.lost(p))
-		assert.Zero(t, h.duplicates(), "a drain hands no record twice")
-		requireKeyOrder(t, p, h)
-		t.Logf("%s: the drained leases were held again %v after Drain returned (take interval %v)", w.name, took, w.take)
-	})
+	require.NoError(t, leaving.c.Drain(t.Context()))
+	requireNoRowOf(t, w, leaving.c)
+	assert.Empty(t, leaving.c.Held())
+	took := waitHeldBy(t, w, drainSlack(w), workers[1:]...)
+	waitSettled(t, w, w.renew+5*w.take+drainSlack(w), []int{8, 8}, workers[1:]...)
+	// Drained, it takes nothing, however long it keeps running.
+	waitFor(t, 30*w.lease, "records flowing after the drain", func() bool { return h.distinct() > p.count()/2+40 })
+	assert.Empty(t, leaving.c.Held(), "a drained worker takes nothing")
+	requireNoRowOf(t, w, leaving.c)
+
+	stopping := time.Now()
+	require.NoError(t, leaving.stop(t))
+	assert.Less(t, time.Since(stopping), w.renew, "Run returns at once after a drain")
+	prod.stop()
+	waitFor(t, 30*w.lease, "every record handled", func() bool { return h.distinct() == p.count() })
+	assert.Empty(t, h.lost(p))
+	assert.Zero(t, h.duplicates(), "a drain hands no record twice")
+	requireKeyOrder(t, p, h)
+	t.Logf("%s: the drained leases were held again %v after Drain returned (take interval %v)", w.name, took, w.take)
 }
 
 // Draining the coordinator passes coordination on: another worker takes
