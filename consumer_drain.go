@@ -82,6 +82,9 @@ func (d *drainer) drain(ctx context.Context, sc *scheduler, reply chan error) er
 	// to list takes them at once, and watches a lease whose abandoned
 	// handler keeps it until it expires.
 	sc.handBack(dctx)
+	if c.sess != nil {
+		c.sess.retire(dctx)
+	}
 	cancel()
 	c.log.Info("drained: this worker holds no lease and takes none until Run ends")
 	c.log.Debug("drain took", "took", time.Since(start))

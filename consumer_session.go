@@ -54,6 +54,9 @@ type sessionKeeper struct {
 	// keeps cannot land does not take leases only to drop them at each
 	// cut-off, making the others wait a lease duration every time. (mu)
 	doubt bool
+	// retired is set once the worker drained (retire): no keep, and no new
+	// session, until Run ends. (mu)
+	retired bool
 }
 
 func newSessionKeeper(c *Consumer) *sessionKeeper {
@@ -213,8 +216,11 @@ func (s *sessionKeeper) interval() time.Duration {
 // one ended; it reports whether it succeeded.
 func (s *sessionKeeper) step(ctx context.Context, sent time.Time) bool {
 	s.mu.Lock()
-	row, open, until := s.row, s.open, s.validUntil
+	row, open, until, retired := s.row, s.open, s.validUntil, s.retired
 	s.mu.Unlock()
+	if retired {
+		return true
+	}
 	if !open {
 		if err := s.start(ctx); err != nil {
 			if ctx.Err() == nil {
@@ -265,6 +271,17 @@ func (s *sessionKeeper) keep(ctx context.Context, row Worker) (Worker, []string,
 		landed()
 	}
 	return kept, mail, err
+}
+
+// retire ends the session for good before Run ends: a drained worker holds
+// nothing and takes nothing, and its row, deleted, no longer counts it
+// among the owners that share the leases (a session kept on would keep it
+// counted, and leases free beyond the others' shares).
+func (s *sessionKeeper) retire(ctx context.Context) {
+	s.mu.Lock()
+	s.retired = true
+	s.mu.Unlock()
+	s.close(ctx)
 }
 
 // close ends the session when Run ends, once every runner stopped: its row
