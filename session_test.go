@@ -1053,3 +1053,15 @@ func TestSessionRowFreedByHand(t *testing.T) {
 		assert.LessOrEqual(t, time.Since(freed), bound(w, w.lease), "within a lease duration")
 	})
 }
+
+// TestSessionDrainHandsEveryLeaseToTheOthers: TestDrainHandsEveryLeaseToTheOthers
+// with sessions: the drained worker's session ends with its drain (its row
+// deleted), so the others count it out and hold every lease within the
+// drain's slack.
+func TestSessionDrainHandsEveryLeaseToTheOthers(t *testing.T) {
+	t.Parallel()
+	worlds(t, 16, func(t *testing.T, w *world) {
+		w.extra = append(w.extra, sessionsOn)
+		drainHandsEveryLease(t, w)
+	})
+}
