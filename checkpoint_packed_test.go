@@ -2,7 +2,6 @@ package shardlease_test
 
 import (
 	"context"
-	"fmt"
 	"math"
 	"sync/atomic"
 	"testing"
@@ -444,17 +443,7 @@ func TestCheckpointCostTenBusyLeases(t *testing.T) {
 func TestCheckpointPackedTakerDiesBetweenFenceAndClaim(t *testing.T) {
 	t.Parallel()
 	sessionWorlds(t, 6, func(t *testing.T, w *world, h *handled, g *overlapGuard) {
-		var fleet []*sessionWorker
-		var fenced atomic.Bool
-		for i := range 3 {
-			name := fmt.Sprintf("w%02d", i)
-			rc := newReadCounter(t, w.store)
-			sw := &crash.Switch{}
-			fc := &fenceThenCrash{coordStore: rc, sw: sw, fenced: &fenced}
-			wk := startWorker(t, w, crash.Kinesis(w.kin, sw), crash.Store(fc, sw), g.wrap(name, h.handler(name)),
-				w.opts(name, shardlease.WithIdlePollInterval(max(w.idle, w.take)), sessionsOn)...)
-			fleet = append(fleet, &sessionWorker{liveWorker: &liveWorker{coordWorker: &coordWorker{worker: wk, reads: rc, sw: sw}}})
-		}
+		fleet := startFenceThenCrashFleet(t, w, h, g)
 		waitBalanced(t, w, fleet, 6)
 		p := &produced{}
 		w.put(t, p, 60, 12)

@@ -597,18 +597,7 @@ func (s *fenceThenCrash) RemoveWorker(ctx context.Context, w shardlease.Worker) 
 func TestSessionTakerDiesBetweenFenceAndClaim(t *testing.T) {
 	t.Parallel()
 	sessionWorlds(t, 6, func(t *testing.T, w *world, h *handled, g *overlapGuard) {
-		var fleet []*sessionWorker
-		var fenced atomic.Bool
-		for i := range 3 {
-			name := fmt.Sprintf("w%02d", i)
-			rc := newReadCounter(t, w.store)
-			sw := &crash.Switch{}
-			fc := &fenceThenCrash{coordStore: rc, sw: sw, fenced: &fenced}
-			fs := &faultySession{coordStore: fc}
-			wk := startWorker(t, w, crash.Kinesis(w.kin, sw), crash.Store(fs, sw), g.wrap(name, h.handler(name)),
-				w.opts(name, shardlease.WithIdlePollInterval(max(w.idle, w.take)), sessionsOn)...)
-			fleet = append(fleet, &sessionWorker{liveWorker: &liveWorker{coordWorker: &coordWorker{worker: wk, reads: rc, sw: sw}}, faults: fs})
-		}
+		fleet := startFenceThenCrashFleet(t, w, h, g)
 		waitBalanced(t, w, fleet, 6)
 		settle(t, w, sessionCoords(fleet), coordinatorOf(sessionCoords(fleet)))
 		victim := fleet[0]
@@ -1064,4 +1053,23 @@ func TestSessionDrainHandsEveryLeaseToTheOthers(t *testing.T) {
 		w.extra = append(w.extra, sessionsOn)
 		drainHandsEveryLease(t, w)
 	})
+}
+
+// startFenceThenCrashFleet starts three session workers whose store crashes
+// the first of them to fence another's session, right after the fence.
+func startFenceThenCrashFleet(t *testing.T, w *world, h *handled, g *overlapGuard) []*sessionWorker {
+	t.Helper()
+	var fleet []*sessionWorker
+	var fenced atomic.Bool
+	for i := range 3 {
+		name := fmt.Sprintf("w%02d", i)
+		rc := newReadCounter(t, w.store)
+		sw := &crash.Switch{}
+		fc := &fenceThenCrash{coordStore: rc, sw: sw, fenced: &fenced}
+		fs := &faultySession{coordStore: fc}
+		wk := startWorker(t, w, crash.Kinesis(w.kin, sw), crash.Store(fs, sw), g.wrap(name, h.handler(name)),
+			w.opts(name, shardlease.WithIdlePollInterval(max(w.idle, w.take)), sessionsOn)...)
+		fleet = append(fleet, &sessionWorker{liveWorker: &liveWorker{coordWorker: &coordWorker{worker: wk, reads: rc, sw: sw}}, faults: fs})
+	}
+	return fleet
 }
