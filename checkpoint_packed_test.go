@@ -149,13 +149,7 @@ func TestCheckpointPackedReleaseAndHandoffWriteTheLeaseRow(t *testing.T) {
 	worlds(t, 2, func(t *testing.T, w *world) {
 		w.timed(t)
 		h := newHandled()
-		a := startWorker(t, w, w.kin, w.store, h.handler("a"), w.opts("a", sessionsOn)...)
-		waitFor(t, 10*w.lease, "a holds both leases", func() bool { return len(a.c.Held()) == 2 })
-		p := &produced{}
-		w.put(t, p, 30, 6)
-		waitFor(t, 5*w.lease, "a handled every record", func() bool { return h.distinct() == p.count() })
-		last := lastSeqs(p)
-		waitFor(t, w.lease/2, "a's keeps carried its last checkpoints", func() bool { return packedAt(t, w, a.c.OwnerID(), last) })
+		a, p, last := busyPackedWorker(t, w, h)
 
 		b := startWorker(t, w, w.kin, w.store, h.handler("b"), w.opts("b", sessionsOn)...)
 		waitFor(t, 10*w.lease, "one lease handed over to b", func() bool { return len(b.c.Held()) == 1 })
@@ -185,13 +179,7 @@ func TestCheckpointPackedToolsReadThem(t *testing.T) {
 	worlds(t, 2, func(t *testing.T, w *world) {
 		w.timed(t)
 		h := newHandled()
-		a := startWorker(t, w, w.kin, w.store, h.handler("a"), w.opts("a", sessionsOn)...)
-		waitFor(t, 10*w.lease, "a holds both leases", func() bool { return len(a.c.Held()) == 2 })
-		p := &produced{}
-		w.put(t, p, 30, 6)
-		waitFor(t, 5*w.lease, "a handled every record", func() bool { return h.distinct() == p.count() })
-		last := lastSeqs(p)
-		waitFor(t, w.lease/2, "a's keeps carried its last checkpoints", func() bool { return packedAt(t, w, a.c.OwnerID(), last) })
+		a, _, last := busyPackedWorker(t, w, h)
 		for shard, seq := range last {
 			require.NotEqual(t, seq, rowOf(t, w, shard).Checkpoint, "%s: the lease row holds an older checkpoint", shard)
 		}
@@ -517,4 +505,19 @@ func (s refuseFirst) KeepPacked(ctx context.Context, w shardlease.Worker, put []
 
 func (s refuseFirst) ReadPacked(ctx context.Context, stream, owner string) ([]shardlease.PackedCheckpoint, error) {
 	return s.coordStore.(shardlease.PackedCheckpointStore).ReadPacked(ctx, stream, owner)
+}
+
+// busyPackedWorker starts worker "a" with sessions over the world's two
+// shards, hands it records, and waits until its keeps carry the last
+// checkpoint of each shard (by shard, in last).
+func busyPackedWorker(t *testing.T, w *world, h *handled) (a *worker, p *produced, last map[string]string) {
+	t.Helper()
+	a = startWorker(t, w, w.kin, w.store, h.handler("a"), w.opts("a", sessionsOn)...)
+	waitFor(t, 10*w.lease, "a holds both leases", func() bool { return len(a.c.Held()) == 2 })
+	p = &produced{}
+	w.put(t, p, 30, 6)
+	waitFor(t, 5*w.lease, "a handled every record", func() bool { return h.distinct() == p.count() })
+	last = lastSeqs(p)
+	waitFor(t, w.lease/2, "a's keeps carried its last checkpoints", func() bool { return packedAt(t, w, a.c.OwnerID(), last) })
+	return a, p, last
 }
