@@ -32,6 +32,20 @@ func sessionTable(t *testing.T) (*shardlease.DynamoStore, *dyncount.Client, stri
 	return store, counted, table
 }
 
+// openBesideARow creates the lease row "orders:shardId-000000000000" in
+// store and opens worker "a"'s session on that stream; the context it
+// returns carries a holder lease duration of 20 s.
+func openBesideARow(t *testing.T, store *shardlease.DynamoStore) (context.Context, shardlease.LeaseKey, shardlease.Worker) {
+	t.Helper()
+	ctx := shardlease.WithHolderLeaseDuration(t.Context(), 20*time.Second)
+	k := shardlease.LeaseKey{Stream: "orders", Shard: "shardId-000000000000"}
+	_, err := store.Create(ctx, k, nil)
+	require.NoError(t, err)
+	w, err := store.OpenSession(ctx, k.Stream, "a")
+	require.NoError(t, err)
+	return ctx, k, w
+}
+
 // durationType is the type of lease_duration on item: "S", "N" or "" when
 // absent.
 func durationType(item map[string]types.AttributeValue) string {
@@ -54,12 +68,7 @@ func durationType(item map[string]types.AttributeValue) string {
 func TestSessionStoreKeptRowEncoding(t *testing.T) {
 	t.Parallel()
 	store, client, table := sessionTable(t)
-	ctx := shardlease.WithHolderLeaseDuration(t.Context(), 20*time.Second)
-	k := shardlease.LeaseKey{Stream: "orders", Shard: "shardId-000000000000"}
-	_, err := store.Create(ctx, k, nil)
-	require.NoError(t, err)
-	w, err := store.OpenSession(ctx, k.Stream, "a")
-	require.NoError(t, err)
+	ctx, k, w := openBesideARow(t, store)
 
 	worker := rawItem(t, client, table, w.Key())
 	assert.Equal(t, "N", durationType(worker), "the worker row's lease_duration is a number (ms)")
@@ -111,12 +120,7 @@ func TestSessionStoreKeptRowEncoding(t *testing.T) {
 func TestSessionStoreWriteWithoutTheRecordRefused(t *testing.T) {
 	t.Parallel()
 	store, client, table := sessionTable(t)
-	ctx := shardlease.WithHolderLeaseDuration(t.Context(), 20*time.Second)
-	k := shardlease.LeaseKey{Stream: "orders", Shard: "shardId-000000000000"}
-	_, err := store.Create(ctx, k, nil)
-	require.NoError(t, err)
-	w, err := store.OpenSession(ctx, k.Stream, "a")
-	require.NoError(t, err)
+	ctx, k, w := openBesideARow(t, store)
 	l, err := store.AcquireInSession(ctx, k, w, 0)
 	require.NoError(t, err)
 	bare := l
