@@ -226,7 +226,12 @@ func newConsumer(store LeaseStore, stream string, cfg config, set *memberSet) (*
 	}
 	caps := resolveCaps(store)
 	if cfg.sessions && caps.sessions == nil {
-		return nil, errorf("%w: %s %s: WithSessions(true) needs a store that keeps sessions and worker rows (SessionStore and WorkerStore; MemoryStore and DynamoStore do); use one, or turn sessions off", ErrInvalidConfig, named, stream)
+		if cfg.sessionsSet {
+			return nil, errorf("%w: %s %s: WithSessions(true) needs a store that keeps sessions and worker rows (SessionStore and WorkerStore; MemoryStore and DynamoStore do); use one, or turn sessions off", ErrInvalidConfig, named, stream)
+		}
+		cfg.sessions = false
+		cfg.logger.Info("the lease store keeps no sessions (it is no SessionStore and WorkerStore): each lease is renewed on its own row; "+
+			"pass WithSessions(false) to say so, or use a store that keeps sessions", named, stream, "owner", cfg.identity)
 	}
 	c := &Consumer{
 		caps: caps, store: store, stream: stream, cfg: cfg, ins: ins,

@@ -69,7 +69,7 @@ type config struct {
 	unpacked         bool          // WithPackedCheckpoints(false)
 
 	// set explicitly, to tell defaults from choices
-	renewSet, takeSet, flushSet, ownerSet bool
+	renewSet, takeSet, flushSet, ownerSet, sessionsSet bool
 }
 
 // WithOwnerID sets the owner id that names this consumer in logs, metrics
@@ -113,12 +113,18 @@ func WithShardSyncInterval(d time.Duration) Option { return func(c *config) { c.
 // WithSessions turns sessions on or off (see SessionStore): with them, one
 // write per renew interval to this worker's row keeps every lease it holds,
 // whatever their number, and a lease row is written only when its owner
-// changes and for checkpoints. Default: off. Workers with sessions on and
-// off, and workers of a release from before sessions, can share a table:
-// rows a session keeps are judged by their session, and a release from
-// before sessions reads them as corrupt and never takes them (see
-// docs/coordination.md#sessions). The store must implement SessionStore.
-func WithSessions(on bool) Option { return func(c *config) { c.sessions = on } }
+// changes and for checkpoints. Default: on. WithSessions(false) keeps the
+// per-lease renewals of releases from before sessions. Workers with
+// sessions on and off, and workers of a release from before sessions, can
+// share a table: rows a session keeps are judged by their session, and a
+// release from before sessions reads them as corrupt and never takes them
+// (see docs/coordination.md#sessions). Sessions need a store that
+// implements SessionStore and WorkerStore (MemoryStore and DynamoStore do):
+// by default a store without them falls back to per-lease renewals with one
+// Info line; WithSessions(true) on such a store makes NewConsumer fail.
+func WithSessions(on bool) Option {
+	return func(c *config) { c.sessions, c.sessionsSet = on, true }
+}
 
 // WithPackedCheckpoints turns packed checkpoints on or off (see
 // PackedCheckpointStore): with sessions on and a store that has them, the
@@ -236,6 +242,7 @@ func defaultConfig() config {
 		retryMin:         100 * time.Millisecond,
 		retryMax:         10 * time.Second,
 		wallClock:        time.Now,
+		sessions:         true,
 	}
 }
 

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -422,8 +424,9 @@ func TestSessionSameIDRestart(t *testing.T) {
 	})
 }
 
-// TestSessionNeedsAStoreThatKeepsSessions: WithSessions on a store without
-// sessions is refused at construction, naming the stream and what to do.
+// TestSessionNeedsAStoreThatKeepsSessions: WithSessions(true), asked for
+// explicitly, on a store without sessions is refused at construction,
+// naming the stream and what to do.
 func TestSessionNeedsAStoreThatKeepsSessions(t *testing.T) {
 	t.Parallel()
 	_, err := shardlease.NewConsumer(shardleasetest.NewKinesis(), struct{ shardlease.LeaseStore }{shardlease.NewMemoryStore()}, "orders",
@@ -431,6 +434,53 @@ func TestSessionNeedsAStoreThatKeepsSessions(t *testing.T) {
 	require.ErrorIs(t, err, shardlease.ErrInvalidConfig)
 	assert.Contains(t, err.Error(), "stream orders")
 	assert.Contains(t, err.Error(), "SessionStore")
+}
+
+// TestSessionDefaultFallsBackWithoutAStoreThatKeepsSessions: sessions are on
+// by default, and a store that keeps no sessions (a user's own LeaseStore)
+// still runs: its leases are renewed on their own rows, with one Info line
+// saying so, and every record is handled.
+func TestSessionDefaultFallsBackWithoutAStoreThatKeepsSessions(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		ctx := t.Context()
+		kin := shardleasetest.NewKinesis()
+		_, err := kin.CreateStream(ctx, &kinesis.CreateStreamInput{StreamName: aws.String("orders"), ShardCount: aws.Int32(2)})
+		require.NoError(t, err)
+		for i := range 10 {
+			_, err := kin.PutRecord(ctx, &kinesis.PutRecordInput{StreamName: aws.String("orders"), PartitionKey: aws.String(fmt.Sprint(i)), Data: []byte{byte(i)}})
+			require.NoError(t, err)
+		}
+		mem := shardlease.NewMemoryStore()
+		logs := &logRecords{}
+		var handled atomic.Int64
+		c, err := shardlease.NewConsumer(kin, struct{ shardlease.LeaseStore }{mem}, "orders",
+			func(_ context.Context, b *shardlease.Batch) error { handled.Add(int64(len(b.Records))); return nil },
+			shardlease.WithLogger(slog.New(logs)))
+		require.NoError(t, err, "the default runs on a store without sessions")
+		runCtx, cancel := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { done <- c.Run(runCtx) }()
+		waitFor(t, time.Minute, "every record handled", func() bool { return handled.Load() == 10 })
+		ls, err := mem.List(ctx, "orders")
+		require.NoError(t, err)
+		require.Len(t, ls, 2)
+		for _, l := range ls {
+			assert.Equal(t, c.OwnerID(), l.Owner, "shard %s held", l.Key.Shard)
+			assert.Empty(t, l.Session, "shard %s renewed on its own row, kept by no session", l.Key.Shard)
+		}
+		cancel()
+		require.NoError(t, <-done)
+		var said []slog.Record
+		for _, r := range logs.at(slog.LevelInfo) {
+			if strings.Contains(r.Message, "keeps no sessions") {
+				said = append(said, r)
+			}
+		}
+		require.Len(t, said, 1, "one Info line says the consumer renews each lease on its own row")
+		assert.Equal(t, "orders", attr(said[0], "stream").String())
+		assert.Zero(t, c.Stats().SessionsLost)
+	})
 }
 
 // TestSessionZoneLost: a third of the fleet crashes at once, the
