@@ -30,7 +30,8 @@ func TestConsumerLostReplyKeepsLease(t *testing.T) {
 	require.NoError(t, emulator.CreateStream(t.Context(), kc, w.stream, 1))
 	p := &produced{}
 	h := newHandled()
-	a := startWorker(t, w, w.kin, w.store, h.handler("a"), w.opts("a")...)
+	// Pinned to per-lease renewals: it counts the lease row's renewals and their lost replies.
+	a := startWorker(t, w, w.kin, w.store, h.handler("a"), w.opts("a", shardlease.WithSessions(false))...)
 	waitFor(t, 10*w.lease, "a holds the shard", func() bool { return len(a.c.Held()) == 1 })
 
 	for _, what := range []string{"renewal", "checkpoint"} {

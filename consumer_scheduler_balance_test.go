@@ -174,6 +174,8 @@ func (w *world) manyOpts(owner string) []shardlease.Option {
 func TestBalanceThreeWorkersSixteenShards(t *testing.T) {
 	t.Parallel()
 	worlds(t, 16, func(t *testing.T, w *world) {
+		// Pinned to per-lease renewals: it counts each lease row's renewals.
+		w.extra = append(w.extra, shardlease.WithSessions(false))
 		w.timed(t)
 		h := newHandled()
 		var workers []*worker
@@ -224,6 +226,8 @@ func (w *world) balancedFleet(t *testing.T, p *produced, h *handled) ([]*worker,
 func TestBalanceFourthWorkerJoins(t *testing.T) {
 	t.Parallel()
 	worlds(t, 16, func(t *testing.T, w *world) {
+		// Pinned to per-lease renewals: d's store wrapper keeps no sessions, and holders answer at their renewals.
+		w.extra = append(w.extra, shardlease.WithSessions(false))
 		p := &produced{}
 		h := newHandled()
 		workers, prod := w.balancedFleet(t, p, h)
@@ -413,6 +417,8 @@ func TestHandoffGracefulTiming(t *testing.T) {
 func TestHandoffUnansweredCrashedHolder(t *testing.T) {
 	t.Parallel()
 	worlds(t, 4, func(t *testing.T, w *world) {
+		// Pinned to per-lease renewals: b's store wrapper keeps no sessions, and it times per-lease handoffs.
+		w.extra = append(w.extra, shardlease.WithSessions(false))
 		p := &produced{}
 		h := newHandled()
 		sw := &crash.Switch{}

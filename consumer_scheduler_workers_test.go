@@ -110,6 +110,8 @@ func firstRoundsOverlap(names []string, clocks []*roundClock) (bool, string) {
 func TestWorkersStartedTogetherTakeTheirShareAtOnce(t *testing.T) {
 	t.Parallel()
 	worlds(t, 16, func(t *testing.T, w *world) {
+		// Pinned to per-lease renewals: a worker that holds leases keeps no row only without sessions.
+		w.extra = append(w.extra, shardlease.WithSessions(false))
 		h := newHandled()
 		var ws []*worker
 		names := []string{"c", "b", "a"}
@@ -162,6 +164,8 @@ func TestWorkersStartedTogetherTakeTheirShareAtOnce(t *testing.T) {
 func TestWorkersJoiningTogetherAskOnce(t *testing.T) {
 	t.Parallel()
 	worlds(t, 12, func(t *testing.T, w *world) {
+		// Pinned to per-lease renewals: joiners remove their rows only without sessions.
+		w.extra = append(w.extra, shardlease.WithSessions(false))
 		h := newHandled()
 		a := startWorker(t, w, w.kin, w.store, h.handler("a"), w.manyOpts("a")...)
 		waitSettled(t, w, 10*w.take, []int{12}, a)
@@ -188,6 +192,8 @@ func TestWorkersJoiningTogetherAskOnce(t *testing.T) {
 func TestIdleWorkerRow(t *testing.T) {
 	t.Parallel()
 	worlds(t, 1, func(t *testing.T, w *world) {
+		// Pinned to per-lease renewals: a holder is seen through its lease rows only without sessions.
+		w.extra = append(w.extra, shardlease.WithSessions(false))
 		h := newHandled()
 		a := startWorker(t, w, w.kin, w.store, h.handler("a"), w.opts("a")...)
 		waitSettled(t, w, 10*w.take, []int{1}, a)

@@ -119,7 +119,8 @@ func TestBatchWindowNeverDelaysARenewal(t *testing.T) {
 	worlds(t, 1, func(t *testing.T, w *world) {
 		p := &produced{}
 		h := newHandled()
-		a := startWorker(t, w, w.kin, w.store, h.handler("a"), w.opts("a", shardlease.WithBatchWindow(1000, 2*w.lease))...)
+		// Pinned to per-lease renewals: it counts the lease row's renewals.
+		a := startWorker(t, w, w.kin, w.store, h.handler("a"), w.opts("a", shardlease.WithBatchWindow(1000, 2*w.lease), shardlease.WithSessions(false))...)
 		waitFor(t, 10*w.lease, "a holds the shard", func() bool { return len(a.c.Held()) == 1 })
 		before := w.leases(t)[0].Counter
 		w.put(t, p, 3, 1)

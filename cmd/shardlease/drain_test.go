@@ -42,8 +42,10 @@ func TestDrainCommand(t *testing.T) {
 	kc := emulator.Kinesis(t)
 	stream := emulator.UniqueName("orders")
 	require.NoError(t, emulator.CreateStream(t.Context(), kc, stream, 4))
-	a := runConsumer(t, f, kc, stream, "drain-a")
-	b := runConsumer(t, f, kc, stream, "drain-b")
+	// Pinned to per-lease renewals: a drained worker keeps no worker row only without sessions.
+	off := shardlease.WithSessions(false)
+	a := runConsumer(t, f, kc, stream, "drain-a", off)
+	b := runConsumer(t, f, kc, stream, "drain-b", off)
 	require.Eventually(t, func() bool { return len(a.Held())+len(b.Held()) == 4 && len(a.Held()) > 0 },
 		30*time.Second, 20*time.Millisecond, "the consumers never held the 4 leases between them, a some")
 
