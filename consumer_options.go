@@ -85,9 +85,10 @@ func WithOwnerID(id string) Option { return func(c *config) { c.ownerID, c.owner
 // taker's own monotonic clock. Default 10s.
 func WithLeaseDuration(d time.Duration) Option { return func(c *config) { c.leaseDuration = d } }
 
-// WithRenewInterval sets how often each held lease is renewed (and its
-// pending checkpoint written). It must be shorter than the lease duration.
-// Default: a third of the lease duration.
+// WithRenewInterval sets how often this worker's session is kept (with
+// sessions, the default), or each held lease renewed and its pending
+// checkpoint written (WithSessions(false)). It must be shorter than the
+// lease duration. Default: a third of the lease duration.
 func WithRenewInterval(d time.Duration) Option {
 	return func(c *config) { c.renewInterval, c.renewSet = d, true }
 }

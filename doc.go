@@ -111,11 +111,12 @@
 // measured by the taker's own monotonic clock. A released lease is taken at
 // once. The lease_expiry attribute is written for operators only.
 //
-// One goroutine per held lease does every write to its row. A checkpoint
-// rides on the next renewal, so a lease costs one write per renew interval
-// however often the handler checkpoints (Batch.Flush writes at once).
+// One goroutine per held lease does every write to its row. Without
+// sessions (WithSessions(false)) it renews the row, a checkpoint rides on the
+// next renewal, and a lease costs one write per renew interval however often
+// the handler checkpoints (Batch.Flush writes at once).
 //
-// With WithSessions(true) a worker keeps one session on its worker row
+// With sessions, the default, a worker keeps one session on its worker row
 // instead (see SessionStore): one write per renew interval keeps every lease
 // it holds, and a lease row is written only when its owner changes and for
 // checkpoints. A taker judges a kept lease by its session, fences the session
