@@ -170,13 +170,19 @@ func (f *releaseFleet) stopOld(t *testing.T, owner string) {
 }
 
 // startNew starts an in-process worker of this release; its switch
-// crashes it (see internal/crash).
+// crashes it (see internal/crash). Sessions on is this release's default,
+// so such a worker is started without WithSessions: an upgrade is the
+// default beside the previous release.
 func (f *releaseFleet) startNew(t *testing.T, owner string, sessions bool) {
 	t.Helper()
 	sw := &crash.Switch{}
 	f.switches[owner] = sw
+	opts := []shardlease.Option{shardlease.WithShutdownTimeout(f.w.lease)}
+	if !sessions {
+		opts = append(opts, shardlease.WithSessions(false))
+	}
 	f.news[owner] = startWorker(t, f.w, crash.Kinesis(f.w.kin, sw), crash.Store(f.w.store, sw), f.handler(owner),
-		f.w.opts(owner, shardlease.WithSessions(sessions), shardlease.WithShutdownTimeout(f.w.lease))...)
+		f.w.opts(owner, opts...)...)
 }
 
 // handler records each record an in-process worker handled, as the
@@ -421,7 +427,7 @@ func heldWithPrefix(held map[string][]string, prefix string) (owners, leases int
 
 // TestSessionUpgradeBesideThePreviousRelease: three processes of the
 // previous release hold a stream of six shards while records flow; three
-// workers of this release with sessions on join; the old processes stop
+// workers of this release with its defaults (sessions on) join; the old processes stop
 // one at a time: a graceful stop, a crash (SIGKILL), a graceful stop. No
 // record is lost, no shard is handled by two workers at once, no old
 // process handles a shard after a session worker did (it never takes a row
