@@ -220,8 +220,6 @@ func TestHooksHandoff(t *testing.T) {
 func TestHooksLostLease(t *testing.T) {
 	t.Parallel()
 	worlds(t, 1, func(t *testing.T, w *world) {
-		// Pinned to per-lease renewals, a gap of sessions: a session holder never notices its lease taken by hand.
-		w.extra = append(w.extra, shardlease.WithSessions(false))
 		p := &produced{}
 		w.put(t, p, 10, 5)
 		shard := onlyShard(t, p)

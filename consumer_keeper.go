@@ -448,6 +448,11 @@ func (r *leaseRunner) writeFailed(err error) bool {
 	case errors.Is(err, ErrLeaseLost):
 		r.markLost("a write was refused", err)
 		return true
+	case errors.Is(err, ErrCorruptLease):
+		// Retrying cannot mend it, and a session's keeps would keep the
+		// lease for good: it is left to whoever fixes the row.
+		r.markLost("its row cannot be decoded", err)
+		return true
 	case isFatal(err):
 		r.log.Error("lease table unusable", "err", err)
 		r.markLost("the lease table is unusable", err)

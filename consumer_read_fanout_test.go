@@ -427,8 +427,6 @@ func TestFanOutHandoffHandsNoRecordTwice(t *testing.T) {
 func TestFanOutLostLeaseClosesTheSubscription(t *testing.T) {
 	t.Parallel()
 	fanOutWorlds(t, 1, func(t *testing.T, w *fanWorld) {
-		// Pinned to per-lease renewals, a gap of sessions: a session holder never notices its lease taken by hand.
-		w.extra = append(w.extra, shardlease.WithSessions(false))
 		ctx := context.Background()
 		shard := "shardId-000000000000"
 		p := &produced{}

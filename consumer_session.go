@@ -334,3 +334,47 @@ func pollRunners(c *Consumer, keys []string) {
 		}
 	}
 }
+
+// pollMoved has this worker's runners of session-kept leases whose rows a
+// listing shows moved read their rows (a write, as pollRunners'): a row
+// taken or freed by hand, or turned corrupt, which the runner, writing
+// nothing while its lease is idle, would not notice. The write is refused
+// and the runner stops. The listing may be older than a take: a row it
+// shows at a lower counter than the runner's is not judged.
+func pollMoved(c *Consumer, leases []Lease) {
+	byKey := make(map[string]Lease, len(leases))
+	for _, l := range leases {
+		byKey[l.Key.String()] = l
+	}
+	c.mu.Lock()
+	runners := make([]*leaseRunner, 0, len(c.held))
+	for _, r := range c.held {
+		if r.k.gen != 0 {
+			runners = append(runners, r)
+		}
+	}
+	c.mu.Unlock()
+	for _, r := range runners {
+		r.k.mu.Lock()
+		held := r.k.lease
+		r.k.mu.Unlock()
+		listed, ok := byKey[held.Key.String()]
+		if rowMoved(held, listed, ok) {
+			r.log.Debug("a listing shows this worker's row moved: reading it", "owner", listed.Owner, "counter", listed.Counter)
+			poke(r.k.poll)
+		}
+	}
+}
+
+// rowMoved reports whether a listing that shows listed (ok false: not at
+// all) says the row held, as its holder last wrote it, moved: gone, at a
+// higher counter, or at the same counter with another owner or session.
+func rowMoved(held, listed Lease, ok bool) bool {
+	switch {
+	case !ok:
+		return true
+	case listed.Counter != held.Counter:
+		return listed.Counter > held.Counter
+	}
+	return listed.Owner != held.Owner || listed.Session != held.Session
+}

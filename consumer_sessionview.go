@@ -105,7 +105,8 @@ func (v *sessionView) update(ctx context.Context, c *Consumer, leases []Lease, w
 	}
 	v.rows = rows
 	clear(v.watched) // the listing is newer than every row read for a look
-	v.tellMoved(ctx, c, leases)
+	v.tellMoved(ctx, c, leases, listed)
+	pollMoved(c, leases)
 	for k := range v.gens {
 		if _, ok := rows[k.key]; !ok {
 			delete(v.gens, k)
@@ -265,9 +266,11 @@ func (v *sessionView) mayClaim(ctx context.Context, c *Consumer, l Lease, still 
 // is idle, would not notice. The mail makes its runner write the row; the
 // write is refused and the runner stops. A row that moved through its
 // holder (a handoff, a release) costs a mail no runner acts on; one whose
-// session is over (fenced, closed) none. Then it remembers this listing's
-// kept rows.
-func (v *sessionView) tellMoved(ctx context.Context, c *Consumer, leases []Lease) {
+// session is over (fenced, closed) none. A session is judged by the row
+// this listing read for the leases it keeps or, when it keeps none of them
+// now (its only row was taken by hand), by its worker row in listed. Then
+// it remembers this listing's kept rows.
+func (v *sessionView) tellMoved(ctx context.Context, c *Consumer, leases []Lease, listed map[string]Worker) {
 	now := make(map[string]Lease, len(leases))
 	for _, l := range leases {
 		now[l.Key.String()] = l
@@ -277,7 +280,11 @@ func (v *sessionView) tellMoved(ctx context.Context, c *Consumer, leases []Lease
 		if ok && l.Owner == was.Owner && l.Session == was.Session && l.SessionGen == was.SessionGen {
 			continue
 		}
-		if w := v.rows[was.Session]; w.Owner == "" || w.Gen != was.SessionGen {
+		w, ok := v.rows[was.Session]
+		if !ok {
+			w = listed[was.Session]
+		}
+		if w.Owner == "" || w.Gen != was.SessionGen {
 			continue // the session is over: nobody to tell
 		}
 		c.log.Debug("a row kept by a live session changed hands: telling its holder", "lease", key, "session", was.Session, "owner", l.Owner)

@@ -22,8 +22,6 @@ import (
 func TestOneReaderCorruptRowWhileRunningShardSync(t *testing.T) {
 	t.Parallel()
 	worlds(t, 2, func(t *testing.T, w *world) {
-		// Pinned to per-lease renewals, a gap of sessions: a session holder never notices its row turned corrupt.
-		w.extra = append(w.extra, shardlease.WithSessions(false))
 		if w.name != "emulator" {
 			t.Skip("a MemoryStore row cannot be corrupt (it keeps decoded leases); the rule for a corrupt parent is TestParentsDoneCorruptParent")
 		}
