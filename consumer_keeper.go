@@ -397,6 +397,15 @@ func (kl *keepLoop) failed(err error) bool {
 func (r *leaseRunner) renew(ctx context.Context, force bool, cut *time.Timer) error {
 	cfg := r.c.cfg
 	held, a := r.nextWrite()
+	if r.k.gen != 0 && !force {
+		// A session writes no renewals: a lag its keeps do not carry
+		// goes to the row every renew interval.
+		age := time.Duration(0)
+		if l, ok := r.lag.lag(time.Now()); ok {
+			age = l.CheckpointAge
+		}
+		force = lagToRow(r.k.packed, a.pos, age, time.Since(r.k.lastWrite), cfg.renewInterval)
+	}
 	if r.k.packed && !force && !a.again && (!a.dirty || !r.k.sess.pack.idle(r.key, cfg.leaseDuration)) {
 		return nil // the session's keeps carry the checkpoint
 	}
@@ -424,6 +433,18 @@ func (r *leaseRunner) renew(ctx context.Context, force bool, cut *time.Timer) er
 		r.c.sendNote(r.id, next.Note)
 	}
 	return nil
+}
+
+// lagToRow reports whether the runner of a lease a session keeps writes
+// its row for the lag alone: records wait behind its checkpoint (age), the
+// session's keeps do not carry the lag (not packed, or no checkpoint yet
+// to pack it with, see packedWant), and the row was last written a renew
+// interval ago or more. A per-lease renewal carries the lag as often.
+func lagToRow(packed bool, pending position, age, sinceWrite, renew time.Duration) bool {
+	if age <= 0 || (packed && pending.seq != "") {
+		return false
+	}
+	return sinceWrite >= renew
 }
 
 // packedView is what the session's pack sees of the lease at a keep: the

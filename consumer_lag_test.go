@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/shardlease/shardlease"
 )
@@ -34,8 +35,6 @@ const shard0 = "shardId-000000000000"
 func TestLagCheckpointAgeGrowsWhileStuckAndResets(t *testing.T) {
 	t.Parallel()
 	worlds(t, 1, func(t *testing.T, w *world) {
-		// Pinned to per-lease renewals, a gap of sessions: no renewal carries a stuck shard's checkpoint age to its row.
-		w.extra = append(w.extra, shardlease.WithSessions(false))
 		var failing atomic.Bool
 		failing.Store(true)
 		h := func(ctx context.Context, b *shardlease.Batch) error {
@@ -72,6 +71,54 @@ func TestLagCheckpointAgeGrowsWhileStuckAndResets(t *testing.T) {
 		})
 		assert.Zero(t, g.collect(t)["shardlease.checkpoint.age"][shard0])
 		waitFor(t, 30*w.lease, "the row's checkpoint age back to 0", func() bool {
+			ls := w.leases(t)
+			return len(ls) == 1 && ls[0].Lag != nil && ls[0].Lag.CheckpointAge == 0
+		})
+	})
+}
+
+// With sessions and packed checkpoints, a shard stuck after a checkpoint
+// carries its checkpoint age to listings in its holder's keeps: the age
+// listed grows while the lease row itself is not written (its counter and
+// checkpoint stand still), and falls to 0 once the handler succeeds.
+func TestLagCheckpointAgeOfAStuckPackedLeaseRidesTheKeeps(t *testing.T) {
+	t.Parallel()
+	worlds(t, 1, func(t *testing.T, w *world) {
+		var failing atomic.Bool
+		h := func(ctx context.Context, b *shardlease.Batch) error {
+			if failing.Load() {
+				return errors.New("downstream is down")
+			}
+			return nil
+		}
+		wk := startWorker(t, w, w.kin, w.store, h, w.opts("lagging", shardlease.WithSessions(true))...)
+		waitFor(t, 30*w.lease, "the lease", func() bool { return len(wk.c.Held()) == 1 })
+		w.put(t, &produced{}, 3, 1)
+		waitFor(t, 30*w.lease, "a checkpoint on the row", func() bool {
+			l, err := w.store.Get(t.Context(), shardlease.LeaseKey{Stream: w.stream, Shard: shard0})
+			return err == nil && l.Checkpoint != ""
+		})
+		failing.Store(true)
+		w.put(t, &produced{}, 2, 1)
+		waitFor(t, 30*w.lease, "a stuck shard", func() bool {
+			s, ok := shardStatus(wk.c, shard0)
+			return ok && s.Stuck != nil && s.CheckpointAge > w.renew
+		})
+		row, err := w.store.Get(t.Context(), shardlease.LeaseKey{Stream: w.stream, Shard: shard0})
+		require.NoError(t, err)
+		first, _ := shardStatus(wk.c, shard0)
+		waitFor(t, 30*w.lease, "the listed checkpoint age to grow", func() bool {
+			ls := w.leases(t)
+			return len(ls) == 1 && ls[0].Lag != nil && ls[0].Lag.CheckpointAge >= first.CheckpointAge+w.renew
+		})
+		now, err := w.store.Get(t.Context(), shardlease.LeaseKey{Stream: w.stream, Shard: shard0})
+		require.NoError(t, err)
+		assert.Equal(t, row.Counter, now.Counter, "the lease row was not written for the lag")
+		assert.Equal(t, row.Checkpoint, now.Checkpoint)
+		assert.Equal(t, row.Lag, now.Lag, "the lease row's own lag stands still: the keeps carry it")
+
+		failing.Store(false)
+		waitFor(t, 30*w.lease, "the listed checkpoint age back to 0", func() bool {
 			ls := w.leases(t)
 			return len(ls) == 1 && ls[0].Lag != nil && ls[0].Lag.CheckpointAge == 0
 		})

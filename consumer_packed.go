@@ -121,11 +121,11 @@ func (p *checkpointPack) batch(gen int64) (put []PackedCheckpoint, drop []LeaseK
 	views := make(map[string]packedView, len(p.leases))
 	for k, l := range p.leases {
 		v := l.view()
-		at := atString(v.at)
-		if at != l.at {
-			l.at, l.changed = at, now
+		w := packedWant(v)
+		if w.At != l.at {
+			l.at, l.changed = w.At, now
 		}
-		want[k] = session.Want{Counter: v.counter, At: at, RowHolds: v.rowHolds}
+		want[k] = w
 		views[k] = v
 	}
 	putKeys, dropKeys := session.Diff(want, p.sent)
@@ -141,11 +141,29 @@ func (p *checkpointPack) batch(gen int64) (put []PackedCheckpoint, drop []LeaseK
 		lk, _ := ParseLeaseKey(k)
 		drop = append(drop, lk)
 	}
-	return put, drop, func() { p.landed(gen, put, dropKeys) }
+	return put, drop, func() { p.landed(gen, put, want, dropKeys) }
 }
 
-// landed records that a keep of generation gen wrote put and removed drop.
-func (p *checkpointPack) landed(gen int64, put []PackedCheckpoint, drop []string) {
+// packedWant is what a lease shown by v wants of the session row: its
+// checkpoint, and while records wait behind it (a checkpoint age) the lag
+// too, which then changes at every keep: the entry stays in the row,
+// carrying the age to listings (list -watch, the coordinator's lag) as a
+// per-lease renewal carries it to the lease row, and is not flushed as
+// idle. A lease caught up and idle wants nothing once its row holds its
+// checkpoint. A lease with no checkpoint yet has no entry (the row's lag is
+// written by its runner: lagToRow).
+func packedWant(v packedView) session.Want {
+	w := session.Want{Counter: v.counter, At: atString(v.at), RowHolds: v.rowHolds}
+	if v.lag != nil && v.lag.CheckpointAge > 0 && v.at.seq != "" {
+		w.At += "@" + strconv.FormatInt(int64(v.lag.CheckpointAge), 10)
+		w.RowHolds = false
+	}
+	return w
+}
+
+// landed records that a keep of generation gen wrote put (as want showed
+// it) and removed drop.
+func (p *checkpointPack) landed(gen int64, put []PackedCheckpoint, want map[string]session.Want, drop []string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if gen != p.gen {
@@ -155,6 +173,7 @@ func (p *checkpointPack) landed(gen int64, put []PackedCheckpoint, drop []string
 		delete(p.sent, k)
 	}
 	for _, e := range put {
-		p.sent[e.Key.String()] = session.Sent{Counter: e.Counter, At: atString(position{e.Checkpoint, e.SubSequence})}
+		k := e.Key.String()
+		p.sent[k] = session.Sent{Counter: e.Counter, At: want[k].At}
 	}
 }

@@ -81,9 +81,7 @@ func TestListWatchShowsLag(t *testing.T) {
 		},
 		shardlease.WithOwnerID("watched"), shardlease.WithLeaseDuration(2*time.Second),
 		shardlease.WithTakeInterval(200*time.Millisecond), shardlease.WithIdlePollInterval(50*time.Millisecond),
-		shardlease.WithRetryBackoff(20*time.Millisecond, 200*time.Millisecond),
-		// Pinned to per-lease renewals, a gap of sessions: no renewal carries a stuck shard's checkpoint age to its row.
-		shardlease.WithSessions(false))
+		shardlease.WithRetryBackoff(20*time.Millisecond, 200*time.Millisecond))
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
