@@ -159,8 +159,6 @@ func TestStatusStuckRetry(t *testing.T) {
 func TestStatusShowsUntakenLeases(t *testing.T) {
 	t.Parallel()
 	worlds(t, 2, func(t *testing.T, w *world) {
-		// Pinned to per-lease renewals, a gap of sessions: a resting capped worker never shows the lease it may not take.
-		w.extra = append(w.extra, shardlease.WithSessions(false))
 		wk := startWorker(t, w, w.kin, w.store, newHandled().handler("capped"), w.opts("capped", shardlease.WithMaxLeases(1))...)
 		waitFor(t, 30*w.lease, "the lease it may not take shown untaken", func() bool {
 			return len(wk.c.Status().Untaken) == 1

@@ -143,6 +143,22 @@ func PlanRound(in Listing, rng *rand.Rand) Plan {
 	}
 	rng.Shuffle(len(p.Free), func(i, j int) { p.Free[i], p.Free[j] = p.Free[j], p.Free[i] })
 	rng.Shuffle(len(p.Stale), func(i, j int) { p.Stale[i], p.Stale[j] = p.Stale[j], p.Stale[i] })
+	if in.MaxLeases > 0 {
+		// A capped worker may have room for few leases: the first
+		// readable ones (new rows among them) come first, so that a cap
+		// never leaves a stream without its coordinator while its worker
+		// holds another lease.
+		firsts := in.firsts()
+		slices.SortStableFunc(p.Free, func(a, b Row) int {
+			switch fa, fb := firsts[a.Shard], firsts[b.Shard]; {
+			case fa == fb:
+				return 0
+			case fa:
+				return -1
+			}
+			return 1
+		})
+	}
 	return p
 }
 

@@ -398,3 +398,18 @@ func shards(its []Intent) []string {
 	}
 	return out
 }
+
+// A capped worker takes the first readable lease before the others, new
+// rows included, whatever its shuffle: a cap never leaves a stream without
+// its coordinator while the worker holds another lease.
+func TestPlanCappedWorkerTakesTheFirstLeaseFirst(t *testing.T) {
+	in := Listing{Me: "a", Rows: rows(0, 16, ""), First: "s09", MaxLeases: 1, MaxSteals: 32}
+	for i := range in.Rows {
+		in.Rows[i].Counter = 0 // new rows: not taken as a released first lease
+	}
+	for seed := range uint64(32) {
+		its, _ := run(in, rand.New(rand.NewPCG(seed, 1)), nil)
+		require.Len(t, its, 1, "seed %d", seed)
+		assert.Equal(t, Intent{Kind: Take, Row: in.Rows[9]}, its[0], "seed %d", seed)
+	}
+}
