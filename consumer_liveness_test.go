@@ -365,8 +365,6 @@ func TestLivenessCoordinatorCannotList(t *testing.T) {
 func TestLivenessNoWorkerCanList(t *testing.T) {
 	t.Parallel()
 	eachFleet(t, 2, []int{3}, func(t *testing.T, w *world, n int) {
-		// Pinned to per-lease renewals, a gap of sessions: a coordinator that cannot list hands its lease to a worker that then never adopts it.
-		w.extra = append(w.extra, shardlease.WithSessions(false))
 		fleet, coord := settledFleet(t, w, n, 2*n)
 		for _, lw := range fleet {
 			lw.faults.failLists.Store(true)
@@ -413,8 +411,6 @@ func TestLivenessDeputyBalancedAfterShrink(t *testing.T) {
 func TestLivenessOneLeaseFreed(t *testing.T) {
 	t.Parallel()
 	eachFleet(t, 2, []int{2}, func(t *testing.T, w *world, n int) {
-		// Pinned to per-lease renewals, a gap of sessions: a session holder never notices its lease taken by hand.
-		w.extra = append(w.extra, shardlease.WithSessions(false))
 		fleet, coord := settledFleet(t, w, n, 2*n)
 		other := fleet[0]
 		if other == coord {
