@@ -269,8 +269,6 @@ func removedStreamFleet(t *testing.T, w *world) (*mixedFleet, []string) {
 func TestFleetMixedStreamRemovedFromSomeSetsReaderCrashes(t *testing.T) {
 	t.Parallel()
 	mixedWorlds(t, 3, func(t *testing.T, w *world) {
-		// Pinned to per-lease renewals, a gap of sessions: the other stream's crashed coordinator is held again past 2.5 L now and then.
-		w.extra = append(w.extra, shardlease.WithSessions(false))
 		f, names := removedStreamFleet(t, w)
 		var readers []*mixedMember
 		for _, m := range f.members[2:] {
