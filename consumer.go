@@ -230,8 +230,10 @@ func newConsumer(store LeaseStore, stream string, cfg config, set *memberSet) (*
 			return nil, errorf("%w: %s %s: WithSessions(true) needs a store that keeps sessions and worker rows (SessionStore and WorkerStore; MemoryStore and DynamoStore do); use one, or turn sessions off", ErrInvalidConfig, named, stream)
 		}
 		cfg.sessions = false
-		cfg.logger.Info("the lease store keeps no sessions (it is no SessionStore and WorkerStore): each lease is renewed on its own row; "+
-			"pass WithSessions(false) to say so, or use a store that keeps sessions", named, stream, "owner", cfg.identity)
+		cfg.logger.Warn("the lease store keeps no sessions (it is no SessionStore and WorkerStore): each lease is renewed on its own row, "+
+			"and this worker can never take a lease another worker's session keeps (it leaves such leases to workers whose store keeps sessions); "+
+			"pass the store so that it implements SessionStore and WorkerStore (a wrapper that embeds *DynamoStore, not LeaseStore, does), "+
+			"or WithSessions(false) on every worker of the table", named, stream, "owner", cfg.identity)
 	}
 	c := &Consumer{
 		caps: caps, store: store, stream: stream, cfg: cfg, ins: ins,

@@ -122,7 +122,10 @@ func WithShardSyncInterval(d time.Duration) Option { return func(c *config) { c.
 // (see docs/coordination.md#sessions). Sessions need a store that
 // implements SessionStore and WorkerStore (MemoryStore and DynamoStore do):
 // by default a store without them falls back to per-lease renewals with one
-// Info line; WithSessions(true) on such a store makes NewConsumer fail.
+// Warn line, and such a worker never takes a lease another worker's session
+// keeps (a wrapper of DynamoStore should embed *DynamoStore, which keeps
+// every capability, rather than LeaseStore); WithSessions(true) on such a
+// store makes NewConsumer fail.
 func WithSessions(on bool) Option {
 	return func(c *config) { c.sessions, c.sessionsSet = on, true }
 }

@@ -438,7 +438,7 @@ func TestSessionNeedsAStoreThatKeepsSessions(t *testing.T) {
 
 // TestSessionDefaultFallsBackWithoutAStoreThatKeepsSessions: sessions are on
 // by default, and a store that keeps no sessions (a user's own LeaseStore)
-// still runs: its leases are renewed on their own rows, with one Info line
+// still runs: its leases are renewed on their own rows, with one Warn line
 // saying so, and every record is handled.
 func TestSessionDefaultFallsBackWithoutAStoreThatKeepsSessions(t *testing.T) {
 	t.Parallel()
@@ -472,14 +472,45 @@ func TestSessionDefaultFallsBackWithoutAStoreThatKeepsSessions(t *testing.T) {
 		cancel()
 		require.NoError(t, <-done)
 		var said []slog.Record
-		for _, r := range logs.at(slog.LevelInfo) {
+		for _, r := range logs.at(slog.LevelWarn) {
 			if strings.Contains(r.Message, "keeps no sessions") {
 				said = append(said, r)
 			}
 		}
-		require.Len(t, said, 1, "one Info line says the consumer renews each lease on its own row")
+		require.Len(t, said, 1, "one Warn line says the consumer renews each lease on its own row")
 		assert.Equal(t, "orders", attr(said[0], "stream").String())
 		assert.Zero(t, c.Stats().SessionsLost)
+	})
+}
+
+// TestSessionStoreWrapperThatEmbedsTheStoreKeepsSessions: a service's
+// wrapper around the store that embeds the store itself (not LeaseStore)
+// keeps every capability: sessions stay on, and no Warn line is logged.
+func TestSessionStoreWrapperThatEmbedsTheStoreKeepsSessions(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		ctx := t.Context()
+		kin := shardleasetest.NewKinesis()
+		_, err := kin.CreateStream(ctx, &kinesis.CreateStreamInput{StreamName: aws.String("orders"), ShardCount: aws.Int32(1)})
+		require.NoError(t, err)
+		mem := shardlease.NewMemoryStore()
+		logs := &logRecords{}
+		c, err := shardlease.NewConsumer(kin, struct{ *shardlease.MemoryStore }{mem}, "orders",
+			func(context.Context, *shardlease.Batch) error { return nil }, shardlease.WithLogger(slog.New(logs)))
+		require.NoError(t, err)
+		runCtx, cancel := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { done <- c.Run(runCtx) }()
+		waitFor(t, time.Minute, "the lease held", func() bool { return len(c.Held()) == 1 })
+		ls, err := mem.List(ctx, "orders")
+		require.NoError(t, err)
+		require.Len(t, ls, 1)
+		assert.NotEmpty(t, ls[0].Session, "the lease is kept by the worker's session")
+		cancel()
+		require.NoError(t, <-done)
+		for _, r := range logs.at(slog.LevelWarn) {
+			assert.NotContains(t, r.Message, "keeps no sessions")
+		}
 	})
 }
 
