@@ -184,9 +184,9 @@ func TestDrainWithAStuckHandler(t *testing.T) {
 	})
 }
 
-// A drain asked through the table: a drain note on the worker's rows (what
-// `shardlease drain` writes) reaches it with its next renewal, and it
-// drains as Drain would.
+// A drain asked through the table: a drain note on the worker's rows, and a
+// mail to the session that keeps them (what `shardlease drain` writes),
+// reaches it with its next keep, and it drains as Drain would.
 func TestDrainThroughTheTable(t *testing.T) {
 	t.Parallel()
 	worlds(t, 8, func(t *testing.T, w *world) {
@@ -198,10 +198,15 @@ func TestDrainThroughTheTable(t *testing.T) {
 		prod := w.produce(t, p, w.take/3, 2, 32)
 		ns, ok := w.store.(shardlease.NoteStore)
 		require.True(t, ok, "the store carries notes")
+		ss, _ := w.store.(shardlease.SessionStore)
 		for _, l := range w.leases(t) {
 			if l.Owner == a.c.OwnerID() {
 				_, err := ns.Note(t.Context(), l, "drain test")
 				require.NoError(t, err)
+				if s, kept := l.KeptBy(); kept {
+					_, err := ss.MailSession(t.Context(), s, l.Key)
+					require.NoError(t, err)
+				}
 			}
 		}
 		waitFor(t, w.renew+drainSlack(w), "a drained", func() bool { return len(a.c.Held()) == 0 })

@@ -179,11 +179,22 @@ func requireOneHandlerThroughHandover(t *testing.T, w *world, move handoverMove,
 	defer stop()
 	waitFor(t, 10*w.lease, "a handles a record that keeps arriving", func() bool { return len(hs.times()) > 40 })
 
-	// Just after a's renewal, a keeps handling for a renewal interval.
+	// Just after a's renewal (with sessions, its keep), a keeps handling
+	// for a renewal interval.
 	shard := w.leases(t)[0]
+	kept := func() int64 {
+		s, ok := shard.KeptBy()
+		if !ok {
+			return 0
+		}
+		row, err := w.store.(shardlease.SessionStore).ReadSession(t.Context(), s.Stream, s.Owner)
+		require.NoError(t, err)
+		return row.Counter
+	}
+	keeps := kept()
 	waitFor(t, 10*w.lease, "a renews", func() bool {
 		l := w.leases(t)[0]
-		return l.Counter != shard.Counter && shardlease.OwnerName(l.Owner) == "a"
+		return (l.Counter != shard.Counter || l.Session != "" && kept() != keeps) && shardlease.OwnerName(l.Owner) == "a"
 	})
 	old, mark := hs.lastToken(), hs.count()
 	from, err := move(t.Context(), w, p, 20)
