@@ -29,9 +29,10 @@
 // marks the batch processed; an error retries it after a backoff, and
 // progress never moves past it. With [WithManualCheckpoints] the handler
 // marks progress itself with [Batch.Checkpoint], from any goroutine, once
-// its work is really done. A checkpoint rides on the lease's next renewal;
+// its work is really done. A checkpoint rides on the worker's next session
+// keep (or, with WithSessions(false), the lease's next renewal);
 // [Batch.Flush] writes it at once. The handler's context ends when the lease
-// is lost or its renewals stop succeeding, and when a handoff or shutdown
+// is lost or its keeps stop succeeding, and when a handoff or shutdown
 // has waited its grace period: the handler must return then, since another
 // worker will read the shard (docs/handlers.md).
 //
