@@ -295,6 +295,37 @@ func TestCheckpointCostIdleLeaseWritesNothing(t *testing.T) {
 	})
 }
 
+// TestCheckpointPackedOffWithAShortCheckpointInterval: a checkpoint
+// interval shorter than the renew interval asks for checkpoints sooner than
+// keeps come: each goes to its lease row within that interval, and nothing
+// is packed.
+func TestCheckpointPackedOffWithAShortCheckpointInterval(t *testing.T) {
+	t.Parallel()
+	worlds(t, 2, func(t *testing.T, w *world) {
+		w.timed(t)
+		pc := newPackedCounter(t, w.store)
+		h := newHandled()
+		a := startWorker(t, w, w.kin, pc, h.handler("a"), w.opts("a", sessionsOn, shardlease.WithCheckpointInterval(w.renew/4))...)
+		waitFor(t, 10*w.lease, "a holds every lease", func() bool { return len(a.c.Held()) == 2 })
+		p := &produced{}
+		w.put(t, p, 20, 4)
+		waitFor(t, 5*w.lease, "a handled every record", func() bool { return h.distinct() == p.count() })
+		handled := time.Now()
+		last := lastSeqs(p)
+		waitFor(t, w.lease, "the lease rows hold the last checkpoints", func() bool {
+			for shard, seq := range last {
+				if rowOf(t, w, shard).Checkpoint != seq {
+					return false
+				}
+			}
+			return true
+		})
+		assert.LessOrEqual(t, time.Since(handled), bound(w, w.renew/2), "written within the checkpoint interval, not at a keep")
+		assert.Zero(t, pc.puts.Load(), "nothing packed")
+		assert.Empty(t, packedOf(t, w, a.c.OwnerID()))
+	})
+}
+
 // itemSize is the size DynamoDB bills an item by: each attribute's name
 // and value (a map's entries with one byte each, and three of its own).
 func itemSize(item map[string]types.AttributeValue) int {

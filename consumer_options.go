@@ -134,7 +134,8 @@ func WithSessions(on bool) Option {
 // PackedCheckpointStore): with sessions on and a store that has them, the
 // checkpoints of the leases a session keeps ride its keeps, one write a
 // renew interval for all of them, instead of a write of each lease row.
-// Default: on; without sessions, or with a store that has none, it changes
+// Default: on; without sessions, with a store that has none, or with a
+// WithCheckpointInterval shorter than the renew interval, it changes
 // nothing. Turn it off while workers of a release from before packed
 // checkpoints share the table (a rolling upgrade): their fences and
 // removals delete a session row with its checkpoints, so their takers start
@@ -170,9 +171,10 @@ func WithBatchSize(n int) Option {
 func WithIdlePollInterval(d time.Duration) Option { return func(c *config) { c.idlePoll = d } }
 
 // WithCheckpointInterval sets how soon a new checkpoint is written. By
-// default it equals the renew interval, so checkpoints ride on renewals and a
-// lease costs one write per renew interval. A shorter interval writes
-// progress sooner at the price of more writes.
+// default it equals the renew interval, so checkpoints ride on the session's
+// keeps (packed checkpoints) or on renewals. A shorter interval writes
+// progress sooner at the price of more writes: each checkpoint then goes to
+// its lease row (packing is off), at most once per interval.
 func WithCheckpointInterval(d time.Duration) Option {
 	return func(c *config) { c.checkpointFlush, c.flushSet = d, true }
 }

@@ -65,7 +65,9 @@ func newSessionKeeper(c *Consumer) *sessionKeeper {
 		count:   func(e event) { c.count(e, 1) },
 		deliver: func(keys []string) { pollRunners(c, keys) },
 		ended:   closedChan(),
-		pack:    packOf(c.caps.packed, c.cfg.unpacked),
+		// A checkpoint interval shorter than the renew interval asks for
+		// checkpoints sooner than keeps come: each goes to its lease row.
+		pack: packOf(c.caps.packed, c.cfg.unpacked || c.cfg.checkpointFlush < c.cfg.renewInterval),
 	}
 }
 
