@@ -82,13 +82,16 @@ func (f *fleet) start() error {
 		return err
 	}
 	var store shardlease.LeaseStore = ds
+	opts := []shardlease.Option{shardlease.WithOwnerID(id), shardlease.WithLeaseDuration(f.lease),
+		shardlease.WithShutdownTimeout(f.lease), shardlease.WithRetryBackoff(f.lease/50, f.lease/5)}
 	if f.consistent {
+		// As before coordination: no notes, no eventual listing, and so
+		// no sessions either.
 		store = consistentOnly{ds, ds}
+		opts = append(opts, shardlease.WithSessions(false))
 	}
 	r, err := startConsumer(crash.Kinesis(f.fake, sw), crash.Store(store, sw), f.stream,
-		func(context.Context, *shardlease.Batch) error { return nil },
-		shardlease.WithOwnerID(id), shardlease.WithLeaseDuration(f.lease),
-		shardlease.WithShutdownTimeout(f.lease), shardlease.WithRetryBackoff(f.lease/50, f.lease/5))
+		func(context.Context, *shardlease.Batch) error { return nil }, opts...)
 	if err != nil {
 		return err
 	}

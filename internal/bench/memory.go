@@ -237,7 +237,9 @@ func memoryRun(ctx context.Context, e *env, m memRun, perRecord float64) error {
 	base := heapInuse()
 	f := newFeeder(fake, stream, m.shards)
 	store := &renewals{LeaseStore: shardlease.NewMemoryStore(), last: map[string]time.Time{}}
-	opts := []shardlease.Option{shardlease.WithOwnerID("memory"), shardlease.WithBatchSize(memBatchSize)}
+	// Per-lease renewals: the run times the gaps between a lease's writes
+	// (renewals), which a session's keeps do not make.
+	opts := []shardlease.Option{shardlease.WithOwnerID("memory"), shardlease.WithBatchSize(memBatchSize), shardlease.WithSessions(false)}
 	if m.fanOut {
 		opts = append(opts, shardlease.WithEnhancedFanOut("memory-app"))
 	}

@@ -41,12 +41,13 @@ type leaseCost struct {
 	goroutines             float64
 }
 
-// idleLeaseRuns are the rows: leases held, sessions, target in KiB.
+// idleLeaseRuns are the rows: leases held, sessions (the default), target
+// in KiB; per-lease renewals (WithSessions(false)) last.
 var idleLeaseRuns = []struct {
 	n        int
 	sessions bool
 	target   float64
-}{{1000, false, 24}, {10000, false, 24}, {10000, true, 12}}
+}{{1000, true, 12}, {10000, true, 12}, {10000, false, 24}}
 
 // measureLeaseMemory adds the memory and goroutines per held idle lease.
 func measureLeaseMemory(ctx context.Context, e *env, sec string) error {
