@@ -53,7 +53,7 @@ func (f *fleet) heldAgain(shards []string) bool {
 // and returns how long until the others hold every lease the two held,
 // from the crash or from the end of both shutdowns.
 func fleetJoint(ctx context.Context, e *env, n int, lease time.Duration, crashed bool) (time.Duration, error) {
-	f, err := balancedFleet(ctx, e, 2*n, n, lease, false)
+	f, err := balancedFleet(ctx, e, 2*n, n, lease, fleetDefault)
 	if err != nil {
 		return 0, err
 	}
@@ -104,7 +104,7 @@ func fleetJoint(ctx context.Context, e *env, n int, lease time.Duration, crashed
 // idleListings runs n workers over 16 shards on dynalite and returns the
 // fleet's listings (Scans) per take interval once they are balanced.
 func idleListings(ctx context.Context, e *env, n int, lease, window time.Duration) (float64, error) {
-	f, err := balancedFleet(ctx, e, 16, n, lease, false)
+	f, err := balancedFleet(ctx, e, 16, n, lease, fleetDefault)
 	if err != nil {
 		return 0, err
 	}
