@@ -22,7 +22,7 @@ const meterName = "github.com/shardlease/shardlease"
 //	shardlease.leases.taken               counter    leases acquired; attribute how=free|expired|handoff
 //	shardlease.leases.stolen              counter    handoffs this worker asked live holders for
 //	shardlease.leases.lost                counter    leases lost to another worker or to failed renewals
-//	shardlease.lease.renew.duration       histogram  seconds per renewal write (checkpoint=true when one rode on it)
+//	shardlease.lease.renew.duration       histogram  seconds per renewal write (checkpoint=true when one rode on it); with sessions, per keep of the session row (session=true, no shard; checkpoint=true when it carried packed ones)
 //	shardlease.lease.write.failures       counter    lease writes that failed and were retried
 //	shardlease.records.handled            counter    records the handler returned nil for
 //	shardlease.batches.handled            counter    batches the handler returned nil for

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+
 	"github.com/shardlease/shardlease/internal/backoff"
 	"github.com/shardlease/shardlease/internal/session"
 )
@@ -36,6 +38,9 @@ type sessionKeeper struct {
 	cfg    *config
 	log    *slog.Logger
 	count  func(e event)
+	// kept records how long a keep that landed took, and how many
+	// checkpoints it carried (the renew histogram, session=true).
+	kept func(took time.Duration, checkpoints int)
 	// deliver hands the mail a keep returned (lease row keys) to the
 	// runners of those leases.
 	deliver func(keys []string)
@@ -62,7 +67,10 @@ type sessionKeeper struct {
 func newSessionKeeper(c *Consumer) *sessionKeeper {
 	return &sessionKeeper{
 		store: c.caps.sessions, domain: c.stream, owner: c.cfg.identity, cfg: &c.cfg, log: c.log,
-		count:   func(e event) { c.count(e, 1) },
+		count: func(e event) { c.count(e, 1) },
+		kept: func(took time.Duration, checkpoints int) {
+			c.ins.renewDuration.Record(bg, seconds(took), c.ins.attrs(attribute.Bool("session", true), attribute.Bool("checkpoint", checkpoints > 0)))
+		},
 		deliver: func(keys []string) { pollRunners(c, keys) },
 		ended:   closedChan(),
 		// A checkpoint interval shorter than the renew interval asks for
@@ -233,10 +241,11 @@ func (s *sessionKeeper) step(ctx context.Context, sent time.Time) bool {
 		return true
 	}
 	kctx, cancel := context.WithTimeout(WithHolderLeaseDuration(ctx, s.cfg.leaseDuration), s.cfg.renewInterval)
-	kept, mail, err := s.keep(kctx, row)
+	kept, mail, carried, err := s.keep(kctx, row)
 	cancel()
 	switch {
 	case err == nil:
+		s.kept(time.Since(sent), carried)
 		s.mu.Lock()
 		if s.open && s.row.Gen == row.Gen {
 			s.row, s.validUntil, s.doubt = kept, session.Cutoff(sent, s.cfg.leaseDuration), false
@@ -263,16 +272,17 @@ func (s *sessionKeeper) step(ctx context.Context, sent time.Time) bool {
 
 // keep makes one keep of row, carrying the pack's checkpoints when there
 // is a pack.
-func (s *sessionKeeper) keep(ctx context.Context, row Worker) (Worker, []string, error) {
+func (s *sessionKeeper) keep(ctx context.Context, row Worker) (kept Worker, mail []string, carried int, err error) {
 	if s.pack == nil {
-		return s.store.KeepSession(ctx, row)
+		kept, mail, err = s.store.KeepSession(ctx, row)
+		return kept, mail, 0, err
 	}
 	put, drop, landed := s.pack.batch(row.Gen)
-	kept, mail, err := s.pack.store.KeepPacked(ctx, row, put, drop)
+	kept, mail, err = s.pack.store.KeepPacked(ctx, row, put, drop)
 	if err == nil {
 		landed()
 	}
-	return kept, mail, err
+	return kept, mail, len(put), err
 }
 
 // retire ends the session for good before Run ends: a drained worker holds
@@ -305,7 +315,7 @@ func (s *sessionKeeper) close(ctx context.Context) {
 	if s.pack != nil && open {
 		// Every runner stopped: one last keep removes their entries, so
 		// that the fence deletes the row.
-		if kept, _, err := s.keep(WithHolderLeaseDuration(cctx, s.cfg.leaseDuration), row); err == nil {
+		if kept, _, _, err := s.keep(WithHolderLeaseDuration(cctx, s.cfg.leaseDuration), row); err == nil {
 			row = kept
 		}
 	}
