@@ -352,12 +352,9 @@ func pollRunners(c *Consumer, keys []string) {
 // taken or freed by hand, or turned corrupt, which the runner, writing
 // nothing while its lease is idle, would not notice. The write is refused
 // and the runner stops. The listing may be older than a take: a row it
-// shows at a lower counter than the runner's is not judged.
-func pollMoved(c *Consumer, leases []Lease) {
-	byKey := make(map[string]Lease, len(leases))
-	for _, l := range leases {
-		byKey[l.Key.String()] = l
-	}
+// shows at a lower counter than the runner's is not judged. byKey holds
+// the listing's rows by row key.
+func pollMoved(c *Consumer, byKey map[string]Lease) {
 	c.mu.Lock()
 	runners := make([]*leaseRunner, 0, len(c.held))
 	for _, r := range c.held {

@@ -105,8 +105,12 @@ func (v *sessionView) update(ctx context.Context, c *Consumer, leases []Lease, w
 	}
 	v.rows = rows
 	clear(v.watched) // the listing is newer than every row read for a look
-	v.tellMoved(ctx, c, leases, listed)
-	pollMoved(c, leases)
+	byKey := make(map[string]Lease, len(leases))
+	for _, l := range leases {
+		byKey[l.Key.String()] = l
+	}
+	v.tellMoved(ctx, c, byKey, listed)
+	pollMoved(c, byKey)
 	for k := range v.gens {
 		if _, ok := rows[k.key]; !ok {
 			delete(v.gens, k)
@@ -269,12 +273,9 @@ func (v *sessionView) mayClaim(ctx context.Context, c *Consumer, l Lease, still 
 // session is over (fenced, closed) none. A session is judged by the row
 // this listing read for the leases it keeps or, when it keeps none of them
 // now (its only row was taken by hand), by its worker row in listed. Then
-// it remembers this listing's kept rows.
-func (v *sessionView) tellMoved(ctx context.Context, c *Consumer, leases []Lease, listed map[string]Worker) {
-	now := make(map[string]Lease, len(leases))
-	for _, l := range leases {
-		now[l.Key.String()] = l
-	}
+// it remembers this listing's kept rows. now holds the listing's rows by
+// row key.
+func (v *sessionView) tellMoved(ctx context.Context, c *Consumer, now map[string]Lease, listed map[string]Worker) {
 	for key, was := range v.kept {
 		l, ok := now[key]
 		if ok && l.Owner == was.Owner && l.Session == was.Session && l.SessionGen == was.SessionGen {
