@@ -75,13 +75,7 @@ func TestHandlerPanicLoggedOncePerSiteAndBatch(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		ctx := t.Context()
-		kin := shardleasetest.NewKinesis()
-		_, err := kin.CreateStream(ctx, &kinesis.CreateStreamInput{StreamName: aws.String("orders"), ShardCount: aws.Int32(1)})
-		require.NoError(t, err)
-		for i := range 3 {
-			_, err := kin.PutRecord(ctx, &kinesis.PutRecordInput{StreamName: aws.String("orders"), PartitionKey: aws.String("k"), Data: []byte{byte(i)}})
-			require.NoError(t, err)
-		}
+		kin := ordersStream(t, 1, 3)
 		logs := &logRecords{}
 		var calls, handled atomic.Int64
 		handler := func(ctx context.Context, b *shardlease.Batch) error {

@@ -258,6 +258,22 @@ func requireKeyOrder(t *testing.T, p *produced, h *handled) {
 	}
 }
 
+// ordersStream returns an in-process stream "orders" of shards shards
+// holding records records, record i put with partition key i and data byte
+// i.
+func ordersStream(t *testing.T, shards, records int) *shardleasetest.Kinesis {
+	t.Helper()
+	ctx := t.Context()
+	kin := shardleasetest.NewKinesis()
+	_, err := kin.CreateStream(ctx, &kinesis.CreateStreamInput{StreamName: aws.String("orders"), ShardCount: aws.Int32(int32(shards))})
+	require.NoError(t, err)
+	for i := range records {
+		_, err := kin.PutRecord(ctx, &kinesis.PutRecordInput{StreamName: aws.String("orders"), PartitionKey: aws.String(fmt.Sprint(i)), Data: []byte{byte(i)}})
+		require.NoError(t, err)
+	}
+	return kin
+}
+
 // waitFor polls cond until it holds or within passes. Under synctest the
 // polling advances fake time.
 func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {

@@ -444,13 +444,7 @@ func TestSessionDefaultFallsBackWithoutAStoreThatKeepsSessions(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		ctx := t.Context()
-		kin := shardleasetest.NewKinesis()
-		_, err := kin.CreateStream(ctx, &kinesis.CreateStreamInput{StreamName: aws.String("orders"), ShardCount: aws.Int32(2)})
-		require.NoError(t, err)
-		for i := range 10 {
-			_, err := kin.PutRecord(ctx, &kinesis.PutRecordInput{StreamName: aws.String("orders"), PartitionKey: aws.String(fmt.Sprint(i)), Data: []byte{byte(i)}})
-			require.NoError(t, err)
-		}
+		kin := ordersStream(t, 2, 10)
 		mem := shardlease.NewMemoryStore()
 		logs := &logRecords{}
 		var handled atomic.Int64
@@ -490,9 +484,7 @@ func TestSessionStoreWrapperThatEmbedsTheStoreKeepsSessions(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		ctx := t.Context()
-		kin := shardleasetest.NewKinesis()
-		_, err := kin.CreateStream(ctx, &kinesis.CreateStreamInput{StreamName: aws.String("orders"), ShardCount: aws.Int32(1)})
-		require.NoError(t, err)
+		kin := ordersStream(t, 1, 0)
 		mem := shardlease.NewMemoryStore()
 		logs := &logRecords{}
 		c, err := shardlease.NewConsumer(kin, struct{ *shardlease.MemoryStore }{mem}, "orders",
