@@ -35,7 +35,10 @@ func sessionTable(t *testing.T) (*shardlease.DynamoStore, *dyncount.Client, stri
 // openBesideARow creates the lease row "orders:shardId-000000000000" in
 // store and opens worker "a"'s session on that stream; the context it
 // returns carries a holder lease duration of 20 s.
-func openBesideARow(t *testing.T, store *shardlease.DynamoStore) (context.Context, shardlease.LeaseKey, shardlease.Worker) {
+func openBesideARow(t *testing.T, store interface {
+	shardlease.LeaseStore
+	shardlease.SessionStore
+}) (context.Context, shardlease.LeaseKey, shardlease.Worker) {
 	t.Helper()
 	ctx := shardlease.WithHolderLeaseDuration(t.Context(), 20*time.Second)
 	k := shardlease.LeaseKey{Stream: "orders", Shard: "shardId-000000000000"}
@@ -333,12 +336,7 @@ func TestSessionStoreResetEndsTheKeepingSession(t *testing.T) {
 			if name == "dynamo" {
 				store, _, _ = sessionTable(t)
 			}
-			ctx := shardlease.WithHolderLeaseDuration(t.Context(), 20*time.Second)
-			k := shardlease.LeaseKey{Stream: "orders", Shard: "shardId-000000000000"}
-			_, err := store.Create(ctx, k, nil)
-			require.NoError(t, err)
-			w, err := store.OpenSession(ctx, k.Stream, "a")
-			require.NoError(t, err)
+			ctx, k, w := openBesideARow(t, store)
 			l, err := store.AcquireInSession(ctx, k, w, 0)
 			require.NoError(t, err)
 			l, err = store.Checkpoint(ctx, l, "100", -1, time.Now())
