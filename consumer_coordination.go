@@ -124,8 +124,10 @@ type coordination struct {
 	sessions *sessionView
 	role     role
 	// first is the first readable lease's shard, as the last listing or a
-	// deputy note showed it.
-	first string
+	// deputy note showed it; firsts is how many first leases (one a
+	// stream) the last listing showed (see offRota).
+	first  string
+	firsts int
 	// The state of the role being played, rebuilt by become as it enters
 	// a role (see become):
 	//
@@ -168,6 +170,10 @@ type coordination struct {
 	// alarm ("" when it was free): when another worker takes that lease,
 	// this one lists on while the listing shows the suspect's rows.
 	suspect string
+	// firstRow is the first lease's row as the last listing or look
+	// showed it: a look that finds it moved from a holder whose session
+	// is over lists for that holder's other leases.
+	firstRow Lease
 }
 
 // recentRows returns the last listing's rows as balance sees them,
@@ -568,7 +574,7 @@ func (cd *coordination) onLook(ctx context.Context) {
 	}
 	defer cd.armWatch()
 	looked := ""
-	if _, rota := cd.rotaLooks(); !rota && cd.first != "" && cd.watch.looks(time.Now(), cd.c.holds) {
+	if _, rota := cd.rotaLooks(); (!rota || cd.offRota()) && cd.first != "" && cd.watch.looks(time.Now(), cd.c.holds) {
 		cd.lookAtFirst(ctx)
 		looked = cd.first
 	}
@@ -577,6 +583,19 @@ func (cd *coordination) onLook(ctx context.Context) {
 		cd.on(balance.Alarm, balance.RoleFacts{})
 		poke(cd.wake)
 	}
+}
+
+// offRota reports whether this worker is a deputy whose last listing
+// showed the first leases of several streams (a Group's): each stream's
+// coordinator names deputies of its own, and the rota's turns, spread over
+// every lease listed, fall mostly to workers that watch another stream's
+// first lease (the stream sets of a Group's workers may differ, and each
+// watches one). Such a deputy looks itself every take interval too, as
+// without sessions, so that every coordinator is watched whatever the
+// rota's draw: reads grow with the streams, not the workers. A
+// Consumer's fleet, with one first lease, leaves the looks to the rota.
+func (cd *coordination) offRota() bool {
+	return cd.watch.row != "" && cd.firsts > 1
 }
 
 // onExpiry is the expiry timer: the coordinator and an alarmed worker take
@@ -601,8 +620,21 @@ func (cd *coordination) lookAtFirst(ctx context.Context) (l Lease, o watchedRead
 		return l, o, false
 	}
 	now := o.seen
+	prev := cd.firstRow
+	cd.firstRow = l
 	cd.watch.stallAt = o.changed.Add(cd.stall(l))
 	if cd.adoptFirst(ctx, l) || cd.yielded(l, now) {
+		return l, o, true
+	}
+	if left, ok := cd.sessions.leftBy(ctx, c, prev, l); ok {
+		// Taken from a holder whose session is over: its other leases,
+		// in streams the taker may not read, are this worker's to list.
+		cd.suspect = left
+		if cd.role != alarmed {
+			c.log.Info("the coordinator's lease was taken from a worker whose session is over: listing for its other leases", "lease", cd.first, "from", left, "owner", l.Owner)
+		}
+		cd.on(balance.Alarm, balance.RoleFacts{})
+		poke(cd.wake)
 		return l, o, true
 	}
 	if l.Owner == "" || l.Owner == c.cfg.identity || now.Sub(o.changed) >= cd.stall(l) {
@@ -634,7 +666,7 @@ func (cd *coordination) afterRound(ctx context.Context, tl *takeListing, r *bala
 	}
 	defer cd.armRota(time.Time{}) // a worker that rests from here on takes its turns from now
 	c := cd.c
-	in, first := tl.in, tl.first
+	in := tl.in
 	moreToDo := r.Busy() || len(cd.pending) > 0 || balance.MayTakeSoon(in, r.Plan()) || balance.Uncoordinated(in) || cd.judging(tl, now) || now.Before(cd.live.listUntil)
 	was := cd.role
 	if in.First == "" {
@@ -642,9 +674,10 @@ func (cd *coordination) afterRound(ctx context.Context, tl *takeListing, r *bala
 		return
 	}
 	held := c.heldSet()
+	cd.firsts = len(in.Firsts)
 	leading := cd.focus(tl, held)
-	in, first = tl.in, tl.first
-	cd.first, cd.readable = in.First, len(in.Rows)
+	in, first := tl.in, tl.first
+	cd.first, cd.readable, cd.firstRow = in.First, len(in.Rows), first
 	switch {
 	case leading && was != coordinator:
 		c.log.Info("coordinating the stream's leases", "lease", in.First)

@@ -529,7 +529,7 @@ func (sc *scheduler) observe(leases []Lease, now time.Time) {
 	for _, l := range leases {
 		id := l.Key.String()
 		seen[id] = true
-		observeRow(sc.obs, id, l.Counter, sc.sessions.mark(l), now)
+		sc.sessions.observe(sc.obs, id, l, now)
 	}
 	forgetUnseen(sc.obs, seen)
 }

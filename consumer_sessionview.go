@@ -60,8 +60,10 @@ type sessionGen struct {
 
 // genSeen is what a worker learnt of one session generation.
 type genSeen struct {
-	// last is the counter it was last seen live at (session.Seen.Last).
-	last int64
+	// last is the counter it was last seen live at (session.Seen.Last);
+	// lastAt is when this worker first saw that counter, by any read.
+	last   int64
+	lastAt time.Time
 	// ended is set once this worker's fence ended it.
 	ended bool
 	// longest is the longest lease duration its row showed: a row gone
@@ -183,6 +185,9 @@ func (v *sessionView) seen(l Lease) session.Seen {
 	g := sessionGen{l.Session, l.SessionGen}
 	known := v.gens[g]
 	if s.Lives() {
+		if known.last != s.RowCounter || known.lastAt.IsZero() {
+			known.lastAt = time.Now()
+		}
 		known.last, known.longest = s.RowCounter, max(known.longest, v.rows[l.Session].Duration)
 		v.gens[g] = known
 	}
@@ -193,15 +198,59 @@ func (v *sessionView) seen(l Lease) session.Seen {
 // mark returns what an observer of l watches stand still.
 func (v *sessionView) mark(l Lease) string { return session.Mark(v.seen(l)) }
 
-// markRead reads the session that keeps l again (a deputy's look, between
-// listings) and returns l's mark.
-func (v *sessionView) markRead(ctx context.Context, c *Consumer, l Lease) string {
+// observe records l, the row key as read at now, in obs (observeRow) and
+// returns the observation. When only its session's counter moved since
+// the last observation (the same holder, counter and session), the mark
+// changed when this worker first saw the session at that counter, by any
+// read (a look at another lease the session keeps, say), if that came
+// after the last observation: the session proved its holder alive then,
+// not at this read. So a worker that watched a coordinator's session stand
+// still times the session's other leases from then when it lists them.
+func (v *sessionView) observe(obs map[string]observation, key string, l Lease, now time.Time) observation {
+	prev, had := obs[key]
+	mark := v.mark(l)
+	o := observeRow(obs, key, l.Counter, mark, now)
+	if !had || !o.changed.Equal(now) || prev.counter != l.Counter || !session.SameHolder(prev.owner, mark) {
+		return o
+	}
+	at := v.gens[sessionGen{l.Session, l.SessionGen}].lastAt
+	if at.IsZero() || at.Before(prev.changed) || !at.Before(now) {
+		return o
+	}
+	o.changed = at
+	obs[key] = o
+	return o
+}
+
+// leftBy reports the holder of prev, the watched row key as this worker
+// last saw it, when l, the row as just read, shows it moved to another
+// holder or session and prev's session no longer reads live (one read of
+// it): fenced by the worker that took the row, or closed. That holder's
+// other leases, in streams the taker may not read, wait for a worker that
+// lists them. A handoff by a live holder, a read that fails, or a row no
+// session kept reports nothing.
+func (v *sessionView) leftBy(ctx context.Context, c *Consumer, prev, l Lease) (string, bool) {
+	switch {
+	case v.store == nil, prev.Key != l.Key, prev.Owner == "", prev.Session == "", prev.Owner == c.cfg.identity:
+		return "", false
+	case l.Owner == prev.Owner && l.Session == prev.Session && l.SessionGen == prev.SessionGen:
+		return "", false
+	}
+	w, ok := v.read(ctx, c, prev)
+	if !ok || w.Owner != "" && w.Gen == prev.SessionGen {
+		return "", false
+	}
+	return prev.Owner, true
+}
+
+// reread reads the session that keeps l again (a deputy's look, between
+// listings).
+func (v *sessionView) reread(ctx context.Context, c *Consumer, l Lease) {
 	if l.Owner != "" && l.Session != "" {
 		if w, ok := v.read(ctx, c, l); ok {
 			v.rows[l.Session] = w
 		}
 	}
-	return v.mark(l)
 }
 
 // wait is how long a taker whose lease duration is own waits, with l's mark

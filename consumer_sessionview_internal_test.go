@@ -1,6 +1,7 @@
 package shardlease
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -51,4 +52,101 @@ func TestRowMovedJudgesOnlyListingsAfterTheTake(t *testing.T) {
 	} {
 		assert.Equal(t, tc.moved, rowMoved(held, tc.listed(held), tc.ok), tc.name)
 	}
+}
+
+// A kept lease whose session alone moved since this worker last observed it
+// is timed from the moment this worker first saw the session at its new
+// counter, by any read (a look at another lease it keeps): not from the
+// listing that shows the lease again. A lease whose own row moved, or a
+// sighting older than the last observation, is timed from now.
+func TestSessionViewTimesAKeptLeaseFromTheSessionsFirstSighting(t *testing.T) {
+	const s = "orders:@h#0000000000000001"
+	kept := func(shard string, counter int64) Lease {
+		return Lease{Key: LeaseKey{Stream: "orders", Shard: shard}, Owner: "h#0000000000000001", Counter: counter, Session: s, SessionGen: 7}
+	}
+	row := func(counter int64) Worker {
+		return Worker{Stream: "orders", Owner: "h#0000000000000001", Gen: 7, Counter: counter, Duration: time.Second}
+	}
+	l, first := kept("shardId-000000000001", 4), kept("shardId-000000000000", 2)
+	key := l.Key.String()
+	for _, tc := range []struct {
+		name   string
+		listed Lease
+		// look: the session's new counter was seen by a look after the
+		// last observation; early: before it.
+		look, early bool
+		fromNow     bool
+	}{
+		{"only the session moved, seen by a look since", l, true, false, false},
+		{"only the session moved, seen first by this listing", l, false, false, true},
+		{"only the session moved, seen before the last observation", l, false, true, true},
+		{"the lease's own row moved too", kept("shardId-000000000001", 5), true, false, true},
+	} {
+		v := newSessionView(nil)
+		obs := map[string]observation{}
+		v.rows[s] = row(9)
+		v.observe(obs, key, l, time.Now().Add(-10*time.Second))
+		before := time.Now()
+		if tc.look || tc.early {
+			v.rows[s] = row(10)
+			v.seen(first) // a look at the first lease, which the session keeps too
+		}
+		if tc.early {
+			o := obs[key]
+			o.changed = time.Now() // the last observation came after the look (a listing that read the session late)
+			obs[key] = o
+		}
+		v.rows[s] = row(10)
+		now := time.Now()
+		if tc.look {
+			now = now.Add(5 * time.Second)
+		}
+		o := v.observe(obs, key, tc.listed, now)
+		if tc.fromNow {
+			assert.Equal(t, now, o.changed, tc.name)
+			continue
+		}
+		assert.False(t, o.changed.Before(before), "%s: changed %v, before the sighting at %v", tc.name, o.changed, before)
+		assert.True(t, o.changed.Before(now), "%s: timed from the listing, not the sighting", tc.name)
+		assert.Equal(t, o.changed, v.observe(obs, key, l, now.Add(time.Second)).changed, "%s: the same mark again moves nothing", tc.name)
+	}
+}
+
+// A look that finds the watched lease taken from a holder whose session is
+// over (fenced by the taker) names that holder: its other leases wait for
+// a worker that lists them. A handoff by a live session, the same holder,
+// or a row no session kept names nobody.
+func TestSessionViewLeftByAHolderWhoseSessionIsOver(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	store := NewMemoryStore()
+	c, err := NewConsumer(idleKinesis{}, store, "orders", func(context.Context, *Batch) error { return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := store.OpenSession(ctx, "orders", "h#1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := LeaseKey{Stream: "orders", Shard: "shardId-000000000000"}
+	prev := Lease{Key: key, Owner: "h#1", Counter: 3, Session: w.Key(), SessionGen: w.Gen}
+	taken := Lease{Key: key, Owner: "t#2", Counter: 4, Session: "orders:@t#2", SessionGen: 5}
+	v := newSessionView(store)
+
+	_, ok := v.leftBy(ctx, c, prev, taken)
+	assert.False(t, ok, "the holder's session lives: a handoff")
+	_, ok = v.leftBy(ctx, c, prev, prev)
+	assert.False(t, ok, "the row did not move")
+	unkept := prev
+	unkept.Session, unkept.SessionGen = "", 0
+	_, ok = v.leftBy(ctx, c, unkept, taken)
+	assert.False(t, ok, "no session kept the row")
+
+	ended, err := store.FenceSession(ctx, w)
+	if err != nil || !ended {
+		t.Fatalf("fence: ended %v, %v", ended, err)
+	}
+	left, ok := v.leftBy(ctx, c, prev, taken)
+	assert.True(t, ok, "the holder's session is over")
+	assert.Equal(t, "h#1", left)
 }

@@ -171,10 +171,10 @@ func readWatched(ctx context.Context, c *Consumer, v *sessionView, obs map[strin
 		}
 		v.watchRead(first, l, time.Now())
 	}
-	mark := v.markRead(ctx, c, l)
+	v.reread(ctx, c, l)
 	v.watchSeen(first, l)
 	now := time.Now()
-	return l, watchedRead{observeRow(obs, first, l.Counter, mark, now), now}, true
+	return l, watchedRead{observeRow(obs, first, l.Counter, v.mark(l), now), now}, true
 }
 
 // alarming reports whether a listing shows a watched lease free, expired

@@ -8,6 +8,7 @@ package session
 
 import (
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -77,6 +78,14 @@ func Mark(s Seen) string {
 		at = s.RowCounter
 	}
 	return m + "|" + s.Session + "|" + strconv.FormatInt(s.Gen, 10) + "|" + strconv.FormatInt(at, 10)
+}
+
+// SameHolder reports whether marks a and b (of one lease row, by Mark)
+// differ at most in the session's counter: the row's holder, counter and
+// session are the same, so only the session was kept (or seen kept) since.
+func SameHolder(a, b string) bool {
+	i, j := strings.LastIndexByte(a, '|'), strings.LastIndexByte(b, '|')
+	return strings.Count(a, "|") == 4 && strings.Count(b, "|") == 4 && a[:i] == b[:j]
 }
 
 // Step is what a taker does with a lease held by another worker.
