@@ -110,6 +110,24 @@ func TestTakeEveryFirstLease(t *testing.T) {
 	assert.Equal(t, []string{"a:s00"}, intentsOf(in, TakeFirst), "the cap stops the first takes too")
 }
 
+// A new first lease is left to fair share in the round that first sees it
+// free, and taken first, beyond the share, once it is left over: the
+// workers that read its stream may all be at their share of a table they
+// share with workers of other streams.
+func TestTakeANewFirstLeaseLeftOver(t *testing.T) {
+	// x reads a and b and holds two of a; y, z and w (which holds nothing
+	// yet) read a only; b:s00 is new.
+	rs := concat(streamRows("a", 0, 2, "y"), streamRows("a", 2, 2, "x"), streamRows("a", 4, 2, "z"), streamRows("b", 0, 1, ""))
+	rs[6].Counter = 0 // new
+	in := Listing{Me: "x", Rows: rs, Held: heldBy(rs, "x"), Firsts: Firsts(rs), First: "a:s00", Workers: []string{"w"}, MaxSteals: 32}
+	assert.Empty(t, intentsOf(in, TakeFirst), "a new row in its first round")
+	assert.Empty(t, intentsOf(in, Take), "x is at its share")
+	in.Leftover = set("b:s00")
+	assert.Equal(t, []string{"b:s00"}, intentsOf(in, TakeFirst), "left over: taken beyond the share")
+	in.MaxLeases = 2
+	assert.Empty(t, intentsOf(in, TakeFirst), "never beyond the cap")
+}
+
 // A coordinator's deputies read every stream it coordinates: where workers
 // read different streams, more than Deputies are named.
 func TestNameDeputiesCoverEveryCoordinatedStream(t *testing.T) {

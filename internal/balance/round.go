@@ -232,8 +232,12 @@ func (r *Round) nextOfStage() (it Intent, ok, more bool) {
 }
 
 // firstsToTake returns, by id, the first readable leases me should take
-// before any other: free (released, not new) or expired, not run by me,
-// and not to be left alone.
+// before any other: free (released, or new and left over a take interval:
+// workers starting together take new rows by their share first) or
+// expired, not run by me, and not to be left alone. A new first lease that
+// the workers reading its stream, each at its share of a table they share
+// with workers of other streams, all left free is so taken beyond the
+// share (fair share then moves another lease away).
 func (r *Round) firstsToTake() []Row {
 	in := r.in
 	firsts := in.firsts()
@@ -243,7 +247,7 @@ func (r *Round) firstsToTake() []Row {
 		if !firsts[id] || r.held[id] || in.Skip[id] || in.Refused[id] {
 			continue
 		}
-		if l.Owner == "" && l.Counter > 0 || in.Expired[id] {
+		if l.Owner == "" && (l.Counter > 0 || in.Leftover[id]) || in.Expired[id] {
 			out = append(out, l)
 		}
 	}
