@@ -33,15 +33,8 @@ import (
 const RotaSlots = 3
 
 // RotaTurn is how many of its looks a slot's watcher makes before the slot
-// passes to the next. Two: with four, the three slots' watchers could all be
-// among a lost third of the fleet for up to four take intervals (a third of
-// 64 workers lost was held again past 2.5 L in 10 of 300 fake runs, 3.8 L
-// at worst; with two, 1 in 300 at 2.74 L, and none of 300 at 16 workers);
-// with one, a watcher's look and its confirmation fall to different
-// workers and the alarm comes later still (86 of 300). A turn shares one
-// read of the lease row (watchReuse), so two cost a read unit a minute or
-// so more than four.
-const RotaTurn = 2
+// passes to the next.
+const RotaTurn = 4
 
 // Instant is one look instant of the rota.
 type Instant int64
