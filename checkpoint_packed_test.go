@@ -217,6 +217,18 @@ type packedCounter struct {
 	maxPut                                  atomic.Int64
 }
 
+// startPacked starts worker "a" alone, with sessions and extra options, on
+// a packedCounter over w's store, and waits up to wait until it holds all
+// n leases. It returns the counter, the handled records and the worker.
+func startPacked(t *testing.T, w *world, n int, wait time.Duration, extra ...shardlease.Option) (*packedCounter, *handled, *worker) {
+	t.Helper()
+	pc := newPackedCounter(t, w.store)
+	h := newHandled()
+	a := startWorker(t, w, w.kin, pc, h.handler("a"), w.opts("a", append([]shardlease.Option{sessionsOn}, extra...)...)...)
+	waitFor(t, wait, "a holds every lease", func() bool { return len(a.c.Held()) == n })
+	return pc, h, a
+}
+
 func newPackedCounter(t *testing.T, s shardlease.LeaseStore) *packedCounter {
 	cs, ok := s.(coordStore)
 	require.True(t, ok)
@@ -262,10 +274,7 @@ func TestCheckpointCostIdleLeaseWritesNothing(t *testing.T) {
 	t.Parallel()
 	worlds(t, 4, func(t *testing.T, w *world) {
 		w.timed(t)
-		pc := newPackedCounter(t, w.store)
-		h := newHandled()
-		a := startWorker(t, w, w.kin, pc, h.handler("a"), w.opts("a", sessionsOn)...)
-		waitFor(t, 10*w.lease, "a holds every lease", func() bool { return len(a.c.Held()) == 4 })
+		pc, h, a := startPacked(t, w, 4, 10*w.lease)
 		const window = 5
 		idle := func(what string) {
 			t.Helper()
@@ -303,10 +312,7 @@ func TestCheckpointPackedOffWithAShortCheckpointInterval(t *testing.T) {
 	t.Parallel()
 	worlds(t, 2, func(t *testing.T, w *world) {
 		w.timed(t)
-		pc := newPackedCounter(t, w.store)
-		h := newHandled()
-		a := startWorker(t, w, w.kin, pc, h.handler("a"), w.opts("a", sessionsOn, shardlease.WithCheckpointInterval(w.renew/4))...)
-		waitFor(t, 10*w.lease, "a holds every lease", func() bool { return len(a.c.Held()) == 2 })
+		pc, h, a := startPacked(t, w, 2, 10*w.lease, shardlease.WithCheckpointInterval(w.renew/4))
 		p := &produced{}
 		w.put(t, p, 20, 4)
 		waitFor(t, 5*w.lease, "a handled every record", func() bool { return h.distinct() == p.count() })
@@ -368,10 +374,7 @@ func TestCheckpointPackedMoreLeasesThanOneWriteUnit(t *testing.T) {
 	const shards = 40
 	worlds(t, shards, func(t *testing.T, w *world) {
 		w.timed(t)
-		pc := newPackedCounter(t, w.store)
-		h := newHandled()
-		a := startWorker(t, w, w.kin, pc, h.handler("a"), w.opts("a", sessionsOn, shardlease.WithMaxLeases(shards))...)
-		waitFor(t, 20*w.lease, "a holds every lease", func() bool { return len(a.c.Held()) == shards })
+		pc, h, a := startPacked(t, w, shards, 20*w.lease, shardlease.WithMaxLeases(shards))
 		p := &produced{}
 		w.put(t, p, 400, 400)
 		waitFor(t, 10*w.lease, "a handled every record", func() bool { return h.distinct() == p.count() })
@@ -408,10 +411,7 @@ func TestCheckpointCostTenBusyLeases(t *testing.T) {
 		if w.dynamo != nil {
 			w.dynamo.Capacity = true
 		}
-		pc := newPackedCounter(t, w.store)
-		h := newHandled()
-		a := startWorker(t, w, w.kin, pc, h.handler("a"), w.opts("a", sessionsOn)...)
-		waitFor(t, 20*w.lease, "a holds every lease", func() bool { return len(a.c.Held()) == shards })
+		pc, h, _ := startPacked(t, w, shards, 20*w.lease)
 		p := &produced{}
 		stop := make(chan struct{})
 		done := make(chan struct{})
