@@ -326,54 +326,60 @@ func fleetFailover(ctx context.Context, e *env, shards, n int, lease time.Durati
 	return time.Since(t0), nil
 }
 
+// fleetReadRow runs n workers over 64 shards in mode for the fleet
+// window, logs which workers read (as readers), and adds the row metric of
+// its read units a minute with note. It returns the fleet's usage.
+func fleetReadRow(ctx context.Context, e *env, sec string, n int, mode fleetMode, readers, metric, note string) (fleetUsage, error) {
+	u, err := runFleet(ctx, e, 64, n, defLease, e.sz.fleetWindow, mode)
+	if err != nil {
+		return fleetUsage{}, err
+	}
+	logReaders(e, readers, u)
+	e.add(row{Section: sec, Metric: metric, Value: u.readUnits / u.window.Minutes(), Unit: "RCU/min", Shown: u.readsShown(), Target: "-", Note: note})
+	return u, nil
+}
+
 // measureFleetReads adds the read rows of 64 shards with 2, 8 and 32
 // workers, and of 2 workers listing as before coordination; it returns the
 // writes per lease a minute of the 8-worker fleet.
 func measureFleetReads(ctx context.Context, e *env, sec, timing string) (float64, error) {
-	lease, window := defLease, e.sz.fleetWindow
+	window := e.sz.fleetWindow
 	perMin := map[int]float64{}
 	var writesPerLease float64
 	for _, n := range []int{2, 8, 32} {
-		u, err := runFleet(ctx, e, 64, n, lease, window, fleetDefault)
-		if err != nil {
-			return 0, err
-		}
-		perMin[n] = u.readUnits / u.window.Minutes()
-		logReaders(e, fmt.Sprintf("64 shards, %d workers", n), u)
 		note := ""
 		if n == 2 {
 			note = fmt.Sprintf("64 shards; %s; read capacity units DynamoDB reported (ReturnConsumedCapacity), summed over every GetItem and Scan page of the fleet for %v after the workers were balanced (in brackets: Scan pages and GetItems a minute; the progress lines name the workers that made them); dynalite prices every Scan page as eventually consistent, so a consistent page is counted twice, as DynamoDB charges it", timing, window)
 		}
-		e.add(row{Section: sec, Metric: fmt.Sprintf("64 shards, %d workers: read units per minute", n), Value: perMin[n], Unit: "RCU/min",
-			Shown: u.readsShown(), Target: "-", Note: note})
+		u, err := fleetReadRow(ctx, e, sec, n, fleetDefault, fmt.Sprintf("64 shards, %d workers", n), fmt.Sprintf("64 shards, %d workers: read units per minute", n), note)
+		if err != nil {
+			return 0, err
+		}
+		perMin[n] = u.readUnits / u.window.Minutes()
 		if n == 8 {
 			writesPerLease = float64(u.writes) / 64 / u.window.Minutes()
 		}
 	}
 	// The same 2-worker fleet listing with consistent Scans, as take rounds
 	// did before they listed eventually consistent.
-	uc, err := runFleet(ctx, e, 64, 2, lease, window, fleetBefore)
+	uc, err := fleetReadRow(ctx, e, sec, 2, fleetBefore, "64 shards, 2 workers, every worker listing",
+		"64 shards, 2 workers, before coordination (every worker lists, consistently): read units per minute",
+		"the store's notes and eventually consistent listing hidden, so every worker lists with consistent Scans every take interval, as before coordination")
 	if err != nil {
 		return 0, err
 	}
 	cons := uc.readUnits / uc.window.Minutes()
-	logReaders(e, "64 shards, 2 workers, every worker listing", uc)
-	e.add(row{Section: sec, Metric: "64 shards, 2 workers, before coordination (every worker lists, consistently): read units per minute", Value: cons, Unit: "RCU/min",
-		Shown: uc.readsShown(), Target: "-",
-		Note: "the store's notes and eventually consistent listing hidden, so every worker lists with consistent Scans every take interval, as before coordination"})
 	// Like for like: coordination's listings against every worker's, both
 	// with per-lease renewals. With sessions (the default, the rows above)
 	// the watch rota adds its looks at the coordinator's session (the
 	// sessions section's rows).
-	up, err := runFleet(ctx, e, 64, 2, lease, window, fleetPerLease)
+	up, err := fleetReadRow(ctx, e, sec, 2, fleetPerLease, "64 shards, 2 workers, per-lease renewals",
+		"64 shards, 2 workers, per-lease renewals (sessions off): read units per minute",
+		"WithSessions(false): a deputy reads the first lease once a take interval, where with sessions the watch rota's looks read the coordinator's session row three times a take interval, whatever the fleet's size")
 	if err != nil {
 		return 0, err
 	}
 	perLease := up.readUnits / up.window.Minutes()
-	logReaders(e, "64 shards, 2 workers, per-lease renewals", up)
-	e.add(row{Section: sec, Metric: "64 shards, 2 workers, per-lease renewals (sessions off): read units per minute", Value: perLease, Unit: "RCU/min",
-		Shown: up.readsShown(), Target: "-",
-		Note: "WithSessions(false): a deputy reads the first lease once a take interval, where with sessions the watch rota's looks read the coordinator's session row three times a take interval, whatever the fleet's size"})
 	ec := perLease / cons
 	e.add(row{Section: sec, Metric: "64 shards, 2 workers, per-lease renewals: read units, coordination / before", Value: ec, Unit: "ratio",
 		Shown: fmt.Sprintf("%.2f (with sessions %.2f)", ec, perMin[2]/cons), Target: "<= 0.55", OK: okp(ec <= 0.55)})
