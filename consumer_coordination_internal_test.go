@@ -153,3 +153,37 @@ func TestUncoordinatedNeverChanges(t *testing.T) {
 	assert.Equal(t, uncoordinated, cd.role)
 	assert.False(t, cd.leads(), "nobody can ask it to lead")
 }
+
+// A deputy looks at the first lease it watches itself, every take interval,
+// beside the rota, when its listing showed several streams' first leases (a
+// Group's table, where the rota's turns fall mostly to workers watching
+// another stream's first lease); with one stream's it leaves the looks to
+// the rota.
+func TestDeputyOfSeveralStreamsLooksItselfBesideTheRota(t *testing.T) {
+	t.Parallel()
+	cd, _ := newTestCoordination(t, deputy)
+	cd.sessions = newSessionView(cd.c.caps.sessions)
+	first, mine := "orders:shardId-000000000000", "orders:shardId-000000000001"
+	cd.first, cd.watch.row = first, mine
+	cd.recent = []Lease{
+		{Key: keyOf(first), Owner: "coord#1", Counter: 3},
+		{Key: keyOf(mine), Owner: cd.c.cfg.identity, Counter: 2},
+	}
+	cd.c.mu.Lock()
+	cd.c.held[mine] = nil // runs it (holds reads the key alone)
+	cd.c.mu.Unlock()
+	_, rota := cd.rotaLooks()
+	if !rota {
+		t.Fatal("the rota has no candidate; want this worker's lease")
+	}
+
+	cd.firsts = 1
+	cd.onLook(t.Context())
+	_, looked := cd.obs[first]
+	assert.False(t, looked, "one stream's first lease: the rota's turns are the looks")
+
+	cd.firsts = 2
+	cd.onLook(t.Context())
+	_, looked = cd.obs[first]
+	assert.True(t, looked, "several streams' first leases: the deputy reads the first lease itself")
+}
