@@ -187,3 +187,56 @@ func TestDeputyOfSeveralStreamsLooksItselfBesideTheRota(t *testing.T) {
 	_, looked = cd.obs[first]
 	assert.True(t, looked, "several streams' first leases: the deputy reads the first lease itself")
 }
+
+// A look that finds the first lease taken from a holder whose session is
+// over (fenced by the taker) raises the alarm with that holder as the
+// suspect, so that this worker lists for its other leases (of streams the
+// taker may not read); a handoff by a live session raises nothing.
+func TestLookAtAFirstLeaseTakenFromASessionThatIsOver(t *testing.T) {
+	t.Parallel()
+	for _, fenced := range []bool{false, true} {
+		cd, wake := newTestCoordination(t, deputy)
+		store := cd.c.store.(*MemoryStore)
+		cd.sessions = newSessionView(store)
+		ctx := WithHolderLeaseDuration(t.Context(), 20*time.Second)
+		first := "orders:shardId-000000000000"
+		cd.first = first
+		if _, err := store.Create(ctx, keyOf(first), nil); err != nil {
+			t.Fatal(err)
+		}
+		hs, err := store.OpenSession(ctx, "orders", "h#1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		held, err := store.AcquireInSession(ctx, keyOf(first), hs, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cd.firstRow = held // as the last listing showed it
+		if fenced {
+			if ended, err := store.FenceSession(ctx, hs); err != nil || !ended {
+				t.Fatalf("fence: %v, %v", ended, err)
+			}
+		}
+		ts, err := store.OpenSession(ctx, "orders", "t#2")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := store.AcquireInSession(ctx, keyOf(first), ts, held.Counter); err != nil {
+			t.Fatal(err)
+		}
+		cd.lookAtFirst(ctx)
+		if !fenced {
+			assert.Equal(t, deputy, cd.role, "taken from a live session (a handoff): no alarm")
+			assert.Empty(t, cd.suspect)
+			continue
+		}
+		assert.Equal(t, alarmed, cd.role, "taken from a session that is over: this worker lists")
+		assert.Equal(t, "h#1", cd.suspect, "the holder whose other leases it lists for")
+		select {
+		case <-wake:
+		default:
+			t.Error("the alarm asks for a take round at once")
+		}
+	}
+}
