@@ -6,6 +6,7 @@ import (
 	"hash/fnv"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -719,6 +720,10 @@ func (sc *scheduler) ask(ctx context.Context, l Lease, now time.Time) (made, sto
 	return true, false
 }
 
+// workerSeen is what an observer of worker row w watches stand still
+// besides its counter: its owner and its session's generation.
+func workerSeen(w Worker) string { return w.Owner + "|" + strconv.FormatInt(w.Gen, 10) }
+
 // liveWorkers returns the owners of the worker rows that moved within a
 // lease duration, as this worker has watched them; a row of another worker
 // that stood still that long is deleted (its worker is gone).
@@ -731,7 +736,10 @@ func (sc *scheduler) liveWorkers(ctx context.Context, workers []Worker, now time
 		if w.Owner == c.cfg.identity {
 			continue
 		}
-		if o := observeRow(sc.wobs, w.Owner, w.Counter, w.Owner, now); now.Sub(o.changed) < max(c.cfg.leaseDuration, w.Duration) {
+		// The generation is part of what moves: a session opened again on
+		// a row a fence deleted starts at the counter an older generation
+		// was seen at, and is not the row that stood still.
+		if o := observeRow(sc.wobs, w.Owner, w.Counter, workerSeen(w), now); now.Sub(o.changed) < max(c.cfg.leaseDuration, w.Duration) {
 			live = append(live, w.Owner)
 			continue
 		}

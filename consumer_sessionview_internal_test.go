@@ -150,3 +150,23 @@ func TestSessionViewLeftByAHolderWhoseSessionIsOver(t *testing.T) {
 	assert.True(t, ok, "the holder's session is over")
 	assert.Equal(t, "h#1", left)
 }
+
+// A worker row whose session was opened again after a fence deleted it
+// starts at a counter the older generation was seen at: it is a row that
+// moved, not one that stood still, and is not removed as a gone worker's.
+func TestLiveWorkersJudgeASessionOpenedAgainAsMoved(t *testing.T) {
+	t.Parallel()
+	c, err := NewConsumer(idleKinesis{}, NewMemoryStore(), "orders", func(context.Context, *Batch) error { return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := &scheduler{c: c, wobs: map[string]observation{}}
+	w := Worker{Stream: "orders", Owner: "h#1", Gen: 7, Counter: 1}
+	t0 := time.Now().Add(-time.Hour)
+	assert.Equal(t, []string{"h#1"}, sc.liveWorkers(t.Context(), []Worker{w}, t0), "first seen")
+	again := w
+	again.Gen = 8 // fenced, deleted, and opened again: counter 1 once more
+	later := t0.Add(2 * c.cfg.leaseDuration)
+	assert.Equal(t, []string{"h#1"}, sc.liveWorkers(t.Context(), []Worker{again}, later), "a new generation is a row that moved")
+	assert.Empty(t, sc.liveWorkers(t.Context(), []Worker{again}, later.Add(2*c.cfg.leaseDuration)), "the new generation standing still is gone")
+}
